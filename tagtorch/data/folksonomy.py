@@ -1,0 +1,261 @@
+"""The folksonomy table: tag assignments, object texts and object categories with integer ids.
+
+A folksonomy is a set of tag assignments ``(user, object, tag, timestamp)`` (Hotho et al. 2006),
+plus, for tag recommendation as in Canuto et al. (JIDM 2013), the other textual features of each
+object (title, description, ...) and, for the xTReD diversifier, the objects' categories.
+Every entity gets a contiguous integer id; the raw ids and tag strings are kept as vocabularies.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tagtorch.data.ragged import Ragged
+
+log = logging.getLogger(__name__)
+
+#: Timestamp stored for assignments whose source gives no time.
+MISSING_TIME = -1
+
+ASSIGNMENT_COLUMNS = ("user", "object", "tag", "timestamp")
+
+
+def _encode(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Contiguous codes in first-seen-sorted order: returns ``(codes, vocabulary)``."""
+    codes, uniques = pd.factorize(values, sort=True)
+    return codes.astype(np.int64), np.asarray(uniques, dtype=object)
+
+
+@dataclass(frozen=True)
+class Folksonomy:
+    """Tag assignments with contiguous integer ids, per-object texts and categories.
+
+    Attributes:
+        assignments: one row per assignment; int64 columns ``user``, ``object``, ``tag``
+            (codes into the vocabularies below) and ``timestamp`` (Unix seconds,
+            :data:`MISSING_TIME` where unknown). No duplicate ``(user, object, tag)`` rows.
+        users: raw user id of each user code.
+        objects: raw object id of each object code.
+        tags: tag string of each tag code.
+        texts: one row per object code (index ``0..n_objects-1``), one string column per text
+            field (``title``, ``description``, ...); missing text is the empty string.
+        categories: ``object`` and ``category`` int64 codes, one row per (object, category).
+        category_names: name of each category code.
+        name: dataset name used in logs and reports.
+    """
+
+    assignments: pd.DataFrame
+    users: np.ndarray
+    objects: np.ndarray
+    tags: np.ndarray
+    texts: pd.DataFrame
+    categories: pd.DataFrame
+    category_names: np.ndarray
+    name: str = "folksonomy"
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_frame(
+        cls,
+        assignments: pd.DataFrame,
+        texts: pd.DataFrame | None = None,
+        categories: pd.DataFrame | None = None,
+        name: str = "folksonomy",
+    ) -> Folksonomy:
+        """Builds a folksonomy from raw ids.
+
+        Args:
+            assignments: columns ``user``, ``object``, ``tag`` (raw ids and tag strings) and
+                optionally ``timestamp`` (Unix seconds). Rows with a missing value or an empty
+                tag are dropped; duplicate ``(user, object, tag)`` rows keep the earliest time.
+            texts: indexed by raw object id, one string column per text field. Objects
+                without assignments are ignored.
+            categories: columns ``object`` (raw id) and ``category`` (name).
+            name: dataset name.
+
+        Returns:
+            The folksonomy with contiguous ids (sorted raw ids and tag strings).
+
+        Raises:
+            ValueError: if a required column is missing or nothing is left.
+        """
+        missing = {"user", "object", "tag"} - set(assignments.columns)
+        if missing:
+            raise ValueError(f"{name}: assignments lack the column(s) {sorted(missing)}")
+        frame = assignments.loc[:, [c for c in ASSIGNMENT_COLUMNS if c in assignments]].copy()
+        if "timestamp" not in frame:
+            frame["timestamp"] = MISSING_TIME
+        frame["tag"] = frame["tag"].astype("string").str.strip()
+        ok = frame[["user", "object", "tag"]].notna().all(axis=1) & (frame["tag"] != "")
+        if (~ok).any():
+            log.info("%s: dropped %d assignments with a missing user, object or tag",
+                     name, int((~ok).sum()))
+        frame = frame[ok]
+        if frame.empty:
+            raise ValueError(f"{name}: no tag assignments")
+        frame["timestamp"] = (
+            pd.to_numeric(frame["timestamp"], errors="coerce").fillna(MISSING_TIME).astype(np.int64)
+        )
+        user, users = _encode(frame["user"])
+        obj, objects = _encode(frame["object"])
+        tag, tags = _encode(frame["tag"].astype(object))
+        table = pd.DataFrame(
+            {"user": user, "object": obj, "tag": tag, "timestamp": frame["timestamp"].to_numpy()}
+        )
+        object_index = pd.Index(objects)
+        text_frame = pd.DataFrame(index=pd.RangeIndex(len(objects)))
+        if texts is not None:
+            aligned = texts[~texts.index.duplicated()].reindex(object_index)
+            for column in aligned.columns:
+                text_frame[str(column)] = aligned[column].fillna("").astype(str).to_numpy()
+        if categories is not None and len(categories):
+            cat_frame = categories.loc[categories["object"].isin(object_index)]
+            cat, category_names = _encode(cat_frame["category"].astype(str))
+            cat_table = pd.DataFrame(
+                {"object": object_index.get_indexer(cat_frame["object"]), "category": cat}
+            ).drop_duplicates(ignore_index=True)
+        else:
+            category_names = np.zeros(0, dtype=object)
+            cat_table = pd.DataFrame({"object": np.zeros(0, np.int64),
+                                      "category": np.zeros(0, np.int64)})
+        return cls(
+            assignments=_deduplicate(table),
+            users=users,
+            objects=objects,
+            tags=tags,
+            texts=text_frame,
+            categories=cat_table,
+            category_names=category_names,
+            name=name,
+        )
+
+    # ------------------------------------------------------------------ sizes
+    @property
+    def n_users(self) -> int:
+        """Number of user codes."""
+        return len(self.users)
+
+    @property
+    def n_objects(self) -> int:
+        """Number of object codes."""
+        return len(self.objects)
+
+    @property
+    def n_tags(self) -> int:
+        """Number of tag codes."""
+        return len(self.tags)
+
+    @property
+    def n_assignments(self) -> int:
+        """Number of (user, object, tag) assignments."""
+        return len(self.assignments)
+
+    @property
+    def text_fields(self) -> list[str]:
+        """Names of the per-object text fields."""
+        return list(self.texts.columns)
+
+    # ------------------------------------------------------------------ views
+    def object_tags(self) -> Ragged:
+        """Distinct tags of every object, ascending: a ragged ``[n_objects]`` of tag codes."""
+        pairs = self.assignments[["object", "tag"]].drop_duplicates().sort_values(["object", "tag"])
+        return Ragged.from_groups(pairs["object"].to_numpy(), pairs["tag"].to_numpy(),
+                                  self.n_objects)
+
+    def object_categories(self) -> Ragged:
+        """Categories of every object: a ragged ``[n_objects]`` of category codes."""
+        table = self.categories.sort_values(["object", "category"])
+        return Ragged.from_groups(table["object"].to_numpy(), table["category"].to_numpy(),
+                                  self.n_objects)
+
+    def tag_frequencies(self) -> np.ndarray:
+        """``[n_tags]`` number of assignments of each tag."""
+        return np.bincount(self.assignments["tag"].to_numpy(), minlength=self.n_tags)
+
+    # ------------------------------------------------------------ transforms
+    def with_tags(self, tag_strings: np.ndarray) -> Folksonomy:
+        """Renames every tag code ``i`` to ``tag_strings[i]`` and merges equal names.
+
+        Tags renamed to the empty string are dropped with their assignments. Used to apply
+        text normalization (stemming) to tags, so that "Rock" and "rocks" become one tag.
+        """
+        tag_strings = np.asarray(tag_strings, dtype=object)
+        if len(tag_strings) != self.n_tags:
+            raise ValueError(f"expected {self.n_tags} tag strings, got {len(tag_strings)}")
+        named = tag_strings != ""
+        new_code, new_tags = _encode(pd.Series(tag_strings[named]))
+        code_map = np.full(self.n_tags, -1, dtype=np.int64)
+        code_map[named] = new_code
+        table = self.assignments.assign(tag=code_map[self.assignments["tag"].to_numpy()])
+        table = table[table["tag"] >= 0]
+        merged = _deduplicate(table)
+        dropped = self.n_assignments - len(merged)
+        if dropped:
+            log.info("%s: %d tags became %d; %d assignments merged or dropped",
+                     self.name, self.n_tags, len(new_tags), dropped)
+        return replace(self, assignments=merged, tags=new_tags)
+
+    def with_texts(self, texts: pd.DataFrame) -> Folksonomy:
+        """Returns a copy with the given per-object text frame (same row count)."""
+        if len(texts) != self.n_objects:
+            raise ValueError(f"expected {self.n_objects} text rows, got {len(texts)}")
+        return replace(self, texts=texts.reset_index(drop=True))
+
+    def select(self, assignment_mask: np.ndarray) -> Folksonomy:
+        """Keeps the masked assignments and re-codes users, objects and tags contiguously."""
+        table = self.assignments[np.asarray(assignment_mask, dtype=bool)]
+        users, user_code = np.unique(table["user"].to_numpy(), return_inverse=True)
+        objects, object_code = np.unique(table["object"].to_numpy(), return_inverse=True)
+        tags, tag_code = np.unique(table["tag"].to_numpy(), return_inverse=True)
+        new = pd.DataFrame({"user": user_code, "object": object_code, "tag": tag_code,
+                            "timestamp": table["timestamp"].to_numpy()}).astype(np.int64)
+        cats = self.categories[self.categories["object"].isin(objects)]
+        cats = pd.DataFrame({"object": np.searchsorted(objects, cats["object"].to_numpy()),
+                             "category": cats["category"].to_numpy()})
+        return replace(
+            self,
+            assignments=new,
+            users=self.users[users],
+            objects=self.objects[objects],
+            tags=self.tags[tags],
+            texts=self.texts.iloc[objects].reset_index(drop=True),
+            categories=cats,
+        )
+
+    def describe(self) -> dict[str, float]:
+        """Dataset statistics: sizes, tags per object, objects with at least two tags."""
+        per_object = self.object_tags().lengths
+        per_object = per_object[per_object > 0]
+        return {
+            "users": self.n_users,
+            "objects": self.n_objects,
+            "tags": self.n_tags,
+            "assignments": self.n_assignments,
+            "categories": len(self.category_names),
+            "tags_per_object_mean": float(per_object.mean()) if len(per_object) else 0.0,
+            "tags_per_object_median": float(np.median(per_object)) if len(per_object) else 0.0,
+            "tags_per_object_max": int(per_object.max()) if len(per_object) else 0,
+            "objects_with_1_tag": int((per_object == 1).sum()),
+            "objects_with_2plus_tags": int((per_object >= 2).sum()),
+        }
+
+    def __repr__(self) -> str:
+        return (f"Folksonomy(name={self.name!r}, users={self.n_users}, objects={self.n_objects}, "
+                f"tags={self.n_tags}, assignments={self.n_assignments}, "
+                f"text_fields={self.text_fields}, categories={len(self.category_names)})")
+
+
+def _deduplicate(table: pd.DataFrame) -> pd.DataFrame:
+    """Drops duplicate ``(user, object, tag)`` rows, keeping the earliest known timestamp."""
+    known = table["timestamp"].where(table["timestamp"] != MISSING_TIME, np.iinfo(np.int64).max)
+    order = np.lexsort((known.to_numpy(), table["tag"].to_numpy(), table["object"].to_numpy(),
+                        table["user"].to_numpy()))
+    table = table.iloc[order]
+    table = table[~table.duplicated(["user", "object", "tag"])]
+    return table.reset_index(drop=True).astype(np.int64)
