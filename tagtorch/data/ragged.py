@@ -101,9 +101,11 @@ class Ragged:
         index = np.arange(offsets[-1], dtype=np.int64) + starts
         return Ragged(offsets, self.values[index])
 
-    def to_csr(self, n_cols: int, data: np.ndarray | None = None) -> sp.csr_matrix:
+    def to_csr(
+        self, n_cols: int, data: np.ndarray | None = None, dtype: type = np.float64
+    ) -> sp.csr_matrix:
         """Returns a ``[n, n_cols]`` sparse matrix with ones (or ``data``) at the row values."""
-        data = np.ones(len(self.values), dtype=np.float32) if data is None else data
+        data = np.ones(len(self.values), dtype=dtype) if data is None else data
         return sp.csr_matrix((data, self.values, self.offsets), shape=(len(self), n_cols))
 
     def to_padded(

@@ -1,0 +1,269 @@
+"""Evaluation splits: the object-centric 5-fold D/V/T protocol and user-centric post splits.
+
+Tag recommendation (Canuto et al., JIDM 2013, Section 5.2): the objects with at least two
+distinct tags (after text normalization) are shuffled (optionally sampling N of them first, as
+the paper does per dataset) and divided into ``n_folds`` equal portions. Fold ``f`` tests on
+portion ``f`` (T), learns and tunes on portion ``f + 1`` (V) and mines rules and statistics from
+the other portions (D, three of five). In V and T, half of each object's tags, drawn at random,
+are the input tags I_o and the others the gold standard Y_o. Only D's tag sets reach rules and
+statistics, so no gold tag of V or T can leak into them. Each object's I_o / Y_o draw is made
+once per seed, so an object split the same way in the fold where it is in V and in the one where
+it is in T.
+
+Item recommendation and retrieval (Do-Rank; topic-model ranking) use user-centric splits of posts
+(a post is one user's tags on one object): iterative p-core filtering, a random 80/20 split of
+posts, and the last 10% of each user's posts by time.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+
+from tagtorch.data.folksonomy import Folksonomy
+from tagtorch.data.ragged import Ragged
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TagQueries:
+    """Objects to recommend tags for (V or T): input tags I_o and gold tags Y_o.
+
+    Attributes:
+        objects: ``[n]`` object codes.
+        input_tags: ragged ``[n]`` tag codes given to the recommender (I_o), ascending.
+        gold_tags: ragged ``[n]`` tag codes to recover (Y_o), ascending; disjoint from I_o.
+    """
+
+    objects: np.ndarray
+    input_tags: Ragged
+    gold_tags: Ragged
+
+    def __len__(self) -> int:
+        return len(self.objects)
+
+
+@dataclass(frozen=True)
+class TagRecFold:
+    """One fold of the D/V/T protocol.
+
+    Attributes:
+        fold: fold index.
+        train_objects: ``[n_D]`` object codes of D.
+        train_tags: ragged ``[n_D]`` full tag sets of D's objects (rules and statistics).
+        val: V, used to learn rankers and tune parameters.
+        test: T, used only for the reported figures.
+    """
+
+    fold: int
+    train_objects: np.ndarray
+    train_tags: Ragged
+    val: TagQueries
+    test: TagQueries
+
+
+def split_input_gold(
+    tags: Ragged, input_fraction: float, rng: np.random.Generator
+) -> tuple[Ragged, Ragged]:
+    """Draws ``floor(input_fraction * n)`` (at least 1, at most ``n - 1``) input tags per row.
+
+    Args:
+        tags: ragged rows of at least two tags each.
+        input_fraction: share of each row's tags given as input (the paper: 0.5).
+        rng: random generator.
+
+    Returns:
+        ``(input_tags, gold_tags)``, each row ascending.
+    """
+    if not 0.0 < input_fraction < 1.0:
+        raise ValueError(f"input_fraction must be in (0, 1), got {input_fraction}")
+    lengths = tags.lengths
+    if len(lengths) and lengths.min() < 2:
+        raise ValueError("every object needs at least two tags to split into input and gold")
+    n_input = np.clip(np.floor(lengths * input_fraction).astype(np.int64), 1, lengths - 1)
+    rows = tags.row_ids
+    order = np.lexsort((rng.random(len(rows)), rows))  # random order inside each row
+    position = np.arange(len(rows)) - tags.offsets[rows]
+    is_input = np.empty(len(rows), dtype=bool)
+    is_input[order] = position < n_input[rows]
+    values = tags.values
+
+    def part(select: np.ndarray) -> Ragged:
+        sub_rows, sub_values = rows[select], values[select]
+        keep = np.lexsort((sub_values, sub_rows))
+        return Ragged.from_groups(sub_rows[keep], sub_values[keep], len(tags))
+
+    return part(is_input), part(~is_input)
+
+
+def tag_recommendation_folds(
+    folksonomy: Folksonomy,
+    n_folds: int = 5,
+    input_fraction: float = 0.5,
+    min_tags: int = 2,
+    sample_size: int | None = None,
+    seed: int = 0,
+) -> list[TagRecFold]:
+    """Splits a folksonomy's objects into the D/V/T folds of Canuto et al. (2013).
+
+    Args:
+        folksonomy: the (normalized) folksonomy.
+        n_folds: number of equal portions and folds (the paper: 5; D gets ``n_folds - 2``).
+        input_fraction: share of each V/T object's tags given as input I_o (the paper: 0.5).
+        min_tags: objects with fewer distinct tags are dropped (the paper: 2).
+        sample_size: sample this many eligible objects first (the paper's N), or all if None.
+        seed: controls the shuffle, the sample and the I_o / Y_o draws.
+
+    Returns:
+        ``n_folds`` folds; portions of equal size (the remainder of the division is dropped and
+        its count logged).
+
+    Raises:
+        ValueError: on bad arguments or too few eligible objects.
+    """
+    if n_folds < 3:
+        raise ValueError(f"n_folds must be >= 3 (D, V and T), got {n_folds}")
+    if min_tags < 2:
+        raise ValueError(f"min_tags must be >= 2 to split input and gold tags, got {min_tags}")
+    rng = np.random.default_rng(seed)
+    object_tags = folksonomy.object_tags()
+    eligible = np.flatnonzero(object_tags.lengths >= min_tags)
+    n_small = int(((object_tags.lengths > 0) & (object_tags.lengths < min_tags)).sum())
+    log.info("%s: %d objects with >= %d tags; %d objects with fewer dropped",
+             folksonomy.name, len(eligible), min_tags, n_small)
+    chosen = rng.permutation(eligible)
+    if sample_size is not None:
+        if sample_size > len(chosen):
+            raise ValueError(f"sample_size={sample_size} exceeds the {len(chosen)} eligible objects")
+        chosen = chosen[:sample_size]
+    portion = len(chosen) // n_folds
+    if portion == 0:
+        raise ValueError(f"{len(chosen)} eligible objects cannot fill {n_folds} folds")
+    if len(chosen) % n_folds:
+        log.info("dropped %d objects so that the %d portions have equal size (%d)",
+                 len(chosen) % n_folds, n_folds, portion)
+    chosen = chosen[: portion * n_folds]
+    chosen_tags = object_tags.take(chosen)
+    input_tags, gold_tags = split_input_gold(chosen_tags, input_fraction, rng)
+    portions = np.arange(len(chosen)).reshape(n_folds, portion)
+
+    def queries(rows: np.ndarray) -> TagQueries:
+        return TagQueries(chosen[rows], input_tags.take(rows), gold_tags.take(rows))
+
+    folds = []
+    for f in range(n_folds):
+        v = (f + 1) % n_folds
+        train_rows = np.sort(portions[[p for p in range(n_folds) if p not in (f, v)]].ravel())
+        folds.append(
+            TagRecFold(
+                fold=f,
+                train_objects=chosen[train_rows],
+                train_tags=chosen_tags.take(train_rows),
+                val=queries(portions[v]),
+                test=queries(portions[f]),
+            )
+        )
+    return folds
+
+
+# ----------------------------------------------------------------------------- user-centric
+@dataclass(frozen=True)
+class PostSplit:
+    """A split of a folksonomy's assignments, whole posts at a time.
+
+    Attributes:
+        train: ``[n_assignments]`` bool mask of training assignments.
+        test: ``[n_assignments]`` bool mask of test assignments (disjoint from ``train``).
+    """
+
+    train: np.ndarray
+    test: np.ndarray
+
+
+def _post_ids(folksonomy: Folksonomy) -> tuple[np.ndarray, int]:
+    """Code of each assignment's post (user, object); returns ``(codes, n_posts)``."""
+    a = folksonomy.assignments
+    key = a["user"].to_numpy() * np.int64(folksonomy.n_objects) + a["object"].to_numpy()
+    uniques, codes = np.unique(key, return_inverse=True)
+    return codes, len(uniques)
+
+
+def p_core(folksonomy: Folksonomy, p: int, max_rounds: int = 100) -> Folksonomy:
+    """Iterative p-core (Jäschke et al. 2007): every user, object and tag in >= p posts.
+
+    Users and objects are counted in posts (distinct user-object pairs), tags in the posts that
+    use them. Entities below ``p`` are removed until nothing changes; the result is re-coded.
+
+    Args:
+        folksonomy: input folksonomy.
+        p: the core level (1 keeps everything).
+        max_rounds: safety bound on the iterations.
+    """
+    if p < 1:
+        raise ValueError(f"p must be >= 1, got {p}")
+    a = folksonomy.assignments
+    user, obj, tag = (a[c].to_numpy() for c in ("user", "object", "tag"))
+    keep = np.ones(len(a), dtype=bool)
+    post, _ = _post_ids(folksonomy)
+    for round_ in range(max_rounds):
+        first = np.zeros(len(a), dtype=bool)
+        kept_posts, first_idx = np.unique(post[keep], return_index=True)
+        first[np.flatnonzero(keep)[first_idx]] = True
+        user_posts = np.bincount(user[first], minlength=folksonomy.n_users)
+        object_posts = np.bincount(obj[first], minlength=folksonomy.n_objects)
+        tag_posts = np.bincount(tag[keep], minlength=folksonomy.n_tags)
+        ok = keep & (user_posts[user] >= p) & (object_posts[obj] >= p) & (tag_posts[tag] >= p)
+        if (ok == keep).all():
+            break
+        keep = ok
+    else:
+        log.warning("p-core did not converge in %d rounds", max_rounds)
+    log.info("%d-core of %s: %d of %d assignments kept after %d rounds", p, folksonomy.name,
+             int(keep.sum()), len(a), round_ + 1)
+    if not keep.any():
+        raise ValueError(f"the {p}-core of {folksonomy.name} is empty")
+    return folksonomy.select(keep)
+
+
+def random_post_split(folksonomy: Folksonomy, test_fraction: float = 0.2,
+                      seed: int = 0) -> PostSplit:
+    """Random split of posts: ``test_fraction`` of all posts (all their tags) go to test."""
+    if not 0.0 < test_fraction < 1.0:
+        raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
+    post, n_posts = _post_ids(folksonomy)
+    rng = np.random.default_rng(seed)
+    test_posts = np.zeros(n_posts, dtype=bool)
+    test_posts[rng.permutation(n_posts)[: round(test_fraction * n_posts)]] = True
+    test = test_posts[post]
+    return PostSplit(train=~test, test=test)
+
+
+def temporal_user_split(folksonomy: Folksonomy, test_fraction: float = 0.1) -> PostSplit:
+    """Per user, the last ``floor(test_fraction * n_posts)`` posts by time go to test.
+
+    A post's time is its earliest assignment's timestamp; ties are broken by object code. Users
+    with fewer than ``1 / test_fraction`` posts keep all their posts in training.
+    """
+    if not 0.0 < test_fraction < 1.0:
+        raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
+    a = folksonomy.assignments
+    post, n_posts = _post_ids(folksonomy)
+    post_time = np.full(n_posts, np.iinfo(np.int64).max)
+    np.minimum.at(post_time, post, a["timestamp"].to_numpy())
+    post_user = np.zeros(n_posts, dtype=np.int64)
+    post_object = np.zeros(n_posts, dtype=np.int64)
+    post_user[post] = a["user"].to_numpy()
+    post_object[post] = a["object"].to_numpy()
+    order = np.lexsort((post_object, post_time, post_user))
+    counts = np.bincount(post_user, minlength=folksonomy.n_users)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    sorted_user = post_user[order]
+    rank = np.arange(n_posts) - starts[sorted_user]
+    n_test = np.floor(counts * test_fraction).astype(np.int64)
+    test_posts = np.zeros(n_posts, dtype=bool)
+    test_posts[order] = rank >= counts[sorted_user] - n_test[sorted_user]
+    test = test_posts[post]
+    return PostSplit(train=~test, test=test)

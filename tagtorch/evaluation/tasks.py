@@ -1,0 +1,73 @@
+"""Tasks that ``python -m tagtorch.train`` runs, chosen by the ``task`` config group."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from functools import partial
+from pathlib import Path
+
+import pandas as pd
+from hydra.utils import instantiate
+from omegaconf import DictConfig
+
+from tagtorch.data.folksonomy import Folksonomy
+from tagtorch.evaluation.protocol import (
+    EvaluationResult,
+    MetricLogger,
+    TagRecommendationProtocol,
+    fold_sizes,
+)
+
+log = logging.getLogger(__name__)
+
+
+class TagRecommendationTask:
+    """Evaluates the configured ranker (``model``) on candidates (``features``) by the protocol.
+
+    Args:
+        protocol: the D/V/T evaluation protocol.
+    """
+
+    def __init__(self, protocol: TagRecommendationProtocol) -> None:
+        self.protocol = protocol
+
+    def run(self, folksonomy: Folksonomy, cfg: DictConfig, output_dir: Path,
+            loggers: Sequence[MetricLogger] = ()) -> EvaluationResult:
+        """Runs the protocol and prints the report."""
+        result = self.protocol.evaluate(
+            folksonomy,
+            candidates=partial(instantiate, cfg.features),
+            rankers={cfg.model.name: partial(instantiate, cfg.model.ranker)},
+            output_dir=output_dir,
+            loggers=loggers,
+        )
+        print(result.report)
+        return result
+
+
+class DescribeTask:
+    """Prints a dataset's statistics and the sizes of the protocol's folds.
+
+    Args:
+        protocol: the protocol whose splits are described.
+    """
+
+    def __init__(self, protocol: TagRecommendationProtocol) -> None:
+        self.protocol = protocol
+
+    def run(self, folksonomy: Folksonomy, cfg: DictConfig, output_dir: Path,
+            loggers: Sequence[MetricLogger] = ()) -> dict[str, object]:
+        """Prints and writes ``describe.json`` with the statistics and split sizes."""
+        stats: dict[str, object] = dict(folksonomy.describe())
+        sizes = fold_sizes(folksonomy, self.protocol)
+        print(f"# {folksonomy.name}\n")
+        print(pd.Series(stats).to_string())
+        print(f"\n## {self.protocol.n_folds}-fold D/V/T splits "
+              f"(objects with >= {self.protocol.min_tags} tags)\n")
+        print(sizes.to_string(index=False))
+        stats["folds"] = sizes.to_dict(orient="records")
+        output_dir.mkdir(parents=True, exist_ok=True)
+        (output_dir / "describe.json").write_text(json.dumps(stats, indent=2))
+        return stats

@@ -1,0 +1,1 @@
+"""Rankers: every method offers ``fit(train, val)``, ``score(batch)``, ``save`` and ``load``."""

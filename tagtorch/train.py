@@ -1,0 +1,70 @@
+"""``python -m tagtorch.train``: the one Hydra entry point for every task and ranker.
+
+Examples:
+    python -m tagtorch.train                          # Sum baseline on synthetic data
+    python -m tagtorch.train +experiment=lastfm_sum   # the same on HetRec LastFM-2k
+    python -m tagtorch.train data=movielens task=describe
+    python -m tagtorch.train logger=csv task.protocol.folds=[0]
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import hydra
+import pytorch_lightning as pl
+from hydra.core.hydra_config import HydraConfig
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+log = logging.getLogger(__name__)
+
+
+def train(cfg: DictConfig) -> Any:
+    """Loads the data, normalizes its text, and runs the configured task.
+
+    Args:
+        cfg: the composed configuration (``conf/train.yaml``).
+
+    Returns:
+        What the task returns (an :class:`~tagtorch.evaluation.protocol.EvaluationResult`
+        for tag recommendation).
+    """
+    pl.seed_everything(cfg.seed, workers=True, verbose=False)
+    output_dir = Path(cfg.paths.output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    OmegaConf.save(cfg, output_dir / "config.yaml", resolve=True)
+
+    log.info("loading data: %s", cfg.data._target_)
+    folksonomy = instantiate(cfg.data)
+    if cfg.get("text") is not None:
+        folksonomy = instantiate(cfg.text).apply(folksonomy)
+    log.info("%r", folksonomy)
+
+    loggers = [instantiate(c) for c in (cfg.get("logger") or {}).values()]
+    params = OmegaConf.to_container(cfg, resolve=True)
+    for logger in loggers:
+        logger.log_hyperparams(params)
+
+    task = instantiate(cfg.task, _convert_="all")
+    try:
+        return task.run(folksonomy, cfg, output_dir, loggers)
+    finally:
+        for logger in loggers:
+            logger.finalize("success")
+            experiment = getattr(logger, "experiment", None)
+            if hasattr(experiment, "finish"):
+                experiment.finish()
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="train")
+def main(cfg: DictConfig) -> None:
+    """Hydra entry point; the output folder is ``cfg.paths.output_dir``."""
+    log.info("output folder: %s", HydraConfig.get().runtime.output_dir)
+    train(cfg)
+
+
+if __name__ == "__main__":
+    main()
