@@ -1,0 +1,1 @@
+"""tagtorch: ranking in social tagging systems with PyTorch."""

@@ -164,7 +164,7 @@ def test_temporal_user_split_takes_each_users_last_posts():
         "user": [1] * 20 + [2] * 5,
         "object": list(range(20)) + list(range(5)),
         "tag": ["x"] * 25,
-        "timestamp": list(range(100, 120)) + [5, 4, 3, 2, 1],
+        "timestamp": [*list(range(100, 120)), 5, 4, 3, 2, 1],
     })
     f = Folksonomy.from_frame(frame)
     s = temporal_user_split(f, 0.1)

@@ -1,0 +1,1 @@
+"""Candidate generation: association rules, candidate lists and their features."""

@@ -1,0 +1,1 @@
+"""Data layer: the folksonomy table, loaders, synthetic generator, text processing, splits."""

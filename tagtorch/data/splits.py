@@ -137,7 +137,8 @@ def tag_recommendation_folds(
     chosen = rng.permutation(eligible)
     if sample_size is not None:
         if sample_size > len(chosen):
-            raise ValueError(f"sample_size={sample_size} exceeds the {len(chosen)} eligible objects")
+            raise ValueError(
+                f"sample_size={sample_size} exceeds the {len(chosen)} eligible objects")
         chosen = chosen[:sample_size]
     portion = len(chosen) // n_folds
     if portion == 0:
@@ -208,9 +209,10 @@ def p_core(folksonomy: Folksonomy, p: int, max_rounds: int = 100) -> Folksonomy:
     user, obj, tag = (a[c].to_numpy() for c in ("user", "object", "tag"))
     keep = np.ones(len(a), dtype=bool)
     post, _ = _post_ids(folksonomy)
-    for round_ in range(max_rounds):
+    rounds = 0
+    for rounds in range(1, max_rounds + 1):  # noqa: B007 (reported after the loop)
         first = np.zeros(len(a), dtype=bool)
-        kept_posts, first_idx = np.unique(post[keep], return_index=True)
+        _, first_idx = np.unique(post[keep], return_index=True)
         first[np.flatnonzero(keep)[first_idx]] = True
         user_posts = np.bincount(user[first], minlength=folksonomy.n_users)
         object_posts = np.bincount(obj[first], minlength=folksonomy.n_objects)
@@ -222,7 +224,7 @@ def p_core(folksonomy: Folksonomy, p: int, max_rounds: int = 100) -> Folksonomy:
     else:
         log.warning("p-core did not converge in %d rounds", max_rounds)
     log.info("%d-core of %s: %d of %d assignments kept after %d rounds", p, folksonomy.name,
-             int(keep.sum()), len(a), round_ + 1)
+             int(keep.sum()), len(a), rounds)
     if not keep.any():
         raise ValueError(f"the {p}-core of {folksonomy.name} is empty")
     return folksonomy.select(keep)

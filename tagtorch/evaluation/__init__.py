@@ -1,0 +1,1 @@
+"""Evaluation: protocol runner, confidence intervals, significance tests, timing, report."""

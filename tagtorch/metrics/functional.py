@@ -1,0 +1,523 @@
+"""Batched ranking metrics on padded candidate lists.
+
+Every function takes a batch of ``B`` padded candidate lists of width ``L``:
+
+- ``scores [B, L]`` float: the ranker's scores (higher = ranked first);
+- ``labels [B, L]``: relevance of each candidate, ``>= 0`` (bool, int or float; binary or graded);
+- ``mask [B, L]`` bool: ``True`` for a real candidate. Padding is never ranked nor counted,
+  whatever its score or label;
+- ``n_relevant [B]`` (optional): number of relevant items of each list, **including relevant
+  items absent from the candidate list** (candidate generation may miss gold tags). Default:
+  the relevant candidates present, ``((labels > 0) & mask).sum(-1)``. A value below the number
+  of relevant candidates present raises ``ValueError``.
+
+and returns one value per list, ``[B]`` float (float64 if ``scores`` is float64, else float32).
+
+Convention (the only one used in tagtorch):
+
+- **Ranking.** Real candidates are ranked by score, descending. Ties are broken by candidate
+  order: of two equal scores, the candidate earlier in the list ranks first (stable sort).
+  Ranks start at 1.
+- **Relevance.** A candidate is relevant when its label is ``> 0``. P@k, R@k, S@k, RR and AP use
+  this binary relevance; NDCG uses the label value itself.
+- **NDCG@k.** Linear gain (gain = label value), discount ``1 / log2(rank + 1)``:
+  ``DCG@k = sum_{rank <= k} label / log2(rank + 1)``. The ideal DCG ranks, descending, the
+  list's own labels together with ``n_relevant - (relevant candidates present)`` missing
+  relevant items of gain 1 (for labels that are 0 or >= 1, e.g. binary or integer grades, this
+  is the list's labels sorted descending followed by the missing items), cut at ``k``.
+- **P@k** = relevant in the top ``k`` / ``k`` (divides by ``k`` even when the list is shorter).
+- **R@k** = relevant in the top ``k`` / ``n_relevant``.
+- **S@k** (success, hit rate) = 1 if any relevant item is in the top ``k``, else 0.
+- **RR** = 1 / rank of the first relevant candidate (0 if none in the list, or in the top ``k``
+  with a cut-off). Its batch mean is the MRR.
+- **AP** (trec_eval) = sum over relevant candidates of the precision at their rank, divided by
+  ``n_relevant``; with a cut-off ``k``, only the top ``k`` count and the divisor is
+  ``min(k, n_relevant)``. Its batch mean is the MAP.
+- **Lists with no relevant item** (``n_relevant == 0``) follow ``empty_target_action`` (the
+  names of torchmetrics): ``"skip"`` (default) gives NaN, so reductions **must** use
+  ``nanmean`` (the :mod:`tagtorch.metrics.retrieval` wrappers do); ``"neg"`` gives 0, ``"pos"``
+  gives 1 and ``"error"`` raises ``ValueError``.
+
+Example:
+    >>> scores = torch.tensor([[0.9, 0.8, 0.1], [0.2, 0.7, 0.0]])
+    >>> labels = torch.tensor([[1, 0, 1], [0, 0, 0]])
+    >>> mask = torch.tensor([[True, True, True], [True, True, False]])
+    >>> precision_at_k(scores, labels, mask, k=2)
+    tensor([0.5000,    nan])
+    >>> precision_at_k(scores, labels, mask, k=2, empty_target_action="neg")
+    tensor([0.5000, 0.0000])
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Literal, NamedTuple
+
+import torch
+from torch import Tensor
+
+__all__ = [
+    "METRIC_NAMES",
+    "EmptyTargetAction",
+    "average_precision",
+    "ndcg_at_k",
+    "precision_at_k",
+    "ranking_metrics",
+    "recall_at_k",
+    "reciprocal_rank",
+    "success_at_k",
+]
+
+EmptyTargetAction = Literal["skip", "neg", "pos", "error"]
+"""What a list with no relevant item (``n_relevant == 0``) gets: NaN, 0, 1 or an error."""
+
+METRIC_NAMES: tuple[str, ...] = ("ndcg", "precision", "recall", "success", "mrr", "map")
+"""Metric names accepted by :func:`ranking_metrics`."""
+
+_EMPTY_ACTIONS = ("skip", "neg", "pos", "error")
+_KEY_PREFIX = {"ndcg": "ndcg", "precision": "p", "recall": "r", "success": "s"}
+
+
+class _Ranked(NamedTuple):
+    """Candidate lists sorted once, shared by all metrics (internal)."""
+
+    gains: Tensor  # [B, L] label values in rank order, 0 for padding
+    rel: Tensor  # [B, L] 1.0 where the candidate at that rank is relevant
+    n_relevant: Tensor  # [B] float
+    discount: Tensor  # [W] 1 / log2(rank + 1), W >= L
+    ranks: Tensor  # [L] float 1..L
+    labels: Tensor  # [B, L] label values in candidate order, 0 for padding
+    n_missing: Tensor  # [B] long, relevant items absent from the list
+
+
+def _check_k(k: int | None, name: str = "k", optional: bool = False) -> None:
+    if k is None and optional:
+        return
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"{name} must be an int >= 1, got {k!r}")
+
+
+def _validate(
+    scores: Tensor,
+    labels: Tensor,
+    mask: Tensor,
+    n_relevant: Tensor | None,
+    empty_target_action: str,
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Checks shapes and values; returns float labels (0 on padding) and long n_relevant."""
+    for name, t in (("scores", scores), ("labels", labels), ("mask", mask)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if scores.ndim != 2:
+        raise ValueError(f"scores must have shape [B, L], got {tuple(scores.shape)}")
+    if labels.shape != scores.shape or mask.shape != scores.shape:
+        raise ValueError(
+            "scores, labels and mask must all have shape [B, L]; got "
+            f"scores {tuple(scores.shape)}, labels {tuple(labels.shape)}, "
+            f"mask {tuple(mask.shape)}"
+        )
+    if mask.dtype != torch.bool:
+        raise ValueError(f"mask must be a bool tensor, got {mask.dtype}")
+    if empty_target_action not in _EMPTY_ACTIONS:
+        raise ValueError(
+            f"empty_target_action must be one of {_EMPTY_ACTIONS}, got {empty_target_action!r}"
+        )
+    dtype = torch.float64 if scores.dtype == torch.float64 else torch.float32
+    labels_f = torch.where(mask, labels.to(dtype), torch.zeros((), dtype=dtype, device=mask.device))
+    if bool((labels_f < 0).any()):
+        raise ValueError("labels of real candidates must be >= 0")
+    n_present = ((labels_f > 0) & mask).sum(-1)
+    if n_relevant is None:
+        n_rel = n_present
+    else:
+        if not isinstance(n_relevant, Tensor):
+            raise TypeError(f"n_relevant must be a torch.Tensor, got {type(n_relevant).__name__}")
+        if n_relevant.shape != scores.shape[:1]:
+            raise ValueError(
+                f"n_relevant must have shape [B] = [{scores.shape[0]}], "
+                f"got {tuple(n_relevant.shape)}"
+            )
+        if n_relevant.is_floating_point() and bool((n_relevant != n_relevant.round()).any()):
+            raise ValueError("n_relevant must hold whole numbers")
+        n_rel = n_relevant.to(device=scores.device, dtype=torch.long)
+        if bool((n_rel < n_present).any()):
+            raise ValueError(
+                "n_relevant is smaller than the number of relevant candidates present in a list"
+            )
+    if empty_target_action == "error" and bool((n_rel == 0).any()):
+        raise ValueError(
+            "a list has no relevant item (n_relevant == 0) and empty_target_action='error'"
+        )
+    return scores, labels_f, n_rel, n_present
+
+
+def _rank(
+    scores: Tensor,
+    labels: Tensor,
+    mask: Tensor,
+    n_relevant: Tensor | None,
+    empty_target_action: str,
+    ideal_width: int = 0,
+) -> _Ranked:
+    """Validates inputs and sorts every list once (stable, padding last)."""
+    scores, labels_f, n_rel, n_present = _validate(
+        scores, labels, mask, n_relevant, empty_target_action
+    )
+    if scores.shape[1] == 0:  # one padding column keeps every reduction well defined
+        scores = scores.new_zeros((scores.shape[0], 1))
+        labels_f = labels_f.new_zeros((labels_f.shape[0], 1))
+        mask = mask.new_zeros((mask.shape[0], 1))
+    dtype, device = labels_f.dtype, labels_f.device
+    # Sort by score (descending, stable: ties keep candidate order), then move padding last
+    # with a second stable sort, which keeps the order of the real candidates.
+    order = torch.sort(scores.detach(), dim=-1, descending=True, stable=True).indices
+    real_first = torch.sort(
+        mask.gather(-1, order).to(torch.uint8), dim=-1, descending=True, stable=True
+    ).indices
+    order = order.gather(-1, real_first)
+    gains = labels_f.gather(-1, order)
+    length = scores.shape[1]
+    width = max(length, length + ideal_width)
+    positions = torch.arange(1, width + 1, device=device, dtype=dtype)
+    discount = 1.0 / torch.log2(positions + 1.0)
+    return _Ranked(
+        gains=gains,
+        rel=(gains > 0).to(dtype),
+        n_relevant=n_rel.to(dtype),
+        discount=discount,
+        ranks=positions[:length],
+        labels=labels_f,
+        n_missing=n_rel - n_present,
+    )
+
+
+def _at(prefix: Tensor, k: int) -> Tensor:
+    """Value of a cumulative sum ``[B, W]`` after the first ``k`` positions: ``[B]``."""
+    return prefix[:, min(k, prefix.shape[1]) - 1]
+
+
+def _empty(values: Tensor, n_relevant: Tensor, action: str) -> Tensor:
+    """Applies ``empty_target_action`` to lists with ``n_relevant == 0``."""
+    fill = {"skip": math.nan, "neg": 0.0, "pos": 1.0, "error": math.nan}[action]
+    return torch.where(n_relevant == 0, torch.full_like(values, fill), values)
+
+
+def _ideal_prefix(r: _Ranked, k: int) -> Tensor:
+    """Cumulative ideal DCG ``[B, L + k]`` (own labels plus missing items of gain 1)."""
+    ones = (torch.arange(k, device=r.labels.device) < r.n_missing.unsqueeze(-1)).to(r.labels.dtype)
+    ideal = torch.sort(torch.cat([r.labels, ones], dim=-1), dim=-1, descending=True).values
+    return torch.cumsum(ideal * r.discount[: ideal.shape[1]], dim=-1)
+
+
+def _ndcg(r: _Ranked, k: int, ideal_prefix: Tensor) -> Tensor:
+    dcg = _at(torch.cumsum(r.gains * r.discount[: r.gains.shape[1]], dim=-1), k)
+    idcg = _at(ideal_prefix, k)
+    return dcg / torch.where(idcg > 0, idcg, torch.ones_like(idcg))
+
+
+def _hits(r: _Ranked, k: int) -> Tensor:
+    return _at(torch.cumsum(r.rel, dim=-1), k)
+
+
+def _rr(r: _Ranked, k: int | None) -> Tensor:
+    inv = r.rel / r.ranks
+    if k is not None:
+        inv = inv * (r.ranks <= k)
+    return inv.amax(dim=-1)
+
+
+def _ap(r: _Ranked, k: int | None) -> Tensor:
+    precision = torch.cumsum(r.rel, dim=-1) / r.ranks
+    total = torch.cumsum(r.rel * precision, dim=-1)
+    if k is None:
+        return total[:, -1] / r.n_relevant
+    return _at(total, k) / r.n_relevant.clamp(max=k)
+
+
+def ndcg_at_k(
+    scores: Tensor,
+    labels: Tensor,
+    mask: Tensor,
+    k: int,
+    n_relevant: Tensor | None = None,
+    empty_target_action: EmptyTargetAction = "skip",
+) -> Tensor:
+    """Normalized discounted cumulative gain at ``k`` of each list (linear gain).
+
+    The ideal DCG also counts the ``n_relevant - present`` relevant items missing from the
+    candidate list, with gain 1 (see the module docstring).
+
+    Args:
+        scores: ``[B, L]`` candidate scores.
+        labels: ``[B, L]`` relevance grades, ``>= 0``.
+        mask: ``[B, L]`` bool, ``True`` for real candidates.
+        k: cut-off, ``>= 1``.
+        n_relevant: ``[B]`` relevant items per list, including missing ones; default: present.
+        empty_target_action: value for lists with ``n_relevant == 0``: ``"skip"`` (NaN),
+            ``"neg"`` (0), ``"pos"`` (1) or ``"error"`` (``ValueError``).
+
+    Returns:
+        ``[B]`` NDCG@k per list.
+
+    Raises:
+        ValueError: on bad shapes, ``k < 1``, negative labels, too small ``n_relevant``, or an
+            empty list with ``empty_target_action="error"``.
+
+    Example:
+        >>> scores = torch.tensor([[0.1, 0.9, 0.5]])
+        >>> labels = torch.tensor([[1, 0, 1]])
+        >>> mask = torch.ones(1, 3, dtype=torch.bool)
+        >>> ndcg_at_k(scores, labels, mask, k=3)  # (1/log2(3) + 1/2) / (1 + 1/log2(3))
+        tensor([0.6934])
+        >>> ndcg_at_k(scores, labels, mask, k=3, n_relevant=torch.tensor([3]))
+        tensor([0.5307])
+    """
+    _check_k(k)
+    r = _rank(scores, labels, mask, n_relevant, empty_target_action, ideal_width=k)
+    return _empty(_ndcg(r, k, _ideal_prefix(r, k)), r.n_relevant, empty_target_action)
+
+
+def precision_at_k(
+    scores: Tensor,
+    labels: Tensor,
+    mask: Tensor,
+    k: int,
+    n_relevant: Tensor | None = None,
+    empty_target_action: EmptyTargetAction = "skip",
+) -> Tensor:
+    """Precision at ``k``: relevant candidates in the top ``k``, divided by ``k``.
+
+    The divisor is ``k`` even when the list holds fewer than ``k`` candidates.
+
+    Args:
+        scores: ``[B, L]`` candidate scores.
+        labels: ``[B, L]`` relevance, ``> 0`` means relevant.
+        mask: ``[B, L]`` bool, ``True`` for real candidates.
+        k: cut-off, ``>= 1``.
+        n_relevant: ``[B]`` relevant items per list (only decides which lists are empty).
+        empty_target_action: value for lists with ``n_relevant == 0`` (see the module).
+
+    Returns:
+        ``[B]`` P@k per list.
+
+    Example:
+        >>> scores = torch.tensor([[0.3, 0.2, 0.9]])
+        >>> labels = torch.tensor([[1, 1, 0]])
+        >>> mask = torch.tensor([[True, True, True]])
+        >>> precision_at_k(scores, labels, mask, k=2)
+        tensor([0.5000])
+        >>> precision_at_k(scores, labels, mask, k=5)  # 2 relevant / 5
+        tensor([0.4000])
+    """
+    _check_k(k)
+    r = _rank(scores, labels, mask, n_relevant, empty_target_action)
+    return _empty(_hits(r, k) / k, r.n_relevant, empty_target_action)
+
+
+def recall_at_k(
+    scores: Tensor,
+    labels: Tensor,
+    mask: Tensor,
+    k: int,
+    n_relevant: Tensor | None = None,
+    empty_target_action: EmptyTargetAction = "skip",
+) -> Tensor:
+    """Recall at ``k``: relevant candidates in the top ``k``, divided by ``n_relevant``.
+
+    Args:
+        scores: ``[B, L]`` candidate scores.
+        labels: ``[B, L]`` relevance, ``> 0`` means relevant.
+        mask: ``[B, L]`` bool, ``True`` for real candidates.
+        k: cut-off, ``>= 1``.
+        n_relevant: ``[B]`` relevant items per list, including missing ones; default: present.
+        empty_target_action: value for lists with ``n_relevant == 0`` (see the module).
+
+    Returns:
+        ``[B]`` R@k per list.
+
+    Example:
+        >>> scores = torch.tensor([[0.3, 0.2, 0.9]])
+        >>> labels = torch.tensor([[1, 1, 0]])
+        >>> mask = torch.tensor([[True, True, True]])
+        >>> recall_at_k(scores, labels, mask, k=2)
+        tensor([0.5000])
+        >>> recall_at_k(scores, labels, mask, k=3, n_relevant=torch.tensor([4]))
+        tensor([0.5000])
+    """
+    _check_k(k)
+    r = _rank(scores, labels, mask, n_relevant, empty_target_action)
+    return _empty(_hits(r, k) / r.n_relevant, r.n_relevant, empty_target_action)
+
+
+def success_at_k(
+    scores: Tensor,
+    labels: Tensor,
+    mask: Tensor,
+    k: int,
+    n_relevant: Tensor | None = None,
+    empty_target_action: EmptyTargetAction = "skip",
+) -> Tensor:
+    """Success (hit rate) at ``k``: 1 if any relevant candidate is in the top ``k``, else 0.
+
+    Args:
+        scores: ``[B, L]`` candidate scores.
+        labels: ``[B, L]`` relevance, ``> 0`` means relevant.
+        mask: ``[B, L]`` bool, ``True`` for real candidates.
+        k: cut-off, ``>= 1``.
+        n_relevant: ``[B]`` relevant items per list (only decides which lists are empty).
+        empty_target_action: value for lists with ``n_relevant == 0`` (see the module).
+
+    Returns:
+        ``[B]`` S@k per list.
+
+    Example:
+        >>> scores = torch.tensor([[0.3, 0.2, 0.9]])
+        >>> labels = torch.tensor([[0, 1, 0]])
+        >>> mask = torch.tensor([[True, True, True]])
+        >>> success_at_k(scores, labels, mask, k=2), success_at_k(scores, labels, mask, k=3)
+        (tensor([0.]), tensor([1.]))
+    """
+    _check_k(k)
+    r = _rank(scores, labels, mask, n_relevant, empty_target_action)
+    return _empty((_hits(r, k) > 0).to(r.rel.dtype), r.n_relevant, empty_target_action)
+
+
+def reciprocal_rank(
+    scores: Tensor,
+    labels: Tensor,
+    mask: Tensor,
+    k: int | None = None,
+    n_relevant: Tensor | None = None,
+    empty_target_action: EmptyTargetAction = "skip",
+) -> Tensor:
+    """Reciprocal rank of the first relevant candidate (0 if none; the batch mean is the MRR).
+
+    Args:
+        scores: ``[B, L]`` candidate scores.
+        labels: ``[B, L]`` relevance, ``> 0`` means relevant.
+        mask: ``[B, L]`` bool, ``True`` for real candidates.
+        k: optional cut-off: a first relevant candidate ranked below ``k`` gives 0.
+        n_relevant: ``[B]`` relevant items per list (only decides which lists are empty).
+        empty_target_action: value for lists with ``n_relevant == 0`` (see the module).
+
+    Returns:
+        ``[B]`` reciprocal rank per list.
+
+    Example:
+        >>> scores = torch.tensor([[0.3, 0.2, 0.9]])
+        >>> labels = torch.tensor([[1, 1, 0]])
+        >>> mask = torch.tensor([[True, True, True]])
+        >>> reciprocal_rank(scores, labels, mask), reciprocal_rank(scores, labels, mask, k=1)
+        (tensor([0.5000]), tensor([0.]))
+    """
+    _check_k(k, optional=True)
+    r = _rank(scores, labels, mask, n_relevant, empty_target_action)
+    return _empty(_rr(r, k), r.n_relevant, empty_target_action)
+
+
+def average_precision(
+    scores: Tensor,
+    labels: Tensor,
+    mask: Tensor,
+    k: int | None = None,
+    n_relevant: Tensor | None = None,
+    empty_target_action: EmptyTargetAction = "skip",
+) -> Tensor:
+    """Average precision as trec_eval computes it (the batch mean is the MAP).
+
+    ``AP = sum over relevant candidates of P@(their rank) / n_relevant``; relevant items missing
+    from the list contribute 0. With ``k``, only the top ``k`` count and the divisor is
+    ``min(k, n_relevant)``.
+
+    Args:
+        scores: ``[B, L]`` candidate scores.
+        labels: ``[B, L]`` relevance, ``> 0`` means relevant.
+        mask: ``[B, L]`` bool, ``True`` for real candidates.
+        k: optional cut-off.
+        n_relevant: ``[B]`` relevant items per list, including missing ones; default: present.
+        empty_target_action: value for lists with ``n_relevant == 0`` (see the module).
+
+    Returns:
+        ``[B]`` AP per list.
+
+    Example:
+        >>> scores = torch.tensor([[0.9, 0.8, 0.7]])
+        >>> labels = torch.tensor([[1, 0, 1]])
+        >>> mask = torch.tensor([[True, True, True]])
+        >>> average_precision(scores, labels, mask)  # (1/1 + 2/3) / 2
+        tensor([0.8333])
+        >>> average_precision(scores, labels, mask, n_relevant=torch.tensor([4]))
+        tensor([0.4167])
+    """
+    _check_k(k, optional=True)
+    r = _rank(scores, labels, mask, n_relevant, empty_target_action)
+    return _empty(_ap(r, k), r.n_relevant, empty_target_action)
+
+
+def ranking_metrics(
+    scores: Tensor,
+    labels: Tensor,
+    mask: Tensor,
+    n_relevant: Tensor | None = None,
+    ks: Sequence[int] = (5,),
+    metrics: Sequence[str] = METRIC_NAMES,
+    empty_target_action: EmptyTargetAction = "skip",
+) -> dict[str, Tensor]:
+    """Several metrics at several cut-offs, sorting each list once.
+
+    Keys: ``"ndcg@k"``, ``"p@k"``, ``"r@k"``, ``"s@k"`` for each ``k`` in ``ks`` (for the
+    metrics ``"ndcg"``, ``"precision"``, ``"recall"``, ``"success"``), and ``"mrr"`` (reciprocal
+    rank) and ``"map"`` (average precision), both without cut-off.
+
+    Args:
+        scores: ``[B, L]`` candidate scores.
+        labels: ``[B, L]`` relevance grades, ``>= 0``.
+        mask: ``[B, L]`` bool, ``True`` for real candidates.
+        n_relevant: ``[B]`` relevant items per list, including missing ones; default: present.
+        ks: cut-offs, each ``>= 1``.
+        metrics: names among :data:`METRIC_NAMES`.
+        empty_target_action: value for lists with ``n_relevant == 0`` (see the module).
+
+    Returns:
+        Per-list values ``[B]`` by key, in the order of ``metrics`` then ``ks``.
+
+    Raises:
+        ValueError: on an unknown metric name, a bad ``k`` or bad inputs.
+
+    Example:
+        >>> scores = torch.tensor([[0.9, 0.8, 0.7]])
+        >>> labels = torch.tensor([[1, 0, 1]])
+        >>> mask = torch.tensor([[True, True, True]])
+        >>> out = ranking_metrics(scores, labels, mask, ks=(1, 3))
+        >>> {key: round(v.item(), 4) for key, v in out.items()}  # doctest: +NORMALIZE_WHITESPACE
+        {'ndcg@1': 1.0, 'ndcg@3': 0.9197, 'p@1': 1.0, 'p@3': 0.6667, 'r@1': 0.5, 'r@3': 1.0,
+         's@1': 1.0, 's@3': 1.0, 'mrr': 1.0, 'map': 0.8333}
+    """
+    unknown = [m for m in metrics if m not in METRIC_NAMES]
+    if unknown:
+        raise ValueError(f"unknown metrics {unknown}; known: {METRIC_NAMES}")
+    ks = tuple(ks)
+    for k in ks:
+        _check_k(k, name="each k in ks")
+    k_max = max(ks) if ks and "ndcg" in metrics else 0
+    r = _rank(scores, labels, mask, n_relevant, empty_target_action, ideal_width=k_max)
+    ideal = _ideal_prefix(r, k_max) if k_max else None
+    out: dict[str, Tensor] = {}
+    for name in metrics:
+        if name in ("mrr", "map"):
+            value = _rr(r, None) if name == "mrr" else _ap(r, None)
+            out[name] = _empty(value, r.n_relevant, empty_target_action)
+            continue
+        for k in ks:
+            if name == "ndcg":
+                assert ideal is not None
+                value = _ndcg(r, k, ideal)
+            elif name == "precision":
+                value = _hits(r, k) / k
+            elif name == "recall":
+                value = _hits(r, k) / r.n_relevant
+            else:
+                value = (_hits(r, k) > 0).to(r.rel.dtype)
+            out[f"{_KEY_PREFIX[name]}@{k}"] = _empty(value, r.n_relevant, empty_target_action)
+    return out

@@ -1,0 +1,210 @@
+"""torchmetrics wrappers around :mod:`tagtorch.metrics.functional`.
+
+Each metric accumulates, over batches and processes, the sum of the per-list values and the
+number of lists counted (``dist_reduce_fx="sum"``); ``compute()`` returns their mean. Lists
+with no relevant item follow ``empty_target_action`` as in the functional module: with
+``"skip"`` (default) they are left out of both sum and count, so the result is the ``nanmean``
+of the per-list values; ``compute()`` is NaN when no list was counted.
+
+Example:
+    >>> metric = NDCG(k=2)
+    >>> mask = torch.ones(1, 3, dtype=torch.bool)
+    >>> metric.update(torch.tensor([[0.9, 0.5, 0.1]]), torch.tensor([[1, 0, 0]]), mask)
+    >>> metric.update(torch.tensor([[0.9, 0.5, 0.1]]), torch.tensor([[0, 0, 0]]), mask)
+    >>> metric.update(torch.tensor([[0.1, 0.9, 0.5]]), torch.tensor([[1, 0, 0]]), mask)
+    >>> metric.compute()  # mean of 1 and 0; the list without relevant item is skipped
+    tensor(0.5000)
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import torch
+from torch import Tensor
+from torchmetrics import Metric
+
+from tagtorch.metrics.functional import (
+    EmptyTargetAction,
+    _check_k,
+    average_precision,
+    ndcg_at_k,
+    precision_at_k,
+    recall_at_k,
+    reciprocal_rank,
+    success_at_k,
+)
+
+__all__ = ["MAP", "MRR", "NDCG", "Precision", "RankingMetric", "Recall", "Success"]
+
+
+class RankingMetric(Metric):
+    """Mean over lists of a per-list ranking metric (base class; use the subclasses).
+
+    Subclasses implement :meth:`_per_list`.
+
+    Args:
+        k: cut-off (required by the ``@k`` metrics, optional for :class:`MRR` and :class:`MAP`).
+        empty_target_action: ``"skip"``, ``"neg"``, ``"pos"`` or ``"error"`` for lists with no
+            relevant item (see :mod:`tagtorch.metrics.functional`).
+        **kwargs: passed to :class:`torchmetrics.Metric`.
+    """
+
+    is_differentiable: ClassVar[bool] = False
+    higher_is_better: ClassVar[bool] = True
+    full_state_update: ClassVar[bool] = False
+    requires_k: ClassVar[bool] = True
+
+    total: Tensor
+    count: Tensor
+
+    def __init__(
+        self,
+        k: int | None = None,
+        empty_target_action: EmptyTargetAction = "skip",
+        **kwargs: object,
+    ) -> None:
+        super().__init__(**kwargs)
+        _check_k(k, optional=not self.requires_k)
+        if empty_target_action not in ("skip", "neg", "pos", "error"):
+            raise ValueError(f"unknown empty_target_action {empty_target_action!r}")
+        self.k = k
+        self.empty_target_action: EmptyTargetAction = empty_target_action
+        self.add_state("total", torch.tensor(0.0), dist_reduce_fx="sum")
+        self.add_state("count", torch.tensor(0, dtype=torch.long), dist_reduce_fx="sum")
+
+    def _per_list(
+        self, scores: Tensor, labels: Tensor, mask: Tensor, n_relevant: Tensor | None
+    ) -> Tensor:
+        """Per-list values ``[B]`` (NaN for skipped lists)."""
+        raise NotImplementedError
+
+    def update(
+        self, scores: Tensor, labels: Tensor, mask: Tensor, n_relevant: Tensor | None = None
+    ) -> None:
+        """Adds a batch of lists.
+
+        Args:
+            scores: ``[B, L]`` candidate scores.
+            labels: ``[B, L]`` relevance grades, ``>= 0``.
+            mask: ``[B, L]`` bool, ``True`` for real candidates.
+            n_relevant: ``[B]`` relevant items per list, including missing ones.
+        """
+        values = self._per_list(scores.detach(), labels, mask, n_relevant)
+        kept = ~torch.isnan(values)
+        self.total += values[kept].sum().to(self.total.dtype)
+        self.count += kept.sum()
+
+    def compute(self) -> Tensor:
+        """Mean of the per-list values seen so far (NaN if none was counted)."""
+        return self.total / self.count
+
+
+class NDCG(RankingMetric):
+    """Mean NDCG@k (:func:`~tagtorch.metrics.functional.ndcg_at_k`).
+
+    Example:
+        >>> m = NDCG(k=3)
+        >>> m.update(torch.tensor([[0.1, 0.9, 0.5]]), torch.tensor([[1, 0, 1]]),
+        ...          torch.ones(1, 3, dtype=torch.bool))
+        >>> m.compute()
+        tensor(0.6934)
+    """
+
+    def _per_list(
+        self, scores: Tensor, labels: Tensor, mask: Tensor, n_relevant: Tensor | None
+    ) -> Tensor:
+        assert self.k is not None
+        return ndcg_at_k(scores, labels, mask, self.k, n_relevant, self.empty_target_action)
+
+
+class Precision(RankingMetric):
+    """Mean P@k (:func:`~tagtorch.metrics.functional.precision_at_k`).
+
+    Example:
+        >>> m = Precision(k=2)
+        >>> m.update(torch.tensor([[0.3, 0.2, 0.9]]), torch.tensor([[1, 1, 0]]),
+        ...          torch.ones(1, 3, dtype=torch.bool))
+        >>> m.compute()
+        tensor(0.5000)
+    """
+
+    def _per_list(
+        self, scores: Tensor, labels: Tensor, mask: Tensor, n_relevant: Tensor | None
+    ) -> Tensor:
+        assert self.k is not None
+        return precision_at_k(scores, labels, mask, self.k, n_relevant, self.empty_target_action)
+
+
+class Recall(RankingMetric):
+    """Mean R@k (:func:`~tagtorch.metrics.functional.recall_at_k`).
+
+    Example:
+        >>> m = Recall(k=2)
+        >>> m.update(torch.tensor([[0.3, 0.2, 0.9]]), torch.tensor([[1, 1, 0]]),
+        ...          torch.ones(1, 3, dtype=torch.bool), n_relevant=torch.tensor([4]))
+        >>> m.compute()
+        tensor(0.2500)
+    """
+
+    def _per_list(
+        self, scores: Tensor, labels: Tensor, mask: Tensor, n_relevant: Tensor | None
+    ) -> Tensor:
+        assert self.k is not None
+        return recall_at_k(scores, labels, mask, self.k, n_relevant, self.empty_target_action)
+
+
+class Success(RankingMetric):
+    """Mean S@k, the hit rate (:func:`~tagtorch.metrics.functional.success_at_k`).
+
+    Example:
+        >>> m = Success(k=1)
+        >>> m.update(torch.tensor([[0.3, 0.2], [0.1, 0.4]]), torch.tensor([[1, 0], [1, 0]]),
+        ...          torch.ones(2, 2, dtype=torch.bool))
+        >>> m.compute()
+        tensor(0.5000)
+    """
+
+    def _per_list(
+        self, scores: Tensor, labels: Tensor, mask: Tensor, n_relevant: Tensor | None
+    ) -> Tensor:
+        assert self.k is not None
+        return success_at_k(scores, labels, mask, self.k, n_relevant, self.empty_target_action)
+
+
+class MRR(RankingMetric):
+    """Mean reciprocal rank (:func:`~tagtorch.metrics.functional.reciprocal_rank`).
+
+    Example:
+        >>> m = MRR()
+        >>> m.update(torch.tensor([[0.3, 0.2, 0.9]]), torch.tensor([[1, 1, 0]]),
+        ...          torch.ones(1, 3, dtype=torch.bool))
+        >>> m.compute()
+        tensor(0.5000)
+    """
+
+    requires_k: ClassVar[bool] = False
+
+    def _per_list(
+        self, scores: Tensor, labels: Tensor, mask: Tensor, n_relevant: Tensor | None
+    ) -> Tensor:
+        return reciprocal_rank(scores, labels, mask, self.k, n_relevant, self.empty_target_action)
+
+
+class MAP(RankingMetric):
+    """Mean average precision (:func:`~tagtorch.metrics.functional.average_precision`).
+
+    Example:
+        >>> m = MAP()
+        >>> m.update(torch.tensor([[0.9, 0.8, 0.7]]), torch.tensor([[1, 0, 1]]),
+        ...          torch.ones(1, 3, dtype=torch.bool))
+        >>> m.compute()
+        tensor(0.8333)
+    """
+
+    requires_k: ClassVar[bool] = False
+
+    def _per_list(
+        self, scores: Tensor, labels: Tensor, mask: Tensor, n_relevant: Tensor | None
+    ) -> Tensor:
+        return average_precision(scores, labels, mask, self.k, n_relevant, self.empty_target_action)

@@ -1,0 +1,480 @@
+"""Tests of tagtorch.metrics against torchmetrics, scikit-learn, a plain reference and hand math."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sklearn.metrics import average_precision_score, ndcg_score
+from torchmetrics.functional.retrieval import (
+    retrieval_average_precision,
+    retrieval_hit_rate,
+    retrieval_normalized_dcg,
+    retrieval_precision,
+    retrieval_recall,
+    retrieval_reciprocal_rank,
+)
+
+from tagtorch.metrics import (
+    MAP,
+    MRR,
+    NDCG,
+    Precision,
+    Recall,
+    Success,
+    average_precision,
+    ndcg_at_k,
+    precision_at_k,
+    ranking_metrics,
+    recall_at_k,
+    reciprocal_rank,
+    success_at_k,
+)
+
+L2_3 = 1 / math.log2(3)  # discount at rank 2
+L2_5 = 1 / math.log2(5)  # discount at rank 4
+L2_6 = 1 / math.log2(6)  # discount at rank 5
+
+
+def t(*rows: list) -> torch.Tensor:
+    return torch.tensor(rows)
+
+
+def full_mask(b: int, n: int) -> torch.Tensor:
+    return torch.ones(b, n, dtype=torch.bool)
+
+
+def random_batch(
+    seed: int, b: int = 64, width: int = 12, graded: bool = False, min_len: int = 1
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Padded batch with continuous positive scores (no ties) and garbage in the padding.
+
+    Returns scores, labels, mask and the real lengths.
+    """
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(min_len, width + 1, (b,), generator=g)
+    mask = torch.arange(width) < lengths[:, None]
+    scores = torch.rand(b, width, generator=g) + 0.01
+    high = 4 if graded else 2
+    labels = torch.randint(0, high, (b, width), generator=g)
+    # padding: huge scores and positive labels that must never count
+    scores = torch.where(mask, scores, torch.full_like(scores, 1e6))
+    labels = torch.where(mask, labels, torch.full_like(labels, 3))
+    return scores, labels, mask, lengths
+
+
+# --------------------------------------------------------------------------------------------
+# Plain per-list reference (loops, Python floats): an independent statement of the convention.
+
+
+def ref_list(scores, labels, n_relevant, k):
+    """Returns (ndcg@k, p@k, r@k, s@k, rr, ap, ap@k) of one list, NaN where n_relevant == 0."""
+    order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))
+    gains = [labels[i] for i in order]
+    rel = [g > 0 for g in gains]
+    n_missing = n_relevant - sum(rel)
+    if n_relevant == 0:
+        return (math.nan,) * 7
+    dcg = sum(g / math.log2(r + 2) for r, g in enumerate(gains[:k]))
+    ideal = sorted([*labels, *([1.0] * n_missing)], reverse=True)
+    idcg = sum(g / math.log2(r + 2) for r, g in enumerate(ideal[:k]))
+    hits = sum(rel[:k])
+    rr = next((1 / (r + 1) for r, x in enumerate(rel) if x), 0.0)
+    precisions = [sum(rel[: r + 1]) / (r + 1) for r in range(len(rel))]
+    ap = sum(p for p, x in zip(precisions, rel, strict=True) if x) / n_relevant
+    ap_k = sum(p for p, x in zip(precisions[:k], rel[:k], strict=True) if x) / min(k, n_relevant)
+    return (dcg / idcg, hits / k, hits / n_relevant, float(hits > 0), rr, ap, ap_k)
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("k", [1, 3, 7, 20])
+def test_against_plain_reference_with_ties_grades_and_missing(seed: int, k: int) -> None:
+    g = torch.Generator().manual_seed(100 + seed)
+    b, width = 40, 9
+    lengths = torch.randint(0, width + 1, (b,), generator=g)
+    mask = torch.arange(width) < lengths[:, None]
+    scores = torch.randint(0, 4, (b, width), generator=g).float()  # many ties
+    labels = torch.randint(0, 4, (b, width), generator=g) * (
+        torch.rand(b, width, generator=g) < 0.5
+    )
+    present = ((labels > 0) & mask).sum(-1)
+    n_relevant = present + torch.randint(0, 3, (b,), generator=g)
+    got = ranking_metrics(scores, labels, mask, n_relevant, ks=(k,))
+    ap_k = average_precision(scores, labels, mask, k=k, n_relevant=n_relevant)
+    for i in range(b):
+        n = int(lengths[i])
+        exp = ref_list(
+            scores[i, :n].tolist(), labels[i, :n].float().tolist(), int(n_relevant[i]), k
+        )
+        keys = (f"ndcg@{k}", f"p@{k}", f"r@{k}", f"s@{k}", "mrr", "map")
+        actual = [got[key][i].item() for key in keys] + [ap_k[i].item()]
+        np.testing.assert_allclose(actual, exp, rtol=1e-5, atol=1e-6, err_msg=f"list {i}")
+
+
+# --------------------------------------------------------------------------------------------
+# torchmetrics.functional.retrieval on random padded batches (one call per real list)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("k", [1, 3, 5, 15])
+def test_against_torchmetrics(seed: int, k: int) -> None:
+    scores, labels, mask, lengths = random_batch(seed)
+    ours = {
+        "p": precision_at_k(scores, labels, mask, k, empty_target_action="neg"),
+        "r": recall_at_k(scores, labels, mask, k, empty_target_action="neg"),
+        "s": success_at_k(scores, labels, mask, k, empty_target_action="neg"),
+        "rr": reciprocal_rank(scores, labels, mask, k=k, empty_target_action="neg"),
+        "rr_full": reciprocal_rank(scores, labels, mask, empty_target_action="neg"),
+        "ap_full": average_precision(scores, labels, mask, empty_target_action="neg"),
+    }
+    for i in range(len(lengths)):
+        n = int(lengths[i])
+        p, y = scores[i, :n], labels[i, :n]
+        ref = {
+            "p": retrieval_precision(p, y, top_k=k),
+            "r": retrieval_recall(p, y, top_k=k),
+            "s": retrieval_hit_rate(p, y, top_k=k),
+            "rr": retrieval_reciprocal_rank(p, y, top_k=k),
+            "rr_full": retrieval_reciprocal_rank(p, y),
+            "ap_full": retrieval_average_precision(p, y),
+        }
+        for name, value in ref.items():
+            assert ours[name][i].item() == pytest.approx(value.item(), abs=1e-6), (name, i)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("k", [1, 2, 5, 15])
+def test_ndcg_against_torchmetrics_graded(seed: int, k: int) -> None:
+    scores, labels, mask, lengths = random_batch(seed + 10, graded=True)
+    ours = ndcg_at_k(scores, labels, mask, k, empty_target_action="neg")
+    for i in range(len(lengths)):
+        n = int(lengths[i])
+        ref = retrieval_normalized_dcg(scores[i, :n], labels[i, :n], top_k=k)
+        assert ours[i].item() == pytest.approx(ref.item(), abs=1e-5), i
+
+
+# --------------------------------------------------------------------------------------------
+# scikit-learn on full lists
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_against_sklearn_full_lists(seed: int) -> None:
+    scores, labels, mask, lengths = random_batch(seed + 20, b=48, graded=True, min_len=2)
+    width = scores.shape[1]
+    ndcg_full = ndcg_at_k(scores, labels, mask, k=width)
+    ndcg_3 = ndcg_at_k(scores, labels, mask, k=3)
+    ap = average_precision(scores, labels, mask)
+    checked = 0
+    for i in range(len(lengths)):
+        n = int(lengths[i])
+        y, s = labels[i, :n].numpy()[None], scores[i, :n].numpy()[None]
+        if y.sum() == 0:
+            assert math.isnan(ndcg_full[i].item()) and math.isnan(ap[i].item())
+            continue
+        checked += 1
+        assert ndcg_full[i].item() == pytest.approx(ndcg_score(y, s), abs=1e-5)
+        assert ndcg_3[i].item() == pytest.approx(ndcg_score(y, s, k=3), abs=1e-5)
+        ap_ref = average_precision_score((y[0] > 0).astype(int), s[0])
+        assert ap[i].item() == pytest.approx(ap_ref, abs=1e-5)
+    assert checked > 30
+
+
+# --------------------------------------------------------------------------------------------
+# hand-computed cases
+
+
+def test_ties_broken_by_candidate_order() -> None:
+    # scores tie at 0.5 for candidates 0, 1, 3 -> ranking: c2 (0.9), c0, c1, c3
+    # relevant: c1 (rank 3) and c3 (rank 4)
+    scores = t([0.5, 0.5, 0.9, 0.5])
+    labels = t([0, 1, 0, 1])
+    mask = full_mask(1, 4)
+    assert precision_at_k(scores, labels, mask, 2).item() == 0.0
+    assert precision_at_k(scores, labels, mask, 3).item() == pytest.approx(1 / 3)
+    assert success_at_k(scores, labels, mask, 2).item() == 0.0
+    assert reciprocal_rank(scores, labels, mask).item() == pytest.approx(1 / 3)
+    # AP = (1/3 + 2/4) / 2
+    assert average_precision(scores, labels, mask).item() == pytest.approx((1 / 3 + 2 / 4) / 2)
+    # DCG@4 = 1/log2(4) + 1/log2(5); IDCG@4 = 1 + 1/log2(3)
+    expected = (0.5 + L2_5) / (1 + L2_3)
+    assert ndcg_at_k(scores, labels, mask, 4).item() == pytest.approx(expected, rel=1e-6)
+    # all tied: candidate order decides; the relevant second candidate is at rank 2
+    same = torch.ones(1, 3)
+    assert reciprocal_rank(same, t([0, 1, 0]), full_mask(1, 3)).item() == 0.5
+    assert reciprocal_rank(same, t([0, 0, 1]), full_mask(1, 3)).item() == pytest.approx(1 / 3)
+    # a padding slot in between does not change the tie order of the real candidates
+    mask = t([True, False, True, True])
+    rr = reciprocal_rank(torch.ones(1, 4), t([0, 1, 0, 1]), mask)
+    assert rr.item() == pytest.approx(1 / 3)  # real order c0, c2, c3: c3 at rank 3
+
+
+def test_ties_in_long_lists_keep_candidate_order() -> None:
+    # long lists with few distinct scores: an unstable sort would reorder tied candidates
+    g = torch.Generator().manual_seed(5)
+    b, width, k = 6, 300, 50
+    scores = torch.randint(0, 2, (b, width), generator=g).float()
+    labels = (torch.rand(b, width, generator=g) < 0.1).long()
+    mask = full_mask(b, width)
+    got = ranking_metrics(scores, labels, mask, ks=(k,))
+    for i in range(b):
+        exp = ref_list(scores[i].tolist(), labels[i].float().tolist(), int(labels[i].sum()), k)
+        actual = [got[key][i].item() for key in (f"ndcg@{k}", f"p@{k}", "mrr", "map")]
+        np.testing.assert_allclose(actual, [exp[0], exp[1], exp[4], exp[5]], rtol=1e-5)
+
+
+def test_graded_labels() -> None:
+    scores = t([0.9, 0.8, 0.7])
+    labels = t([1, 3, 0])
+    mask = full_mask(1, 3)
+    # DCG@3 = 1/1 + 3/log2(3); IDCG@3 = 3/1 + 1/log2(3)
+    dcg, idcg = 1 + 3 * L2_3, 3 + L2_3
+    assert ndcg_at_k(scores, labels, mask, 3).item() == pytest.approx(dcg / idcg, rel=1e-6)
+    assert ndcg_at_k(scores, labels, mask, 1).item() == pytest.approx(1 / 3, rel=1e-6)
+    # binary metrics count label > 0: relevant at ranks 1 and 2
+    assert precision_at_k(scores, labels, mask, 2).item() == 1.0
+    assert average_precision(scores, labels.float(), mask).item() == pytest.approx(1.0)
+
+
+def test_relevant_items_missing_from_list() -> None:
+    scores = t([0.9, 0.8, 0.7])
+    labels = t([1, 0, 1])
+    mask = full_mask(1, 3)
+    n_rel = torch.tensor([4])  # two gold tags absent from the candidates
+    # DCG@3 = 1 + 1/log2(4) = 1.5; IDCG@3 = 1 + 1/log2(3) + 1/log2(4)
+    assert ndcg_at_k(scores, labels, mask, 3, n_rel).item() == pytest.approx(
+        1.5 / (1 + L2_3 + 0.5), rel=1e-6
+    )
+    # IDCG@5 = 1 + 1/log2(3) + 1/log2(4) + 1/log2(5) (only 4 relevant)
+    assert ndcg_at_k(scores, labels, mask, 5, n_rel).item() == pytest.approx(
+        1.5 / (1 + L2_3 + 0.5 + L2_5), rel=1e-6
+    )
+    assert recall_at_k(scores, labels, mask, 2, n_rel).item() == pytest.approx(1 / 4)
+    assert recall_at_k(scores, labels, mask, 3, n_rel).item() == pytest.approx(2 / 4)
+    # AP = (1/1 + 2/3) / 4; AP@2 = (1/1) / min(2, 4); AP@3 = (1 + 2/3) / 3
+    assert average_precision(scores, labels, mask, n_relevant=n_rel).item() == pytest.approx(
+        (1 + 2 / 3) / 4
+    )
+    assert average_precision(scores, labels, mask, 2, n_rel).item() == pytest.approx(0.5)
+    assert average_precision(scores, labels, mask, 3, n_rel).item() == pytest.approx(5 / 9)
+    # graded: labels [2, 0], one missing relevant -> ideal gains [2, 1]
+    # DCG@2 = 2; IDCG@2 = 2 + 1/log2(3)
+    got = ndcg_at_k(t([0.9, 0.1]), t([2, 0]), full_mask(1, 2), 2, torch.tensor([2]))
+    assert got.item() == pytest.approx(2 / (2 + L2_3), rel=1e-6)
+    # fractional grade below 1: the ideal sorts the missing gain 1 first -> [1, 0.5]
+    got = ndcg_at_k(t([0.9]), t([0.5]), full_mask(1, 1), 2, torch.tensor([2]))
+    assert got.item() == pytest.approx(0.5 / (1 + 0.5 * L2_3), rel=1e-6)
+    # no relevant candidate but gold tags exist: 0, not skipped
+    out = ranking_metrics(scores, torch.zeros(1, 3), mask, torch.tensor([2]), ks=(3,))
+    assert all(v.item() == 0.0 for v in out.values())
+
+
+def test_precision_with_list_shorter_than_k() -> None:
+    scores = t([0.2, 0.9, 5.0, 7.0])
+    labels = t([1, 1, 1, 1])
+    mask = t([True, True, False, False])
+    # 2 real candidates, both relevant: P@5 = 2/5, R@5 = 2/2, NDCG@5 = 1
+    assert precision_at_k(scores, labels, mask, 5).item() == pytest.approx(0.4)
+    assert recall_at_k(scores, labels, mask, 5).item() == 1.0
+    assert ndcg_at_k(scores, labels, mask, 5).item() == pytest.approx(1.0)
+    # list of width 2 and k = 10: P@10 = 1/10
+    assert precision_at_k(t([0.3, 0.1]), t([0, 1]), full_mask(1, 2), 10).item() == pytest.approx(
+        0.1
+    )
+
+
+def test_ranking_metrics_keys_and_agreement() -> None:
+    scores, labels, mask, _ = random_batch(7, b=16, graded=True)
+    out = ranking_metrics(scores, labels, mask, ks=(1, 5))
+    assert list(out) == ["ndcg@1", "ndcg@5", "p@1", "p@5", "r@1", "r@5", "s@1", "s@5", "mrr", "map"]
+    torch.testing.assert_close(out["ndcg@5"], ndcg_at_k(scores, labels, mask, 5), equal_nan=True)
+    torch.testing.assert_close(out["r@1"], recall_at_k(scores, labels, mask, 1), equal_nan=True)
+    torch.testing.assert_close(out["map"], average_precision(scores, labels, mask), equal_nan=True)
+    assert list(ranking_metrics(scores, labels, mask, metrics=("mrr", "precision"))) == [
+        "mrr",
+        "p@5",
+    ]
+    assert all(v.shape == (16,) and v.dtype == torch.float32 for v in out.values())
+    out64 = ranking_metrics(scores.double(), labels, mask)
+    assert all(v.dtype == torch.float64 for v in out64.values())
+
+
+def test_bool_labels_and_zero_width() -> None:
+    scores = t([0.1, 0.7])
+    labels = t([True, False])
+    assert reciprocal_rank(scores, labels, full_mask(1, 2)).item() == 0.5
+    empty = torch.zeros(2, 0)
+    mask = torch.zeros(2, 0, dtype=torch.bool)
+    out = ranking_metrics(empty, empty, mask, n_relevant=torch.tensor([1, 0]), ks=(3,))
+    for value in out.values():
+        assert value[0].item() == 0.0 and math.isnan(value[1].item())
+
+
+# --------------------------------------------------------------------------------------------
+# padding invariance
+
+
+@st.composite
+def padded_pair(draw):
+    n = draw(st.integers(1, 7))
+    k = draw(st.integers(1, 8))
+    score_values = st.sampled_from([0.0, 0.5, 1.0, -2.0, 3.25])  # ties on purpose
+    scores = draw(st.lists(score_values, min_size=n, max_size=n))
+    labels = draw(st.lists(st.integers(0, 3), min_size=n, max_size=n))
+    extra = draw(st.integers(0, 2))
+    n_pad = draw(st.integers(1, 6))
+    pad_scores = draw(
+        st.lists(
+            st.sampled_from([1e30, -1e30, math.inf, -math.inf, math.nan, 3.25, 0.0]),
+            min_size=n_pad,
+            max_size=n_pad,
+        )
+    )
+    pad_labels = draw(st.lists(st.integers(1, 5), min_size=n_pad, max_size=n_pad))
+    # where each padding slot goes among the real candidates (real order kept)
+    slots = draw(st.lists(st.integers(0, n), min_size=n_pad, max_size=n_pad))
+    return scores, labels, extra, pad_scores, pad_labels, slots, k
+
+
+@settings(max_examples=60, deadline=None)
+@given(padded_pair())
+def test_padding_invariance(case) -> None:
+    scores, labels, extra, pad_scores, pad_labels, slots, k = case
+    n_rel = torch.tensor([sum(x > 0 for x in labels) + extra])
+    base = ranking_metrics(
+        torch.tensor([scores]),
+        torch.tensor([labels]),
+        full_mask(1, len(scores)),
+        n_rel,
+        ks=(k, 1),
+    )
+    rows = [(s, y, True) for s, y in zip(scores, labels, strict=True)]
+    for slot, s, y in sorted(zip(slots, pad_scores, pad_labels, strict=True), reverse=True):
+        rows.insert(slot, (s, y, False))
+    padded = ranking_metrics(
+        torch.tensor([[r[0] for r in rows]]),
+        torch.tensor([[r[1] for r in rows]]),
+        torch.tensor([[r[2] for r in rows]]),
+        n_rel,
+        ks=(k, 1),
+    )
+    for key, value in base.items():
+        torch.testing.assert_close(padded[key], value, equal_nan=True, msg=key)
+
+
+# --------------------------------------------------------------------------------------------
+# empty lists and validation
+
+FUNCS_K = [ndcg_at_k, precision_at_k, recall_at_k, success_at_k, reciprocal_rank, average_precision]
+
+
+@pytest.mark.parametrize("fn", FUNCS_K)
+def test_empty_target_action(fn) -> None:
+    scores = t([0.9, 0.1], [0.9, 0.1])
+    labels = t([1, 0], [0, 0])  # second list has no relevant item
+    mask = full_mask(2, 2)
+    skip = fn(scores, labels, mask, 1)
+    assert skip[0].item() == 1.0 and math.isnan(skip[1].item())
+    assert fn(scores, labels, mask, 1, empty_target_action="neg").tolist() == [1.0, 0.0]
+    assert fn(scores, labels, mask, 1, empty_target_action="pos").tolist() == [1.0, 1.0]
+    with pytest.raises(ValueError, match="no relevant item"):
+        fn(scores, labels, mask, 1, empty_target_action="error")
+    with pytest.raises(ValueError, match="empty_target_action"):
+        fn(scores, labels, mask, 1, empty_target_action="ignore")
+    # a gold tag missing from the list makes the list non-empty: 0, not NaN
+    missing = fn(scores, labels, mask, 1, n_relevant=torch.tensor([1, 1]))
+    assert missing.tolist() == [1.0, 0.0]
+    # padding with a positive label does not make a list non-empty
+    pad_mask = t([True, True], [True, False])
+    labels_pad = t([1, 0], [0, 1])
+    assert math.isnan(fn(scores, labels_pad, pad_mask, 1)[1].item())
+
+
+@pytest.mark.parametrize("fn", FUNCS_K)
+def test_validation_errors(fn) -> None:
+    scores, labels, mask = torch.rand(2, 3), torch.ones(2, 3), full_mask(2, 3)
+    with pytest.raises(ValueError, match=r"\[B, L\]"):
+        fn(torch.rand(3), torch.ones(3), torch.ones(3, dtype=torch.bool), 1)
+    with pytest.raises(ValueError, match=r"\[B, L\]"):
+        fn(scores, torch.ones(2, 4), mask, 1)
+    with pytest.raises(ValueError, match=r"\[B, L\]"):
+        fn(scores, labels, full_mask(3, 3), 1)
+    with pytest.raises(ValueError, match="bool"):
+        fn(scores, labels, mask.int(), 1)
+    with pytest.raises(ValueError, match=r"n_relevant must have shape \[B\]"):
+        fn(scores, labels, mask, 1, n_relevant=torch.tensor([3]))
+    with pytest.raises(ValueError, match="smaller than"):
+        fn(scores, labels, mask, 1, n_relevant=torch.tensor([3, 2]))
+    with pytest.raises(ValueError, match=">= 0"):
+        fn(scores, -labels, mask, 1)
+    for bad_k in (0, -1, 2.0, True):
+        with pytest.raises(ValueError, match="k must be"):
+            fn(scores, labels, mask, bad_k)
+
+
+def test_ranking_metrics_validation() -> None:
+    scores, labels, mask = torch.rand(2, 3), torch.ones(2, 3), full_mask(2, 3)
+    with pytest.raises(ValueError, match="unknown metrics"):
+        ranking_metrics(scores, labels, mask, metrics=("ndcg", "auc"))
+    with pytest.raises(ValueError, match="k"):
+        ranking_metrics(scores, labels, mask, ks=(5, 0))
+
+
+# --------------------------------------------------------------------------------------------
+# torchmetrics wrappers
+
+
+@pytest.mark.parametrize(
+    ("cls", "fn", "k"),
+    [
+        (NDCG, ndcg_at_k, 3),
+        (Precision, precision_at_k, 2),
+        (Recall, recall_at_k, 4),
+        (Success, success_at_k, 1),
+        (MRR, reciprocal_rank, None),
+        (MAP, average_precision, None),
+        (MAP, average_precision, 2),
+    ],
+)
+@pytest.mark.parametrize("action", ["skip", "neg", "pos"])
+def test_wrappers_accumulate(cls, fn, k, action) -> None:
+    batches = [random_batch(30 + i, b=5 + i, width=4 + 2 * i, graded=True) for i in range(4)]
+    metric = (
+        cls(k=k, empty_target_action=action) if k is not None else cls(empty_target_action=action)
+    )
+    width = max(b[0].shape[1] for b in batches)
+    cat_s, cat_y, cat_m, cat_n = [], [], [], []
+    for scores, labels, mask, _ in batches:
+        n_rel = ((labels > 0) & mask).sum(-1) + (torch.arange(len(labels)) % 3 == 0)
+        metric.update(scores, labels, mask, n_rel)
+        pad = width - scores.shape[1]
+        cat_s.append(torch.nn.functional.pad(scores, (0, pad), value=9.0))
+        cat_y.append(torch.nn.functional.pad(labels, (0, pad), value=1))
+        cat_m.append(torch.nn.functional.pad(mask, (0, pad), value=False))
+        cat_n.append(n_rel)
+    per_list = fn(
+        torch.cat(cat_s),
+        torch.cat(cat_y),
+        torch.cat(cat_m),
+        k,
+        torch.cat(cat_n),
+        empty_target_action=action,
+    )
+    values = [v for v in per_list.tolist() if not math.isnan(v)]
+    assert len(values) >= (10 if action == "skip" else len(per_list))
+    assert metric.compute().item() == pytest.approx(sum(values) / len(values), rel=1e-5)
+    metric.reset()
+    with warnings.catch_warnings():  # compute() before update() warns
+        warnings.simplefilter("ignore", UserWarning)
+        assert math.isnan(metric.compute().item())
+
+
+def test_wrapper_requires_k() -> None:
+    with pytest.raises(ValueError, match="k must be"):
+        NDCG()
+    with pytest.raises(ValueError, match="empty_target_action"):
+        MRR(empty_target_action="drop")

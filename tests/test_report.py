@@ -1,0 +1,52 @@
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from tagtorch.evaluation.report import markdown_report, significance, summarize
+
+
+def make_results():
+    rng = np.random.default_rng(0)
+    rows, per_object = [], []
+    for method, shift in [("base", 0.0), ("better", 0.1)]:
+        for fold in range(5):
+            values = np.clip(rng.random(30) * 0.5 + shift, 0, 1)
+            per_object += [{"method": method, "fold": fold, "object": fold * 100 + i,
+                            "metric": "ndcg@5", "value": v} for i, v in enumerate(values)]
+            rows.append({"method": method, "fold": fold, "metric": "ndcg@5",
+                         "value": values.mean()})
+    return pd.DataFrame(rows), pd.DataFrame(per_object)
+
+
+def test_summary_is_the_t_interval_over_folds():
+    results, _ = make_results()
+    summary = summarize(results).set_index("method")
+    folds = results.query("method == 'better'")["value"].to_numpy()
+    half = 2.776445105 * folds.std(ddof=1) / np.sqrt(5)  # t_{0.975, 4} from a table
+    assert summary.loc["better", "mean"] == pytest.approx(folds.mean())
+    assert summary.loc["better", "ci"] == pytest.approx(half, rel=1e-6)
+    assert summary.loc["better", "folds"] == 5
+
+
+def test_significance_pairs_objects_across_folds():
+    _, per_object = make_results()
+    table = significance(per_object, baseline="base")
+    base = per_object.query("method == 'base'").sort_values(["fold", "object"])["value"]
+    better = per_object.query("method == 'better'").sort_values(["fold", "object"])["value"]
+    expected = stats.ttest_rel(better.to_numpy(), base.to_numpy())
+    row = table.iloc[0]
+    assert row["method"] == "better" and row["n"] == 150
+    assert row["statistic"] == pytest.approx(expected.statistic)
+    assert row["p_value"] == pytest.approx(expected.pvalue)
+    assert row["mean_difference"] == pytest.approx((better.to_numpy() - base.to_numpy()).mean())
+
+
+def test_markdown_report_has_both_tables():
+    results, per_object = make_results()
+    text = markdown_report(results, per_object, title="T")
+    assert text.startswith("# T")
+    assert "| base |" in text and "| better |" in text
+    assert "Paired ttest against base" in text
+    single = markdown_report(results.query("method == 'base'"), per_object, title="T")
+    assert "Paired" not in single

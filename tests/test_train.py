@@ -1,0 +1,119 @@
+import math
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import open_dict
+
+from tagtorch.train import train
+
+ROOT = Path(__file__).resolve().parents[1]
+CONF = ROOT / "conf"
+EXPERIMENTS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))
+
+
+def compose_cfg(tmp_path: Path, overrides: list[str]):
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(version_base="1.3", config_dir=str(CONF)):
+        cfg = compose("train", overrides=["logger=none", *overrides], return_hydra_config=True)
+    HydraConfig().set_config(cfg)
+    with open_dict(cfg):
+        cfg.paths.output_dir = str(tmp_path)
+        del cfg.hydra  # as in a real run, where the job config holds no `hydra` node
+    return cfg
+
+
+def test_default_job_runs_end_to_end(tmp_path):
+    """`python -m tagtorch.train` as a user runs it, with the logger off."""
+    done = subprocess.run(
+        [sys.executable, "-m", "tagtorch.train", "logger=none",
+         f"hydra.run.dir={tmp_path}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "| sum |" in done.stdout
+    for name in ["config.yaml", "results.csv", "report.md", "run.trec", "qrels.trec"]:
+        assert (tmp_path / name).is_file(), name
+    results = pd.read_csv(tmp_path / "results.csv")
+    assert list(results.columns) == ["method", "fold", "metric", "value"]
+    assert sorted(results["fold"].unique()) == [0, 1, 2, 3, 4]
+    assert not results.duplicated(["method", "fold", "metric"]).any()
+    ndcg = results.query("metric == 'ndcg@5'")["value"]
+    assert ((ndcg > 0.05) & (ndcg < 1)).all()
+    assert "95% confidence interval" in (tmp_path / "report.md").read_text()
+
+
+def reference_scores(run: Path, qrels: Path, k: int = 5) -> dict[str, float]:
+    """Plain re-scoring of the TREC files (trec_eval's conventions, binary relevance)."""
+    gold = defaultdict(set)
+    for line in qrels.read_text().splitlines():
+        q, _, d, rel = line.split()
+        if int(rel) > 0:
+            gold[q].add(d)
+    ranked = defaultdict(list)
+    for line in run.read_text().splitlines():
+        q, _, d, rank, _score, _ = line.split()
+        ranked[q].append((int(rank), d))
+    ndcg, precision, recall = [], [], []
+    for q, relevant in gold.items():
+        docs = [d for _, d in sorted(ranked.get(q, []))][:k]
+        hits = [d in relevant for d in docs]
+        dcg = sum(1 / math.log2(i + 2) for i, h in enumerate(hits) if h)
+        idcg = sum(1 / math.log2(i + 2) for i in range(min(k, len(relevant))))
+        ndcg.append(dcg / idcg)
+        precision.append(sum(hits) / k)
+        recall.append(sum(hits) / len(relevant))
+    n = len(gold)
+    return {"ndcg@5": sum(ndcg) / n, "p@5": sum(precision) / n, "r@5": sum(recall) / n}
+
+
+def test_trec_files_rescore_to_the_reported_figures(tmp_path):
+    cfg = compose_cfg(tmp_path, ["data.n_objects=600", "task.protocol.folds=[0,1]"])
+    result = train(cfg)
+    per_object = result.per_object.pivot_table(index=["fold", "object"], columns="metric",
+                                               values="value")
+    reference = reference_scores(tmp_path / "run.trec", tmp_path / "qrels.trec")
+    for metric, value in reference.items():
+        assert per_object[metric].mean() == pytest.approx(value, abs=1e-6)
+
+
+def test_describe_task_prints_statistics_and_split_sizes(tmp_path, capsys):
+    cfg = compose_cfg(tmp_path, ["task=describe", "data.n_objects=500"])
+    stats = train(cfg)
+    out = capsys.readouterr().out
+    for word in ["users", "objects", "tags", "assignments", "tags_per_object_mean", "D_objects"]:
+        assert word in out
+    sizes = {(f["D_objects"], f["V_objects"], f["T_objects"]) for f in stats["folds"]}
+    assert len(sizes) == 1
+    d, v, t = sizes.pop()
+    assert d == 3 * v and v == t
+    assert (tmp_path / "describe.json").is_file()
+
+
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+def test_every_experiment_composes(tmp_path, experiment):
+    cfg = compose_cfg(tmp_path, [f"+experiment={experiment}"])
+    assert cfg.data._target_
+    assert cfg.model.ranker._target_
+
+
+def test_synthetic_experiment_runs(tmp_path):
+    cfg = compose_cfg(tmp_path, ["+experiment=synthetic_sum", "data.n_objects=400",
+                                 "task.protocol.folds=[0]"])
+    result = train(cfg)
+    assert set(result.results["fold"]) == {0}
+
+
+@pytest.mark.parametrize("experiment", ["lastfm_sum", "movielens_sum"])
+def test_real_data_experiment_one_fold(tmp_path, data_dir, experiment):
+    cfg = compose_cfg(tmp_path, [f"+experiment={experiment}", f"paths.data_dir={data_dir}",
+                                 "task.protocol.folds=[0]", "task.protocol.write_trec=false"])
+    result = train(cfg)
+    ndcg = result.results.query("metric == 'ndcg@5'")["value"].iloc[0]
+    assert 0.05 < ndcg < 0.9
