@@ -54,9 +54,9 @@ def train(cfg: DictConfig) -> Any:
     finally:
         for logger in loggers:
             logger.finalize("success")
-            experiment = getattr(logger, "experiment", None)
-            if hasattr(experiment, "finish"):
-                experiment.finish()
+            finish = getattr(getattr(logger, "experiment", None), "finish", None)
+            if finish is not None:  # a wandb run: close it so its files are complete
+                finish()
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="train")

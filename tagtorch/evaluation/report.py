@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from tagtorch.evaluation.stats import confidence_interval, paired_test
+from tagtorch.evaluation.stats import TestMethod, confidence_interval, paired_test
 
 
 def summarize(results: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
@@ -25,7 +25,8 @@ def summarize(results: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["method", "metric", "mean", "ci", "folds"])
 
 
-def significance(per_object: pd.DataFrame, baseline: str, method: str = "ttest") -> pd.DataFrame:
+def significance(per_object: pd.DataFrame, baseline: str,
+                 method: TestMethod = "ttest") -> pd.DataFrame:
     """Paired tests of every method against ``baseline`` on per-object values of each metric.
 
     Args:
@@ -54,7 +55,7 @@ def markdown_report(
     per_object: pd.DataFrame | None = None,
     title: str = "Results",
     confidence: float = 0.95,
-    test: str = "ttest",
+    test: TestMethod = "ttest",
 ) -> str:
     """A markdown report: a table of ``mean ± half-width`` per method and metric.
 

@@ -21,6 +21,10 @@ __all__ = ["PairedTest", "confidence_interval", "paired_test"]
 ArrayLike = Sequence[float] | np.ndarray | torch.Tensor
 
 
+#: The paired significance tests on offer.
+TestMethod = Literal["ttest", "wilcoxon"]
+
+
 def _as_array(values: ArrayLike, name: str) -> np.ndarray:
     """A 1-d float64 NumPy copy of ``values``."""
     if isinstance(values, torch.Tensor):
@@ -89,7 +93,7 @@ class PairedTest:
 
 
 def paired_test(
-    a: ArrayLike, b: ArrayLike, method: Literal["ttest", "wilcoxon"] = "ttest"
+    a: ArrayLike, b: ArrayLike, method: TestMethod = "ttest"
 ) -> PairedTest:
     """Two-sided paired significance test between two methods' per-object values.
 

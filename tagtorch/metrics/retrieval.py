@@ -50,9 +50,9 @@ class RankingMetric(Metric):
         **kwargs: passed to :class:`torchmetrics.Metric`.
     """
 
-    is_differentiable: ClassVar[bool] = False
-    higher_is_better: ClassVar[bool] = True
-    full_state_update: ClassVar[bool] = False
+    is_differentiable = False
+    higher_is_better = True
+    full_state_update = False
     requires_k: ClassVar[bool] = True
 
     total: Tensor
