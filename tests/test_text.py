@@ -54,3 +54,30 @@ def test_apply_merges_tags_and_normalizes_texts():
         (0, 0, 0), (1, 0, 0)]
     assert list(g.texts["title"]) == ["roll stone", "noth"]
     assert np.array_equal(g.objects, f.objects)
+
+
+def test_processed_text_is_cached_on_disk(tmp_path, monkeypatch):
+    frame = pd.DataFrame({"user": [1, 2], "object": ["a", "b"], "tag": ["Rocks", "Jazz"]})
+    texts = pd.DataFrame({"title": ["Rolling Stones", "Miles"]}, index=["a", "b"])
+    f = Folksonomy.from_frame(frame, texts=texts)
+    first = TextProcessor(cache_dir=str(tmp_path)).apply(f)
+    assert len(list(tmp_path.glob("*.pkl"))) == 1
+
+    def no_stemming(self, token):
+        raise AssertionError("the cache should have been used")
+
+    monkeypatch.setattr(TextProcessor, "stem", no_stemming)
+    second = TextProcessor(cache_dir=str(tmp_path)).apply(f)
+    assert list(second.tags) == list(first.tags) == ["jazz", "rock"]
+    assert list(second.texts["title"]) == ["roll stone", "mile"]
+    # other settings or other raw texts never read that entry
+    changed = Folksonomy.from_frame(frame, texts=texts.assign(title=["Rolling", "Miles"]))
+    try:
+        TextProcessor(cache_dir=str(tmp_path)).apply(changed)
+    except AssertionError as error:
+        assert "cache should have been used" in str(error)
+    else:
+        raise AssertionError("a changed text must not hit the cache")
+    monkeypatch.undo()
+    TextProcessor(cache_dir=str(tmp_path), stemmer=None).apply(f)
+    assert len(list(tmp_path.glob("*.pkl"))) == 2

@@ -15,21 +15,28 @@ A multi-word tag becomes its stemmed words joined by one space ("Hard Rocks" -> 
 A tag made only of stopwords ("The Who") keeps its words rather than vanishing: deviation from a
 literal reading of the paper, which did not say how such tags were handled. Each distinct token
 is stemmed once (a per-processor cache), so processing millions of texts costs one pass of the
-regular expression plus one stemmer call per distinct word.
+regular expression plus one stemmer call per distinct word. The processed tags and texts are
+also cached on disk, keyed by the processor's settings and a hash of the raw tags and texts (so
+an edited file or a changed option never reads a stale entry): a second run on the same data skips
+text processing.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import pickle
 import re
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import Stemmer
 
+from tagtorch.data.download import user_cache_dir
 from tagtorch.data.folksonomy import Folksonomy
 
 log = logging.getLogger(__name__)
@@ -53,6 +60,9 @@ class TextProcessor:
         stemmer: a PyStemmer algorithm name (``"porter"``, the paper's choice, or e.g.
             ``"english"`` for Porter2), or ``None`` for no stemming.
         min_token_length: drop shorter tokens.
+        cache: keep processed tags and texts on disk and reuse them.
+        cache_dir: the cache folder (default: ``text/`` in the user cache folder,
+            ``$XDG_CACHE_HOME/tagtorch`` or ``~/.cache/tagtorch``).
 
     Example:
         >>> p = TextProcessor()
@@ -67,6 +77,8 @@ class TextProcessor:
     remove_stopwords: bool = True
     stemmer: str | None = "porter"
     min_token_length: int = 1
+    cache: bool = True
+    cache_dir: str | None = None
     _cache: dict[str, str] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -105,12 +117,39 @@ class TextProcessor:
 
     def apply(self, folksonomy: Folksonomy) -> Folksonomy:
         """Normalizes the tags (merging those that become equal) and every text field."""
-        tags = np.array([self.normalize_tag(str(t)) for t in folksonomy.tags], dtype=object)
-        out = folksonomy.with_tags(tags)
-        texts = pd.DataFrame(
-            {name: self.normalize_texts(out.texts[name]) for name in out.text_fields},
-            index=out.texts.index,
-        )
+        path = self._cache_path(folksonomy) if self.cache else None
+        if path is not None and path.is_file():
+            with open(path, "rb") as handle:
+                tags, texts = pickle.load(handle)
+            log.info("%s: processed tags and texts read from %s", folksonomy.name, path)
+        else:
+            tags = np.array([self.normalize_tag(str(t)) for t in folksonomy.tags], dtype=object)
+            texts = pd.DataFrame(
+                {name: self.normalize_texts(folksonomy.texts[name])
+                 for name in folksonomy.text_fields},
+                index=folksonomy.texts.index,
+            )
+            if path is not None:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                partial = path.with_suffix(".tmp")
+                with open(partial, "wb") as handle:
+                    pickle.dump((tags, texts), handle, protocol=pickle.HIGHEST_PROTOCOL)
+                partial.replace(path)
+        out = folksonomy.with_tags(tags).with_texts(texts)
         log.info("%s: text processing left %d tags (from %d)", folksonomy.name, out.n_tags,
                  folksonomy.n_tags)
-        return out.with_texts(texts)
+        return out
+
+    def _cache_path(self, folksonomy: Folksonomy) -> Path:
+        """Cache file of this processor's output on these raw tags and texts."""
+        digest = hashlib.sha256()
+        settings = (self.lowercase, self.token_pattern, self.remove_stopwords, self.stemmer,
+                    self.min_token_length, sorted(self._stop), Stemmer.version())
+        digest.update(repr(settings).encode())
+        digest.update(pd.util.hash_array(np.asarray(folksonomy.tags, dtype=object)).tobytes())
+        digest.update(repr(folksonomy.text_fields).encode())
+        if folksonomy.text_fields:
+            digest.update(pd.util.hash_pandas_object(folksonomy.texts, index=False).to_numpy()
+                          .tobytes())
+        folder = Path(self.cache_dir) if self.cache_dir else user_cache_dir() / "text"
+        return folder / f"{folksonomy.name}-{digest.hexdigest()[:24]}.pkl"

@@ -1,0 +1,38 @@
+"""Loaders: one module per source format, each returning a raw :class:`Folksonomy`.
+
+Tags are returned as written in the files; normalization (stemming) happens later.
+
+- :mod:`~tagtorch.data.loaders.hetrec`: HetRec 2011 Last.fm, MovieLens and Delicious.
+- :mod:`~tagtorch.data.loaders.movielens_csv`: MovieLens CSV releases (``tags.csv``).
+- :mod:`~tagtorch.data.loaders.tabular`: any CSV/TSV/Parquet table of tag assignments.
+"""
+
+from tagtorch.data.loaders.errors import DataFormatError
+from tagtorch.data.loaders.hetrec import (
+    DELICIOUS_2K,
+    LASTFM_2K,
+    MOVIELENS_2K,
+    load_delicious_2k,
+    load_lastfm,
+    load_movielens_2k,
+)
+from tagtorch.data.loaders.movielens_csv import (
+    ML_LATEST_SMALL,
+    load_movielens_csv,
+    movielens_archive,
+)
+from tagtorch.data.loaders.tabular import load_table
+
+__all__ = [
+    "DELICIOUS_2K",
+    "LASTFM_2K",
+    "ML_LATEST_SMALL",
+    "MOVIELENS_2K",
+    "DataFormatError",
+    "load_delicious_2k",
+    "load_lastfm",
+    "load_movielens_2k",
+    "load_movielens_csv",
+    "load_table",
+    "movielens_archive",
+]

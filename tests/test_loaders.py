@@ -1,0 +1,438 @@
+"""Tests for the loaders: hand-written fixtures of every format, malformed files, real data.
+
+The real HetRec files are read from $TAGTORCH_DATA_DIR; those tests skip when it is unset.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tagtorch.data.download import DatasetNotFoundError
+from tagtorch.data.folksonomy import MISSING_TIME, Folksonomy
+from tagtorch.data.loaders import (
+    DataFormatError,
+    load_delicious_2k,
+    load_lastfm,
+    load_movielens_2k,
+    load_movielens_csv,
+    load_table,
+)
+from tagtorch.data.loaders.tabular import read_delimited
+
+FIXTURES = Path(__file__).parent / "fixtures" / "loaders"
+MALFORMED = FIXTURES / "malformed"
+LASTFM_HEADER = ["userID", "artistID", "tagID", "day", "month", "year"]
+
+
+def rows(folk: Folksonomy) -> set[tuple[object, object, str, int]]:
+    """Assignments decoded back to (raw user, raw object, tag string, timestamp)."""
+    a = folk.assignments
+    return {
+        (folk.users[u].item() if hasattr(folk.users[u], "item") else folk.users[u],
+         folk.objects[o].item() if hasattr(folk.objects[o], "item") else folk.objects[o],
+         folk.tags[t], int(ts))
+        for u, o, t, ts in a[["user", "object", "tag", "timestamp"]].itertuples(index=False)
+    }
+
+
+def titles(folk: Folksonomy) -> dict[object, str]:
+    return dict(zip(folk.objects.tolist(), folk.texts["title"], strict=True))
+
+
+def categories(folk: Folksonomy) -> dict[object, set[str]]:
+    out: dict[object, set[str]] = {}
+    for o, c in folk.categories.itertuples(index=False):
+        out.setdefault(folk.objects[o].item() if hasattr(folk.objects[o], "item")
+                       else folk.objects[o], set()).add(folk.category_names[c])
+    return out
+
+
+def copy_folder(name: str, tmp_path: Path) -> Path:
+    target = tmp_path / name
+    shutil.copytree(FIXTURES / name, target)
+    return target
+
+
+def assert_error(info: pytest.ExceptionInfo, path: Path, line: int | None, *expected: str) -> None:
+    message = str(info.value)
+    assert str(path) in message
+    if line is not None:
+        assert f"line {line}:" in message
+        assert info.value.line == line
+    for text in expected:
+        assert text in message, message
+
+
+# ---------------------------------------------------------------- HetRec fixtures
+
+
+def test_lastfm_fixture() -> None:
+    folk = load_lastfm(FIXTURES, download=False)
+    assert folk.name == "hetrec2011-lastfm-2k"
+    # (2, 52, 13) appears twice in the file; the earliest time is kept.
+    assert rows(folk) == {
+        (2, 52, "rock", 1238536800),  # 1 April 2009, midnight in Madrid (CEST)
+        (2, 52, "Hard Rock", 1238536800),
+        (2, 63, "rock", 1246399200),
+        (3, 52, "rock français", 1222812000),
+        (3, 311, "fußball", 1262300400),  # 1 January 2010, midnight in Madrid (CET)
+        (3, 99, "Hard Rock", 1262300400),
+    }
+    assert folk.users.tolist() == [2, 3]
+    assert folk.tags.tolist() == ["Hard Rock", "fußball", "rock", "rock français"]
+    # Quotes are ordinary characters; a numeric-looking name stays text; 99 has no artist row.
+    assert titles(folk) == {52: "Morcheeba", 63: '"Weird Al" Yankovic', 99: "", 311: "311"}
+    assert folk.text_fields == ["title"]
+    assert len(folk.categories) == 0 and len(folk.category_names) == 0
+    assert folk.assignments.dtypes.tolist() == [np.int64] * 4
+
+
+def test_lastfm_path_argument_and_missing_file(tmp_path: Path) -> None:
+    folder = copy_folder("hetrec2011-lastfm-2k", tmp_path)
+    assert load_lastfm(path=folder).n_assignments == 6
+    (folder / "artists.dat").unlink()
+    with pytest.raises(DatasetNotFoundError, match=r"artists\.dat"):
+        load_lastfm(path=folder)
+    with pytest.raises(DatasetNotFoundError, match="download=False"):
+        load_lastfm(tmp_path, download=False)
+
+
+def test_movielens_2k_fixture_timestamps_file() -> None:
+    folk = load_movielens_2k(FIXTURES, download=False)
+    assert rows(folk) == {
+        (75, 353, "police", 1162160415),
+        (78, 4223, "a mão de deus", 1176691425),
+        (78, 1, "earth", 1224979533),
+        (190, 1, "police", 1230764400),
+    }
+    assert titles(folk) == {1: "Toy story", 353: "The Crow", 4223: "Les misérables"}
+    assert folk.category_names.tolist() == ["Action", "Adventure", "Animation", "Children",
+                                            "Thriller"]
+    assert categories(folk) == {1: {"Adventure", "Animation", "Children"},
+                                353: {"Action", "Thriller"}}
+
+
+def test_movielens_2k_date_columns_match_timestamps(tmp_path: Path) -> None:
+    folder = copy_folder("hetrec2011-movielens-2k", tmp_path)
+    expected = rows(load_movielens_2k(path=folder))
+    (folder / "user_taggedmovies-timestamps.dat").unlink()
+    # Madrid local time, including 02:05:33 on 26 Oct 2008 (ambiguous: read as summer time).
+    assert rows(load_movielens_2k(path=folder)) == expected
+    (folder / "user_taggedmovies.dat").unlink()
+    with pytest.raises(DatasetNotFoundError,
+                       match=r"user_taggedmovies-timestamps\.dat or user_taggedmovies\.dat"):
+        load_movielens_2k(path=folder)
+
+
+def test_delicious_fixture_dates_and_timestamps(tmp_path: Path) -> None:
+    folk = load_delicious_2k(FIXTURES, download=False)
+    expected = {
+        (8, 1, "collection_development", 1289255362),  # the official readme's example
+        (8, 1, "library", 1289255362),
+        (8, 2, "collection_development", 1289255400),
+        (9, 1, "bibliothèque", 1309514400),
+    }
+    assert rows(folk) == expected
+    assert titles(folk) == {
+        1: "IFLA - The official website of the International Federation of Library "
+           "Associations and Institutions",
+        2: '"Library 2.0", a reader',
+    }
+    folder = copy_folder("hetrec2011-delicious-2k", tmp_path)
+    (folder / "user_taggedbookmarks-timestamps.dat").write_text(
+        "userID\tbookmarkID\ttagID\ttimestamp\n"
+        "8\t1\t1\t1289255362000\n8\t1\t2\t1289255362000\n"
+        "8\t2\t1\t1289255400000\n9\t1\t3\t1309514400000\n")
+    (folder / "user_taggedbookmarks.dat").write_text("ignored when timestamps exist")
+    assert rows(load_delicious_2k(path=folder)) == expected
+
+
+# ---------------------------------------------------------------- MovieLens CSV
+
+
+def test_movielens_csv_fixture(tmp_path: Path) -> None:
+    folk = load_movielens_csv(path=FIXTURES / "ml-csv")
+    assert rows(folk) == {
+        (2, 60756, "funny", 1445714994),
+        (2, 60756, "Highly quotable", 1445714996),
+        (2, 89774, "Tom Hardy, again", 1445715205),
+        (7, 48516, "NA", 1169687325),  # "NA" is a tag, not a missing value
+        (18, 431, "Al Pacino", 1462138765),
+        (18, 99999, "weird", 1462138800),
+    }
+    assert titles(folk)[48516] == "Departed, The (2006)"
+    assert categories(folk) == {431: {"Crime", "Drama"}, 48516: {"Crime", "Drama", "Thriller"},
+                                60756: {"Comedy"}, 89774: {"Drama"}}  # 99999: no genres
+    assert "(no genres listed)" not in folk.category_names.tolist()
+    # The same files as a release folder in a data home.
+    shutil.copytree(FIXTURES / "ml-csv", tmp_path / "ml-latest-small")
+    again = load_movielens_csv(tmp_path, download=False)
+    assert again.name == "ml-latest-small" and rows(again) == rows(folk)
+    with pytest.raises(DatasetNotFoundError, match="ml-25m"):
+        load_movielens_csv(tmp_path, variant="ml-25m", download=False)
+
+
+# ---------------------------------------------------------------- generic tables
+
+
+def test_table_csv_texts_categories_and_times() -> None:
+    folk = load_table(
+        FIXTURES / "tables" / "assignments.csv",
+        columns={"user": "user", "object": "item", "tag": "tag", "timestamp": "time"},
+        text_columns={"title": "title"},
+        category_column="category",
+        category_separator="|",
+    )
+    assert folk.name == "assignments"
+    assert rows(folk) == {
+        ("alice", "u1", "python", 1577836800),  # ISO 8601 with Z
+        ("bob", "u1", "Python", 1577923200),  # Unix seconds
+        ("alice", "u2", "cooking", MISSING_TIME),  # empty
+        ("bob", "u2", "cooking", 1578049200),  # ISO 8601 with an offset
+    }
+    assert titles(folk) == {"u1": "Python docs", "u2": "Recipes, quick"}  # first non-empty
+    assert categories(folk) == {"u1": {"programming", "docs"}, "u2": {"food"}}
+
+
+def test_table_tsv_without_time() -> None:
+    folk = load_table(FIXTURES / "tables" / "assignments.tsv",
+                      columns={"user": "user_id", "object": "object_id", "tag": "tag"},
+                      text_columns={"title": "title"}, name="jazz")
+    assert folk.name == "jazz"
+    # The row with an empty tag is dropped; integer ids stay integers.
+    assert rows(folk) == {(1, 10, "jazz", MISSING_TIME), (2, 10, "modal", MISSING_TIME),
+                          (1, 11, "jazz", MISSING_TIME)}
+    assert titles(folk) == {10: "Kind of Blue", 11: "A Love Supreme"}
+
+
+def test_table_parquet(tmp_path: Path) -> None:
+    frame = pd.DataFrame({
+        "u": [1, 1, 2],
+        "o": ["a", "b", "a"],
+        "t": ["x", "y", "x"],
+        "when": pd.to_datetime(["2020-01-01", "2020-01-02", None]),
+        "desc": [None, "B text", "A text"],
+        "cats": ["k1;k2", None, "k3"],
+        "unused": [0.5, 0.5, 0.5],
+    })
+    path = tmp_path / "table.parquet"
+    frame.to_parquet(path)
+    folk = load_table(path, {"user": "u", "object": "o", "tag": "t", "timestamp": "when"},
+                      text_columns={"description": "desc"}, category_column="cats",
+                      category_separator=";")
+    assert rows(folk) == {(1, "a", "x", 1577836800), (1, "b", "y", 1577923200),
+                          (2, "a", "x", MISSING_TIME)}
+    assert dict(zip(folk.objects, folk.texts["description"], strict=True)) == {
+        "a": "A text", "b": "B text"}
+    assert categories(folk) == {"a": {"k1", "k2"}}
+
+
+def test_table_sep_and_format_override(tmp_path: Path) -> None:
+    path = tmp_path / "export.txt"
+    path.write_text("u;o;t\n1;2;x\n1;3;y\n")
+    folk = load_table(path, {"user": "u", "object": "o", "tag": "t"}, sep=";", format="csv")
+    assert rows(folk) == {(1, 2, "x", MISSING_TIME), (1, 3, "y", MISSING_TIME)}
+    with pytest.raises(ValueError, match="format"):
+        load_table(tmp_path / "export.json", {"user": "u", "object": "o", "tag": "t"})
+    with pytest.raises(ValueError, match="missing"):
+        load_table(path, {"user": "u", "object": "o"}, sep=";", format="csv")
+
+
+def test_table_crlf_bom_blank_lines_and_gzip(tmp_path: Path) -> None:
+    import gzip
+
+    text = "\ufeffuser\titem\ttag\r\n1\t2\tx\r\n\r\n1\t3\ty\r\n"
+    plain = tmp_path / "windows.tsv"
+    plain.write_bytes(text.encode("utf-8"))
+    packed = tmp_path / "windows.tsv.gz"
+    packed.write_bytes(gzip.compress(text.encode("utf-8")))
+    columns = {"user": "user", "object": "item", "tag": "tag"}
+    for path in (plain, packed):
+        folk = load_table(path, columns)
+        assert folk.name == "windows"
+        assert rows(folk) == {(1, 2, "x", MISSING_TIME), (1, 3, "y", MISSING_TIME)}
+
+
+def test_unknown_tag_id_dropped_with_warning(tmp_path: Path,
+                                             caplog: pytest.LogCaptureFixture) -> None:
+    folder = copy_folder("hetrec2011-lastfm-2k", tmp_path)
+    with (folder / "user_taggedartists.dat").open("a") as handle:
+        handle.write("3\t52\t9999\t1\t1\t2010\n")
+    with caplog.at_level(logging.WARNING):
+        folk = load_lastfm(path=folder)
+    assert folk.n_assignments == 6
+    assert "1 rows refer to a tag id that is not in" in caplog.text
+
+
+# ---------------------------------------------------------------- malformed input
+
+
+def test_missing_column_via_loader(tmp_path: Path) -> None:
+    folder = copy_folder("hetrec2011-lastfm-2k", tmp_path)
+    bad = folder / "user_taggedartists.dat"
+    shutil.copy(MALFORMED / "missing_column.dat", bad)
+    with pytest.raises(DataFormatError) as info:
+        load_lastfm(path=folder)
+    assert_error(info, bad, 1, "['tagID']", "'tag'", "header")
+
+
+def test_non_integer_id_line_counts_blank_lines() -> None:
+    path = MALFORMED / "non_integer.dat"
+    with pytest.raises(DataFormatError) as info:
+        read_delimited(path, "\t", LASTFM_HEADER, integer=LASTFM_HEADER)
+    assert_error(info, path, 4, "an integer in column 'artistID'", "'x52'")
+
+
+def test_empty_file() -> None:
+    path = MALFORMED / "empty.dat"
+    with pytest.raises(DataFormatError) as info:
+        read_delimited(path, "\t", LASTFM_HEADER)
+    assert_error(info, path, 1, "header line", "empty file")
+
+
+def test_header_only() -> None:
+    path = MALFORMED / "header_only.dat"
+    with pytest.raises(DataFormatError) as info:
+        read_delimited(path, "\t", LASTFM_HEADER)
+    assert_error(info, path, 2, "data rows")
+
+
+@pytest.mark.parametrize(("name", "line", "found"), [
+    ("too_many_fields.dat", 4, "found 7 field"),
+    ("too_few_fields.dat", 3, "found 5 field"),
+])
+def test_wrong_field_count(name: str, line: int, found: str) -> None:
+    path = MALFORMED / name
+    with pytest.raises(DataFormatError) as info:
+        read_delimited(path, "\t", LASTFM_HEADER, integer=LASTFM_HEADER)
+    assert_error(info, path, line, "6 tab-separated fields", found)
+
+
+def test_wrong_field_count_quoted_csv(tmp_path: Path) -> None:
+    folder = tmp_path / "release"
+    shutil.copytree(FIXTURES / "ml-csv", folder)
+    bad = folder / "tags.csv"
+    shutil.copy(MALFORMED / "wrong_field_count.csv", bad)
+    with pytest.raises(DataFormatError) as info:
+        load_movielens_csv(path=folder)
+    assert_error(info, bad, 3, "4 comma-separated fields", "found 3 field")
+
+
+def test_invalid_date(tmp_path: Path) -> None:
+    folder = copy_folder("hetrec2011-lastfm-2k", tmp_path)
+    bad = folder / "user_taggedartists.dat"
+    shutil.copy(MALFORMED / "bad_date.dat", bad)
+    with pytest.raises(DataFormatError) as info:
+        load_lastfm(path=folder)
+    assert_error(info, bad, 3, "valid calendar date", "day=31")
+
+
+def test_duplicate_tag_id(tmp_path: Path) -> None:
+    folder = copy_folder("hetrec2011-lastfm-2k", tmp_path)
+    bad = folder / "tags.dat"
+    shutil.copy(MALFORMED / "duplicate_id_tags.dat", bad)
+    with pytest.raises(DataFormatError) as info:
+        load_lastfm(path=folder)
+    assert_error(info, bad, 4, "unique values in column 'tagID'", "1 again (first on line 2)")
+
+
+def test_non_integer_timestamp_csv(tmp_path: Path) -> None:
+    folder = tmp_path / "release"
+    shutil.copytree(FIXTURES / "ml-csv", folder)
+    bad = folder / "tags.csv"
+    bad.write_text("userId,movieId,tag,timestamp\n2,60756,funny,1445714994\n"
+                   "2,60756,odd,yesterday\n")
+    with pytest.raises(DataFormatError) as info:
+        load_movielens_csv(path=folder)
+    assert_error(info, bad, 3, "an integer in column 'timestamp'", "'yesterday'")
+
+
+def test_table_errors(tmp_path: Path) -> None:
+    columns = {"user": "user", "object": "item", "tag": "tag", "timestamp": "time"}
+    path = tmp_path / "bad.csv"
+    path.write_text("user,item,tag,time\na,b,c,2020-01-01\na,b,d,not a date\n")
+    with pytest.raises(DataFormatError) as info:
+        load_table(path, columns)
+    assert_error(info, path, 3, "ISO 8601", "'not a date'")
+    with pytest.raises(DataFormatError) as info:
+        load_table(FIXTURES / "tables" / "assignments.csv", {**columns, "object": "object"})
+    assert_error(info, FIXTURES / "tables" / "assignments.csv", 1, "['object']")
+    bad_parquet = MALFORMED / "not_parquet.parquet"
+    with pytest.raises(DataFormatError) as info:
+        load_table(bad_parquet, columns)
+    assert_error(info, bad_parquet, None, "a Parquet file")
+    pq_path = tmp_path / "cols.parquet"
+    pd.DataFrame({"user": [1], "item": [2]}).to_parquet(pq_path)
+    with pytest.raises(DataFormatError) as info:
+        load_table(pq_path, columns)
+    assert_error(info, pq_path, None, "['tag', 'time']")
+    with pytest.raises(FileNotFoundError, match="no such file"):
+        load_table(tmp_path / "absent.csv", columns)
+
+
+# ---------------------------------------------------------------- real data
+
+DATA_DIR = os.environ.get("TAGTORCH_DATA_DIR")
+real_data = pytest.mark.skipif(
+    not DATA_DIR, reason="set TAGTORCH_DATA_DIR to a folder with the HetRec 2011 files")
+
+
+def real_folder(name: str) -> Path:
+    folder = Path(DATA_DIR or "") / name
+    if not folder.is_dir():
+        pytest.skip(f"{folder} is not there")
+    return folder
+
+
+@real_data
+def test_real_lastfm() -> None:
+    real_folder("hetrec2011-lastfm-2k")
+    start = time.perf_counter()
+    folk = load_lastfm(download=False)
+    elapsed = time.perf_counter() - start
+    assert elapsed < 10
+    assert folk.n_assignments == 186_479  # the file has no duplicate (user, artist, tag)
+    assert folk.n_users == 1_892
+    assert folk.n_objects == 12_523 and folk.n_tags == 9_749
+    names = titles(folk)
+    assert names[707] == "Metallica" and names[52] == "Morcheeba"
+    assert sum(1 for t in names.values() if t == "") == 390  # tagged, not in artists.dat
+    tags = set(folk.tags.tolist())
+    assert {"rock français", "tropicália", "die Ärzte", "legião urbana"} <= tags  # Latin-1
+    assert names[18] == "The Crüxshadows" and names[64] == "Röyksopp"  # UTF-8 names
+    assert len(folk.categories) == 0
+    times = folk.assignments["timestamp"].to_numpy()
+    assert (times != MISSING_TIME).all()
+    first = folk.assignments[(folk.users[folk.assignments["user"]] == 2)
+                             & (folk.objects[folk.assignments["object"]] == 52)]
+    assert set(first["timestamp"]) == {1238536800}  # the readme's 1238536800000 ms
+
+
+@real_data
+def test_real_movielens_2k(tmp_path: Path) -> None:
+    folder = real_folder("hetrec2011-movielens-2k")
+    folk = load_movielens_2k(download=False)
+    assert folk.n_assignments == 47_957  # no duplicate (user, movie, tag) rows
+    assert folk.n_users == 2_113
+    assert folk.n_objects == 5_908 and folk.n_tags == 9_079
+    names = titles(folk)
+    assert names[1] == "Toy story"
+    assert (folk.texts["title"] != "").all()
+    assert len(folk.category_names) == 19  # 20 genres; "Short" is on no tagged movie
+    assert {"Drama", "Comedy", "Film-Noir", "IMAX"} <= set(folk.category_names.tolist())
+    assert categories(folk)[1] >= {"Adventure", "Animation", "Children", "Comedy"}
+    assert "a mão de deus" in set(folk.tags.tolist())  # Latin-1 decoded
+    assert "Les misérables" in set(names.values())
+    # The date columns, read as Madrid local time, reproduce the timestamps file.
+    for name in ("user_taggedmovies.dat", "tags.dat", "movies.dat", "movie_genres.dat"):
+        shutil.copy(folder / name, tmp_path / name)
+    from_dates = load_movielens_2k(path=tmp_path)
+    pd.testing.assert_frame_equal(from_dates.assignments, folk.assignments)
