@@ -48,6 +48,8 @@ class Folksonomy:
         categories: ``object`` and ``category`` int64 codes, one row per (object, category).
         category_names: name of each category code.
         name: dataset name used in logs and reports.
+        meta: free-form facts from the source, indexed by the codes above (e.g. the synthetic
+            generator's ground truth); transforms that re-code tags or objects drop it.
     """
 
     assignments: pd.DataFrame
@@ -199,7 +201,7 @@ class Folksonomy:
         if dropped:
             log.info("%s: %d tags became %d; %d assignments merged or dropped",
                      self.name, self.n_tags, len(new_tags), dropped)
-        return replace(self, assignments=merged, tags=new_tags)
+        return replace(self, assignments=merged, tags=new_tags, meta={})
 
     def with_texts(self, texts: pd.DataFrame) -> Folksonomy:
         """Returns a copy with the given per-object text frame (same row count)."""
@@ -226,6 +228,7 @@ class Folksonomy:
             tags=self.tags[tags],
             texts=self.texts.iloc[objects].reset_index(drop=True),
             categories=cats,
+            meta={},
         )
 
     def describe(self) -> dict[str, float]:

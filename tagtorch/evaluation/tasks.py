@@ -63,7 +63,7 @@ class DescribeTask:
         stats: dict[str, object] = dict(folksonomy.describe())
         sizes = fold_sizes(folksonomy, self.protocol)
         print(f"# {folksonomy.name}\n")
-        print(pd.Series(stats).to_string())
+        print(pd.Series(stats, dtype=object).to_string())
         print(f"\n## {self.protocol.n_folds}-fold D/V/T splits "
               f"(objects with >= {self.protocol.min_tags} tags)\n")
         print(sizes.to_string(index=False))
