@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import ClassVar
 
 import torch
@@ -41,7 +42,7 @@ __all__ = ["MAP", "MRR", "NDCG", "Precision", "RankingMetric", "Recall", "Succes
 class RankingMetric(Metric):
     """Mean over lists of a per-list ranking metric (base class; use the subclasses).
 
-    Subclasses implement :meth:`_per_list`.
+    Subclasses set ``function``, the functional metric computing per-list values.
 
     Args:
         k: cut-off (required by the ``@k`` metrics, optional for :class:`MRR` and :class:`MAP`).
@@ -54,6 +55,7 @@ class RankingMetric(Metric):
     higher_is_better = True
     full_state_update = False
     requires_k: ClassVar[bool] = True
+    function: ClassVar[Callable[..., Tensor]]
 
     total: Tensor
     count: Tensor
@@ -73,11 +75,6 @@ class RankingMetric(Metric):
         self.add_state("total", torch.tensor(0.0), dist_reduce_fx="sum")
         self.add_state("count", torch.tensor(0, dtype=torch.long), dist_reduce_fx="sum")
 
-    def _per_list(
-        self, scores: Tensor, labels: Tensor, mask: Tensor, n_relevant: Tensor | None
-    ) -> Tensor:
-        """Per-list values ``[B]`` (NaN for skipped lists)."""
-        raise NotImplementedError
 
     def update(
         self, scores: Tensor, labels: Tensor, mask: Tensor, n_relevant: Tensor | None = None
@@ -90,7 +87,9 @@ class RankingMetric(Metric):
             mask: ``[B, L]`` bool, ``True`` for real candidates.
             n_relevant: ``[B]`` relevant items per list, including missing ones.
         """
-        values = self._per_list(scores.detach(), labels, mask, n_relevant)
+        values = type(self).function(
+            scores.detach(), labels, mask, self.k, n_relevant, self.empty_target_action
+        )
         kept = ~torch.isnan(values)
         self.total += values[kept].sum().to(self.total.dtype)
         self.count += kept.sum()
@@ -111,11 +110,7 @@ class NDCG(RankingMetric):
         tensor(0.6934)
     """
 
-    def _per_list(
-        self, scores: Tensor, labels: Tensor, mask: Tensor, n_relevant: Tensor | None
-    ) -> Tensor:
-        assert self.k is not None
-        return ndcg_at_k(scores, labels, mask, self.k, n_relevant, self.empty_target_action)
+    function = staticmethod(ndcg_at_k)
 
 
 class Precision(RankingMetric):
@@ -129,11 +124,7 @@ class Precision(RankingMetric):
         tensor(0.5000)
     """
 
-    def _per_list(
-        self, scores: Tensor, labels: Tensor, mask: Tensor, n_relevant: Tensor | None
-    ) -> Tensor:
-        assert self.k is not None
-        return precision_at_k(scores, labels, mask, self.k, n_relevant, self.empty_target_action)
+    function = staticmethod(precision_at_k)
 
 
 class Recall(RankingMetric):
@@ -147,11 +138,7 @@ class Recall(RankingMetric):
         tensor(0.2500)
     """
 
-    def _per_list(
-        self, scores: Tensor, labels: Tensor, mask: Tensor, n_relevant: Tensor | None
-    ) -> Tensor:
-        assert self.k is not None
-        return recall_at_k(scores, labels, mask, self.k, n_relevant, self.empty_target_action)
+    function = staticmethod(recall_at_k)
 
 
 class Success(RankingMetric):
@@ -165,11 +152,7 @@ class Success(RankingMetric):
         tensor(0.5000)
     """
 
-    def _per_list(
-        self, scores: Tensor, labels: Tensor, mask: Tensor, n_relevant: Tensor | None
-    ) -> Tensor:
-        assert self.k is not None
-        return success_at_k(scores, labels, mask, self.k, n_relevant, self.empty_target_action)
+    function = staticmethod(success_at_k)
 
 
 class MRR(RankingMetric):
@@ -185,10 +168,7 @@ class MRR(RankingMetric):
 
     requires_k: ClassVar[bool] = False
 
-    def _per_list(
-        self, scores: Tensor, labels: Tensor, mask: Tensor, n_relevant: Tensor | None
-    ) -> Tensor:
-        return reciprocal_rank(scores, labels, mask, self.k, n_relevant, self.empty_target_action)
+    function = staticmethod(reciprocal_rank)
 
 
 class MAP(RankingMetric):
@@ -204,7 +184,4 @@ class MAP(RankingMetric):
 
     requires_k: ClassVar[bool] = False
 
-    def _per_list(
-        self, scores: Tensor, labels: Tensor, mask: Tensor, n_relevant: Tensor | None
-    ) -> Tensor:
-        return average_precision(scores, labels, mask, self.k, n_relevant, self.empty_target_action)
+    function = staticmethod(average_precision)
