@@ -37,7 +37,7 @@ def test_default_job_runs_end_to_end(tmp_path):
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "| sum |" in done.stdout
+    assert "| latre_wts |" in done.stdout
     for name in ["config.yaml", "results.csv", "report.md", "run.trec", "qrels.trec"]:
         assert (tmp_path / name).is_file(), name
     results = pd.read_csv(tmp_path / "results.csv")

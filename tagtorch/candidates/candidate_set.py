@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, fields, replace
 
-import numpy as np
 import torch
-
-from tagtorch.data.ragged import Ragged
 
 
 @dataclass(frozen=True)
@@ -36,41 +33,47 @@ class CandidateSet:
     feature_names: tuple[str, ...]
 
     @classmethod
-    def from_ragged(
+    def from_flat(
         cls,
-        objects: np.ndarray,
-        tags: Ragged,
-        features: Mapping[str, Ragged],
-        gold_tags: Ragged,
+        objects: torch.Tensor,
+        rows: torch.Tensor,
+        tags: torch.Tensor,
+        features: torch.Tensor,
+        labels: torch.Tensor,
+        n_relevant: torch.Tensor,
+        feature_names: tuple[str, ...],
     ) -> CandidateSet:
-        """Pads ragged candidate lists and labels them against the gold tags.
+        """Pads flat candidate entries, grouped by object, into ``[B, L]`` lists.
 
         Args:
             objects: ``[B]`` object codes.
-            tags: ragged ``[B]`` candidate tag codes.
-            features: feature name -> ragged ``[B]`` values aligned with ``tags``.
-            gold_tags: ragged ``[B]`` gold tags Y_o.
+            rows: ``[N]`` list index (``0..B-1``) of each candidate, non-decreasing.
+            tags: ``[N]`` candidate codes; candidates keep this order within a list.
+            features: ``[N, F]`` feature values.
+            labels: ``[N]`` relevance labels.
+            n_relevant: ``[B]`` gold tags per object, candidates or not.
+            feature_names: the ``F`` feature names.
         """
-        n_tags = int(max(tags.values.max(initial=-1), gold_tags.values.max(initial=-1))) + 1
-        gold = gold_tags.to_csr(max(n_tags, 1))
-        labels = np.asarray(gold[tags.row_ids, tags.values]).ravel().astype(np.float32)
-        padded_tags, mask = tags.to_padded(pad_value=-1)
-        stacked = np.stack(
-            [np.asarray(f.values, dtype=np.float32) for f in features.values()], axis=-1
-        ) if features else np.zeros((len(tags.values), 0), dtype=np.float32)
-        feature_tensor = torch.zeros((*mask.shape, stacked.shape[1]), dtype=torch.float32)
-        feature_tensor[mask] = torch.from_numpy(stacked)
-        label_tensor = torch.zeros(mask.shape, dtype=torch.float32)
-        label_tensor[mask] = torch.from_numpy(labels)
-        return cls(
-            objects=torch.as_tensor(objects, dtype=torch.long),
-            tags=padded_tags.long(),
-            features=feature_tensor,
-            labels=label_tensor,
-            mask=mask,
-            n_relevant=torch.as_tensor(gold_tags.lengths, dtype=torch.long),
-            feature_names=tuple(features),
-        )
+        b = len(objects)
+        counts = torch.bincount(rows, minlength=b)
+        width = int(counts.max()) if len(rows) else 0
+        starts = torch.cumsum(counts, 0) - counts
+        position = torch.arange(len(rows)) - starts[rows]
+        mask = torch.zeros((b, width), dtype=torch.bool)
+        mask[rows, position] = True
+        padded_tags = torch.full((b, width), -1, dtype=torch.long)
+        padded_tags[rows, position] = tags.long()
+        padded_features = torch.zeros((b, width, features.shape[1]), dtype=torch.float32)
+        padded_features[rows, position] = features.float()
+        padded_labels = torch.zeros((b, width), dtype=torch.float32)
+        padded_labels[rows, position] = labels.float()
+        return cls(objects=objects.long(), tags=padded_tags, features=padded_features,
+                   labels=padded_labels, mask=mask, n_relevant=n_relevant.long(),
+                   feature_names=tuple(feature_names))
+
+    def state(self) -> dict[str, object]:
+        """The fields as a plain dict (``CandidateSet(**state)`` rebuilds it)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
     def __len__(self) -> int:
         return int(self.objects.shape[0])

@@ -3,8 +3,16 @@
 For every fold: mine rules and statistics from D, build candidate sets for V and T, let each
 ranker learn on V, score T, and compute per-object metrics. The run writes ``results.csv``
 (``method, fold, metric, value``), ``per_object.csv.gz`` (the per-object values behind the
-paired tests), ``report.md`` (mean ± 95% CI over folds, significance against the first method),
-the test rankings as TREC run files and the gold tags as ``qrels.trec``.
+paired tests), ``report.md`` (mean ± 95% CI over folds, significance against the first method,
+recommendation time per stage), the test rankings as TREC run files and the gold tags as
+``qrels.trec``.
+
+Recommendation time is split into the paper's four stages (Table VII): lazy rule generation
+(``rules``: Sum with ℓ = 1 and ℓ), metric computation (``features``: the other metrics),
+model application (``model``) and candidate sorting (``sort``), in milliseconds per test
+object. ``ms_*`` are measured in batched mode (all test objects, in chunks); ``online_ms_*``
+in single-object mode, one object at a time as an online recommender serves it, on the first
+``online_objects`` test objects of each fold (``online_ms_median`` is the median total).
 """
 
 from __future__ import annotations
@@ -16,14 +24,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+import numpy as np
 import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+from tagtorch.candidates.cache import CandidateCache, fingerprint
 from tagtorch.candidates.candidate_set import CandidateSet
+from tagtorch.data.download import user_cache_dir
 from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.data.ragged import Ragged
-from tagtorch.data.splits import TagQueries, tag_recommendation_folds
+from tagtorch.data.splits import TagQueries, TagRecFold, tag_recommendation_folds
+from tagtorch.data.terms import TermIndex
 from tagtorch.evaluation.report import markdown_report
 from tagtorch.evaluation.trec import run_lines, write_qrels
 from tagtorch.metrics.functional import ranking_metrics
@@ -31,12 +43,17 @@ from tagtorch.rankers.base import Ranker
 
 log = logging.getLogger(__name__)
 
+STAGES = ("rules", "features", "model", "sort")
+
 
 class CandidateGenerator(Protocol):
     """Mines D, then turns V or T queries into candidate sets."""
 
-    def fit(self, train_tags: Ragged, n_tags: int) -> CandidateGenerator:
-        """Mines rules and statistics from D's tag sets."""
+    stage_seconds: dict[str, float]
+
+    def fit(self, train_objects: np.ndarray, train_tags: Ragged,
+            terms: TermIndex) -> CandidateGenerator:
+        """Mines rules and statistics from D."""
         ...
 
     def __call__(self, queries: TagQueries) -> CandidateSet:
@@ -82,6 +99,9 @@ class TagRecommendationProtocol:
         device: where rankers score (``"auto"``: CUDA when present).
         seed: seed of the split.
         write_trec: write ``run.trec`` and ``qrels.trec``.
+        online_objects: test objects per fold timed in single-object mode (0: none).
+        cache: keep candidate sets on disk, keyed by data, fold and feature configuration.
+        cache_dir: the cache folder (default: ``candidates/`` in the user cache folder).
     """
 
     def __init__(
@@ -97,6 +117,9 @@ class TagRecommendationProtocol:
         device: str = "auto",
         seed: int = 0,
         write_trec: bool = True,
+        online_objects: int = 100,
+        cache: bool = False,
+        cache_dir: str | None = None,
     ) -> None:
         self.n_folds = n_folds
         self.folds = list(range(n_folds)) if folds is None else list(folds)
@@ -114,6 +137,16 @@ class TagRecommendationProtocol:
         )
         self.seed = seed
         self.write_trec = write_trec
+        self.online_objects = online_objects
+        self.cache = cache
+        self.cache_dir = Path(cache_dir) if cache_dir else user_cache_dir() / "candidates"
+
+    def splits(self, folksonomy: Folksonomy) -> list[TagRecFold]:
+        """The protocol's folds of a folksonomy."""
+        return tag_recommendation_folds(
+            folksonomy, n_folds=self.n_folds, input_fraction=self.input_fraction,
+            min_tags=self.min_tags, sample_size=self.sample_size, seed=self.seed,
+        )
 
     def evaluate(
         self,
@@ -122,6 +155,7 @@ class TagRecommendationProtocol:
         rankers: Mapping[str, Callable[[], Ranker]],
         output_dir: str | Path | None = None,
         loggers: Sequence[MetricLogger] = (),
+        candidate_config: Mapping[str, Any] | None = None,
     ) -> EvaluationResult:
         """Evaluates every ranker on every selected fold.
 
@@ -131,40 +165,56 @@ class TagRecommendationProtocol:
             rankers: method name -> factory of a fresh ranker (called once per fold).
             output_dir: where results, report and TREC files go (None: nothing written).
             loggers: Lightning loggers receiving ``{method}/test/{metric}`` per fold.
+            candidate_config: the generator's settings, part of the cache key (caching is
+                off without it).
         """
         if not rankers:
             raise ValueError("no ranker to evaluate")
         out = Path(output_dir) if output_dir is not None else None
+        run_files = self._run_files(rankers)
         if out is not None:
             out.mkdir(parents=True, exist_ok=True)
-            for name in ["qrels.trec", *self._run_files(rankers).values()]:
+            for name in ["qrels.trec", *run_files.values()]:
                 (out / name).unlink(missing_ok=True)
-        folds = tag_recommendation_folds(
-            folksonomy, n_folds=self.n_folds, input_fraction=self.input_fraction,
-            min_tags=self.min_tags, sample_size=self.sample_size, seed=self.seed,
-        )
+        terms = TermIndex.from_folksonomy(folksonomy)
+        cache = self._cache(folksonomy, candidate_config)
         results: list[dict[str, Any]] = []
         per_object: list[pd.DataFrame] = []
-        for fold in tqdm([folds[f] for f in self.folds], desc="folds", unit="fold"):
-            start = time.perf_counter()
-            generator = candidates().fit(fold.train_tags, folksonomy.n_tags)
-            val, test = generator(fold.val), generator(fold.test)
-            candidate_seconds = time.perf_counter() - start
-            recall = float((test.labels.sum() / test.n_relevant.sum()).item())
+        for fold in tqdm([self.splits(folksonomy)[f] for f in self.folds], desc="folds",
+                         unit="fold"):
+            generator = candidates().fit(fold.train_objects, fold.train_tags, terms)
+            val = self._candidates(generator, fold, "val", cache)
+            before = dict(generator.stage_seconds)
+            test = self._candidates(generator, fold, "test", cache)
+            shared = {f"ms_{stage}": 1000 * (generator.stage_seconds.get(stage, 0.0)
+                                             - before.get(stage, 0.0)) / max(len(test), 1)
+                      for stage in ("rules", "features")}
+            shared["candidate_recall"] = float(test.labels.sum() / test.n_relevant.sum())
+            shared["candidates_per_object"] = float(test.mask.sum() / max(len(test), 1))
             log.info("fold %d: D=%d V=%d T=%d objects, %.1f candidates per T object, "
-                     "candidate recall %.3f (%.1fs)", fold.fold, len(fold.train_objects),
-                     len(val), len(test), test.mask.sum().item() / max(len(test), 1), recall,
-                     candidate_seconds)
+                     "candidate recall %.3f", fold.fold, len(fold.train_objects), len(val),
+                     len(test), shared["candidates_per_object"], shared["candidate_recall"])
             if out is not None and self.write_trec:
                 write_qrels(out / "qrels.trec", fold.test.objects, fold.test.gold_tags)
             for name, make in rankers.items():
-                values, timings = self._run_ranker(make, val, test, name, out, rankers)
+                ranker = make()
+                start = time.perf_counter()
+                ranker.fit(val, None)
+                fit_seconds = time.perf_counter() - start
+                scores, timings = self._score(ranker, test)
+                values = ranking_metrics(scores, test.labels, test.mask,
+                                         n_relevant=test.n_relevant, ks=self.ks,
+                                         metrics=self.metrics)
+                if out is not None and self.write_trec:
+                    with open(out / run_files[name], "a") as run_file:
+                        run_file.writelines(run_lines(test, scores, name.replace(" ", "_")))
                 frame = pd.DataFrame({k: v.cpu().numpy() for k, v in values.items()})
                 frame.insert(0, "object", test.objects.numpy())
                 frame = frame.melt(id_vars="object", var_name="metric", value_name="value")
                 per_object.append(frame.assign(method=name, fold=fold.fold))
                 means = {k: float(torch.nanmean(v).item()) for k, v in values.items()}
-                means.update(timings, candidate_recall=recall)
+                means.update(shared, fit_seconds=fit_seconds, **timings)
+                means.update(self._online_timing(generator, ranker, fold.test))
                 results += [{"method": name, "fold": fold.fold, "metric": k, "value": v}
                             for k, v in means.items()]
                 for logger in loggers:
@@ -181,54 +231,95 @@ class TagRecommendationProtocol:
             (out / "report.md").write_text(report)
         return EvaluationResult(result_frame, object_frame, report)
 
+    def _cache(self, folksonomy: Folksonomy,
+               candidate_config: Mapping[str, Any] | None) -> CandidateCache | None:
+        if not self.cache or candidate_config is None:
+            return None
+        key = {"data": fingerprint(folksonomy), "features": dict(candidate_config),
+               "split": [self.n_folds, self.input_fraction, self.min_tags, self.sample_size,
+                         self.seed]}
+        return CandidateCache(self.cache_dir, key)
+
+    @staticmethod
+    def _candidates(generator: CandidateGenerator, fold: TagRecFold, split: str,
+                    cache: CandidateCache | None) -> CandidateSet:
+        queries = fold.val if split == "val" else fold.test
+        if cache is None:
+            return generator(queries)
+        return cache.get(fold.fold, split, lambda: generator(queries))
+
     def _run_files(self, rankers: Mapping[str, Any]) -> dict[str, str]:
         """TREC run file of each method: ``run.trec`` alone, or ``run.{method}.trec``."""
         if len(rankers) == 1:
             return {name: "run.trec" for name in rankers}
         return {name: f"run.{name}.trec" for name in rankers}
 
-    def _run_ranker(
-        self,
-        make: Callable[[], Ranker],
-        val: CandidateSet,
-        test: CandidateSet,
-        name: str,
-        out: Path | None,
-        rankers: Mapping[str, Any],
-    ) -> tuple[dict[str, torch.Tensor], dict[str, float]]:
-        """Fits one ranker on V, scores T in batches; returns per-object metrics and timings."""
-        ranker = make()
-        start = time.perf_counter()
-        ranker.fit(val, None)
-        fit_seconds = time.perf_counter() - start
-        start = time.perf_counter()
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def _score(self, ranker: Ranker, test: CandidateSet) -> tuple[torch.Tensor, dict[str, float]]:
+        """Scores T in batches; times model application and sorting per object (ms)."""
+        model = sort = 0.0
         scores = []
         with torch.no_grad():
             for batch in test.batches(self.batch_size):
-                scores.append(ranker.score(batch.to(self.device)).float().cpu())
-        rank_seconds = time.perf_counter() - start
+                batch = batch.to(self.device)
+                self._sync()
+                start = time.perf_counter()
+                score = ranker.score(batch).float()
+                self._sync()
+                middle = time.perf_counter()
+                torch.sort(score.masked_fill(~batch.mask, float("-inf")), dim=-1,
+                           descending=True, stable=True)
+                self._sync()
+                model += middle - start
+                sort += time.perf_counter() - middle
+                scores.append(score.cpu())
+        n = max(len(test), 1)
         score = torch.cat(scores) if scores else torch.zeros(test.mask.shape)
-        values = ranking_metrics(score, test.labels, test.mask, n_relevant=test.n_relevant,
-                                 ks=self.ks, metrics=self.metrics)
-        if out is not None and self.write_trec:
-            with open(out / self._run_files(rankers)[name], "a") as run_file:
-                run_file.writelines(run_lines(test, score, name.replace(" ", "_")))
-        timings = {"fit_seconds": fit_seconds,
-                   "rank_ms_per_object": 1000.0 * rank_seconds / max(len(test), 1)}
-        return values, timings
+        return score, {"ms_model": 1000 * model / n, "ms_sort": 1000 * sort / n}
+
+    def _online_timing(self, generator: CandidateGenerator, ranker: Ranker,
+                       queries: TagQueries) -> dict[str, float]:
+        """Single-object mode: each object alone through rules, features, model and sort."""
+        n = min(self.online_objects, len(queries))
+        if n == 0:
+            return {}
+        totals = {stage: 0.0 for stage in STAGES}
+        latencies = []
+        with torch.no_grad():
+            for i in range(n):
+                before = dict(generator.stage_seconds)
+                start = time.perf_counter()
+                one = generator(TagQueries(queries.objects[i : i + 1],
+                                           queries.input_tags.take(np.array([i])),
+                                           queries.gold_tags.take(np.array([i]))))
+                one = one.to(self.device)
+                middle = time.perf_counter()
+                score = ranker.score(one)
+                self._sync()
+                sorted_at = time.perf_counter()
+                torch.sort(score.masked_fill(~one.mask, float("-inf")), dim=-1,
+                           descending=True, stable=True)
+                self._sync()
+                end = time.perf_counter()
+                for stage in ("rules", "features"):
+                    totals[stage] += generator.stage_seconds[stage] - before.get(stage, 0.0)
+                totals["model"] += sorted_at - middle
+                totals["sort"] += end - sorted_at
+                latencies.append(end - start)
+        timing = {f"online_ms_{stage}": 1000 * value / n for stage, value in totals.items()}
+        timing["online_ms_median"] = 1000 * float(np.median(latencies))
+        return timing
 
 
 def fold_sizes(folksonomy: Folksonomy, protocol: TagRecommendationProtocol) -> pd.DataFrame:
     """Sizes of D, V and T (objects and tag counts) of every fold of the protocol."""
-    folds = tag_recommendation_folds(
-        folksonomy, n_folds=protocol.n_folds, input_fraction=protocol.input_fraction,
-        min_tags=protocol.min_tags, sample_size=protocol.sample_size, seed=protocol.seed,
-    )
     return pd.DataFrame([{
         "fold": f.fold, "D_objects": len(f.train_objects), "V_objects": len(f.val),
         "T_objects": len(f.test), "V_input_tags": int(f.val.input_tags.lengths.sum()),
         "V_gold_tags": int(f.val.gold_tags.lengths.sum()),
         "T_input_tags": int(f.test.input_tags.lengths.sum()),
         "T_gold_tags": int(f.test.gold_tags.lengths.sum()),
-    } for f in folds])
-
+    } for f in protocol.splits(folksonomy)])

@@ -57,17 +57,14 @@ def markdown_report(
     confidence: float = 0.95,
     test: TestMethod = "ttest",
 ) -> str:
-    """A markdown report: a table of ``mean ± half-width`` per method and metric.
+    """A markdown report: tables of ``mean ± half-width`` per method and metric.
 
-    With two or more methods and per-object values, a second table gives paired significance
-    tests of every method against the first one.
+    Quality metrics and timings (:func:`is_timing_metric`) get one table each. With two or more
+    methods and per-object values, another table gives paired significance tests of every
+    method against the first one.
     """
     summary = summarize(results, confidence)
-    metrics = list(dict.fromkeys(summary["metric"]))
-    table = summary.assign(
-        cell=[f"{m:.4f} ± {c:.4f}" for m, c in zip(summary["mean"], summary["ci"], strict=True)]
-    ).pivot(index="method", columns="metric", values="cell")
-    table = table.loc[list(dict.fromkeys(summary["method"])), metrics]
+    is_timing = summary["metric"].map(is_timing_metric)
     n_folds = int(summary["folds"].max()) if len(summary) else 0
     lines = [
         f"# {title}",
@@ -75,8 +72,14 @@ def markdown_report(
         f"Mean ± half-width of the {confidence:.0%} confidence interval (t distribution) over "
         f"{n_folds} folds.",
         "",
-        _markdown_table(table.reset_index()),
+        _summary_table(summary[~is_timing]),
     ]
+    if is_timing.any():
+        lines += ["", "## Time per test object (ms; fit in seconds)", "",
+                  "Stages as in Canuto et al. (2013), Table VII: rules (lazy rule generation), "
+                  "features (metric computation), model (application of the ranker), sort. "
+                  "`ms_*`: batched; `online_ms_*`: one object at a time.",
+                  "", _summary_table(summary[is_timing])]
     methods = list(dict.fromkeys(results["method"]))
     if per_object is not None and len(methods) > 1:
         tests = significance(per_object, baseline=methods[0], method=test)
@@ -84,6 +87,21 @@ def markdown_report(
         lines += ["", f"## Paired {test} against {methods[0]} (per-object values, all folds)", "",
                   _markdown_table(tests.round(4))]
     return "\n".join(lines) + "\n"
+
+
+def is_timing_metric(metric: str) -> bool:
+    """Whether a results metric is a timing (reported in its own table)."""
+    return metric.startswith(("ms_", "online_ms_")) or metric == "fit_seconds"
+
+
+def _summary_table(summary: pd.DataFrame) -> str:
+    """Methods as rows, metrics as columns, cells ``mean ± half-width``."""
+    metrics = list(dict.fromkeys(summary["metric"]))
+    table = summary.assign(
+        cell=[f"{m:.4f} ± {c:.4f}" for m, c in zip(summary["mean"], summary["ci"], strict=True)]
+    ).pivot(index="method", columns="metric", values="cell")
+    table = table.loc[list(dict.fromkeys(summary["method"])), metrics]
+    return _markdown_table(table.reset_index())
 
 
 def _markdown_table(frame: pd.DataFrame) -> str:

@@ -7,10 +7,11 @@ import logging
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
+from typing import Any, cast
 
 import pandas as pd
 from hydra.utils import instantiate
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.evaluation.protocol import (
@@ -42,6 +43,8 @@ class TagRecommendationTask:
             rankers={cfg.model.name: partial(instantiate, cfg.model.ranker)},
             output_dir=output_dir,
             loggers=loggers,
+            candidate_config=cast(dict[str, Any],
+                                  OmegaConf.to_container(cfg.features, resolve=True)),
         )
         print(result.report)
         return result

@@ -1,0 +1,64 @@
+"""On-disk cache of candidate sets, keyed by the data, the fold and the feature configuration."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from tagtorch.candidates.candidate_set import CandidateSet
+from tagtorch.data.folksonomy import Folksonomy
+
+log = logging.getLogger(__name__)
+
+
+def fingerprint(folksonomy: Folksonomy) -> str:
+    """A digest of the assignments, tag strings and texts (what candidates depend on)."""
+    digest = hashlib.sha256()
+    digest.update(pd.util.hash_pandas_object(folksonomy.assignments, index=False)
+                  .to_numpy().tobytes())
+    digest.update(pd.util.hash_array(np.asarray(folksonomy.tags, dtype=object)).tobytes())
+    if folksonomy.text_fields:
+        digest.update(repr(folksonomy.text_fields).encode())
+        digest.update(pd.util.hash_pandas_object(folksonomy.texts, index=False)
+                      .to_numpy().tobytes())
+    return digest.hexdigest()
+
+
+class CandidateCache:
+    """Stores candidate sets as ``.pt`` files named by a hash of everything they depend on.
+
+    Args:
+        folder: the cache folder (created on first write).
+        key: what the candidates depend on besides the fold and split (data fingerprint,
+            split settings, feature configuration); any JSON-serializable mapping.
+    """
+
+    def __init__(self, folder: str | Path, key: Mapping[str, Any]) -> None:
+        self.folder = Path(folder)
+        self.key = json.dumps(key, sort_keys=True, default=str)
+
+    def path(self, fold: int, split: str) -> Path:
+        """The file of one fold's split (``"val"`` or ``"test"``)."""
+        digest = hashlib.sha256(f"{self.key}|{fold}|{split}".encode()).hexdigest()[:32]
+        return self.folder / f"{digest}.pt"
+
+    def get(self, fold: int, split: str, build: Callable[[], CandidateSet]) -> CandidateSet:
+        """Reads the cached candidate set, or builds and stores it."""
+        path = self.path(fold, split)
+        if path.is_file():
+            log.info("fold %d %s: candidates read from %s", fold, split, path)
+            return CandidateSet(**torch.load(path, weights_only=True))
+        candidates = build()
+        self.folder.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(".tmp")
+        torch.save(candidates.state(), partial)
+        partial.replace(path)
+        return candidates

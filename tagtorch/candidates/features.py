@@ -1,0 +1,389 @@
+"""The 13 relevance features of Canuto et al. (JIDM 2013), Table I, computed in batches.
+
+Notation. D is the fold's training portion: each training object d has its tag set I_d and, for
+every text field i (title, description, ...), a list of terms F_d^i (normalized, with repeats).
+A target object o (in V or T) has its input tags I_o and its text fields F_o^i. Terms and tags
+share one vocabulary (:class:`~tagtorch.data.terms.TermIndex`): a text term equal to a tag
+string has the tag's code. All statistics come from D only; a gold tag Y_o is never read.
+
+Rules (LATRE, Menezes et al. 2010, lazily: only antecedents X ⊆ I_o are ever formed):
+
+- ``supp(X)`` = number of D objects whose tag set contains every tag of X.
+- A rule ``X -> c`` (c a tag, c ∉ X, 1 ≤ |X| ≤ ℓ) exists when
+  ``supp(X ∪ {c}) >= min_support`` and ``θ(X -> c) = supp(X ∪ {c}) / supp(X) >= min_confidence``.
+- Defaults: ℓ = 3 (the paper), ``min_support = 1``, ``min_confidence = 0`` (every co-occurrence
+  is a rule; Belém et al. 2011 keep all rules and let the metrics weigh them).
+
+Per-term statistics of D:
+
+- ``f_tag(c)``: D objects with c among their tags; ``f_text(c)``: D objects with c in any text
+  field; ``f_both(c)``: D objects with c both as a tag and in a text field.
+- ``Stab(c, k) = k / (k + |k - ln f_tag(c)|)`` (Sigurbjörnsson and van Zwol 2008; ``ln`` is the
+  natural logarithm), and ``Stab(c, k) = 0`` when ``f_tag(c) = 0`` (the limit of the formula).
+- ``Rank(c, x, k_r) = k_r / (k_r + p(c, x))`` where ``p(c, x)`` is the 1-based position of c
+  among the consequents of the one-tag rules ``x -> ·``, sorted by confidence descending, ties
+  by term code ascending.
+- ``TS(t, d)`` = number of text fields of d that contain t. ``FIS(F_d^i)`` = mean of
+  ``TS(t, d)`` over the *distinct* terms t of F_d^i. ``AFS(F^i)`` = mean of ``FIS(F_d^i)`` over
+  the D objects whose field i is not empty (0 if there is none).
+
+The features of a candidate c for a target object o, in this order (:data:`FEATURE_NAMES`):
+
+1. ``sum_1`` = Σ θ(x -> c) over rules with one-tag antecedents x ∈ I_o (Sum, ℓ = 1).
+2. ``sum_l`` = Σ θ(X -> c) over rules with X ⊆ I_o, |X| ≤ ℓ (Sum with the configured ℓ).
+3. ``sum_plus`` = Σ_{x ∈ I_o, x -> c a rule} θ(x -> c) · Stab(x, k_x) · Stab(c, k_c) ·
+   Rank(c, x, k_r) (Sum+).
+4. ``vote`` = number of x ∈ I_o such that x -> c is a rule (Vote).
+5. ``vote_plus`` = Σ_{x ∈ I_o, x -> c a rule} Stab(x, k_x) · Stab(c, k_c) · Rank(c, x, k_r).
+6. ``ts`` = number of text fields of o containing c (Term Spread).
+7. ``tf`` = Σ_i tf(c, F_o^i), occurrences of c in o's text fields (Term Frequency).
+8. ``wts`` = Σ_i AFS(F^i) · [c ∈ F_o^i] (weighted TS).
+9. ``wtf`` = Σ_i AFS(F^i) · tf(c, F_o^i) (weighted TF).
+10. ``iff`` = ln((|D| + 1) / (f_tag(c) + 1)) (Inverse Feature Frequency).
+11. ``stab`` = Stab(c, k_s) (Stability).
+12. ``entropy`` = -Σ_{c -> i a rule} θ(c -> i) ln θ(c -> i), over one-tag rules with antecedent c
+    (0 when c has none).
+13. ``pred`` = f_both(c) / f_text(c), 0 when f_text(c) = 0 (Predictability).
+
+Tuning parameters and their defaults: k_x = 9 and k_s = 9 (the stability constant k_s of
+Sigurbjörnsson and van Zwol 2008), k_c = 11 (their descriptiveness constant k_d), k_r = 4 (their
+rank constant k_r); Canuto et al. do not restate the values they used.
+
+Candidates C_o are the consequents of all rules with X ⊆ I_o, |X| ≤ ℓ, plus every term of o's
+text fields, minus I_o. A candidate's label is 1 when it is in Y_o.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from typing import Self
+
+import numpy as np
+import torch
+
+from tagtorch.candidates.candidate_set import CandidateSet
+from tagtorch.candidates.sparse import (
+    Lookup,
+    combinations_of_rows,
+    csr,
+    ragged_csr,
+    segment_rank,
+    sorted_csr,
+    triplets,
+)
+from tagtorch.data.ragged import Ragged
+from tagtorch.data.splits import TagQueries
+from tagtorch.data.terms import TermIndex
+
+FEATURE_NAMES = ("sum_1", "sum_l", "sum_plus", "vote", "vote_plus", "ts", "tf", "wts", "wtf",
+                 "iff", "stab", "entropy", "pred")
+
+
+def stability(f_tag: torch.Tensor, k: float) -> torch.Tensor:
+    """``Stab(c, k) = k / (k + |k - ln f_tag(c)|)``, 0 where ``f_tag(c) = 0``.
+
+    Example:
+        >>> stability(torch.tensor([0.0, 1.0, float(np.e) ** 2]), k=2.0).tolist()
+        [0.0, 0.5, 1.0]
+    """
+    value = k / (k + (k - torch.log(f_tag.clamp(min=1))).abs())
+    return torch.where(f_tag > 0, value, torch.zeros_like(value))
+
+
+def resolve_device(device: str | torch.device) -> torch.device:
+    """``"auto"``: CUDA when present, else the CPU."""
+    if str(device) == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+class LatreCandidates:
+    """LATRE candidates and the 13 features of Table I, computed in batches with sparse products.
+
+    Rules with antecedents up to size ℓ are derived lazily for the antecedents that occur in the
+    target objects' input tags, for a chunk of objects at once: the antecedents' D objects come
+    from one product of the antecedent-by-tag matrix with D's tag-by-object incidence, and the
+    supports ``supp(X ∪ {c})`` of all consequents from one more product with D's object-by-tag
+    incidence. Antecedents of size ≥ 2 are only formed when each of their pairs reaches the
+    minimum support (Apriori pruning, exact). The definitions are in the module docstring.
+
+    Args:
+        max_antecedent: ℓ, the largest antecedent size (the paper: 3).
+        min_support: minimum ``supp(X ∪ {c})`` of a rule.
+        min_confidence: minimum confidence of a rule.
+        max_rule_candidates: keep the best rule consequents by ``sum_l`` per object (ties by
+            term code); text terms are always kept. None keeps all (the paper); the default
+            bounds the lists of objects with very popular input tags (thousands of consequents).
+        text_candidates: add the terms of the object's text fields to the candidates.
+        k_x: stability constant of the antecedent in Sum+ and Vote+.
+        k_c: stability constant of the candidate in Sum+ and Vote+.
+        k_r: rank constant of Sum+ and Vote+.
+        k_s: stability constant of the ``stab`` feature.
+        chunk_size: target objects processed together (bounds memory).
+        max_work: (antecedent, D object) pairs examined per sparse product for antecedents of
+            size ≥ 2 (bounds memory).
+        device: ``"auto"`` (CUDA when present), ``"cpu"`` or ``"cuda"``.
+    """
+
+    feature_names = FEATURE_NAMES
+
+    def __init__(
+        self,
+        max_antecedent: int = 3,
+        min_support: int = 1,
+        min_confidence: float = 0.0,
+        max_rule_candidates: int | None = 200,
+        text_candidates: bool = True,
+        k_x: float = 9.0,
+        k_c: float = 11.0,
+        k_r: float = 4.0,
+        k_s: float = 9.0,
+        chunk_size: int = 256,
+        max_work: int = 500_000,
+        device: str = "auto",
+    ) -> None:
+        if max_antecedent < 1:
+            raise ValueError(f"max_antecedent must be >= 1, got {max_antecedent}")
+        if min_support < 1:
+            raise ValueError(f"min_support must be >= 1, got {min_support}")
+        if not 0.0 <= min_confidence <= 1.0:
+            raise ValueError(f"min_confidence must be in [0, 1], got {min_confidence}")
+        self.max_antecedent = max_antecedent
+        self.min_support = min_support
+        self.min_confidence = min_confidence
+        self.max_rule_candidates = max_rule_candidates
+        self.text_candidates = text_candidates
+        self.k_x, self.k_c, self.k_r, self.k_s = k_x, k_c, k_r, k_s
+        self.chunk_size = chunk_size
+        self.max_work = max_work
+        self.device = resolve_device(device)
+        self.stage_seconds: dict[str, float] = defaultdict(float)
+
+    # ------------------------------------------------------------------------------- fit
+    def fit(self, train_objects: np.ndarray, train_tags: Ragged, terms: TermIndex) -> Self:
+        """Mines D: incidence, one-tag rules, per-term statistics and AFS of each text field.
+
+        Args:
+            train_objects: ``[n_D]`` object codes of D.
+            train_tags: ragged ``[n_D]`` tag codes of D's objects.
+            terms: the text fields of all objects as term codes.
+        """
+        dev, n = self.device, terms.n_terms
+        self.terms = terms
+        self.n_train = len(train_objects)
+        self.incidence = ragged_csr(train_tags, n, dev)  # [|D|, n]
+        rows = torch.as_tensor(train_tags.row_ids, device=dev)
+        cols = torch.as_tensor(train_tags.values, dtype=torch.long, device=dev)
+        self.incidence_t = csr(cols, rows, torch.ones(len(rows), device=dev),
+                               (n, self.n_train))  # [n, |D|]
+        f_tag = torch.bincount(cols, minlength=n).float()
+        self.tag_frequency = f_tag
+        self.has_tag = Lookup(self.incidence)
+        pairs = torch.sparse.mm(self.incidence_t, self.incidence)  # supp({x, c})
+        self.pair_support = Lookup(pairs)
+
+        x, c, support = triplets(pairs)
+        theta = support.double() / f_tag[x].double()  # float64: entropy sums thousands of terms
+        keep = ((x != c) & (support >= self.min_support) & (theta >= self.min_confidence))
+        x, c, theta = x[keep], c[keep], theta[keep]
+        position = segment_rank(x, theta, c) + 1
+        entropy = torch.zeros(n, dtype=torch.float64, device=dev).index_add_(
+            0, x, -theta * torch.log(theta)).float()
+        theta = theta.float()
+        weight = (stability(f_tag, self.k_x)[x] * stability(f_tag, self.k_c)[c]
+                  * self.k_r / (self.k_r + position.float()))
+        shape = (n, n)
+        self.rules = csr(x, c, theta, shape)
+        self.rules_plus = csr(x, c, theta * weight, shape)
+        self.votes = csr(x, c, torch.ones_like(theta), shape)
+        self.votes_plus = csr(x, c, weight, shape)
+
+        iff = torch.log((self.n_train + 1) / (f_tag + 1))
+        f_text, f_both, self.afs = self._text_statistics(train_objects, terms)
+        pred = torch.where(f_text > 0, f_both / f_text.clamp(min=1), torch.zeros_like(f_text))
+        self.term_features = torch.stack([iff, stability(f_tag, self.k_s), entropy, pred], -1)
+        return self
+
+    def _text_statistics(
+        self, train_objects: np.ndarray, terms: TermIndex
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``f_text``, ``f_both`` per term and ``AFS`` per text field, over D."""
+        dev, n = self.device, terms.n_terms
+        presence = [self._field_counts(ragged.take(train_objects), n) for ragged in
+                    terms.fields.values()]
+        presence = [torch.sparse_csr_tensor(m.crow_indices(), m.col_indices(),
+                                            torch.ones_like(m.values()), m.shape,
+                                            check_invariants=False)
+                    for m in presence]
+        if not presence:
+            zeros = torch.zeros(n, device=dev)
+            return zeros, zeros, torch.zeros(0, device=dev)
+        parts = [triplets(m) for m in presence]
+        spread = csr(torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts]),
+                     torch.cat([p[2] for p in parts]), (self.n_train, n))  # TS(t, d)
+        rows, cols, _ = triplets(spread)
+        f_text = torch.bincount(cols, minlength=n).float()
+        is_tag = Lookup(self.incidence)(rows, cols) > 0
+        f_both = torch.bincount(cols[is_tag], minlength=n).float()
+        ts = Lookup(spread)
+        afs = []
+        for rows_i, cols_i, _ in parts:
+            total = torch.zeros(self.n_train, device=dev).index_add_(0, rows_i, ts(rows_i, cols_i))
+            count = torch.bincount(rows_i, minlength=self.n_train).float()
+            fis = total[count > 0] / count[count > 0]
+            afs.append(fis.mean() if len(fis) else torch.zeros((), device=dev))
+        return f_text, f_both, torch.stack(afs)
+
+    def _field_counts(self, ragged: Ragged, n: int) -> torch.Tensor:
+        """``[rows, n]`` CSR of term occurrence counts."""
+        return ragged_csr(ragged, n, self.device)
+
+    # ------------------------------------------------------------------------- candidates
+    def __call__(self, queries: TagQueries) -> CandidateSet:
+        """Candidates, the 13 features and labels for V or T objects (in chunks).
+
+        Stage times accumulate in :attr:`stage_seconds` under ``"rules"`` (lazy rule
+        generation: Sum with ℓ = 1 and ℓ) and ``"features"`` (the other metrics).
+        """
+        if not hasattr(self, "rules"):
+            raise RuntimeError("call fit() before generating candidates")
+        flat = []
+        for start in range(0, len(queries), self.chunk_size):
+            rows = np.arange(start, min(start + self.chunk_size, len(queries)))
+            chunk = TagQueries(queries.objects[rows], queries.input_tags.take(rows),
+                               queries.gold_tags.take(rows))
+            part = self._chunk(chunk)
+            flat.append((part[0] + start, *part[1:]))
+        rows_t, cols, features, labels = (torch.cat([p[i] for p in flat]) for i in range(4))
+        return CandidateSet.from_flat(
+            objects=torch.as_tensor(queries.objects, dtype=torch.long),
+            rows=rows_t, tags=cols, features=features, labels=labels,
+            n_relevant=torch.as_tensor(queries.gold_tags.lengths, dtype=torch.long),
+            feature_names=self.feature_names,
+        )
+
+    def _tick(self, stage: str, start: float) -> float:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        now = time.perf_counter()
+        self.stage_seconds[stage] += now - start
+        return now
+
+    def _chunk(self, queries: TagQueries) -> tuple[torch.Tensor, ...]:
+        """Flat ``(rows, terms, features [n, 13], labels)`` of one chunk, on the CPU."""
+        dev, n = self.device, self.terms.n_terms
+        start = time.perf_counter()
+        inputs = ragged_csr(queries.input_tags, n, dev)
+        sum_1 = torch.sparse.mm(inputs, self.rules)
+        sum_l = self._sum_l(queries.input_tags, sum_1)
+        start = self._tick("rules", start)
+
+        is_input = Lookup(inputs)
+        rule_rows, rule_cols, rule_values = triplets(sum_l)
+        fresh = is_input(rule_rows, rule_cols) == 0
+        rule_rows, rule_cols, rule_values = rule_rows[fresh], rule_cols[fresh], rule_values[fresh]
+        if self.max_rule_candidates is not None:
+            top = segment_rank(rule_rows, rule_values, rule_cols) < self.max_rule_candidates
+            rule_rows, rule_cols = rule_rows[top], rule_cols[top]
+        field_counts = [self._field_counts(r.take(queries.objects), n)
+                        for r in self.terms.fields.values()]
+        pair_rows, pair_cols = [rule_rows], [rule_cols]
+        if self.text_candidates:
+            for counts in field_counts:
+                text_rows, text_cols, _ = triplets(counts)
+                keep = is_input(text_rows, text_cols) == 0
+                pair_rows.append(text_rows[keep])
+                pair_cols.append(text_cols[keep])
+        keys = torch.unique(torch.cat(pair_rows) * n + torch.cat(pair_cols))
+        rows, cols = keys // n, keys % n
+
+        columns = [Lookup(sum_1)(rows, cols), Lookup(sum_l)(rows, cols)]
+        for matrix in (self.rules_plus, self.votes, self.votes_plus):
+            columns.append(Lookup(torch.sparse.mm(inputs, matrix))(rows, cols))
+        occurrences = [Lookup(m)(rows, cols) for m in field_counts]
+        if occurrences:
+            tf = torch.stack(occurrences, -1)
+            ts = (tf > 0).float()
+            columns += [ts.sum(-1), tf.sum(-1), ts @ self.afs, tf @ self.afs]
+        else:
+            columns += [torch.zeros(len(rows), device=dev)] * 4
+        features = torch.cat([torch.stack(columns, -1), self.term_features[cols]], -1)
+        gold = Lookup(ragged_csr(queries.gold_tags, n, dev))
+        labels = (gold(rows, cols) > 0).float()
+        self._tick("features", start)
+        return rows.cpu(), cols.cpu(), features.float().cpu(), labels.cpu()
+
+    def _sum_l(self, input_tags: Ragged, sum_1: torch.Tensor) -> torch.Tensor:
+        """``Sum(c, I_o, ℓ)``: one-tag rules plus rules with antecedents of size 2..ℓ."""
+        dev, n = self.device, self.terms.n_terms
+        owners, thetas, n_antecedents = [], [], 0
+        for size in range(2, self.max_antecedent + 1):
+            owner, members = combinations_of_rows(input_tags, size)
+            if len(owner) == 0:
+                continue
+            owner_t = torch.as_tensor(owner, device=dev)
+            members_t = torch.as_tensor(members, device=dev)
+            frequent = torch.ones(len(owner_t), dtype=torch.bool, device=dev)
+            for i in range(size):
+                for j in range(i + 1, size):
+                    support = self.pair_support(members_t[:, i], members_t[:, j])
+                    frequent &= support >= self.min_support
+            owner_t, members_t = owner_t[frequent], members_t[frequent]
+            # cost of an antecedent: the posting list of its rarest tag, scanned once
+            cost = self.tag_frequency[members_t].min(1).values.long()
+            bucket = (torch.cumsum(cost, 0) - cost) // self.max_work
+            for part in torch.split(torch.arange(len(owner_t), device=dev),
+                                    torch.unique_consecutive(bucket, return_counts=True)[1]
+                                    .tolist()):
+                ant, c, theta = self._antecedent_rules(members_t[part])
+                owners.append(owner_t[part])
+                thetas.append((ant + n_antecedents, c, theta))
+                n_antecedents += len(part)
+        if not owners:
+            return sum_1
+        # Sum_l = [I | M] @ [Θ_1 ; Θ_X]: input tags pick one-tag rules, the antecedent
+        # membership matrix M picks the larger ones; one product sums all confidences.
+        owner_all = torch.cat(owners)
+        input_rows = torch.as_tensor(input_tags.row_ids, device=dev)
+        input_cols = torch.as_tensor(input_tags.values, dtype=torch.long, device=dev)
+        pick = csr(torch.cat([input_rows, owner_all]),
+                   torch.cat([input_cols, n + torch.arange(n_antecedents, device=dev)]),
+                   torch.ones(len(input_rows) + n_antecedents, device=dev),
+                   (len(input_tags), n + n_antecedents))
+        r1, c1, v1 = triplets(self.rules)
+        rules = sorted_csr(torch.cat([r1, *[n + t[0] for t in thetas]]),
+                           torch.cat([c1, *[t[1] for t in thetas]]),
+                           torch.cat([v1, *[t[2] for t in thetas]]),
+                           (n + n_antecedents, n))
+        return torch.sparse.mm(pick, rules)
+
+    def _antecedent_rules(
+        self, members: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Rules ``X -> c`` for antecedents ``members [a, s]``: ``(antecedent, c, θ)``.
+
+        Consequents inside X are kept (their θ is 1): they are input tags of the object, so
+        :meth:`_chunk` never turns them into candidates.
+        """
+        dev = self.device
+        a, size = members.shape
+        order = torch.argsort(self.tag_frequency[members], dim=1)
+        members = members.gather(1, order)  # rarest tag first
+        crow, objects = self.incidence_t.crow_indices(), self.incidence_t.col_indices()
+        start, length = crow[members[:, 0]], crow[members[:, 0] + 1] - crow[members[:, 0]]
+        ant = torch.repeat_interleave(torch.arange(a, device=dev), length)
+        offset = torch.cumsum(length, 0) - length
+        obj = objects[torch.arange(len(ant), device=dev) - offset[ant] + start[ant]]
+        for i in range(1, size):  # keep the rarest tag's D objects that hold all of X
+            covers = self.has_tag(obj, members[ant, i]) > 0
+            ant, obj = ant[covers], obj[covers]
+        support_x = torch.bincount(ant, minlength=a).float()
+        covering = sorted_csr(ant, obj, torch.ones(len(ant), device=dev), (a, self.n_train))
+        ant, c, support = triplets(torch.sparse.mm(covering, self.incidence))
+        theta = support / support_x[ant]
+        # consequents inside X are input tags, never candidates: no need to drop them here
+        if self.min_support > 1 or self.min_confidence > 0:
+            keep = (support >= self.min_support) & (theta >= self.min_confidence)
+            ant, c, theta = ant[keep], c[keep], theta[keep]
+        return ant, c, theta

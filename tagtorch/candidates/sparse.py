@@ -1,0 +1,135 @@
+"""Small helpers on torch sparse matrices (CSR products, triplets, batched look-ups)."""
+
+from __future__ import annotations
+
+import itertools
+import warnings
+
+import numpy as np
+import torch
+
+from tagtorch.data.ragged import Ragged
+
+# torch flags its CSR support as beta on every conversion; the operations used here are stable.
+warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+
+
+def csr(rows: torch.Tensor, cols: torch.Tensor, values: torch.Tensor,
+        shape: tuple[int, int]) -> torch.Tensor:
+    """A CSR matrix from triplets; duplicate positions are summed."""
+    coo = torch.sparse_coo_tensor(torch.stack([rows, cols]), values, shape,
+                                  check_invariants=False).coalesce()
+    return coo.to_sparse_csr()
+
+
+def sorted_csr(rows: torch.Tensor, cols: torch.Tensor, values: torch.Tensor,
+               shape: tuple[int, int]) -> torch.Tensor:
+    """A CSR matrix from triplets already in row-major order without duplicates (no sort).
+
+    Example:
+        >>> m = sorted_csr(torch.tensor([0, 0, 2]), torch.tensor([1, 3, 0]),
+        ...                torch.tensor([1.0, 2.0, 3.0]), (3, 4))
+        >>> m.to_dense().tolist()
+        [[0.0, 1.0, 0.0, 2.0], [0.0, 0.0, 0.0, 0.0], [3.0, 0.0, 0.0, 0.0]]
+    """
+    crow = torch.zeros(shape[0] + 1, dtype=torch.long, device=rows.device)
+    crow[1:] = torch.cumsum(torch.bincount(rows, minlength=shape[0]), 0)
+    return torch.sparse_csr_tensor(crow, cols, values, shape, check_invariants=False)
+
+
+def ragged_csr(ragged: Ragged, n_cols: int, device: torch.device,
+               values: torch.Tensor | None = None) -> torch.Tensor:
+    """``[len(ragged), n_cols]`` CSR with ones (or ``values``, summed) at each row's values."""
+    rows = torch.as_tensor(ragged.row_ids, device=device)
+    cols = torch.as_tensor(ragged.values, dtype=torch.long, device=device)
+    if values is None:
+        values = torch.ones(len(cols), dtype=torch.float32, device=device)
+    return csr(rows, cols, values, (len(ragged), n_cols))
+
+
+def triplets(matrix: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(rows, cols, values)`` of a CSR matrix's stored entries, row-major."""
+    crow = matrix.crow_indices()
+    rows = torch.repeat_interleave(torch.arange(len(crow) - 1, device=crow.device),
+                                   crow.diff())
+    return rows, matrix.col_indices(), matrix.values()
+
+
+class Lookup:
+    """Batched random access to a sparse matrix: ``values at (rows, cols)``, 0 where absent.
+
+    Example:
+        >>> m = csr(torch.tensor([0, 1]), torch.tensor([2, 0]), torch.tensor([5.0, 7.0]), (2, 3))
+        >>> Lookup(m)(torch.tensor([0, 1, 1]), torch.tensor([2, 0, 2])).tolist()
+        [5.0, 7.0, 0.0]
+    """
+
+    def __init__(self, matrix: torch.Tensor) -> None:
+        rows, cols, values = triplets(matrix)
+        self.n_cols = matrix.shape[1]
+        keys = rows * self.n_cols + cols
+        self.keys, order = torch.sort(keys)
+        self.values = values[order]
+
+    def __call__(self, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+        """Values at the given positions (``[n]`` each)."""
+        if len(self.keys) == 0:
+            return torch.zeros(len(rows), dtype=self.values.dtype, device=rows.device)
+        keys = rows * self.n_cols + cols
+        at = torch.searchsorted(self.keys, keys).clamp_(max=len(self.keys) - 1)
+        found = self.keys[at] == keys
+        return torch.where(found, self.values[at], torch.zeros((), dtype=self.values.dtype,
+                                                                device=rows.device))
+
+
+def segment_rank(rows: torch.Tensor, primary: torch.Tensor, secondary: torch.Tensor,
+                 descending: bool = True) -> torch.Tensor:
+    """0-based rank of each entry within its row by ``primary`` (then ``secondary`` ascending).
+
+    Args:
+        rows: ``[n]`` row of each entry (any order).
+        primary: ``[n]`` main sort key.
+        secondary: ``[n]`` tie-break key, ascending.
+        descending: sort ``primary`` descending.
+    """
+    order = torch.argsort(secondary, stable=True)
+    order = order[torch.argsort(primary[order], descending=descending, stable=True)]
+    order = order[torch.argsort(rows[order], stable=True)]
+    sorted_rows = rows[order]
+    starts = torch.searchsorted(sorted_rows, sorted_rows, right=False)
+    rank = torch.empty_like(rows)
+    rank[order] = torch.arange(len(rows), device=rows.device) - starts
+    return rank
+
+
+def combinations_of_rows(tags: Ragged, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """All ``size``-subsets of every row, vectorized per distinct row length.
+
+    Returns:
+        ``(owner [n], members [n, size])``: the row of each subset and its values (ascending
+        when the rows are).
+    """
+    owners, members = [], []
+    lengths = tags.lengths
+    for m in np.unique(lengths[lengths >= size]):
+        rows = np.flatnonzero(lengths == m)
+        combos = _combinations(int(m), size)
+        index = tags.offsets[rows][:, None, None] + combos[None, :, :]
+        owners.append(np.repeat(rows, len(combos)))
+        members.append(tags.values[index].reshape(-1, size))
+    if not owners:
+        return np.zeros(0, dtype=np.int64), np.zeros((0, size), dtype=np.int64)
+    return np.concatenate(owners), np.concatenate(members)
+
+
+_COMBINATIONS: dict[tuple[int, int], np.ndarray] = {}
+
+
+def _combinations(m: int, size: int) -> np.ndarray:
+    """``[C(m, size), size]`` index combinations (cached)."""
+    key = (m, size)
+    if key not in _COMBINATIONS:
+        flat = np.fromiter(itertools.chain.from_iterable(itertools.combinations(range(m), size)),
+                           dtype=np.int64)
+        _COMBINATIONS[key] = flat.reshape(-1, size)
+    return _COMBINATIONS[key]

@@ -1,0 +1,72 @@
+"""Object texts as term codes in one vocabulary with the tags.
+
+A text term equal to a tag string gets that tag's code, so a title word can be recommended as a
+tag and matched against gold tags; terms that never occur as a tag get codes from ``n_tags`` on.
+Texts are expected to be normalized already (:class:`~tagtorch.data.text.TextProcessor` joins
+the terms with single spaces); they are split on whitespace.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from tagtorch.data.folksonomy import Folksonomy
+from tagtorch.data.ragged import Ragged
+
+
+@dataclass(frozen=True)
+class TermIndex:
+    """Per-object term codes of every text field.
+
+    Attributes:
+        n_tags: number of tags; codes ``< n_tags`` are tags, the others text-only terms.
+        vocabulary: ``[n_terms]`` strings: the tags, then the text-only terms.
+        fields: field name -> ragged ``[n_objects]`` term codes in text order, with repeats.
+
+    Example:
+        >>> import pandas as pd
+        >>> f = Folksonomy.from_frame(
+        ...     pd.DataFrame({"user": [1, 1], "object": ["a", "b"], "tag": ["rock", "jazz"]}),
+        ...     texts=pd.DataFrame({"title": ["rock band rock", ""]}, index=["a", "b"]))
+        >>> index = TermIndex.from_folksonomy(f)
+        >>> list(index.vocabulary), index.fields["title"][0].tolist()
+        (['jazz', 'rock', 'band'], [1, 2, 1])
+    """
+
+    n_tags: int
+    vocabulary: np.ndarray
+    fields: dict[str, Ragged]
+
+    @property
+    def n_terms(self) -> int:
+        """Size of the shared tag and term vocabulary."""
+        return len(self.vocabulary)
+
+    @classmethod
+    def from_folksonomy(cls, folksonomy: Folksonomy) -> TermIndex:
+        """Splits every text field of every object into term codes."""
+        tag_index = pd.Index(folksonomy.tags)
+        extra: dict[str, int] = {}
+        fields: dict[str, Ragged] = {}
+        for name in folksonomy.text_fields:
+            split = folksonomy.texts[name].fillna("").astype(str).str.split()
+            lengths = split.str.len().to_numpy(dtype=np.int64)
+            tokens = np.asarray(
+                [t for row in split for t in row], dtype=object
+            ) if lengths.sum() else np.zeros(0, dtype=object)
+            codes = tag_index.get_indexer(tokens).astype(np.int64)
+            unknown = codes < 0
+            if unknown.any():
+                new, uniques = pd.factorize(tokens[unknown])
+                table = np.array([extra.setdefault(u, folksonomy.n_tags + len(extra))
+                                  for u in uniques], dtype=np.int64)
+                codes[unknown] = table[new]
+            offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+            np.cumsum(lengths, out=offsets[1:])
+            fields[name] = Ragged(offsets, codes)
+        vocabulary = np.concatenate([np.asarray(folksonomy.tags, dtype=object),
+                                     np.asarray(list(extra), dtype=object)])
+        return cls(n_tags=folksonomy.n_tags, vocabulary=vocabulary, fields=fields)

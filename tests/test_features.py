@@ -1,0 +1,122 @@
+"""Batched LATRE candidates and features against the plain per-object reference."""
+
+import numpy as np
+import pytest
+import torch
+
+from tagtorch.candidates.features import FEATURE_NAMES, LatreCandidates, stability
+from tagtorch.candidates.reference import FEATURE_NAMES as REFERENCE_NAMES
+from tagtorch.candidates.reference import ReferenceFeatures
+from tagtorch.data.splits import TagQueries, tag_recommendation_folds
+from tagtorch.data.synthetic import generate_folksonomy
+from tagtorch.data.terms import TermIndex
+from tagtorch.data.text import TextProcessor
+
+
+def prepare(folksonomy, fold_index=0, n_queries=None):
+    terms = TermIndex.from_folksonomy(folksonomy)
+    fold = tag_recommendation_folds(folksonomy, seed=0)[fold_index]
+    queries = fold.test
+    if n_queries is not None:
+        rows = np.arange(min(n_queries, len(queries)))
+        queries = TagQueries(queries.objects[rows], queries.input_tags.take(rows),
+                             queries.gold_tags.take(rows))
+    return terms, fold, queries
+
+
+def texts_of(terms, obj):
+    return {name: terms.fields[name][obj].tolist() for name in terms.fields}
+
+
+def compare(terms, fold, queries, **params):
+    batched = LatreCandidates(max_rule_candidates=None, device="cpu", chunk_size=7, max_work=300,
+                              **params)
+    batched.fit(fold.train_objects, fold.train_tags, terms)
+    cs = batched(queries)
+    reference = ReferenceFeatures(
+        [set(t.tolist()) for t in fold.train_tags],
+        [texts_of(terms, o) for o in fold.train_objects], **params)
+    gold_sets = [set(g.tolist()) for g in queries.gold_tags]
+    for row, obj in enumerate(queries.objects):
+        expected = reference.candidates(set(queries.input_tags[row].tolist()),
+                                        texts_of(terms, obj))
+        mask = cs.mask[row]
+        tags = cs.tags[row][mask].tolist()
+        assert sorted(tags) == sorted(expected), f"candidates of object {obj}"
+        got = cs.features[row][mask]
+        want = torch.tensor([[expected[c][n] for n in FEATURE_NAMES] for c in tags])
+        torch.testing.assert_close(got, want.float(), atol=1e-5, rtol=1e-5)
+        labels = cs.labels[row][mask].tolist()
+        assert labels == [float(c in gold_sets[row]) for c in tags]  # labels only
+    return cs
+
+
+def test_feature_names_match_the_reference():
+    assert FEATURE_NAMES == REFERENCE_NAMES
+    assert len(FEATURE_NAMES) == 13
+
+
+@pytest.fixture(scope="module")
+def synthetic():
+    return TextProcessor(cache=False).apply(generate_folksonomy(n_objects=400, seed=3))
+
+
+@pytest.mark.parametrize("params", [
+    {},
+    {"max_antecedent": 1},
+    {"max_antecedent": 2, "min_support": 2},
+    {"min_confidence": 0.2, "k_x": 5.0, "k_c": 7.0, "k_r": 2.0, "k_s": 3.0},
+])
+def test_batched_features_equal_the_reference_on_synthetic_data(synthetic, params):
+    terms, fold, queries = prepare(synthetic, n_queries=40)
+    compare(terms, fold, queries, **params)
+
+
+def test_no_feature_reads_a_gold_tag(synthetic):
+    """Changing the gold tags changes labels only, never candidates or features."""
+    terms, fold, queries = prepare(synthetic, n_queries=30)
+    generator = LatreCandidates(device="cpu").fit(fold.train_objects, fold.train_tags, terms)
+    first = generator(queries)
+    rng = np.random.default_rng(0)
+    shuffled = queries.gold_tags.take(rng.permutation(len(queries)))
+    second = generator(TagQueries(queries.objects, queries.input_tags, shuffled))
+    assert torch.equal(first.tags, second.tags)
+    assert torch.equal(first.features, second.features)
+    assert not torch.equal(first.labels, second.labels)
+
+
+def test_max_rule_candidates_keeps_best_rules_and_all_text_terms(synthetic):
+    terms, fold, queries = prepare(synthetic, n_queries=20)
+    full = LatreCandidates(max_rule_candidates=None, device="cpu").fit(
+        fold.train_objects, fold.train_tags, terms)(queries)
+    capped = LatreCandidates(max_rule_candidates=5, device="cpu").fit(
+        fold.train_objects, fold.train_tags, terms)(queries)
+    sum_l = FEATURE_NAMES.index("sum_l")
+    ts = FEATURE_NAMES.index("ts")
+    for row in range(len(queries)):
+        f = full.features[row][full.mask[row]]
+        c = capped.features[row][capped.mask[row]]
+        tags = set(capped.tags[row][capped.mask[row]].tolist())
+        rule_only = (c[:, ts] == 0) & (c[:, sum_l] > 0)
+        assert int(rule_only.sum()) <= 5
+        text_terms = set(full.tags[row][full.mask[row]][f[:, ts] > 0].tolist())
+        assert text_terms <= tags
+        best = f[(f[:, ts] == 0)][:, sum_l].sort(descending=True).values[:5]
+        kept = c[rule_only][:, sum_l].sort(descending=True).values
+        torch.testing.assert_close(kept, best[: len(kept)])
+
+
+def test_stability_formula_by_hand():
+    # k = 2: f = 1 -> 2 / (2 + |2 - 0|) = 0.5; f = e^2 -> 1; f = e^4 -> 2 / (2 + 2) = 0.5
+    f = torch.tensor([0.0, 1.0, float(np.e ** 2), float(np.e ** 4)])
+    torch.testing.assert_close(stability(f, 2.0), torch.tensor([0.0, 0.5, 1.0, 0.5]))
+
+
+@pytest.mark.parametrize("loader", ["load_lastfm", "load_movielens_2k"])
+def test_batched_features_equal_the_reference_on_real_data(data_dir, loader):
+    from tagtorch.data.loaders import hetrec
+
+    folksonomy = TextProcessor(cache=False).apply(getattr(hetrec, loader)(data_dir))
+    terms, fold, queries = prepare(folksonomy, n_queries=25)
+    cs = compare(terms, fold, queries)
+    assert cs.mask.sum() > 100
