@@ -210,7 +210,7 @@ class LatreCandidates:
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``f_text``, ``f_both`` per term and ``AFS`` per text field, over D."""
         dev, n = self.device, terms.n_terms
-        presence = [self._field_counts(ragged.take(train_objects), n) for ragged in
+        presence = [ragged_csr(ragged.take(train_objects), n, dev) for ragged in
                     terms.fields.values()]
         presence = [torch.sparse_csr_tensor(m.crow_indices(), m.col_indices(),
                                             torch.ones_like(m.values()), m.shape,
@@ -224,7 +224,7 @@ class LatreCandidates:
                      torch.cat([p[2] for p in parts]), (self.n_train, n))  # TS(t, d)
         rows, cols, _ = triplets(spread)
         f_text = torch.bincount(cols, minlength=n).float()
-        is_tag = Lookup(self.incidence)(rows, cols) > 0
+        is_tag = self.has_tag(rows, cols) > 0
         f_both = torch.bincount(cols[is_tag], minlength=n).float()
         ts = Lookup(spread)
         afs = []
@@ -234,10 +234,6 @@ class LatreCandidates:
             fis = total[count > 0] / count[count > 0]
             afs.append(fis.mean() if len(fis) else torch.zeros((), device=dev))
         return f_text, f_both, torch.stack(afs)
-
-    def _field_counts(self, ragged: Ragged, n: int) -> torch.Tensor:
-        """``[rows, n]`` CSR of term occurrence counts."""
-        return ragged_csr(ragged, n, self.device)
 
     # ------------------------------------------------------------------------- candidates
     def __call__(self, queries: TagQueries) -> CandidateSet:
@@ -286,7 +282,7 @@ class LatreCandidates:
         if self.max_rule_candidates is not None:
             top = segment_rank(rule_rows, rule_values, rule_cols) < self.max_rule_candidates
             rule_rows, rule_cols = rule_rows[top], rule_cols[top]
-        field_counts = [self._field_counts(r.take(queries.objects), n)
+        field_counts = [ragged_csr(r.take(queries.objects), n, dev)  # occurrence counts
                         for r in self.terms.fields.values()]
         pair_rows, pair_cols = [rule_rows], [rule_cols]
         if self.text_candidates:
