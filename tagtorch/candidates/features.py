@@ -67,9 +67,11 @@ from tagtorch.candidates.sparse import (
     Lookup,
     combinations_of_rows,
     csr,
+    gather_rows,
     ragged_csr,
     segment_rank,
     sorted_csr,
+    sum_by_key,
     triplets,
 )
 from tagtorch.data.ragged import Ragged
@@ -179,9 +181,9 @@ class LatreCandidates:
                                (n, self.n_train))  # [n, |D|]
         f_tag = torch.bincount(cols, minlength=n).float()
         self.tag_frequency = f_tag
-        self.has_tag = Lookup(self.incidence)
+        self.has_tag = Lookup.from_csr(self.incidence)
         pairs = torch.sparse.mm(self.incidence_t, self.incidence)  # supp({x, c})
-        self.pair_support = Lookup(pairs)
+        self.pair_support = Lookup.from_csr(pairs)
 
         x, c, support = triplets(pairs)
         theta = support.double() / f_tag[x].double()  # float64: entropy sums thousands of terms
@@ -193,11 +195,11 @@ class LatreCandidates:
         theta = theta.float()
         weight = (stability(f_tag, self.k_x)[x] * stability(f_tag, self.k_c)[c]
                   * self.k_r / (self.k_r + position.float()))
-        shape = (n, n)
-        self.rules = csr(x, c, theta, shape)
-        self.rules_plus = csr(x, c, theta * weight, shape)
-        self.votes = csr(x, c, torch.ones_like(theta), shape)
-        self.votes_plus = csr(x, c, weight, shape)
+        # one-tag rules x -> c in row-major CSR form, four values per rule: the terms of
+        # Sum(ℓ = 1), Sum+, Vote and Vote+ (x, c come sorted from the CSR ``pairs``)
+        self.rule_crow = sorted_csr(x, c, theta, (n, n)).crow_indices()
+        self.rule_cols = c
+        self.rule_values = torch.stack([theta, theta * weight, torch.ones_like(theta), weight], -1)
 
         iff = torch.log((self.n_train + 1) / (f_tag + 1))
         f_text, f_both, self.afs = self._text_statistics(train_objects, terms)
@@ -226,7 +228,7 @@ class LatreCandidates:
         f_text = torch.bincount(cols, minlength=n).float()
         is_tag = self.has_tag(rows, cols) > 0
         f_both = torch.bincount(cols[is_tag], minlength=n).float()
-        ts = Lookup(spread)
+        ts = Lookup.from_csr(spread)
         afs = []
         for rows_i, cols_i, _ in parts:
             total = torch.zeros(self.n_train, device=dev).index_add_(0, rows_i, ts(rows_i, cols_i))
@@ -242,7 +244,7 @@ class LatreCandidates:
         Stage times accumulate in :attr:`stage_seconds` under ``"rules"`` (lazy rule
         generation: Sum with ℓ = 1 and ℓ) and ``"features"`` (the other metrics).
         """
-        if not hasattr(self, "rules"):
+        if not hasattr(self, "rule_values"):
             raise RuntimeError("call fit() before generating candidates")
         flat = []
         for start in range(0, len(queries), self.chunk_size):
@@ -267,53 +269,57 @@ class LatreCandidates:
         return now
 
     def _chunk(self, queries: TagQueries) -> tuple[torch.Tensor, ...]:
-        """Flat ``(rows, terms, features [n, 13], labels)`` of one chunk, on the CPU."""
+        """Flat ``(rows, terms, features [n, 13], labels)`` of one chunk, on the CPU.
+
+        Every product of a few rows with a large matrix is done by gathering the picked rows
+        and summing equal ``(row, column)`` keys (:func:`gather_rows`, :func:`sum_by_key`):
+        unlike a sparse matrix product, its cost does not grow with the large matrix's size,
+        which keeps single-object latency low.
+        """
         dev, n = self.device, self.terms.n_terms
         start = time.perf_counter()
-        inputs = ragged_csr(queries.input_tags, n, dev)
-        sum_1 = torch.sparse.mm(inputs, self.rules)
-        sum_l = self._sum_l(queries.input_tags, sum_1)
+        input_rows = torch.as_tensor(queries.input_tags.row_ids, device=dev)
+        input_tags = torch.as_tensor(queries.input_tags.values, dtype=torch.long, device=dev)
+        which, position = gather_rows(self.rule_crow, input_tags)
+        one_tag = Lookup(*sum_by_key(input_rows[which] * n + self.rule_cols[position],
+                                     self.rule_values[position]), n)
+        sum_l = self._sum_l(queries.input_tags, one_tag)
         start = self._tick("rules", start)
 
-        is_input = Lookup(inputs)
-        rule_rows, rule_cols, rule_values = triplets(sum_l)
+        is_input = Lookup(input_rows * n + input_tags, torch.ones(len(input_tags), device=dev), n)
+        rule_rows, rule_cols = sum_l.keys // n, sum_l.keys % n
         fresh = is_input(rule_rows, rule_cols) == 0
-        rule_rows, rule_cols, rule_values = rule_rows[fresh], rule_cols[fresh], rule_values[fresh]
+        rule_rows, rule_cols, rule_values = rule_rows[fresh], rule_cols[fresh], sum_l.values[fresh]
         if self.max_rule_candidates is not None:
             top = segment_rank(rule_rows, rule_values, rule_cols) < self.max_rule_candidates
             rule_rows, rule_cols = rule_rows[top], rule_cols[top]
-        field_counts = [ragged_csr(r.take(queries.objects), n, dev)  # occurrence counts
-                        for r in self.terms.fields.values()]
-        pair_rows, pair_cols = [rule_rows], [rule_cols]
+        occurrences = [Lookup.from_ragged(r.take(queries.objects), n, dev)
+                       for r in self.terms.fields.values()]
+        keys = [rule_rows * n + rule_cols]
         if self.text_candidates:
-            for counts in field_counts:
-                text_rows, text_cols, _ = triplets(counts)
-                keep = is_input(text_rows, text_cols) == 0
-                pair_rows.append(text_rows[keep])
-                pair_cols.append(text_cols[keep])
-        keys = torch.unique(torch.cat(pair_rows) * n + torch.cat(pair_cols))
-        rows, cols = keys // n, keys % n
+            keys += [t.keys[is_input(t.keys // n, t.keys % n) == 0] for t in occurrences]
+        keys_t = torch.unique(torch.cat(keys))
+        rows, cols = keys_t // n, keys_t % n
 
-        columns = [Lookup(sum_1)(rows, cols), Lookup(sum_l)(rows, cols)]
-        for matrix in (self.rules_plus, self.votes, self.votes_plus):
-            columns.append(Lookup(torch.sparse.mm(inputs, matrix))(rows, cols))
-        occurrences = [Lookup(m)(rows, cols) for m in field_counts]
+        rule_features = one_tag(rows, cols)  # sum_1, sum_plus, vote, vote_plus
+        columns = [rule_features[:, 0], sum_l(rows, cols), rule_features[:, 1],
+                   rule_features[:, 2], rule_features[:, 3]]
         if occurrences:
-            tf = torch.stack(occurrences, -1)
+            tf = torch.stack([t(rows, cols) for t in occurrences], -1)
             ts = (tf > 0).float()
             columns += [ts.sum(-1), tf.sum(-1), ts @ self.afs, tf @ self.afs]
         else:
             columns += [torch.zeros(len(rows), device=dev)] * 4
         features = torch.cat([torch.stack(columns, -1), self.term_features[cols]], -1)
-        gold = Lookup(ragged_csr(queries.gold_tags, n, dev))
+        gold = Lookup.from_ragged(queries.gold_tags, n, dev)
         labels = (gold(rows, cols) > 0).float()
         self._tick("features", start)
         return rows.cpu(), cols.cpu(), features.float().cpu(), labels.cpu()
 
-    def _sum_l(self, input_tags: Ragged, sum_1: torch.Tensor) -> torch.Tensor:
+    def _sum_l(self, input_tags: Ragged, one_tag: Lookup) -> Lookup:
         """``Sum(c, I_o, ℓ)``: one-tag rules plus rules with antecedents of size 2..ℓ."""
         dev, n = self.device, self.terms.n_terms
-        owners, thetas, n_antecedents = [], [], 0
+        owners, rules, n_antecedents = [], [], 0
         for size in range(2, self.max_antecedent + 1):
             owner, members = combinations_of_rows(input_tags, size)
             if len(owner) == 0:
@@ -334,25 +340,19 @@ class LatreCandidates:
                                     .tolist()):
                 ant, c, theta = self._antecedent_rules(members_t[part])
                 owners.append(owner_t[part])
-                thetas.append((ant + n_antecedents, c, theta))
+                rules.append((ant + n_antecedents, c, theta))
                 n_antecedents += len(part)
         if not owners:
-            return sum_1
-        # Sum_l = [I | M] @ [Θ_1 ; Θ_X]: input tags pick one-tag rules, the antecedent
-        # membership matrix M picks the larger ones; one product sums all confidences.
+            return Lookup(one_tag.keys, one_tag.values[:, 0], n)
+        # Σ over antecedents X of each object: M [objects, antecedents] @ Θ_X [antecedents, n]
         owner_all = torch.cat(owners)
-        input_rows = torch.as_tensor(input_tags.row_ids, device=dev)
-        input_cols = torch.as_tensor(input_tags.values, dtype=torch.long, device=dev)
-        pick = csr(torch.cat([input_rows, owner_all]),
-                   torch.cat([input_cols, n + torch.arange(n_antecedents, device=dev)]),
-                   torch.ones(len(input_rows) + n_antecedents, device=dev),
-                   (len(input_tags), n + n_antecedents))
-        r1, c1, v1 = triplets(self.rules)
-        rules = sorted_csr(torch.cat([r1, *[n + t[0] for t in thetas]]),
-                           torch.cat([c1, *[t[1] for t in thetas]]),
-                           torch.cat([v1, *[t[2] for t in thetas]]),
-                           (n + n_antecedents, n))
-        return torch.sparse.mm(pick, rules)
+        pick = sorted_csr(*torch.sort(owner_all, stable=True),
+                          torch.ones(n_antecedents, device=dev), (len(input_tags), n_antecedents))
+        theta_x = sorted_csr(torch.cat([r[0] for r in rules]), torch.cat([r[1] for r in rules]),
+                             torch.cat([r[2] for r in rules]), (n_antecedents, n))
+        rows, cols, values = triplets(torch.sparse.mm(pick, theta_x))
+        return Lookup(*sum_by_key(torch.cat([one_tag.keys, rows * n + cols]),
+                                  torch.cat([one_tag.values[:, 0], values])), n)
 
     def _antecedent_rules(
         self, members: torch.Tensor
@@ -375,8 +375,18 @@ class LatreCandidates:
             covers = self.has_tag(obj, members[ant, i]) > 0
             ant, obj = ant[covers], obj[covers]
         support_x = torch.bincount(ant, minlength=a).float()
-        covering = sorted_csr(ant, obj, torch.ones(len(ant), device=dev), (a, self.n_train))
-        ant, c, support = triplets(torch.sparse.mm(covering, self.incidence))
+        crow = self.incidence.crow_indices()
+        gathered = int((crow[obj + 1] - crow[obj]).sum())
+        if gathered * 8 < self.incidence.values().numel():  # few rows: gather and sum them
+            which, position = gather_rows(crow, obj)
+            key, support = sum_by_key(ant[which] * self.terms.n_terms
+                                      + self.incidence.col_indices()[position],
+                                      torch.ones(len(which), device=dev))
+            ant, c = key // self.terms.n_terms, key % self.terms.n_terms
+        else:  # many rows: a sparse product accumulates faster than sorting the entries
+            covering = sorted_csr(ant, obj, torch.ones(len(ant), device=dev),
+                                  (a, self.n_train))
+            ant, c, support = triplets(torch.sparse.mm(covering, self.incidence))
         theta = support / support_x[ant]
         # consequents inside X are input tags, never candidates: no need to drop them here
         if self.min_support > 1 or self.min_confidence > 0:

@@ -56,30 +56,88 @@ def triplets(matrix: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Te
 
 
 class Lookup:
-    """Batched random access to a sparse matrix: ``values at (rows, cols)``, 0 where absent.
+    """Batched random access to sparse entries by key ``row * n_cols + col``; 0 where absent.
+
+    Args:
+        keys: ``[nnz]`` sorted unique keys.
+        values: ``[nnz]`` or ``[nnz, k]`` values of the keys.
+        n_cols: the number of columns that defines the keys.
 
     Example:
         >>> m = csr(torch.tensor([0, 1]), torch.tensor([2, 0]), torch.tensor([5.0, 7.0]), (2, 3))
-        >>> Lookup(m)(torch.tensor([0, 1, 1]), torch.tensor([2, 0, 2])).tolist()
+        >>> Lookup.from_csr(m)(torch.tensor([0, 1, 1]), torch.tensor([2, 0, 2])).tolist()
         [5.0, 7.0, 0.0]
     """
 
-    def __init__(self, matrix: torch.Tensor) -> None:
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor, n_cols: int) -> None:
+        self.keys, self.values, self.n_cols = keys, values, n_cols
+
+    @classmethod
+    def from_csr(cls, matrix: torch.Tensor) -> Lookup:
+        """Indexes a CSR matrix's stored entries."""
         rows, cols, values = triplets(matrix)
-        self.n_cols = matrix.shape[1]
-        keys = rows * self.n_cols + cols
-        self.keys, order = torch.sort(keys)
-        self.values = values[order]
+        keys = rows * matrix.shape[1] + cols
+        keys, order = torch.sort(keys)
+        return cls(keys, values[order], matrix.shape[1])
+
+    @classmethod
+    def from_ragged(cls, ragged: Ragged, n_cols: int, device: torch.device,
+                    values: torch.Tensor | None = None) -> Lookup:
+        """Indexes the entries ``(row, value)`` of a ragged array (repeats are summed)."""
+        rows = torch.as_tensor(ragged.row_ids, device=device)
+        cols = torch.as_tensor(ragged.values, dtype=torch.long, device=device)
+        if values is None:
+            values = torch.ones(len(cols), device=device)
+        keys, sums = sum_by_key(rows * n_cols + cols, values)
+        return cls(keys, sums, n_cols)
 
     def __call__(self, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
         """Values at the given positions (``[n]`` each)."""
+        shape = (len(rows), *self.values.shape[1:])
         if len(self.keys) == 0:
-            return torch.zeros(len(rows), dtype=self.values.dtype, device=rows.device)
+            return torch.zeros(shape, dtype=self.values.dtype, device=rows.device)
         keys = rows * self.n_cols + cols
         at = torch.searchsorted(self.keys, keys).clamp_(max=len(self.keys) - 1)
         found = self.keys[at] == keys
-        return torch.where(found, self.values[at], torch.zeros((), dtype=self.values.dtype,
-                                                                device=rows.device))
+        out = self.values[at]
+        return out * found.reshape(-1, *[1] * (out.dim() - 1)).to(out.dtype)
+
+
+def sum_by_key(keys: torch.Tensor,
+               values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sums ``values`` (``[E]`` or ``[E, k]``) of equal keys: ``(sorted unique keys, sums)``.
+
+    Example:
+        >>> sum_by_key(torch.tensor([7, 3, 7]), torch.tensor([1.0, 2.0, 4.0]))
+        (tensor([3, 7]), tensor([2., 5.]))
+    """
+    unique, inverse = torch.unique(keys, return_inverse=True)
+    sums = torch.zeros((len(unique), *values.shape[1:]), dtype=values.dtype,
+                       device=values.device)
+    return unique, sums.index_add_(0, inverse, values)
+
+
+def gather_rows(crow: torch.Tensor, picked: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Entries of the picked rows of a CSR structure, without a sparse product.
+
+    Args:
+        crow: ``[n_rows + 1]`` row pointers.
+        picked: ``[p]`` row indices (repeats allowed).
+
+    Returns:
+        ``(which, position)``: for every gathered entry, the index into ``picked`` it came
+        from and its position in the matrix's column/value arrays.
+
+    Example:
+        >>> gather_rows(torch.tensor([0, 2, 2, 5]), torch.tensor([2, 0]))
+        (tensor([0, 0, 0, 1, 1]), tensor([2, 3, 4, 0, 1]))
+    """
+    start = crow[picked]
+    length = crow[picked + 1] - start
+    which = torch.repeat_interleave(torch.arange(len(picked), device=crow.device), length)
+    offset = torch.cumsum(length, 0) - length
+    position = torch.arange(len(which), device=crow.device) - offset[which] + start[which]
+    return which, position
 
 
 def segment_rank(rows: torch.Tensor, primary: torch.Tensor, secondary: torch.Tensor,
