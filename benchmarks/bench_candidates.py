@@ -1,0 +1,499 @@
+"""Benchmark of LATRE candidate generation and the 13 features: batched against the reference.
+
+Measures, side by side in one run, the batched generator
+(:class:`tagtorch.candidates.features.LatreCandidates`) and the plain per-object reference
+(:class:`tagtorch.candidates.reference.ReferenceFeatures`) on fold 0 of the D/V/T protocol, for
+HetRec Last.fm (from ``$TAGTORCH_DATA_DIR``) and a synthetic folksonomy (``--objects``, default
+150,000, the size of the paper's Last.fm sample). For each dataset it prints:
+
+1. dataset sizes;
+2. batched throughput (objects/s of ``generator(test)``: rules + features), with
+   ``max_rule_candidates=None`` (the reference's exact output) and with the default cap of 200;
+3. reference throughput (objects/s of ``ReferenceFeatures.candidates``) on a random sample of
+   test objects, its one-off precomputation timed apart;
+4. the ratio batched / reference (target >= 50x, on the uncapped configuration);
+5. single-object latency: generator on a one-object query + ``LatreWTS(alpha=0.95).score`` +
+   ``torch.sort`` (target: median <= 5 ms at 150,000 objects), split by stage with the
+   generator's ``stage_seconds``; repeated with ``torch.set_num_threads(1)`` as a diagnostic;
+6. peak memory and the chunk size.
+
+Each dataset runs in its own subprocess, so that its peak memory (``ru_maxrss``) is its own.
+A compact table with the targets closes the run. To keep the run near 10 minutes on 2 cores, the
+batched throughput of a large dataset is measured on a random sample of T objects
+(``--batched-objects``) and the reference's per-object calls stop at a time budget
+(``--reference-seconds``); the output says when either applies. Environment variables such as
+``OMP_WAIT_POLICY`` or ``OMP_NUM_THREADS`` reach the per-dataset processes unchanged.
+
+Usage::
+
+    TAGTORCH_DATA_DIR=/path/to/data python benchmarks/bench_candidates.py
+    python benchmarks/bench_candidates.py --skip-lastfm --objects 20000
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+RATIO_TARGET = 50.0
+LATENCY_TARGET_MS = 5.0
+LATENCY_TARGET_OBJECTS = 150_000
+
+
+# ------------------------------------------------------------------------------ helpers
+def scaled_config(n_objects: int) -> dict[str, int]:
+    """Vocabulary and user counts that grow with the objects (as ``synthetic_scale.py``)."""
+    return {
+        "n_objects": n_objects,
+        "n_users": max(600, n_objects // 5),
+        "n_tags": max(1500, n_objects // 20),
+        "n_topics": max(30, n_objects // 10_000),
+        "n_categories": 10,
+    }
+
+
+def peak_mb() -> float:
+    """Peak resident memory of this process so far (``ru_maxrss``, KiB on Linux), in MB."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def current_mb() -> float:
+    """Resident memory now, in MB (Linux ``/proc``; the peak where unavailable)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError):
+        return peak_mb()
+
+
+def say(text: str = "") -> None:
+    print(text, flush=True)
+
+
+def memory_note() -> str:
+    return f"[rss now {current_mb():,.0f} MB, peak {peak_mb():,.0f} MB]"
+
+
+class BudgetError(Exception):
+    """The reference's time budget ran out."""
+
+
+def _alarm(signum, frame):
+    raise BudgetError
+
+
+def subset(queries, rows: np.ndarray):
+    """The queries at ``rows``."""
+    from tagtorch.data.splits import TagQueries
+
+    return TagQueries(queries.objects[rows], queries.input_tags.take(rows),
+                      queries.gold_tags.take(rows))
+
+
+def texts_of(terms, obj: int) -> dict[str, list[int]]:
+    return {name: terms.fields[name][obj].tolist() for name in terms.fields}
+
+
+# --------------------------------------------------------------------------- measurements
+def load(name: str, args: argparse.Namespace):
+    """The normalized folksonomy of one dataset and the seconds it took."""
+    from tagtorch.data.text import TextProcessor
+
+    start = time.perf_counter()
+    if name == "lastfm":
+        from tagtorch.data.loaders.hetrec import load_lastfm
+
+        raw = load_lastfm(os.environ["TAGTORCH_DATA_DIR"], download=False)
+    else:
+        from tagtorch.data.synthetic import generate_folksonomy
+
+        raw = generate_folksonomy(**scaled_config(args.objects), seed=args.seed)
+    folksonomy = TextProcessor().apply(raw)
+    return folksonomy, time.perf_counter() - start
+
+
+def time_batched(generator, queries, device_type: str) -> dict[str, float]:
+    """Throughput of ``generator(queries)`` and its stage times."""
+    import torch
+
+    generator.stage_seconds.clear()
+    if device_type == "cuda":
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    cs = generator(queries)
+    seconds = time.perf_counter() - start
+    stages = dict(generator.stage_seconds)
+    n_candidates = int(cs.mask.sum())
+    return {
+        "objects": len(queries),
+        "seconds": seconds,
+        "per_s": len(queries) / seconds,
+        "rules_s": stages.get("rules", 0.0),
+        "features_s": stages.get("features", 0.0),
+        "other_s": seconds - stages.get("rules", 0.0) - stages.get("features", 0.0),
+        "candidates_per_object": n_candidates / max(1, len(queries)),
+    }
+
+
+def time_latency(generator, queries, rows: np.ndarray) -> dict[str, float]:
+    """Per-object latency of generator + LatreWTS scoring + sort, with its stage split."""
+    import torch
+
+    from tagtorch.rankers.latre import LatreWTS
+
+    ranker = LatreWTS(alpha=0.95)
+    total, rules, features = [], [], []
+    for row in rows:
+        one = subset(queries, np.array([row]))
+        generator.stage_seconds.clear()
+        start = time.perf_counter()
+        cs = generator(one)
+        scores = ranker.score(cs)
+        torch.sort(scores, dim=-1, descending=True)
+        total.append(time.perf_counter() - start)
+        rules.append(generator.stage_seconds.get("rules", 0.0))
+        features.append(generator.stage_seconds.get("features", 0.0))
+    t, r, f = (np.asarray(v) * 1000 for v in (total, rules, features))
+    other = t - r - f
+    lengths = queries.input_tags.lengths[rows]
+    worst = int(np.argmax(t))
+    return {
+        "n": len(rows),
+        "median_ms": float(np.median(t)), "p90_ms": float(np.percentile(t, 90)),
+        "p99_ms": float(np.percentile(t, 99)), "max_ms": float(t.max()),
+        "max_input_tags": int(lengths[worst]),
+        "mean_ms": float(t.mean()),
+        "rules_median_ms": float(np.median(r)), "features_median_ms": float(np.median(f)),
+        "other_median_ms": float(np.median(other)),
+        "rules_share": float(r.sum() / t.sum()), "features_share": float(f.sum() / t.sum()),
+        "other_share": float(other.sum() / t.sum()),
+        "median_input_tags": float(np.median(lengths)),
+    }
+
+
+def run_reference(reference, terms, queries, rows: np.ndarray, budget_s: float):
+    """Times ``reference.candidates`` per object in ``rows`` order until the budget runs out.
+
+    The object in flight when the budget runs out is aborted (SIGALRM) and left out.
+    """
+    done, seconds, outputs = [], [], []
+    previous = signal.signal(signal.SIGALRM, _alarm)
+    spent = 0.0
+    aborted = None
+    try:
+        for row in rows:
+            remaining = budget_s - spent
+            if remaining <= 0:
+                break
+            inputs = set(queries.input_tags[row].tolist())
+            texts = texts_of(terms, int(queries.objects[row]))
+            signal.setitimer(signal.ITIMER_REAL, remaining)
+            start = time.perf_counter()
+            try:
+                out = reference.candidates(inputs, texts)
+            except BudgetError:
+                aborted = (int(row), len(inputs), time.perf_counter() - start)
+                break
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+            elapsed = time.perf_counter() - start
+            spent += elapsed
+            done.append(int(row))
+            seconds.append(elapsed)
+            outputs.append(out)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    return np.asarray(done, dtype=np.int64), np.asarray(seconds), outputs, aborted
+
+
+def check_equal(cs, outputs) -> tuple[int, float]:
+    """Objects whose candidate sets match the reference, and the largest feature difference."""
+    import torch
+
+    from tagtorch.candidates.features import FEATURE_NAMES
+
+    same, worst = 0, 0.0
+    for row, expected in enumerate(outputs):
+        mask = cs.mask[row]
+        tags = cs.tags[row][mask].tolist()
+        if sorted(tags) != sorted(expected):
+            continue
+        same += 1
+        if tags:
+            want = torch.tensor([[expected[c][n] for n in FEATURE_NAMES] for c in tags])
+            diff = (cs.features[row][mask] - want.float()).abs()
+            scale = want.float().abs().clamp(min=1.0)
+            worst = max(worst, float((diff / scale).max()))
+    return same, worst
+
+
+def bench_dataset(name: str, args: argparse.Namespace) -> dict[str, object]:
+    """All measurements of one dataset; prints its section and returns the figures."""
+    import torch
+
+    from tagtorch.candidates.features import LatreCandidates
+    from tagtorch.candidates.reference import ReferenceFeatures
+    from tagtorch.data.splits import tag_recommendation_folds
+    from tagtorch.data.terms import TermIndex
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    rng = np.random.default_rng(args.seed)
+    result: dict[str, object] = {"dataset": name}
+    title = ("HetRec Last.fm 2k" if name == "lastfm"
+             else f"synthetic, {args.objects:,} objects (seed {args.seed})")
+    say(f"\n=== {title} " + "=" * max(0, 80 - len(title)))
+
+    # 1. data ---------------------------------------------------------------------------
+    folksonomy, load_s = load(name, args)
+    start = time.perf_counter()
+    terms = TermIndex.from_folksonomy(folksonomy)
+    fold = tag_recommendation_folds(folksonomy, seed=args.seed)[0]
+    prep_s = time.perf_counter() - start
+    test = fold.test
+    lengths = test.input_tags.lengths
+    n_objects = len(fold.train_objects) + len(fold.val) + len(test)
+    batched_rows = np.arange(len(test))
+    if args.batched_objects and args.batched_objects < len(test):
+        batched_rows = np.sort(rng.choice(len(test), args.batched_objects, replace=False))
+    batched_queries = subset(test, batched_rows)
+    result.update(objects=folksonomy.n_objects, d_objects=len(fold.train_objects),
+                  test_objects=len(test), batched_measured=len(batched_rows))
+    say(f"load + text processing {load_s:.1f} s, terms + folds {prep_s:.1f} s  {memory_note()}")
+    say(f"objects {folksonomy.n_objects:,} ({n_objects:,} with >= 2 tags in the 5 folds), "
+        f"tags {folksonomy.n_tags:,}, terms {terms.n_terms:,}, assignments "
+        f"{folksonomy.n_assignments:,}")
+    say(f"fold 0: D {len(fold.train_objects):,} objects, T {len(test):,} objects; input tags "
+        f"per T object: mean {lengths.mean():.1f}, median {np.median(lengths):.0f}, "
+        f"p99 {np.percentile(lengths, 99):.0f}, max {lengths.max()}")
+    if len(batched_rows) < len(test):
+        say(f"batched throughput measured on a random sample of {len(batched_rows):,} of the "
+            f"{len(test):,} T objects (--batched-objects; 0 = all)")
+    else:
+        say(f"batched throughput measured on all {len(test):,} T objects")
+
+    # 2. batched throughput ---------------------------------------------------------------
+    torch.manual_seed(args.seed)
+    generator = LatreCandidates(device=args.device)
+    start = time.perf_counter()
+    generator.fit(fold.train_objects, fold.train_tags, terms)
+    fit_s = time.perf_counter() - start
+    uncapped = copy.copy(generator)  # fit() does not depend on max_rule_candidates
+    uncapped.max_rule_candidates = None
+    uncapped.stage_seconds = type(generator.stage_seconds)(float)
+    say(f"\n[batched] LatreCandidates on {generator.device}, chunk_size {generator.chunk_size}, "
+        f"max_work {generator.max_work:,}, torch threads {torch.get_num_threads()}; "
+        f"fit {fit_s:.1f} s  {memory_note()}")
+    warm = subset(test, np.arange(min(8, len(test))))
+    batched = {}
+    for label, gen in (("uncapped", uncapped), ("default", generator)):
+        gen(warm)  # warm-up
+        figures = time_batched(gen, batched_queries, generator.device.type)
+        batched[label] = figures
+        cap = "None (= reference output)" if label == "uncapped" else "200 (default)"
+        say(f"  max_rule_candidates={cap:<26} {figures['per_s']:>9,.1f} objects/s "
+            f"({figures['objects']:,} objects in {figures['seconds']:.1f} s; rules "
+            f"{figures['rules_s']:.1f} s, features {figures['features_s']:.1f} s, other "
+            f"{figures['other_s']:.1f} s; {figures['candidates_per_object']:,.0f} candidates "
+            f"per object)  {memory_note()}")
+    result["batched"] = batched
+
+    # 5. latency (before the reference, whose dicts take memory) -------------------------
+    latency_rows = rng.choice(len(test), min(args.latency_objects, len(test)), replace=False)
+    threads = torch.get_num_threads()
+    generator(warm)
+    latency = {"default": time_latency(generator, test, latency_rows)}
+    if threads > 1:  # diagnostic: the same objects with one thread (no OpenMP hand-offs)
+        torch.set_num_threads(1)
+        generator(warm)
+        latency["one_thread"] = time_latency(generator, test, latency_rows)
+        torch.set_num_threads(threads)
+    for label, lat in latency.items():
+        head = (f"{threads} threads (torch default), main figure" if label == "default"
+                else "1 thread (torch.set_num_threads(1)), diagnostic only")
+        say(f"\n[latency] {head}: default generator on one object + LatreWTS(0.95).score + "
+            f"torch.sort, {lat['n']} random T objects (median {lat['median_input_tags']:.0f} "
+            f"input tags):")
+        say(f"  median {lat['median_ms']:.2f} ms, p90 {lat['p90_ms']:.2f} ms, "
+            f"p99 {lat['p99_ms']:.1f} ms, max {lat['max_ms']:.1f} ms "
+            f"({lat['max_input_tags']} input tags), mean {lat['mean_ms']:.2f} ms")
+        say(f"  median per stage: rules {lat['rules_median_ms']:.2f} ms, features "
+            f"{lat['features_median_ms']:.2f} ms, other (padding, scoring, sort) "
+            f"{lat['other_median_ms']:.2f} ms; share of the total time: rules "
+            f"{lat['rules_share']:.0%}, features {lat['features_share']:.0%}, other "
+            f"{lat['other_share']:.0%}  {memory_note()}")
+    result["latency"] = latency
+
+    # 3. reference ------------------------------------------------------------------------
+    say(f"\n[reference] ReferenceFeatures (plain Python, CPU), budget {args.reference_seconds:.0f}"
+        f" s for the per-object calls")
+    start = time.perf_counter()
+    train_tags = [set(t.tolist()) for t in fold.train_tags]
+    train_texts = [texts_of(terms, int(o)) for o in fold.train_objects]
+    convert_s = time.perf_counter() - start
+    start = time.perf_counter()
+    reference = ReferenceFeatures(train_tags, train_texts)
+    precompute_s = time.perf_counter() - start
+    del train_tags, train_texts
+    say(f"  one-off precomputation (excluded from the throughput): {precompute_s:.1f} s "
+        f"(+ {convert_s:.1f} s converting D to lists)  {memory_note()}")
+    sample = rng.choice(len(test), min(args.reference_objects, len(test)), replace=False)
+    done, seconds, outputs, aborted = run_reference(reference, terms, test, sample,
+                                                    args.reference_seconds)
+    del reference
+    ref = {"sampled": len(sample), "measured": len(done), "seconds": float(seconds.sum()),
+           "precompute_s": precompute_s, "aborted": aborted}
+    if len(done) == 0:
+        say("  no object finished within the budget: no reference throughput")
+        ref["per_s"] = float("nan")
+    else:
+        ref["per_s"] = len(done) / float(seconds.sum())
+        ref_lengths = test.input_tags.lengths[done]
+        say(f"  {ref['per_s']:,.2f} objects/s per-object throughput, excluding the one-off "
+            f"precomputation ({len(done)} objects in {seconds.sum():.1f} s; per object median "
+            f"{np.median(seconds) * 1000:.1f} ms, max {seconds.max() * 1000:,.0f} ms with "
+            f"{ref_lengths[np.argmax(seconds)]} input tags)")
+    if len(done) < len(sample):
+        note = (f"  REDUCED SAMPLE: {len(done)} of the {len(sample)} sampled objects were "
+                f"measured (budget --reference-seconds {args.reference_seconds:.0f} s reached)")
+        if aborted is not None:
+            note += (f"; the object in flight ({aborted[1]} input tags, aborted after "
+                     f"{aborted[2]:.1f} s) is left out, so the reference throughput is "
+                     f"if anything optimistic and the ratio conservative")
+        say(note)
+
+    # same objects, batched (uncapped): like-for-like timing and an equality check
+    if len(done):
+        same_queries = subset(test, done)
+        uncapped(warm)
+        same = time_batched(uncapped, same_queries, generator.device.type)
+        cs = uncapped(same_queries)
+        n_same, worst = check_equal(cs, outputs)
+        ref.update(same_objects_batched_per_s=same["per_s"], identical=n_same,
+                   max_rel_diff=worst)
+        say(f"  cross-check on the same {len(done)} objects: batched (uncapped) "
+            f"{same['per_s']:,.1f} objects/s -> {same['per_s'] / ref['per_s']:,.0f}x; "
+            f"identical candidate sets {n_same}/{len(done)}, largest feature difference "
+            f"{worst:.1e} (relative)")
+    result["reference"] = ref
+
+    # 4. ratios ---------------------------------------------------------------------------
+    ratio = batched["uncapped"]["per_s"] / ref["per_s"]
+    ratio_default = batched["default"]["per_s"] / ref["per_s"]
+    result.update(ratio=ratio, ratio_default=ratio_default)
+    say("\n[ratio] batched / reference (objects/s, reference without its precomputation):")
+    say(f"  uncapped (identical output, main figure): {ratio:,.0f}x (target >= "
+        f"{RATIO_TARGET:.0f}x)")
+    say(f"  default (max_rule_candidates=200):        {ratio_default:,.0f}x")
+
+    # 6. memory ---------------------------------------------------------------------------
+    result.update(peak_mb=peak_mb(), chunk_size=generator.chunk_size)
+    say(f"\n[memory] peak RSS of this dataset's process {peak_mb():,.0f} MB (ru_maxrss), "
+        f"rss now {current_mb():,.0f} MB; chunk_size {generator.chunk_size} objects")
+    return result
+
+
+# ------------------------------------------------------------------------------------- main
+def final_table(results: list[dict[str, object]]) -> None:
+    say("\n=== summary " + "=" * 76)
+    header = (f"{'dataset':<18} {'objects':>9} {'T meas.':>8} {'batched/s':>10} {'ref/s':>8} "
+              f"{'ratio':>7} {'ratio@200':>9} {'lat p50':>8} {'lat p90':>8} {'p50 1thr':>8} "
+              f"{'peak MB':>8} {'ratio>=50x':>10} {'p50<=5ms':>9}")
+    say(header)
+    for r in results:
+        lat = r["latency"]["default"]
+        one = r["latency"].get("one_thread")
+        one = f"{one['median_ms']:.2f}ms" if one else "-"
+        ok_ratio = "PASS" if r["ratio"] >= RATIO_TARGET else "MISS"
+        ok_lat = "PASS" if lat["median_ms"] <= LATENCY_TARGET_MS else "MISS"
+        if r["dataset"] == "lastfm":
+            ok_lat += "*"
+        say(f"{r['dataset']:<18} {r['objects']:>9,} {r['batched_measured']:>8,} "
+            f"{r['batched']['uncapped']['per_s']:>10,.1f} {r['reference']['per_s']:>8,.2f} "
+            f"{r['ratio']:>6,.0f}x {r['ratio_default']:>8,.0f}x {lat['median_ms']:>6.2f}ms "
+            f"{lat['p90_ms']:>6.2f}ms {one:>8} {r['peak_mb']:>8,.0f} {ok_ratio:>10} {ok_lat:>9}")
+    say("batched/s and ratio: max_rule_candidates=None (the reference's exact output); ratio@200:"
+        " the default cap.")
+    say("ref/s: per-object throughput without the reference's one-off precomputation; latency: "
+        "default generator,")
+    say("rules + features + scoring + sort of one object; p50 1thr: the same with "
+        "torch.set_num_threads(1) (diagnostic).")
+    say(f"Targets: ratio >= "
+        f"{RATIO_TARGET:.0f}x; median latency <= {LATENCY_TARGET_MS:.0f} ms at "
+        f"{LATENCY_TARGET_OBJECTS:,} objects (* Last.fm: shown for information).")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--objects", type=int, default=150_000,
+                        help="synthetic folksonomy size (default: the paper's Last.fm sample)")
+    parser.add_argument("--reference-objects", type=int, default=200,
+                        help="random T objects sampled for the reference")
+    parser.add_argument("--reference-seconds", type=float, default=120.0,
+                        help="time budget of the reference's per-object calls, per dataset; "
+                             "the sample is cut short when it runs out")
+    parser.add_argument("--batched-objects", type=int, default=4096,
+                        help="random T objects for the batched throughput (0: all)")
+    parser.add_argument("--latency-objects", type=int, default=300)
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"])
+    parser.add_argument("--threads", type=int, default=0,
+                        help="torch.set_num_threads for the measurements (0: torch's default)")
+    parser.add_argument("--skip-lastfm", action="store_true")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--one", choices=["lastfm", "synthetic"], help=argparse.SUPPRESS)
+    parser.add_argument("--result-file", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+
+    if args.one is not None:  # child: one dataset
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
+        result = bench_dataset(args.one, args)
+        Path(args.result_file).write_text(json.dumps(result))
+        return
+
+    if args.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            parser.error("--device cuda: no CUDA device available")
+    datasets = []
+    if args.skip_lastfm:
+        say("Last.fm skipped (--skip-lastfm)")
+    elif not os.environ.get("TAGTORCH_DATA_DIR"):
+        say("Last.fm skipped: TAGTORCH_DATA_DIR is not set")
+    else:
+        datasets.append("lastfm")
+    datasets.append("synthetic")
+
+    start = time.perf_counter()
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in datasets:
+            path = Path(tmp) / f"{name}.json"
+            forward = [a for a in sys.argv[1:] if a != "--skip-lastfm"]
+            command = [sys.executable, __file__, *forward, "--one", name,
+                       "--result-file", str(path)]
+            child = subprocess.run(command, check=False)
+            if child.returncode != 0:
+                say(f"{name}: the benchmark process failed (exit status {child.returncode}; "
+                    f"-9 is usually the out-of-memory killer)")
+                continue
+            results.append(json.loads(path.read_text()))
+    if results:
+        final_table(results)
+    say(f"total time {time.perf_counter() - start:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
