@@ -77,6 +77,25 @@ def current_mb() -> float:
         return peak_mb()
 
 
+def cpu_ticks() -> tuple[int, int]:
+    """``(all, steal)`` CPU ticks of the machine so far (Linux ``/proc/stat``; zeros elsewhere).
+
+    Steal time is time the hypervisor gave this machine's virtual CPUs to others: a share of a
+    few percent or more makes the timings (latency above all) noisy.
+    """
+    try:
+        with open("/proc/stat") as f:
+            ticks = [int(v) for v in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return 0, 0
+    return sum(ticks[:8]), ticks[7] if len(ticks) > 7 else 0
+
+
+def steal_note(since: tuple[int, int]) -> str:
+    total, steal = (now - then for now, then in zip(cpu_ticks(), since, strict=True))
+    return f"[cpu steal {steal / total:.0%}]" if total > 0 else ""
+
+
 def say(text: str = "") -> None:
     print(text, flush=True)
 
@@ -300,6 +319,7 @@ def bench_dataset(name: str, args: argparse.Namespace) -> dict[str, object]:
     batched = {}
     for label, gen in (("uncapped", uncapped), ("default", generator)):
         gen(warm)  # warm-up
+        ticks = cpu_ticks()
         figures = time_batched(gen, batched_queries, generator.device.type)
         batched[label] = figures
         cap = "None (= reference output)" if label == "uncapped" else "200 (default)"
@@ -307,18 +327,22 @@ def bench_dataset(name: str, args: argparse.Namespace) -> dict[str, object]:
             f"({figures['objects']:,} objects in {figures['seconds']:.1f} s; rules "
             f"{figures['rules_s']:.1f} s, features {figures['features_s']:.1f} s, other "
             f"{figures['other_s']:.1f} s; {figures['candidates_per_object']:,.0f} candidates "
-            f"per object)  {memory_note()}")
+            f"per object)  {memory_note()} {steal_note(ticks)}")
     result["batched"] = batched
 
     # 5. latency (before the reference, whose dicts take memory) -------------------------
     latency_rows = rng.choice(len(test), min(args.latency_objects, len(test)), replace=False)
     threads = torch.get_num_threads()
     generator(warm)
+    ticks = cpu_ticks()
     latency = {"default": time_latency(generator, test, latency_rows)}
+    steal = {"default": steal_note(ticks)}
     if threads > 1:  # diagnostic: the same objects with one thread (no OpenMP hand-offs)
         torch.set_num_threads(1)
         generator(warm)
+        ticks = cpu_ticks()
         latency["one_thread"] = time_latency(generator, test, latency_rows)
+        steal["one_thread"] = steal_note(ticks)
         torch.set_num_threads(threads)
     for label, lat in latency.items():
         head = (f"{threads} threads (torch default), main figure" if label == "default"
@@ -333,7 +357,7 @@ def bench_dataset(name: str, args: argparse.Namespace) -> dict[str, object]:
             f"{lat['features_median_ms']:.2f} ms, other (padding, scoring, sort) "
             f"{lat['other_median_ms']:.2f} ms; share of the total time: rules "
             f"{lat['rules_share']:.0%}, features {lat['features_share']:.0%}, other "
-            f"{lat['other_share']:.0%}  {memory_note()}")
+            f"{lat['other_share']:.0%}  {memory_note()} {steal[label]}")
     result["latency"] = latency
 
     # 3. reference ------------------------------------------------------------------------
@@ -373,6 +397,12 @@ def bench_dataset(name: str, args: argparse.Namespace) -> dict[str, object]:
                      f"{aborted[2]:.1f} s) is left out, so the reference throughput is "
                      f"if anything optimistic and the ratio conservative")
         say(note)
+        if aborted is not None:
+            bound = (len(done) + 1) / (float(seconds.sum()) + aborted[2])
+            ref["per_s_with_aborted_bound"] = bound
+            say(f"  counting the aborted object at the {aborted[2]:.1f} s it had run: <= "
+                f"{bound:,.2f} objects/s, i.e. ratio (uncapped) >= "
+                f"{batched['uncapped']['per_s'] / bound:,.0f}x")
 
     # same objects, batched (uncapped): like-for-like timing and an equality check
     if len(done):

@@ -71,6 +71,7 @@ from tagtorch.candidates.sparse import (
     ragged_csr,
     segment_rank,
     sorted_csr,
+    spmm,
     sum_by_key,
     triplets,
 )
@@ -182,10 +183,11 @@ class LatreCandidates:
         f_tag = torch.bincount(cols, minlength=n).float()
         self.tag_frequency = f_tag
         self.has_tag = Lookup.from_csr(self.incidence)
-        pairs = torch.sparse.mm(self.incidence_t, self.incidence)  # supp({x, c})
-        self.pair_support = Lookup.from_csr(pairs)
+        x, c, support = spmm(self.incidence_t, self.incidence)  # supp({x, c})
+        order = torch.argsort(x * n + c)
+        x, c, support = x[order], c[order], support[order]
+        self.pair_support = Lookup(x * n + c, support, n)
 
-        x, c, support = triplets(pairs)
         theta = support.double() / f_tag[x].double()  # float64: entropy sums thousands of terms
         keep = ((x != c) & (support >= self.min_support) & (theta >= self.min_confidence))
         x, c, theta = x[keep], c[keep], theta[keep]
@@ -346,12 +348,18 @@ class LatreCandidates:
             return Lookup(one_tag.keys, one_tag.values[:, 0], n)
         # Σ over antecedents X of each object: M [objects, antecedents] @ Θ_X [antecedents, n]
         owner_all = torch.cat(owners)
-        pick = sorted_csr(*torch.sort(owner_all, stable=True),
-                          torch.ones(n_antecedents, device=dev), (len(input_tags), n_antecedents))
-        theta_x = sorted_csr(torch.cat([r[0] for r in rules]), torch.cat([r[1] for r in rules]),
-                             torch.cat([r[2] for r in rules]), (n_antecedents, n))
-        rows, cols, values = triplets(torch.sparse.mm(pick, theta_x))
-        return Lookup(*sum_by_key(torch.cat([one_tag.keys, rows * n + cols]),
+        ant = torch.cat([r[0] for r in rules])
+        c = torch.cat([r[1] for r in rules])
+        theta = torch.cat([r[2] for r in rules])
+        if len(ant) <= self.max_work:  # few rules: sum them by key directly
+            keys, values = owner_all[ant] * n + c, theta
+        else:  # many: a sparse product accumulates faster than sorting them
+            pick = sorted_csr(*torch.sort(owner_all, stable=True),
+                              torch.ones(n_antecedents, device=dev),
+                              (len(input_tags), n_antecedents))
+            rows, cols, values = spmm(pick, sorted_csr(ant, c, theta, (n_antecedents, n)))
+            keys = rows * n + cols
+        return Lookup(*sum_by_key(torch.cat([one_tag.keys, keys]),
                                   torch.cat([one_tag.values[:, 0], values])), n)
 
     def _antecedent_rules(
@@ -386,7 +394,7 @@ class LatreCandidates:
         else:  # many rows: a sparse product accumulates faster than sorting the entries
             covering = sorted_csr(ant, obj, torch.ones(len(ant), device=dev),
                                   (a, self.n_train))
-            ant, c, support = triplets(torch.sparse.mm(covering, self.incidence))
+            ant, c, support = spmm(covering, self.incidence)
         theta = support / support_x[ant]
         # consequents inside X are input tags, never candidates: no need to drop them here
         if self.min_support > 1 or self.min_confidence > 0:
