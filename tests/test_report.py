@@ -3,7 +3,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from tagtorch.evaluation.report import markdown_report, significance, summarize
+from tagtorch.evaluation.report import holm, markdown_report, significance, summarize
 
 
 def make_results():
@@ -31,15 +31,23 @@ def test_summary_is_the_t_interval_over_folds():
 
 def test_significance_pairs_objects_across_folds():
     _, per_object = make_results()
-    table = significance(per_object, baseline="base")
+    table = significance(per_object)
     base = per_object.query("method == 'base'").sort_values(["fold", "object"])["value"]
     better = per_object.query("method == 'better'").sort_values(["fold", "object"])["value"]
-    expected = stats.ttest_rel(better.to_numpy(), base.to_numpy())
+    expected = stats.ttest_rel(base.to_numpy(), better.to_numpy())
     row = table.iloc[0]
-    assert row["method"] == "better" and row["n"] == 150
+    assert (row["method_a"], row["method_b"], row["n"]) == ("base", "better", 150)
     assert row["statistic"] == pytest.approx(expected.statistic)
     assert row["p_value"] == pytest.approx(expected.pvalue)
-    assert row["mean_difference"] == pytest.approx((better.to_numpy() - base.to_numpy()).mean())
+    assert row["p_holm"] == pytest.approx(expected.pvalue)  # one pair: nothing to correct
+    assert row["mean_difference"] == pytest.approx((base.to_numpy() - better.to_numpy()).mean())
+
+
+def test_holm_by_hand():
+    # sorted p: 0.01 (x3 = 0.03), 0.02 (x2 = 0.04), 0.04 (x1 = 0.04); monotone max
+    assert holm([0.04, 0.01, 0.02]).tolist() == pytest.approx([0.04, 0.03, 0.04])
+    # a large first p caps the rest: 0.3 x 3 = 0.9, then max(0.9, 0.4 x 2) = 0.9, 0.5
+    assert holm([0.3, 0.4, 0.5]).tolist() == pytest.approx([0.9, 0.9, 0.9])
 
 
 def test_markdown_report_has_both_tables():
@@ -47,6 +55,6 @@ def test_markdown_report_has_both_tables():
     text = markdown_report(results, per_object, title="T")
     assert text.startswith("# T")
     assert "| base |" in text and "| better |" in text
-    assert "Paired ttest against base" in text
+    assert "Paired ttest of every pair" in text
     single = markdown_report(results.query("method == 'base'"), per_object, title="T")
     assert "Paired" not in single

@@ -32,18 +32,27 @@ def fingerprint(folksonomy: Folksonomy) -> str:
     return digest.hexdigest()
 
 
+def code_version() -> str:
+    """A digest of the candidate-generation source files, so edited code never reads stale sets."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 class CandidateCache:
     """Stores candidate sets as ``.pt`` files named by a hash of everything they depend on.
 
     Args:
         folder: the cache folder (created on first write).
         key: what the candidates depend on besides the fold and split (data fingerprint,
-            split settings, feature configuration); any JSON-serializable mapping.
+            split settings, feature configuration); any JSON-serializable mapping. The
+            digest of the candidate-generation code is added to it.
     """
 
     def __init__(self, folder: str | Path, key: Mapping[str, Any]) -> None:
         self.folder = Path(folder)
-        self.key = json.dumps(key, sort_keys=True, default=str)
+        self.key = json.dumps({**key, "code": code_version()}, sort_keys=True, default=str)
 
     def path(self, fold: int, split: str) -> Path:
         """The file of one fold's split (``"val"`` or ``"test"``)."""

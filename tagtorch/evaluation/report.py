@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import numpy as np
 import pandas as pd
 
 from tagtorch.evaluation.stats import TestMethod, confidence_interval, paired_test
@@ -25,29 +28,50 @@ def summarize(results: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["method", "metric", "mean", "ci", "folds"])
 
 
-def significance(per_object: pd.DataFrame, baseline: str,
-                 method: TestMethod = "ttest") -> pd.DataFrame:
-    """Paired tests of every method against ``baseline`` on per-object values of each metric.
+def holm(p_values: Sequence[float]) -> np.ndarray:
+    """Holm-Bonferroni adjusted p-values (step-down, monotone, capped at 1).
+
+    Example:
+        >>> holm([0.01, 0.04, 0.03]).round(3).tolist()
+        [0.03, 0.06, 0.06]
+    """
+    p = np.asarray(p_values, dtype=float)
+    order = np.argsort(p, kind="stable")
+    scaled = p[order] * (len(p) - np.arange(len(p)))
+    adjusted = np.empty_like(p)
+    adjusted[order] = np.minimum(np.maximum.accumulate(scaled), 1.0)
+    return adjusted
+
+
+def significance(per_object: pd.DataFrame, method: TestMethod = "ttest") -> pd.DataFrame:
+    """Paired tests of every pair of methods on per-object values, Holm-corrected per metric.
 
     Args:
-        per_object: columns ``method, fold, object, metric, value``.
-        baseline: the method the others are compared with.
+        per_object: columns ``method, fold, object, metric, value``; pairs are formed in the
+            methods' first-seen order (``method_a`` before ``method_b``).
         method: ``"ttest"`` (paired t-test) or ``"wilcoxon"`` (signed-rank test).
 
     Returns:
-        Columns ``method, metric, mean_difference, statistic, p_value, n``.
+        Columns ``method_a, method_b, metric, mean_difference`` (a minus b), ``statistic,
+        p_value, p_holm, n``; ``p_holm`` adjusts over all pairs of one metric.
     """
     wide = per_object.pivot_table(index=["fold", "object", "metric"], columns="method",
                                   values="value", dropna=False)
+    methods = list(dict.fromkeys(per_object["method"]))
     rows = []
-    for other in [m for m in per_object["method"].unique() if m != baseline]:
-        for metric, group in wide.groupby(level="metric", sort=False):
-            test = paired_test(group[other].to_numpy(), group[baseline].to_numpy(), method=method)
-            rows.append({"method": other, "metric": metric,
-                         "mean_difference": test.mean_difference, "statistic": test.statistic,
-                         "p_value": test.p_value, "n": test.n})
-    return pd.DataFrame(rows, columns=["method", "metric", "mean_difference", "statistic",
-                                       "p_value", "n"])
+    for metric, group in wide.groupby(level="metric", sort=False):
+        first = len(rows)
+        for i, a in enumerate(methods):
+            for b in methods[i + 1:]:
+                test = paired_test(group[a].to_numpy(), group[b].to_numpy(), method=method)
+                rows.append({"method_a": a, "method_b": b, "metric": metric,
+                             "mean_difference": test.mean_difference,
+                             "statistic": test.statistic, "p_value": test.p_value, "n": test.n})
+        adjusted = holm([r["p_value"] for r in rows[first:]])
+        for row, p in zip(rows[first:], adjusted, strict=True):
+            row["p_holm"] = float(p)
+    return pd.DataFrame(rows, columns=["method_a", "method_b", "metric", "mean_difference",
+                                       "statistic", "p_value", "p_holm", "n"])
 
 
 def markdown_report(
@@ -60,8 +84,8 @@ def markdown_report(
     """A markdown report: tables of ``mean ± half-width`` per method and metric.
 
     Quality metrics and timings (:func:`is_timing_metric`) get one table each. With two or more
-    methods and per-object values, another table gives paired significance tests of every
-    method against the first one.
+    methods and per-object values, another table gives paired significance tests of every pair
+    of methods, Holm-corrected.
     """
     summary = summarize(results, confidence)
     is_timing = summary["metric"].map(is_timing_metric)
@@ -82,9 +106,11 @@ def markdown_report(
                   "", _summary_table(summary[is_timing])]
     methods = list(dict.fromkeys(results["method"]))
     if per_object is not None and len(methods) > 1:
-        tests = significance(per_object, baseline=methods[0], method=test)
-        tests = tests.assign(p_value=tests["p_value"].map(lambda p: f"{p:.2e}"))
-        lines += ["", f"## Paired {test} against {methods[0]} (per-object values, all folds)", "",
+        tests = significance(per_object, method=test)
+        tests = tests.assign(**{c: tests[c].map(lambda p: f"{p:.2e}")
+                                for c in ("p_value", "p_holm")})
+        lines += ["", f"## Paired {test} of every pair of methods (per-object values, all folds; "
+                  "p_holm: Holm-corrected over the pairs of each metric)", "",
                   _markdown_table(tests.round(4))]
     return "\n".join(lines) + "\n"
 

@@ -25,7 +25,10 @@ log = logging.getLogger(__name__)
 
 
 class TagRecommendationTask:
-    """Evaluates the configured ranker (``model``) on candidates (``features``) by the protocol.
+    """Evaluates the configured rankers (``model``: method name -> ranker config) by the protocol.
+
+    The first method is the baseline of the significance tests; candidates come from
+    ``features``.
 
     Args:
         protocol: the D/V/T evaluation protocol.
@@ -40,7 +43,7 @@ class TagRecommendationTask:
         result = self.protocol.evaluate(
             folksonomy,
             candidates=partial(instantiate, cfg.features),
-            rankers={cfg.model.name: partial(instantiate, cfg.model.ranker)},
+            rankers={str(name): partial(instantiate, node) for name, node in cfg.model.items()},
             output_dir=output_dir,
             loggers=loggers,
             candidate_config=cast(dict[str, Any],
