@@ -58,3 +58,32 @@ def test_markdown_report_has_both_tables():
     assert "Paired ttest of every pair" in text
     single = markdown_report(results.query("method == 'base'"), per_object, title="T")
     assert "Paired" not in single
+
+
+def test_comparison_plot_is_written(tmp_path):
+    from tagtorch.evaluation.plots import plot_comparison
+
+    results, _ = make_results()
+    path = plot_comparison(results, "ndcg@5", tmp_path / "ndcg.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(ValueError, match="no values"):
+        plot_comparison(results, "p@5", tmp_path / "p.png")
+
+
+def test_notebook_runs_on_a_report_folder(tmp_path, monkeypatch):
+    import json
+    from pathlib import Path
+
+    results, per_object = make_results()
+    results.to_csv(tmp_path / "results.csv", index=False)
+    per_object.to_csv(tmp_path / "per_object.csv.gz", index=False)
+    monkeypatch.setenv("TAGTORCH_REPORT_DIR", str(tmp_path))
+    notebook = Path(__file__).parents[1] / "notebooks" / "compare_methods.ipynb"
+    cells = json.loads(notebook.read_text())["cells"]
+    assert all(not c.get("outputs") for c in cells if c["cell_type"] == "code")
+    namespace: dict = {}
+    for cell in cells:
+        if cell["cell_type"] == "code":
+            exec("".join(cell["source"]), namespace)
+    assert (tmp_path / "ndcg@5_notebook.png").is_file()
+    assert list(namespace["tests"]["method_a"]) == ["base"]

@@ -5,7 +5,7 @@ ranker learn on V, score T, and compute per-object metrics. The run writes ``res
 (``method, fold, metric, value``), ``per_object.csv.gz`` (the per-object values behind the
 paired tests), ``report.md`` (mean ± 95% CI over folds, significance against the first method,
 recommendation time per stage), the test rankings as TREC run files and the gold tags as
-``qrels.trec``.
+``qrels.trec``, and a bar chart of NDCG@k with confidence whiskers (``ndcg@5.png``).
 
 Recommendation time is split into the paper's four stages (Table VII): lazy rule generation
 (``rules``: Sum with ℓ = 1 and ℓ), metric computation (``features``: the other metrics),
@@ -36,6 +36,7 @@ from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.data.ragged import Ragged
 from tagtorch.data.splits import TagQueries, TagRecFold, tag_recommendation_folds
 from tagtorch.data.terms import TermIndex
+from tagtorch.evaluation.plots import plot_comparison
 from tagtorch.evaluation.report import markdown_report
 from tagtorch.evaluation.trec import run_lines, write_qrels
 from tagtorch.metrics.functional import ranking_metrics
@@ -229,6 +230,10 @@ class TagRecommendationProtocol:
             result_frame.to_csv(out / "results.csv", index=False)
             object_frame.to_csv(out / "per_object.csv.gz", index=False)
             (out / "report.md").write_text(report)
+            metric = f"ndcg@{self.ks[0]}"
+            if "ndcg" in self.metrics:
+                plot_comparison(result_frame, metric, out / f"{metric}.png",
+                                title=f"{metric} on {folksonomy.name}")
         return EvaluationResult(result_frame, object_frame, report)
 
     def _cache(self, folksonomy: Folksonomy,

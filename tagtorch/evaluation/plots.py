@@ -1,0 +1,47 @@
+"""Figures for reports: methods' means with confidence whiskers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from tagtorch.evaluation.report import summarize
+
+
+def plot_comparison(results: pd.DataFrame, metric: str, path: str | Path,
+                    confidence: float = 0.95, title: str | None = None) -> Path:
+    """Writes a bar chart of each method's mean ``metric`` with its confidence interval.
+
+    Args:
+        results: columns ``method, fold, metric, value``.
+        metric: the metric to draw (e.g. ``"ndcg@5"``).
+        path: the PNG file to write.
+        confidence: level of the t interval drawn as whiskers.
+        title: the figure title (default: the metric).
+
+    Returns:
+        The path written.
+    """
+    summary = summarize(results[results["metric"] == metric], confidence)
+    if summary.empty:
+        raise ValueError(f"no values of {metric!r} in the results")
+    summary = summary.sort_values("mean", ascending=True)
+    fig, ax = plt.subplots(figsize=(6.4, 0.45 * len(summary) + 1.4))
+    ax.barh(summary["method"], summary["mean"], xerr=summary["ci"], capsize=4,
+            color="#4c72b0", ecolor="black")
+    for y, (mean, half) in enumerate(zip(summary["mean"], summary["ci"], strict=True)):
+        ax.text(mean + half, y, f"  {mean:.3f}", va="center", fontsize=8)
+    ax.set_xlabel(f"{metric} (mean over folds, {confidence:.0%} CI)")
+    ax.set_title(title or metric)
+    ax.set_xlim(0, min(1.0, float((summary["mean"] + summary["ci"]).max()) * 1.25))
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

@@ -1,0 +1,689 @@
+"""Tree-ensemble rankers: Random Forest, MART and λ-MART (Canuto et al., JIDM 2013, §4.3.2-4.3.4).
+
+The three best learning-to-rank methods of the paper's study, with its Table III parameters as
+defaults. Each wraps a library model by composition (the wrapper holds it; nothing pretends to
+be a torch module) and learns from the *real* candidates of the training lists (the protocol's
+V), flattened to ``[N, F]`` rows in list order, each object's list being one query group.
+
+Which library objective implements each method:
+
+=================  ========================================  ===================================
+method             default backend                           option
+=================  ========================================  ===================================
+RF                 scikit-learn ``RandomForestRegressor``     LightGBM ``boosting="rf"``
+(Breiman 2001)     (``max_leaf_nodes=l``, ``max_features=m``,  (bagging, ``feature_fraction_bynode
+                   bootstrap, squared error)                  = m / M``, ``objective="regression"``)
+MART               LightGBM ``objective="regression"``        XGBoost ``reg:squarederror``
+(Friedman 2001)    (L2 boosting on the labels, ``num_leaves``)  (``max_leaves``, lossguide)
+λ-MART             LightGBM ``objective="lambdarank"``        XGBoost ``rank:ndcg``
+(Burges 2010)      (``lambdarank_truncation_level``)          (``topk`` pairs, truncation)
+=================  ========================================  ===================================
+
+Deviations from the paper, which used RankLib:
+
+- **Libraries.** RankLib's trees are replaced by scikit-learn, LightGBM and XGBoost; split
+  finding differs in detail (LightGBM and XGBoost bin each feature into at most 255 histogram
+  bins, close to RankLib's 256 threshold candidates; scikit-learn tries every threshold). As in
+  RankLib (minimum leaf support 1), leaves may hold a single candidate (``min_leaf_size=1``).
+- **NDCG gain.** λ-MART and NDCG early stopping use the linear gain of
+  :mod:`tagtorch.metrics.functional` (LightGBM ``label_gain = 0, 1, 2, ...``, XGBoost
+  ``ndcg_exp_gain=False``); for the binary labels of tag recommendation it equals the
+  exponential gain ``2^rel - 1`` of RankLib and of the libraries' defaults.
+- **λ-MART truncation.** Only pairs involving the top ``truncation_level`` (default 10)
+  candidates contribute lambdas (LightGBM ``lambdarank_truncation_level``, XGBoost
+  ``lambdarank_pair_method="topk"`` with ``lambdarank_num_pair_per_sample``); the paper
+  evaluates NDCG@5 and does not state a truncation.
+- **RF with LightGBM.** LightGBM bags *without* replacement, so its RF mode draws a fraction
+  (``bagging_fraction``, default 0.632, the expected share of distinct rows of a bootstrap
+  sample) instead of Breiman's bootstrap; it also samples at least 2 features per split.
+- **Early stopping.** Off by default, since the paper fixes ``T`` and ``i``; with
+  ``early_stopping_rounds`` and a ``val`` set, the boosting stops when NDCG@k on ``val``
+  has not improved for that many rounds, and scoring uses the best iteration. The
+  scikit-learn forest has no early stopping.
+
+Example:
+    >>> import torch
+    >>> from tagtorch.candidates.candidate_set import CandidateSet
+    >>> lists = CandidateSet.from_flat(
+    ...     objects=torch.tensor([7, 8]), rows=torch.tensor([0, 0, 0, 1, 1]),
+    ...     tags=torch.arange(5), features=torch.tensor([[0.9], [0.1], [0.2], [0.8], [0.3]]),
+    ...     labels=torch.tensor([1.0, 0, 0, 1, 0]), n_relevant=torch.tensor([1, 1]),
+    ...     feature_names=("sum_l",))
+    >>> flat = flatten_lists(lists)
+    >>> flat.features.shape, flat.labels.tolist(), flat.group_sizes.tolist()
+    ((5, 1), [1.0, 0.0, 0.0, 1.0, 0.0], [3, 2])
+    >>> ranker = MARTRanker(n_iterations=20, min_leaf_size=1, n_jobs=1).fit(lists)
+    >>> scores = ranker.score(lists)
+    >>> scores.shape, bool(scores[1, 2] == float("-inf"))
+    (torch.Size([2, 3]), True)
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any, ClassVar, Literal, Self
+
+import numpy as np
+import torch
+
+from tagtorch.candidates.candidate_set import CandidateSet
+
+__all__ = [
+    "Backend",
+    "FlatLists",
+    "LambdaMARTRanker",
+    "MARTRanker",
+    "RandomForestRanker",
+    "breiman_max_features",
+    "flatten_lists",
+]
+
+Backend = Literal["sklearn", "lightgbm", "xgboost"]
+"""The libraries a tree ranker can be trained with."""
+
+SETTINGS_FILE = "settings.json"
+"""Name of the JSON of the ranker's settings in a saved folder."""
+
+MODEL_FILES: dict[str, str] = {
+    "sklearn": "model.joblib",
+    "lightgbm": "model.txt",
+    "xgboost": "model.json",
+}
+"""Name of the library's own model file in a saved folder, per backend."""
+
+_PACKAGES = {"sklearn": "scikit-learn", "lightgbm": "lightgbm", "xgboost": "xgboost"}
+
+
+@dataclass(frozen=True)
+class FlatLists:
+    """The real candidates of padded lists, flattened row by row: the libraries' input.
+
+    Attributes:
+        features: ``[N, F]`` float32 features of the ``N`` real candidates, list after list.
+        labels: ``[N]`` float32 relevance labels.
+        group_sizes: ``[G]`` int64 candidates per non-empty list (query group), in list order;
+            sums to ``N``.
+    """
+
+    features: np.ndarray
+    labels: np.ndarray
+    group_sizes: np.ndarray
+
+
+def flatten_lists(lists: CandidateSet) -> FlatLists:
+    """Flattens the real (masked) candidates of ``lists``; padding never reaches a library.
+
+    Args:
+        lists: ``B`` padded lists (``features [B, L, F]``, ``labels [B, L]``, ``mask [B, L]``).
+
+    Returns:
+        The ``N = mask.sum()`` real candidates in list order, and one group size per list
+        with at least one candidate.
+    """
+    mask = lists.mask.detach().cpu()
+    features = lists.features.detach().cpu()[mask].to(torch.float32).numpy()
+    labels = lists.labels.detach().cpu()[mask].to(torch.float32).numpy()
+    sizes = mask.sum(-1).numpy().astype(np.int64)
+    return FlatLists(features=features, labels=labels, group_sizes=sizes[sizes > 0])
+
+
+def breiman_max_features(n_features: int) -> int:
+    """Breiman's (2001) features per split, ``m = floor(log2(M + 1) + 0.5)``, at least 1.
+
+    Args:
+        n_features: ``M``, the number of features.
+
+    Example:
+        >>> breiman_max_features(13)  # the 13 features of Table I: Table III's m = 4
+        4
+    """
+    return max(1, math.floor(math.log2(n_features + 1) + 0.5))
+
+
+def _threads(n_jobs: int | None) -> int:
+    """Threads for ``n_jobs`` (``-1`` or None: every core this process may use)."""
+    if n_jobs is None or n_jobs < 0:
+        try:
+            return len(os.sched_getaffinity(0))
+        except AttributeError:  # not on Linux
+            return os.cpu_count() or 1
+    return max(1, n_jobs)
+
+
+def _plain(value: Any) -> Any:
+    """Plain JSON-able containers (Hydra passes DictConfig/ListConfig)."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, Sequence) and not isinstance(value, str):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _ranking_labels(labels: np.ndarray, what: str) -> np.ndarray:
+    """Integer relevance grades, as NDCG and lambdarank need."""
+    grades = np.rint(labels)
+    if not np.allclose(labels, grades) or (grades < 0).any():
+        raise ValueError(f"{what} needs non-negative integer labels (relevance grades)")
+    return grades.astype(np.int32)
+
+
+def _library_version(backend: str) -> str | None:
+    try:
+        return version(_PACKAGES[backend])
+    except PackageNotFoundError:
+        return None
+
+
+class _TreeRanker:
+    """Shared fit/score/save/load of the library-backed tree rankers.
+
+    Subclasses store every ``__init__`` argument under its own name (the saved settings are
+    read back from the signature) and provide the library parameters.
+    """
+
+    backends: ClassVar[tuple[str, ...]] = ()
+    method: ClassVar[str] = ""
+
+    backend: str
+    k: int
+    early_stopping_rounds: int | None
+    n_jobs: int
+    seed: int
+    params: dict[str, Any]
+
+    def _init_common(self, backend: str, k: int, early_stopping_rounds: int | None,
+                     n_jobs: int, seed: int, params: Mapping[str, Any] | None) -> None:
+        if backend not in self.backends:
+            raise ValueError(f"{type(self).__name__}: backend must be one of {self.backends}, "
+                             f"got {backend!r}")
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        if early_stopping_rounds is not None and early_stopping_rounds < 1:
+            raise ValueError(f"early_stopping_rounds must be >= 1 or None, "
+                             f"got {early_stopping_rounds}")
+        self.backend = backend
+        self.k = k
+        self.early_stopping_rounds = early_stopping_rounds
+        self.n_jobs = n_jobs
+        self.seed = seed
+        self.params = _plain(params) if params else {}
+        self.model_: Any = None
+        self.feature_names_: tuple[str, ...] | None = None
+        self.best_iteration_: int | None = None
+
+    # -- settings ---------------------------------------------------------------------------
+
+    def settings(self) -> dict[str, Any]:
+        """The constructor arguments: ``type(self)(**settings())`` is an unfitted copy."""
+        names = [p for p in inspect.signature(type(self).__init__).parameters if p != "self"]
+        return {name: _plain(getattr(self, name)) for name in names}
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.settings().items())
+        return f"{type(self).__name__}({args})"
+
+    # -- fit --------------------------------------------------------------------------------
+
+    def fit(self, train: CandidateSet, val: CandidateSet | None = None) -> Self:
+        """Trains on the real candidates of ``train``, one query group per list.
+
+        Args:
+            train: labelled candidate lists (the protocol's V), ``[B, L, F]``.
+            val: lists for early stopping on NDCG@k; used only when ``early_stopping_rounds``
+                is set (otherwise ignored).
+
+        Returns:
+            The fitted ranker.
+
+        Raises:
+            ValueError: no real candidate in ``train``, or ``val`` with other features.
+        """
+        data = flatten_lists(train)
+        if len(data.labels) == 0:
+            raise ValueError("no real candidate to train on (every list is empty)")
+        valid = None
+        if val is not None and self.early_stopping_rounds is not None:
+            if tuple(val.feature_names) != tuple(train.feature_names):
+                raise ValueError(f"val features {val.feature_names} differ from train's "
+                                 f"{train.feature_names}")
+            valid = flatten_lists(val)
+            if len(valid.labels) == 0:
+                valid = None
+        self.feature_names_ = tuple(train.feature_names)
+        self.best_iteration_ = None
+        fit = {"sklearn": self._fit_sklearn, "lightgbm": self._fit_lightgbm,
+               "xgboost": self._fit_xgboost}[self.backend]
+        self.model_ = fit(data, valid)
+        return self
+
+    def _fit_sklearn(self, data: FlatLists, valid: FlatLists | None) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} has no scikit-learn backend")
+
+    def _n_rounds(self) -> int:
+        raise NotImplementedError
+
+    def _lightgbm_params(self, n_features: int) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _xgboost_params(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _uses_ranking_labels(self, valid: FlatLists | None) -> bool:
+        return valid is not None
+
+    def _fit_lightgbm(self, data: FlatLists, valid: FlatLists | None) -> Any:
+        import lightgbm as lgb
+
+        params: dict[str, Any] = {
+            "seed": self.seed, "num_threads": _threads(self.n_jobs), "deterministic": True,
+            "force_col_wise": True, "verbosity": -1, "metric": "None",
+        }
+        params.update(self._lightgbm_params(data.features.shape[1]))
+        labels: np.ndarray = data.labels
+        valid_labels = None
+        if self._uses_ranking_labels(valid):
+            labels = _ranking_labels(data.labels, self.method)
+            top = int(labels.max())
+            if valid is not None:
+                valid_labels = _ranking_labels(valid.labels, "NDCG early stopping")
+                top = max(top, int(valid_labels.max()))
+            params["label_gain"] = list(range(top + 1))  # linear gain, as tagtorch's NDCG
+        if valid is not None:
+            params.update(metric="ndcg", eval_at=[self.k])
+        params.update(self.params)
+        train_set = lgb.Dataset(data.features, label=labels, group=data.group_sizes,
+                                params={"verbosity": -1})
+        valid_sets, callbacks = [], []
+        if valid is not None:
+            valid_sets = [lgb.Dataset(valid.features, label=valid_labels,
+                                      group=valid.group_sizes, reference=train_set)]
+            callbacks = [lgb.early_stopping(self.early_stopping_rounds, first_metric_only=True,
+                                            verbose=False)]
+        booster = lgb.train(params, train_set, num_boost_round=self._n_rounds(),
+                            valid_sets=valid_sets, callbacks=callbacks)
+        if valid is not None and booster.best_iteration > 0:
+            self.best_iteration_ = int(booster.best_iteration)
+        return booster
+
+    def _fit_xgboost(self, data: FlatLists, valid: FlatLists | None) -> Any:
+        import xgboost as xgb
+
+        threads = _threads(self.n_jobs)
+        params: dict[str, Any] = {
+            "seed": self.seed, "nthread": threads, "verbosity": 0, "tree_method": "hist",
+            "grow_policy": "lossguide", "max_depth": 0,
+        }
+        params.update(self._xgboost_params())
+        labels: np.ndarray = data.labels
+        if self._uses_ranking_labels(valid):
+            labels = _ranking_labels(data.labels, self.method).astype(np.float32)
+        if valid is not None:
+            params["eval_metric"] = f"ndcg@{self.k}"
+        params.update(self.params)
+        train_matrix = xgb.DMatrix(data.features, label=labels, nthread=threads)
+        train_matrix.set_group(data.group_sizes)
+        evals = []
+        if valid is not None:
+            valid_labels = _ranking_labels(valid.labels, "NDCG early stopping")
+            valid_matrix = xgb.DMatrix(valid.features, label=valid_labels.astype(np.float32),
+                                       nthread=threads)
+            valid_matrix.set_group(valid.group_sizes)
+            evals = [(valid_matrix, "val")]
+        booster = xgb.train(params, train_matrix, num_boost_round=self._n_rounds(),
+                            evals=evals, early_stopping_rounds=self.early_stopping_rounds
+                            if valid is not None else None, verbose_eval=False)
+        if valid is not None:
+            self.best_iteration_ = int(booster.best_iteration) + 1  # trees kept, like LightGBM
+        return booster
+
+    # -- score ------------------------------------------------------------------------------
+
+    def score(self, batch: CandidateSet) -> torch.Tensor:
+        """Predicts the real candidates' scores.
+
+        Args:
+            batch: ``B`` padded lists with the training features, ``features [B, L, F]``.
+
+        Returns:
+            ``[B, L]`` float32 scores on the batch's device, higher is better; ``-inf`` at
+            padding.
+        """
+        if self.model_ is None or self.feature_names_ is None:
+            raise RuntimeError(f"{type(self).__name__} is not fitted: call fit() or load()")
+        if tuple(batch.feature_names) != self.feature_names_:
+            raise ValueError(f"the batch's features {batch.feature_names} differ from the "
+                             f"training features {self.feature_names_}")
+        mask = batch.mask
+        scores = torch.full(mask.shape, float("-inf"), dtype=torch.float32,
+                            device=batch.features.device)
+        features = batch.features.detach()[mask].cpu().to(torch.float32).numpy()
+        if len(features) == 0:
+            return scores
+        predicted = np.asarray(self._predict(features), dtype=np.float32)
+        scores[mask] = torch.from_numpy(predicted).to(scores.device)
+        return scores
+
+    def _predict(self, features: np.ndarray) -> np.ndarray:
+        """``[N]`` scores of ``[N, F]`` candidates."""
+        if self.backend == "sklearn":
+            return self.model_.predict(features)
+        if self.backend == "lightgbm":
+            return self.model_.predict(features, num_iteration=self.best_iteration_ or 0,
+                                       num_threads=_threads(self.n_jobs))
+        import xgboost as xgb
+
+        matrix = xgb.DMatrix(features, nthread=_threads(self.n_jobs))
+        end = self.best_iteration_ or 0
+        return self.model_.predict(matrix, iteration_range=(0, end))
+
+    def feature_importance(self) -> dict[str, float]:
+        """Importance of each feature: impurity decrease (scikit-learn) or total split gain.
+
+        Returns:
+            Feature name -> importance (0 for features never used).
+        """
+        if self.model_ is None or self.feature_names_ is None:
+            raise RuntimeError(f"{type(self).__name__} is not fitted: call fit() or load()")
+        names = self.feature_names_
+        if self.backend == "sklearn":
+            values = self.model_.feature_importances_
+        elif self.backend == "lightgbm":
+            values = self.model_.feature_importance(
+                importance_type="gain", iteration=self.best_iteration_ or None)
+        else:
+            gains = self.model_.get_score(importance_type="total_gain")
+            values = [gains.get(f"f{i}", 0.0) for i in range(len(names))]
+        return {name: float(v) for name, v in zip(names, values, strict=True)}
+
+    # -- save / load ------------------------------------------------------------------------
+
+    def save(self, path: str | Path) -> None:
+        """Writes the library's model file and ``settings.json`` into the folder ``path``.
+
+        The model file is ``model.joblib`` (scikit-learn; a pickle: load only trusted files),
+        ``model.txt`` (LightGBM) or ``model.json`` (XGBoost).
+        """
+        if self.model_ is None:
+            raise RuntimeError(f"{type(self).__name__} is not fitted: nothing to save")
+        folder = Path(path)
+        folder.mkdir(parents=True, exist_ok=True)
+        model_file = folder / MODEL_FILES[self.backend]
+        if self.backend == "sklearn":
+            import joblib
+
+            joblib.dump(self.model_, model_file)
+        elif self.backend == "lightgbm":
+            self.model_.save_model(str(model_file), num_iteration=-1)
+        else:
+            self.model_.save_model(str(model_file))
+        (folder / SETTINGS_FILE).write_text(json.dumps({
+            "class": type(self).__name__,
+            "settings": self.settings(),
+            "feature_names": list(self.feature_names_ or ()),
+            "best_iteration": self.best_iteration_,
+            "model_file": model_file.name,
+            "library_version": _library_version(self.backend),
+        }, indent=2))
+
+    @classmethod
+    def load(cls, path: str | Path) -> Self:
+        """Reads a ranker written by :meth:`save` (its folder).
+
+        Raises:
+            ValueError: the folder holds another ranker class.
+        """
+        folder = Path(path)
+        meta = json.loads((folder / SETTINGS_FILE).read_text())
+        if meta["class"] != cls.__name__:
+            raise ValueError(f"{folder} holds a {meta['class']}, not a {cls.__name__}")
+        ranker = cls(**meta["settings"])
+        model_file = folder / meta["model_file"]
+        if ranker.backend == "sklearn":
+            import joblib
+
+            ranker.model_ = joblib.load(model_file)
+        elif ranker.backend == "lightgbm":
+            import lightgbm as lgb
+
+            ranker.model_ = lgb.Booster(model_file=str(model_file))
+        else:
+            import xgboost as xgb
+
+            booster = xgb.Booster()
+            booster.load_model(str(model_file))
+            booster.set_param({"nthread": _threads(ranker.n_jobs)})
+            ranker.model_ = booster
+        ranker.feature_names_ = tuple(meta["feature_names"])
+        ranker.best_iteration_ = meta["best_iteration"]
+        return ranker
+
+
+class RandomForestRanker(_TreeRanker):
+    """Random Forest (Breiman, Machine Learning 2001) as a pointwise ranker (§4.3.2).
+
+    ``T`` regression trees, each grown on a bootstrap sample of the candidates to at most ``l``
+    leaves, choosing each split among ``m`` random features; the score is the trees' mean
+    prediction of the relevance label. Table III: ``T = 300``, ``m = 4`` (Breiman's default
+    for the 13 features), ``l = 1000`` for Bibsonomy and LastFM, 300 for MovieLens, YahooVideo
+    and YouTube.
+
+    Args:
+        n_trees: ``T``, the number of trees.
+        n_leaves: ``l``, the maximum leaves per tree (``max_leaf_nodes`` / ``num_leaves``).
+        max_features: ``m``: features tried per split, a count (int) or a fraction of the
+            features (float); None: Breiman's ``floor(log2(M + 1) + 0.5)``.
+        min_leaf_size: fewest candidates in a leaf.
+        bagging_fraction: the rows each tree sees, LightGBM backend only (it samples without
+            replacement; 0.632 is the expected distinct share of a bootstrap sample).
+            scikit-learn draws Breiman's bootstrap (``N`` rows with replacement).
+        backend: ``"sklearn"`` (``RandomForestRegressor``) or ``"lightgbm"``
+            (``boosting="rf"``).
+        k: the NDCG cut-off of early stopping (LightGBM backend).
+        early_stopping_rounds: stop adding trees when NDCG@k on ``val`` has not improved for
+            this many (LightGBM backend only); None: grow all ``T`` trees, as the paper.
+        n_jobs: threads (``-1``: all cores).
+        seed: seed of the bootstrap and feature sampling.
+        params: extra arguments of ``RandomForestRegressor`` or LightGBM parameters, applied
+            last.
+    """
+
+    backends = ("sklearn", "lightgbm")
+    method = "RF"
+
+    def __init__(
+        self,
+        n_trees: int = 300,
+        n_leaves: int = 1000,
+        max_features: int | float | None = None,
+        min_leaf_size: int = 1,
+        bagging_fraction: float = 0.632,
+        backend: str = "sklearn",
+        k: int = 5,
+        early_stopping_rounds: int | None = None,
+        n_jobs: int = -1,
+        seed: int = 0,
+        params: Mapping[str, Any] | None = None,
+    ) -> None:
+        if backend == "sklearn" and early_stopping_rounds is not None:
+            raise ValueError("the scikit-learn forest has no early stopping: use "
+                             "backend='lightgbm' or early_stopping_rounds=None")
+        if n_trees < 1 or n_leaves < 2:
+            raise ValueError(f"need n_trees >= 1 and n_leaves >= 2, got {n_trees}, {n_leaves}")
+        if not 0.0 < bagging_fraction < 1.0:
+            raise ValueError(f"bagging_fraction must be in (0, 1), got {bagging_fraction}")
+        self.n_trees = n_trees
+        self.n_leaves = n_leaves
+        self.max_features = max_features
+        self.min_leaf_size = min_leaf_size
+        self.bagging_fraction = bagging_fraction
+        self._init_common(backend, k, early_stopping_rounds, n_jobs, seed, params)
+
+    def features_per_split(self, n_features: int) -> int:
+        """``m`` for ``M = n_features`` features.
+
+        Example:
+            >>> RandomForestRanker().features_per_split(13), RandomForestRanker(
+            ...     max_features=0.5).features_per_split(13)
+            (4, 6)
+        """
+        if self.max_features is None:
+            m = breiman_max_features(n_features)
+        elif isinstance(self.max_features, float):
+            m = int(self.max_features * n_features)
+        else:
+            m = int(self.max_features)
+        return min(max(1, m), n_features)
+
+    def _n_rounds(self) -> int:
+        return self.n_trees
+
+    def _fit_sklearn(self, data: FlatLists, valid: FlatLists | None) -> Any:
+        from sklearn.ensemble import RandomForestRegressor
+
+        forest = RandomForestRegressor(
+            n_estimators=self.n_trees, max_leaf_nodes=self.n_leaves,
+            max_features=self.features_per_split(data.features.shape[1]),
+            min_samples_leaf=self.min_leaf_size, bootstrap=True, n_jobs=self.n_jobs,
+            random_state=self.seed, **self.params)
+        return forest.fit(data.features, data.labels)
+
+    def _lightgbm_params(self, n_features: int) -> dict[str, Any]:
+        return {
+            "objective": "regression", "boosting": "rf", "num_leaves": self.n_leaves,
+            "bagging_fraction": self.bagging_fraction, "bagging_freq": 1,
+            "feature_fraction_bynode": self.features_per_split(n_features) / n_features,
+            "min_data_in_leaf": self.min_leaf_size, "min_sum_hessian_in_leaf": 0.0,
+        }
+
+
+class MARTRanker(_TreeRanker):
+    """MART, gradient-boosted regression trees (Friedman, Annals of Statistics 2001), §4.3.3.
+
+    A pointwise ranker: ``i`` trees of ``l`` leaves, each fitted to the residuals of the
+    squared error on the relevance labels, added with learning rate ``lr``. Table III:
+    ``l = 5``, ``lr = 0.1``, ``i = 1500`` for every dataset.
+
+    Args:
+        n_leaves: ``l``, leaves per tree.
+        learning_rate: ``lr``, the shrinkage.
+        n_iterations: ``i``, boosting iterations (trees).
+        min_leaf_size: fewest candidates in a leaf (LightGBM ``min_data_in_leaf``; XGBoost's
+            ``min_child_weight`` keeps its default 1, one candidate under squared error).
+        backend: ``"lightgbm"`` (``objective="regression"``) or ``"xgboost"``
+            (``reg:squarederror``).
+        k: the NDCG cut-off of early stopping.
+        early_stopping_rounds: stop when NDCG@k on ``val`` has not improved for this many
+            iterations; None: all ``i`` iterations, as the paper.
+        n_jobs: threads (``-1``: all cores).
+        seed: the library's seed.
+        params: extra LightGBM or XGBoost parameters, applied last.
+    """
+
+    backends = ("lightgbm", "xgboost")
+    method = "MART"
+    lightgbm_objective: ClassVar[str] = "regression"
+    xgboost_objective: ClassVar[str] = "reg:squarederror"
+
+    def __init__(
+        self,
+        n_leaves: int = 5,
+        learning_rate: float = 0.1,
+        n_iterations: int = 1500,
+        min_leaf_size: int = 1,
+        backend: str = "lightgbm",
+        k: int = 5,
+        early_stopping_rounds: int | None = None,
+        n_jobs: int = -1,
+        seed: int = 0,
+        params: Mapping[str, Any] | None = None,
+    ) -> None:
+        if n_leaves < 2 or n_iterations < 1 or learning_rate <= 0:
+            raise ValueError(f"need n_leaves >= 2, n_iterations >= 1 and learning_rate > 0, "
+                             f"got {n_leaves}, {n_iterations}, {learning_rate}")
+        self.n_leaves = n_leaves
+        self.learning_rate = learning_rate
+        self.n_iterations = n_iterations
+        self.min_leaf_size = min_leaf_size
+        self._init_common(backend, k, early_stopping_rounds, n_jobs, seed, params)
+
+    def _n_rounds(self) -> int:
+        return self.n_iterations
+
+    def _lightgbm_params(self, n_features: int) -> dict[str, Any]:
+        return {"objective": self.lightgbm_objective, "num_leaves": self.n_leaves,
+                "learning_rate": self.learning_rate, "min_data_in_leaf": self.min_leaf_size}
+
+    def _xgboost_params(self) -> dict[str, Any]:
+        return {"objective": self.xgboost_objective, "max_leaves": self.n_leaves,
+                "eta": self.learning_rate}
+
+
+class LambdaMARTRanker(MARTRanker):
+    """λ-MART (Burges, MSR-TR-2010-82; Wu et al., Information Retrieval 2010), §4.3.4.
+
+    Boosted regression trees as MART, fitted to λ-gradients: for each pair of candidates of
+    one object with different labels, the RankNet gradient scaled by the change of NDCG that
+    swapping the two would cause. Each object's candidate list is one query group. Table III:
+    ``l = 5``, ``lr = 0.1``, ``i = 1500``.
+
+    Args:
+        n_leaves: ``l``, leaves per tree.
+        learning_rate: ``lr``, the shrinkage.
+        n_iterations: ``i``, boosting iterations (trees).
+        truncation_level: only pairs with a candidate ranked in the top ``truncation_level``
+            get λs (LightGBM ``lambdarank_truncation_level``, XGBoost
+            ``lambdarank_num_pair_per_sample`` with ``topk`` pairs); near the evaluated ``k``.
+        min_leaf_size: fewest candidates in a leaf (LightGBM ``min_data_in_leaf``).
+        backend: ``"lightgbm"`` (``objective="lambdarank"``) or ``"xgboost"`` (``rank:ndcg``).
+        k: the NDCG cut-off of early stopping and of LightGBM's ``eval_at``.
+        early_stopping_rounds: stop when NDCG@k on ``val`` has not improved for this many
+            iterations; None: all ``i`` iterations, as the paper.
+        n_jobs: threads (``-1``: all cores).
+        seed: the library's seed.
+        params: extra LightGBM or XGBoost parameters, applied last.
+    """
+
+    method = "λ-MART"
+    lightgbm_objective = "lambdarank"
+    xgboost_objective = "rank:ndcg"
+
+    def __init__(
+        self,
+        n_leaves: int = 5,
+        learning_rate: float = 0.1,
+        n_iterations: int = 1500,
+        truncation_level: int = 10,
+        min_leaf_size: int = 1,
+        backend: str = "lightgbm",
+        k: int = 5,
+        early_stopping_rounds: int | None = None,
+        n_jobs: int = -1,
+        seed: int = 0,
+        params: Mapping[str, Any] | None = None,
+    ) -> None:
+        if truncation_level < 1:
+            raise ValueError(f"truncation_level must be >= 1, got {truncation_level}")
+        self.truncation_level = truncation_level
+        super().__init__(n_leaves=n_leaves, learning_rate=learning_rate,
+                         n_iterations=n_iterations, min_leaf_size=min_leaf_size,
+                         backend=backend, k=k, early_stopping_rounds=early_stopping_rounds,
+                         n_jobs=n_jobs, seed=seed, params=params)
+
+    def _uses_ranking_labels(self, valid: FlatLists | None) -> bool:
+        return True
+
+    def _lightgbm_params(self, n_features: int) -> dict[str, Any]:
+        return {**super()._lightgbm_params(n_features),
+                "lambdarank_truncation_level": self.truncation_level, "eval_at": [self.k]}
+
+    def _xgboost_params(self) -> dict[str, Any]:
+        return {**super()._xgboost_params(), "lambdarank_pair_method": "topk",
+                "lambdarank_num_pair_per_sample": self.truncation_level,
+                "ndcg_exp_gain": False}
