@@ -190,6 +190,7 @@ class _TreeRanker:
 
     backends: ClassVar[tuple[str, ...]] = ()
     method: ClassVar[str] = ""
+    listwise: ClassVar[bool] = False  # trains on query groups with integer grades
 
     backend: str
     k: int
@@ -275,9 +276,6 @@ class _TreeRanker:
     def _xgboost_params(self) -> dict[str, Any]:
         raise NotImplementedError
 
-    def _uses_ranking_labels(self, valid: FlatLists | None) -> bool:
-        return valid is not None
-
     def _fit_lightgbm(self, data: FlatLists, valid: FlatLists | None) -> Any:
         import lightgbm as lgb
 
@@ -288,18 +286,19 @@ class _TreeRanker:
         params.update(self._lightgbm_params(data.features.shape[1]))
         labels: np.ndarray = data.labels
         valid_labels = None
-        if self._uses_ranking_labels(valid):
+        top = 0
+        if self.listwise:
             labels = _ranking_labels(data.labels, self.method)
             top = int(labels.max())
-            if valid is not None:
-                valid_labels = _ranking_labels(valid.labels, "NDCG early stopping")
-                top = max(top, int(valid_labels.max()))
-            params["label_gain"] = list(range(top + 1))  # linear gain, as tagtorch's NDCG
         if valid is not None:
+            valid_labels = _ranking_labels(valid.labels, "NDCG early stopping")
+            top = max(top, int(valid_labels.max()))
             params.update(metric="ndcg", eval_at=[self.k])
+        if self.listwise or valid is not None:
+            params["label_gain"] = list(range(top + 1))  # linear gain, as tagtorch's NDCG
         params.update(self.params)
         train_set = lgb.Dataset(data.features, label=labels, group=data.group_sizes,
-                                params={"verbosity": -1})
+                                params=params)
         valid_sets, callbacks = [], []
         if valid is not None:
             valid_sets = [lgb.Dataset(valid.features, label=valid_labels,
@@ -322,7 +321,7 @@ class _TreeRanker:
         }
         params.update(self._xgboost_params())
         labels: np.ndarray = data.labels
-        if self._uses_ranking_labels(valid):
+        if self.listwise:
             labels = _ranking_labels(data.labels, self.method).astype(np.float32)
         if valid is not None:
             params["eval_metric"] = f"ndcg@{self.k}"
@@ -651,6 +650,7 @@ class LambdaMARTRanker(MARTRanker):
     """
 
     method = "λ-MART"
+    listwise = True
     lightgbm_objective = "lambdarank"
     xgboost_objective = "rank:ndcg"
 
@@ -675,9 +675,6 @@ class LambdaMARTRanker(MARTRanker):
                          n_iterations=n_iterations, min_leaf_size=min_leaf_size,
                          backend=backend, k=k, early_stopping_rounds=early_stopping_rounds,
                          n_jobs=n_jobs, seed=seed, params=params)
-
-    def _uses_ranking_labels(self, valid: FlatLists | None) -> bool:
-        return True
 
     def _lightgbm_params(self, n_features: int) -> dict[str, Any]:
         return {**super()._lightgbm_params(n_features),
