@@ -19,6 +19,7 @@ import torch
 
 from tagtorch.candidates.candidate_set import CandidateSet
 from tagtorch.metrics.functional import ndcg_at_k
+from tagtorch.rankers.base import check_feature_names
 
 log = logging.getLogger(__name__)
 
@@ -215,9 +216,7 @@ class AdaRank:
         """
         if self.weight_ is None:
             raise RuntimeError("AdaRank is not fitted: call fit() or load()")
-        if tuple(batch.feature_names) != self.feature_names:
-            raise ValueError(f"the batch's features {tuple(batch.feature_names)} differ from "
-                             f"the fitted features {self.feature_names}")
+        check_feature_names(self.feature_names, batch)
         x = self._transform(batch.features, batch.mask, torch.float64)
         return (x @ self.weight_.to(x.device)).to(batch.features.dtype)
 

@@ -34,3 +34,14 @@ class Ranker(Protocol):
     def load(cls, path: str | Path) -> Self:
         """Reads a model written by :meth:`save`."""
         ...
+
+
+def check_feature_names(fitted: tuple[str, ...] | None, batch: CandidateSet) -> None:
+    """Raises ValueError when a batch's features differ from those a ranker was fitted on.
+
+    Example:
+        >>> check_feature_names(None, None)  # not fitted yet: nothing to compare
+    """
+    if fitted is not None and tuple(batch.feature_names) != tuple(fitted):
+        raise ValueError(f"the batch's features {tuple(batch.feature_names)} differ from the "
+                         f"fitted features {tuple(fitted)}")

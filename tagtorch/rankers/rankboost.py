@@ -18,6 +18,7 @@ from typing import Self
 import torch
 
 from tagtorch.candidates.candidate_set import CandidateSet
+from tagtorch.rankers.base import check_feature_names
 from tagtorch.rankers.ranksvm import crucial_pairs
 
 log = logging.getLogger(__name__)
@@ -198,9 +199,7 @@ class RankBoost:
         """
         if self.feature_names is None:
             raise RuntimeError("RankBoost is not fitted: call fit() or load()")
-        if tuple(batch.feature_names) != self.feature_names:
-            raise ValueError(f"the batch's features {tuple(batch.feature_names)} differ from "
-                             f"the fitted features {self.feature_names}")
+        check_feature_names(self.feature_names, batch)
         x = batch.features
         out = torch.zeros(x.shape[:-1], dtype=torch.float64, device=x.device)
         for f, (theta, cumulative) in enumerate(self._compile()):

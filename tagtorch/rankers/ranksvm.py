@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from tagtorch.candidates.candidate_set import CandidateSet
+from tagtorch.rankers.base import check_feature_names
 
 log = logging.getLogger(__name__)
 
@@ -183,7 +184,7 @@ class RankSVM:
         """``[B, L]`` ``w · (x - mean) / std``, on the batch's device (padding is meaningless)."""
         if self.weight_ is None or self.mean_ is None or self.std_ is None:
             raise RuntimeError("RankSVM is not fitted: call fit() or load()")
-        _check_names(self.feature_names, batch.feature_names)
+        check_feature_names(self.feature_names, batch)
         device, dtype = batch.features.device, batch.features.dtype
         z = (batch.features - self.mean_.to(device, dtype)) / self.std_.to(device, dtype)
         return z @ self.weight_.to(device, dtype)
@@ -211,8 +212,3 @@ class RankSVM:
         ranker.weight_ = torch.tensor(state["weight"], dtype=torch.float32)
         return ranker
 
-
-def _check_names(fitted: tuple[str, ...] | None, given: tuple[str, ...]) -> None:
-    if fitted is not None and tuple(given) != tuple(fitted):
-        raise ValueError(f"the batch's features {tuple(given)} differ from the fitted "
-                         f"features {fitted}")
