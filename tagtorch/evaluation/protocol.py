@@ -20,13 +20,15 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
 import torch
+from joblib import Parallel, delayed
 from tqdm.auto import tqdm
 
 from tagtorch.candidates.cache import CandidateCache, fingerprint
@@ -85,6 +87,16 @@ class EvaluationResult:
     report: str
 
 
+@dataclass
+class _FoldOutcome:
+    """What one fold sends back (from a worker process when folds run in parallel)."""
+
+    results: list[dict[str, Any]] = field(default_factory=list)
+    per_object: list[pd.DataFrame] = field(default_factory=list)
+    means: dict[str, dict[str, float]] = field(default_factory=dict)
+    run_lines: dict[str, list[str]] = field(default_factory=dict)
+
+
 class TagRecommendationProtocol:
     """Runs rankers through the 5-fold D/V/T protocol and evaluates them on T.
 
@@ -103,6 +115,8 @@ class TagRecommendationProtocol:
         online_objects: test objects per fold timed in single-object mode (0: none).
         cache: keep candidate sets on disk, keyed by data, fold and feature configuration.
         cache_dir: the cache folder (default: ``candidates/`` in the user cache folder).
+        n_jobs: folds run in parallel processes (1: in this process, with a progress bar;
+            -1: one per core). Rankers built on tree libraries use all cores themselves.
     """
 
     def __init__(
@@ -121,6 +135,7 @@ class TagRecommendationProtocol:
         online_objects: int = 100,
         cache: bool = False,
         cache_dir: str | None = None,
+        n_jobs: int = 1,
     ) -> None:
         self.n_folds = n_folds
         self.folds = list(range(n_folds)) if folds is None else list(folds)
@@ -141,6 +156,7 @@ class TagRecommendationProtocol:
         self.online_objects = online_objects
         self.cache = cache
         self.cache_dir = Path(cache_dir) if cache_dir else user_cache_dir() / "candidates"
+        self.n_jobs = n_jobs
 
     def splits(self, folksonomy: Folksonomy) -> list[TagRecFold]:
         """The protocol's folds of a folksonomy."""
@@ -178,48 +194,24 @@ class TagRecommendationProtocol:
             for name in ["qrels.trec", *run_files.values()]:
                 (out / name).unlink(missing_ok=True)
         terms = TermIndex.from_folksonomy(folksonomy)
-        cache = self._cache(folksonomy, candidate_config)
+        run_fold = partial(self._run_fold, terms=terms, candidates=candidates, rankers=rankers,
+                           cache=self._cache(folksonomy, candidate_config))
+        folds = [self.splits(folksonomy)[f] for f in self.folds]
+        if self.n_jobs == 1:
+            outcomes = [run_fold(fold) for fold in tqdm(folds, desc="folds", unit="fold")]
+        else:  # one process per fold; results come back in fold order
+            outcomes = Parallel(n_jobs=self.n_jobs)(delayed(run_fold)(fold) for fold in folds)
         results: list[dict[str, Any]] = []
         per_object: list[pd.DataFrame] = []
-        for fold in tqdm([self.splits(folksonomy)[f] for f in self.folds], desc="folds",
-                         unit="fold"):
-            generator = candidates().fit(fold.train_objects, fold.train_tags, terms)
-            val = self._candidates(generator, fold, "val", cache)
-            before = dict(generator.stage_seconds)
-            test = self._candidates(generator, fold, "test", cache)
-            spent = {stage: generator.stage_seconds.get(stage, 0.0) - before.get(stage, 0.0)
-                     for stage in ("rules", "features")}
-            # read from the cache: nothing was timed, so no batched stage time is reported
-            shared = {f"ms_{stage}": 1000 * seconds / max(len(test), 1)
-                      for stage, seconds in spent.items() if seconds > 0}
-            shared["candidate_recall"] = float(test.labels.sum() / test.n_relevant.sum())
-            shared["candidates_per_object"] = float(test.mask.sum() / max(len(test), 1))
-            log.info("fold %d: D=%d V=%d T=%d objects, %.1f candidates per T object, "
-                     "candidate recall %.3f", fold.fold, len(fold.train_objects), len(val),
-                     len(test), shared["candidates_per_object"], shared["candidate_recall"])
+        for fold, outcome in zip(folds, outcomes, strict=True):
             if out is not None and self.write_trec:
                 write_qrels(out / "qrels.trec", fold.test.objects, fold.test.gold_tags)
-            for name, make in rankers.items():
-                ranker = make()
-                start = time.perf_counter()
-                ranker.fit(val, None)
-                fit_seconds = time.perf_counter() - start
-                scores, timings = self._score(ranker, test)
-                values = ranking_metrics(scores, test.labels, test.mask,
-                                         n_relevant=test.n_relevant, ks=self.ks,
-                                         metrics=self.metrics)
-                if out is not None and self.write_trec:
+                for name, lines in outcome.run_lines.items():
                     with open(out / run_files[name], "a") as run_file:
-                        run_file.writelines(run_lines(test, scores, name.replace(" ", "_")))
-                frame = pd.DataFrame({k: v.cpu().numpy() for k, v in values.items()})
-                frame.insert(0, "object", test.objects.numpy())
-                frame = frame.melt(id_vars="object", var_name="metric", value_name="value")
-                per_object.append(frame.assign(method=name, fold=fold.fold))
-                means = {k: float(torch.nanmean(v).item()) for k, v in values.items()}
-                means.update(shared, fit_seconds=fit_seconds, **timings)
-                means.update(self._online_timing(generator, ranker, fold.test))
-                results += [{"method": name, "fold": fold.fold, "metric": k, "value": v}
-                            for k, v in means.items()]
+                        run_file.writelines(lines)
+            per_object += outcome.per_object
+            results += outcome.results
+            for name, means in outcome.means.items():
                 for logger in loggers:
                     logger.log_metrics({f"{name}/test/{k}": v for k, v in means.items()},
                                        step=fold.fold)
@@ -237,6 +229,52 @@ class TagRecommendationProtocol:
                 plot_comparison(result_frame, metric, out / f"{metric}.png",
                                 title=f"{metric} on {folksonomy.name}")
         return EvaluationResult(result_frame, object_frame, report)
+
+    def _run_fold(
+        self,
+        fold: TagRecFold,
+        terms: TermIndex,
+        candidates: Callable[[], CandidateGenerator],
+        rankers: Mapping[str, Callable[[], Ranker]],
+        cache: CandidateCache | None,
+    ) -> _FoldOutcome:
+        """Candidates, every ranker's fit on V and evaluation on T, for one fold."""
+        generator = candidates().fit(fold.train_objects, fold.train_tags, terms)
+        val = self._candidates(generator, fold, "val", cache)
+        before = dict(generator.stage_seconds)
+        test = self._candidates(generator, fold, "test", cache)
+        spent = {stage: generator.stage_seconds.get(stage, 0.0) - before.get(stage, 0.0)
+                 for stage in ("rules", "features")}
+        # read from the cache: nothing was timed, so no batched stage time is reported
+        shared = {f"ms_{stage}": 1000 * seconds / max(len(test), 1)
+                  for stage, seconds in spent.items() if seconds > 0}
+        shared["candidate_recall"] = float(test.labels.sum() / test.n_relevant.sum())
+        shared["candidates_per_object"] = float(test.mask.sum() / max(len(test), 1))
+        log.info("fold %d: D=%d V=%d T=%d objects, %.1f candidates per T object, "
+                 "candidate recall %.3f", fold.fold, len(fold.train_objects), len(val),
+                 len(test), shared["candidates_per_object"], shared["candidate_recall"])
+        outcome = _FoldOutcome()
+        for name, make in rankers.items():
+            ranker = make()
+            start = time.perf_counter()
+            ranker.fit(val, None)
+            fit_seconds = time.perf_counter() - start
+            scores, timings = self._score(ranker, test)
+            values = ranking_metrics(scores, test.labels, test.mask, n_relevant=test.n_relevant,
+                                     ks=self.ks, metrics=self.metrics)
+            if self.write_trec:
+                outcome.run_lines[name] = list(run_lines(test, scores, name.replace(" ", "_")))
+            frame = pd.DataFrame({k: v.cpu().numpy() for k, v in values.items()})
+            frame.insert(0, "object", test.objects.numpy())
+            frame = frame.melt(id_vars="object", var_name="metric", value_name="value")
+            outcome.per_object.append(frame.assign(method=name, fold=fold.fold))
+            means = {k: float(torch.nanmean(v).item()) for k, v in values.items()}
+            means.update(shared, fit_seconds=fit_seconds, **timings)
+            means.update(self._online_timing(generator, ranker, fold.test))
+            outcome.means[name] = means
+            outcome.results += [{"method": name, "fold": fold.fold, "metric": k, "value": v}
+                                for k, v in means.items()]
+        return outcome
 
     def _cache(self, folksonomy: Folksonomy,
                candidate_config: Mapping[str, Any] | None) -> CandidateCache | None:

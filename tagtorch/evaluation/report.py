@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -58,7 +59,7 @@ def significance(per_object: pd.DataFrame, method: TestMethod = "ttest") -> pd.D
     wide = per_object.pivot_table(index=["fold", "object", "metric"], columns="method",
                                   values="value", dropna=False)
     methods = list(dict.fromkeys(per_object["method"]))
-    rows = []
+    rows: list[dict[str, Any]] = []
     for metric, group in wide.groupby(level="metric", sort=False):
         first = len(rows)
         for i, a in enumerate(methods):

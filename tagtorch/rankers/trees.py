@@ -64,7 +64,7 @@ import inspect
 import json
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -299,8 +299,9 @@ class _TreeRanker:
         params.update(self.params)
         train_set = lgb.Dataset(data.features, label=labels, group=data.group_sizes,
                                 params=params)
-        valid_sets, callbacks = [], []
-        if valid is not None:
+        valid_sets: list[Any] = []
+        callbacks: list[Callable[..., Any]] = []
+        if valid is not None and self.early_stopping_rounds is not None:
             valid_sets = [lgb.Dataset(valid.features, label=valid_labels,
                                       group=valid.group_sizes, reference=train_set)]
             callbacks = [lgb.early_stopping(self.early_stopping_rounds, first_metric_only=True,
