@@ -2,7 +2,7 @@
 
 A :class:`Ragged` holds ``n`` rows in two flat arrays, ``offsets [n + 1]`` and ``values [nnz]``;
 row ``i`` is ``values[offsets[i]:offsets[i + 1]]``. It is the storage for tag sets, input tags,
-gold tags and text terms, and converts to padded ``[B, L]`` tensors with a mask.
+gold tags and text terms.
 """
 
 from __future__ import annotations
@@ -11,8 +11,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
-import torch
 
 
 @dataclass(frozen=True)
@@ -100,26 +98,3 @@ class Ragged:
         starts = np.repeat(self.offsets[rows] - offsets[:-1], lengths)
         index = np.arange(offsets[-1], dtype=np.int64) + starts
         return Ragged(offsets, self.values[index])
-
-    def to_csr(
-        self, n_cols: int, data: np.ndarray | None = None, dtype: type = np.float64
-    ) -> sp.csr_matrix:
-        """Returns a ``[n, n_cols]`` sparse matrix with ones (or ``data``) at the row values."""
-        data = np.ones(len(self.values), dtype=dtype) if data is None else data
-        return sp.csr_matrix((data, self.values, self.offsets), shape=(len(self), n_cols))
-
-    def to_padded(
-        self, pad_value: float = 0, device: torch.device | str | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Pads the rows into a ``[n, L]`` tensor and a ``[n, L]`` bool mask (True = real)."""
-        lengths = torch.as_tensor(self.lengths, device=device)
-        width = int(lengths.max()) if len(self) else 0
-        mask = torch.arange(width, device=device)[None, :] < lengths[:, None]
-        out = torch.full(
-            (len(self), width),
-            pad_value,
-            dtype=torch.as_tensor(self.values[:0]).dtype,
-            device=device,
-        )
-        out[mask] = torch.as_tensor(self.values, device=device)
-        return out, mask
