@@ -272,6 +272,8 @@ class TagRecommendationProtocol:
             means.update(shared, fit_seconds=fit_seconds, **timings)
             means.update(self._online_timing(generator, ranker, fold.test))
             outcome.means[name] = means
+            log.info("fold %d, %s: %s (fit %.1f s)", fold.fold, name,
+                     ", ".join(f"{k} {means[k]:.4f}" for k in values), fit_seconds)
             outcome.results += [{"method": name, "fold": fold.fold, "metric": k, "value": v}
                                 for k, v in means.items()]
         return outcome
