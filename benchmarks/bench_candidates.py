@@ -52,16 +52,6 @@ LATENCY_TARGET_OBJECTS = 150_000
 
 
 # ------------------------------------------------------------------------------ helpers
-def scaled_config(n_objects: int) -> dict[str, int]:
-    """Vocabulary and user counts that grow with the objects (as ``synthetic_scale.py``)."""
-    return {
-        "n_objects": n_objects,
-        "n_users": max(600, n_objects // 5),
-        "n_tags": max(1500, n_objects // 20),
-        "n_topics": max(30, n_objects // 10_000),
-        "n_categories": 10,
-    }
-
 
 def peak_mb() -> float:
     """Peak resident memory of this process so far (``ru_maxrss``, KiB on Linux), in MB."""
@@ -135,7 +125,7 @@ def load(name: str, args: argparse.Namespace):
 
         raw = load_lastfm(os.environ["TAGTORCH_DATA_DIR"], download=False)
     else:
-        from tagtorch.data.synthetic import generate_folksonomy
+        from tagtorch.data.synthetic import generate_folksonomy, scaled_config
 
         raw = generate_folksonomy(**scaled_config(args.objects), seed=args.seed)
     folksonomy = TextProcessor().apply(raw)

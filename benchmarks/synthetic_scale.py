@@ -20,21 +20,10 @@ import time
 from pathlib import Path
 
 
-def scaled_config(n_objects: int) -> dict[str, int]:
-    """Vocabulary and user counts that grow with the number of objects."""
-    return {
-        "n_objects": n_objects,
-        "n_users": max(600, n_objects // 5),
-        "n_tags": max(1500, n_objects // 20),
-        "n_topics": max(30, n_objects // 10_000),
-        "n_categories": 10,
-    }
-
-
 def run_one(n_objects: int, seed: int, progress: bool) -> dict[str, float]:
     """Generates one folksonomy in this process and measures it."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
-    from tagtorch.data.synthetic import generate_folksonomy
+    from tagtorch.data.synthetic import generate_folksonomy, scaled_config
 
     config = scaled_config(n_objects)
     start = time.perf_counter()

@@ -677,3 +677,19 @@ class _Generator:
         )
         log.info("generated %r", folksonomy)
         return folksonomy
+
+
+def scaled_config(n_objects: int) -> dict[str, int]:
+    """Users, tags and topics that grow with the number of objects (for scale benchmarks).
+
+    Example:
+        >>> scaled_config(150_000)["n_tags"]
+        7500
+    """
+    return {
+        "n_objects": n_objects,
+        "n_users": max(600, n_objects // 5),
+        "n_tags": max(1500, n_objects // 20),
+        "n_topics": max(30, n_objects // 10_000),
+        "n_categories": 10,
+    }
