@@ -373,6 +373,10 @@ class _TreeRanker:
     def _predict(self, features: np.ndarray) -> np.ndarray:
         """``[N]`` scores of ``[N, F]`` candidates."""
         if self.backend == "sklearn":
+            # a thread pool per call costs ~70 ms: predict small batches (one object's list,
+            # as an online recommender does) in the calling thread
+            small = len(features) < 10_000
+            self.model_.set_params(n_jobs=1 if small else self.n_jobs)
             return self.model_.predict(features)
         if self.backend == "lightgbm":
             return self.model_.predict(features, num_iteration=self.best_iteration_ or 0,
