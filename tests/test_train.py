@@ -25,6 +25,7 @@ def compose_cfg(tmp_path: Path, overrides: list[str]):
     HydraConfig().set_config(cfg)
     with open_dict(cfg):
         cfg.paths.output_dir = str(tmp_path)
+        cfg.paths.checkpoint_dir = str(tmp_path / "checkpoints")
         del cfg.hydra  # as in a real run, where the job config holds no `hydra` node
     return cfg
 
@@ -33,13 +34,15 @@ def test_default_job_runs_end_to_end(tmp_path):
     """`python -m tagtorch.train` as a user runs it, with the logger off."""
     done = subprocess.run(
         [sys.executable, "-m", "tagtorch.train", "logger=none",
-         f"hydra.run.dir={tmp_path}"],
+         f"hydra.run.dir={tmp_path}", f"paths.checkpoint_dir={tmp_path}/checkpoints"],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "| latre_wts |" in done.stdout
     for name in ["config.yaml", "results.csv", "report.md", "run.trec", "qrels.trec"]:
         assert (tmp_path / name).is_file(), name
+    saved = sorted((tmp_path / "checkpoints").glob("*/latre_wts/fold*"))
+    assert [p.name for p in saved] == [f"fold{k}" for k in range(5)]
     results = pd.read_csv(tmp_path / "results.csv")
     assert list(results.columns) == ["method", "fold", "metric", "value"]
     assert sorted(results["fold"].unique()) == [0, 1, 2, 3, 4]

@@ -92,8 +92,8 @@ class CandidateSet:
             for f in fields(self) if isinstance(getattr(self, f.name), torch.Tensor)
         })
 
-    def __getitem__(self, rows: slice) -> CandidateSet:
-        """A batch of rows (padding width kept)."""
+    def __getitem__(self, rows: slice | torch.Tensor) -> CandidateSet:
+        """The lists at ``rows`` (a slice, or a long or bool index tensor; padding width kept)."""
         return replace(self, **{
             f.name: getattr(self, f.name)[rows]
             for f in fields(self) if isinstance(getattr(self, f.name), torch.Tensor)

@@ -117,6 +117,9 @@ class TagRecommendationProtocol:
         cache_dir: the cache folder (default: ``candidates/`` in the user cache folder).
         n_jobs: folds run in parallel processes (1: in this process, with a progress bar;
             -1: one per core). Rankers built on tree libraries use all cores themselves.
+        checkpoint_dir: every fitted ranker is saved to
+            ``{checkpoint_dir}/{dataset}/{method}/fold{k}`` (a file or, for the tree rankers, a
+            folder; the ranker class's ``load`` reads it back). None: nothing saved.
     """
 
     def __init__(
@@ -136,6 +139,7 @@ class TagRecommendationProtocol:
         cache: bool = False,
         cache_dir: str | None = None,
         n_jobs: int = 1,
+        checkpoint_dir: str | Path | None = None,
     ) -> None:
         self.n_folds = n_folds
         self.folds = list(range(n_folds)) if folds is None else list(folds)
@@ -157,6 +161,7 @@ class TagRecommendationProtocol:
         self.cache = cache
         self.cache_dir = Path(cache_dir) if cache_dir else user_cache_dir() / "candidates"
         self.n_jobs = n_jobs
+        self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir else None
 
     def splits(self, folksonomy: Folksonomy) -> list[TagRecFold]:
         """The protocol's folds of a folksonomy."""
@@ -195,7 +200,9 @@ class TagRecommendationProtocol:
                 (out / name).unlink(missing_ok=True)
         terms = TermIndex.from_folksonomy(folksonomy)
         run_fold = partial(self._run_fold, terms=terms, candidates=candidates, rankers=rankers,
-                           cache=self._cache(folksonomy, candidate_config))
+                           cache=self._cache(folksonomy, candidate_config),
+                           checkpoints=self.checkpoint_dir / folksonomy.name
+                           if self.checkpoint_dir else None)
         folds = [self.splits(folksonomy)[f] for f in self.folds]
         if self.n_jobs == 1:
             outcomes = [run_fold(fold) for fold in tqdm(folds, desc="folds", unit="fold")]
@@ -237,6 +244,7 @@ class TagRecommendationProtocol:
         candidates: Callable[[], CandidateGenerator],
         rankers: Mapping[str, Callable[[], Ranker]],
         cache: CandidateCache | None,
+        checkpoints: Path | None = None,
     ) -> _FoldOutcome:
         """Candidates, every ranker's fit on V and evaluation on T, for one fold."""
         generator = candidates().fit(fold.train_objects, fold.train_tags, terms)
@@ -259,6 +267,9 @@ class TagRecommendationProtocol:
             start = time.perf_counter()
             ranker.fit(val, None)
             fit_seconds = time.perf_counter() - start
+            if checkpoints is not None:
+                (checkpoints / name).mkdir(parents=True, exist_ok=True)
+                ranker.save(checkpoints / name / f"fold{fold.fold}")
             scores, timings = self._score(ranker, test)
             values = ranking_metrics(scores, test.labels, test.mask, n_relevant=test.n_relevant,
                                      ks=self.ks, metrics=self.metrics)

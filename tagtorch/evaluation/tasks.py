@@ -43,7 +43,9 @@ class TagRecommendationTask:
         result = self.protocol.evaluate(
             folksonomy,
             candidates=partial(instantiate, cfg.features),
-            rankers={str(name): partial(instantiate, node) for name, node in cfg.model.items()},
+            # resolved here: worker processes of parallel folds have no Hydra resolvers
+            rankers={str(name): partial(instantiate, OmegaConf.to_container(node, resolve=True))
+                     for name, node in cfg.model.items()},
             output_dir=output_dir,
             loggers=loggers,
             candidate_config=cast(dict[str, Any],

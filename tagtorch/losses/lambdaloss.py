@@ -1,0 +1,104 @@
+"""LambdaLoss with the NDCG-Loss2++ weighting scheme (Wang et al., CIKM 2018)."""
+
+from __future__ import annotations
+
+import math
+
+from torch import Tensor
+
+from tagtorch.losses._masking import (
+    Gain,
+    Reduction,
+    check_k,
+    check_positive,
+    dcg_discount,
+    gain_values,
+    ideal_dcg,
+    mean_over_lists,
+    ndcg_ratio,
+    pair_mask,
+    pairwise_diffs,
+    pairwise_logistic,
+    prepare,
+    ranks_by_score,
+    reduce_pairs,
+)
+
+__all__ = ["lambdaloss"]
+
+
+def lambdaloss(
+    scores: Tensor,
+    labels: Tensor,
+    mask: Tensor,
+    *,
+    k: int | None = None,
+    sigma: float = 1.0,
+    mu: float = 10.0,
+    gain: Gain = "linear",
+    reduction: Reduction = "mean",
+) -> Tensor:
+    """LambdaLoss, NDCG-Loss2++ weighting scheme (allRank's ``ndcgLoss2PP_scheme``).
+
+    X. Wang, C. Li, N. Golbandi, M. Bendersky and M. Najork, "The LambdaLoss Framework for
+    Ranking Metric Optimization", CIKM 2018. With ``r`` the ranks by the current (detached)
+    scores (ties broken by list order), ``D(r) = log2(1 + r)``, ``G = gain / IDCG(@k)``, a pair
+    ``(i, j)`` of real candidates with ``label_i > label_j`` costs
+
+        ``-w_ij * log2(sigmoid(sigma (s_i - s_j)))``, with
+        ``w_ij = (rho_ij + mu * delta_ij) * |G_i - G_j|``,
+        ``rho_ij = |1 / D(r_i) - 1 / D(r_j)|`` (LambdaRank's weight),
+        ``delta_ij = |1 / D(|r_i - r_j|) - 1 / D(|r_i - r_j| + 1)|`` (NDCG-Loss2's weight).
+
+    ``log2(sigmoid(x))`` is computed as ``-softplus(-x) / ln 2``, which never takes ``log(0)``
+    (allRank clamps the sigmoid at ``1e-10`` instead, which zeroes the gradient of pairs that
+    are badly misordered by more than about 23 / sigma).
+
+    Truncation, as in allRank: with ``k``, only pairs where **both** ``i`` and ``j`` are ranked
+    in the top ``k`` count, and the IDCG is cut at ``k`` (``rho`` and ``delta`` are not).
+
+    Reduction: the pair losses of a list are averaged over its counted pairs
+    (``reduction="mean"``, default, allRank's choice) or summed (``"sum"``, the paper's
+    per-query loss), then the lists with at least one counted pair are averaged (allRank's
+    ``"mean"`` instead pools the pairs of the whole batch).
+
+    Args:
+        scores: ``[B, L]`` scores, any float dtype.
+        labels: ``[B, L]`` relevance ``>= 0`` (binary or graded).
+        mask: ``[B, L]`` bool, ``True`` at real candidates.
+        k: NDCG cut-off, or ``None`` for the whole list.
+        sigma: steepness of the logistic, ``> 0``.
+        mu: weight ``>= 0`` of the NDCG-Loss2 term.
+        gain: ``"linear"`` (``label``, the tagtorch NDCG) or ``"exp"`` (``2^label - 1``, allRank).
+        reduction: ``"mean"`` or ``"sum"`` over the counted pairs of a list.
+
+    Returns:
+        ``[]`` mean loss over the lists with a counted pair, float32 (float64 for float64
+        scores); a zero still attached to the graph when no list has one.
+
+    Example:
+        >>> import torch
+        >>> scores = torch.tensor([[2.0, 0.0, 1.0, -1e30]])
+        >>> labels = torch.tensor([[0.0, 1.0, 0.0, 1.0]])
+        >>> mask = torch.tensor([[True, True, True, False]])
+        >>> round(float(lambdaloss(scores, labels, mask)), 4)
+        6.3962
+    """
+    check_k(k)
+    check_positive("sigma", sigma)
+    check_positive("mu", mu, allow_zero=True)
+    s, y, m = prepare(scores, labels, mask)
+    gains = gain_values(y, gain)
+    ranks = ranks_by_score(s, m)
+    norm_gains, _ = ndcg_ratio(gains, ideal_dcg(gains, k)[:, None])
+    rho = pairwise_diffs(dcg_discount(ranks)).abs()
+    distance = pairwise_diffs(ranks).abs().clamp_min(1)  # >= 1 for real pairs; 0 only on i == j
+    delta = (dcg_discount(distance) - dcg_discount(distance + 1)).abs()
+    weights = (rho + mu * delta) * pairwise_diffs(norm_gains).abs()
+    pairs = pair_mask(y, m)
+    if k is not None:
+        top = ranks <= k
+        pairs = pairs & top[:, :, None] & top[:, None, :]
+    pair_losses = weights.detach() * pairwise_logistic(s, sigma) / math.log(2.0)
+    per_list, valid = reduce_pairs(pair_losses, pairs, reduction)
+    return mean_over_lists(per_list, valid)

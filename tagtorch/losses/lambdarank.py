@@ -1,0 +1,96 @@
+"""LambdaRank: RankNet pairs weighted by |ΔNDCG| (Burges, MSR-TR-2010-82)."""
+
+from __future__ import annotations
+
+from torch import Tensor
+
+from tagtorch.losses._masking import (
+    Gain,
+    Reduction,
+    check_k,
+    check_positive,
+    dcg_discount,
+    gain_values,
+    ideal_dcg,
+    mean_over_lists,
+    ndcg_ratio,
+    pair_mask,
+    pairwise_diffs,
+    pairwise_logistic,
+    prepare,
+    ranks_by_score,
+    reduce_pairs,
+)
+
+__all__ = ["lambdarank_loss"]
+
+
+def lambdarank_loss(
+    scores: Tensor,
+    labels: Tensor,
+    mask: Tensor,
+    *,
+    k: int | None = None,
+    sigma: float = 1.0,
+    gain: Gain = "linear",
+    reduction: Reduction = "sum",
+) -> Tensor:
+    """LambdaRank: the RankNet pair loss weighted by the |ΔNDCG(@k)| of swapping the pair.
+
+    C. J. C. Burges, "From RankNet to LambdaRank to LambdaMART: An Overview", Microsoft
+    Research Technical Report MSR-TR-2010-82, 2010. Each pair ``(i, j)`` of real candidates with
+    ``label_i > label_j`` costs ``|ΔNDCG_ij| * log(1 + exp(-sigma (s_i - s_j)))``, where
+
+        ``|ΔNDCG_ij| = |G_i - G_j| * |d(r_i) - d(r_j)| / IDCG(@k)``
+
+    is the change of the list's NDCG(@k) when ``i`` and ``j`` swap places in the current
+    ranking: ``r`` are the ranks by the current (detached) scores, ties broken by list order;
+    ``G`` the gains (``label`` or ``2^label - 1``); ``d(r) = 1 / log2(1 + r)``, set to ``0`` for
+    ``r > k``. The weights are constants (detached), so the gradient of this loss is the
+    LambdaRank gradient ``sum_j lambda_ij``.
+
+    Truncation: with ``k``, only the pairs where **at least one** of ``i``, ``j`` is ranked in
+    the top ``k`` count (the others have ``ΔNDCG@k = 0``), and the IDCG is cut at ``k``.
+
+    Reduction: the weighted pair losses of a list are summed (``reduction="sum"``, default, the
+    loss whose gradient is the lambda gradient) or averaged over its counted pairs (``"mean"``);
+    then the lists with at least one counted pair are averaged.
+
+    Args:
+        scores: ``[B, L]`` scores, any float dtype.
+        labels: ``[B, L]`` relevance ``>= 0`` (binary or graded).
+        mask: ``[B, L]`` bool, ``True`` at real candidates.
+        k: NDCG cut-off, or ``None`` for the whole list.
+        sigma: steepness of the logistic, ``> 0``.
+        gain: ``"linear"`` (``label``, the tagtorch NDCG) or ``"exp"`` (``2^label - 1``).
+        reduction: ``"sum"`` or ``"mean"`` over the counted pairs of a list.
+
+    Returns:
+        ``[]`` mean loss over the lists with a counted pair, float32 (float64 for float64
+        scores); a zero still attached to the graph when no list has one.
+
+    Example:
+        >>> import torch
+        >>> scores = torch.tensor([[2.0, 0.0, 1.0, 3e30]])
+        >>> labels = torch.tensor([[0.0, 1.0, 0.0, 1.0]])
+        >>> mask = torch.tensor([[True, True, True, False]])
+        >>> round(float(lambdarank_loss(scores, labels, mask)), 4)
+        1.2354
+        >>> round(float(lambdarank_loss(scores, labels, mask, k=1)), 4)
+        2.1269
+    """
+    check_k(k)
+    check_positive("sigma", sigma)
+    s, y, m = prepare(scores, labels, mask)
+    gains = gain_values(y, gain)
+    ranks = ranks_by_score(s, m)
+    discounts = dcg_discount(ranks, k)
+    norm_gains, _ = ndcg_ratio(gains, ideal_dcg(gains, k)[:, None])
+    weights = pairwise_diffs(norm_gains).abs() * pairwise_diffs(discounts).abs()
+    pairs = pair_mask(y, m)
+    if k is not None:
+        top = ranks <= k
+        pairs = pairs & (top[:, :, None] | top[:, None, :])
+    pair_losses = weights.detach() * pairwise_logistic(s, sigma)
+    per_list, valid = reduce_pairs(pair_losses, pairs, reduction)
+    return mean_over_lists(per_list, valid)

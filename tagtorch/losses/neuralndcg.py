@@ -1,0 +1,169 @@
+"""NeuralNDCG: NDCG through a NeuralSort relaxation of sorting (Pobrotyn and Białobrzeski, 2021)."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from tagtorch.losses._masking import (
+    Gain,
+    check_k,
+    check_positive,
+    check_shapes,
+    gain_values,
+    ideal_dcg,
+    masked_log_softmax,
+    mean_over_lists,
+    ndcg_ratio,
+    pairwise_diffs,
+    position_discount,
+    prepare,
+    zero_padding,
+)
+
+__all__ = ["neural_sort", "neuralndcg_loss", "sinkhorn_scaling"]
+
+
+def neural_sort(scores: Tensor, mask: Tensor, tau: float = 1.0) -> Tensor:
+    """NeuralSort relaxation of the sorting permutation of each list's real candidates.
+
+    A. Grover, E. Wang, A. Zweig and S. Ermon, "Stochastic Optimization of Sorting Networks via
+    Continuous Relaxations", ICLR 2019, Eq. 4. For a list of ``n`` real candidates, row ``r``
+    (rank ``r = 1..n``) is ``softmax(((n + 1 - 2r) s - A_s 1) / tau)`` over the real candidates,
+    with ``(A_s 1)_j = sum_k |s_j - s_k|``. Padding is removed before the formula (``n`` counts
+    real candidates only, padded columns and rows ``r > n`` are exactly ``0``), so a padded list
+    gives the matrix of the unpadded one, wherever its padding lies.
+
+    Args:
+        scores: ``[B, L]`` float scores (computed in their dtype).
+        mask: ``[B, L]`` bool, ``True`` at real candidates.
+        tau: temperature ``> 0``; smaller is closer to the hard permutation matrix.
+
+    Returns:
+        ``[B, L, L]`` row-stochastic matrices ``P[b, r - 1, j]``: the weight of candidate ``j``
+        at rank ``r``; ``0`` in padded columns and in rows beyond a list's length.
+
+    Example:
+        >>> neural_sort(torch.tensor([[1.0, 3.0, 9.0]]), torch.tensor([[True, True, False]]))
+        tensor([[[0.1192, 0.8808, 0.0000],
+                 [0.8808, 0.1192, 0.0000],
+                 [0.0000, 0.0000, 0.0000]]])
+    """
+    check_shapes(scores, mask)
+    check_positive("tau", tau)
+    s = zero_padding(scores, mask)
+    width = s.shape[-1]
+    n_real = mask.sum(-1, keepdim=True).to(s.dtype)  # [B, 1]
+    rank = torch.arange(1, width + 1, dtype=s.dtype, device=s.device)  # [L]
+    spread = zero_padding(pairwise_diffs(s).abs(), mask[:, None, :]).sum(-1)  # [B, L]: (A_s 1)_j
+    logits = ((n_real + 1 - 2 * rank)[:, :, None] * s[:, None, :] - spread[:, None, :]) / tau
+    cells = (rank[None, :] <= n_real)[:, :, None] & mask[:, None, :]  # [B, rank, candidate]
+    return zero_padding(torch.exp(masked_log_softmax(logits, cells)), cells)
+
+
+def sinkhorn_scaling(matrix: Tensor, *, max_iter: int = 50, tol: float = 1e-6) -> Tensor:
+    """Sinkhorn scaling of non-negative ``[B, N, N]`` matrices towards doubly stochastic ones.
+
+    R. Sinkhorn, "A Relationship Between Arbitrary Positive Matrices and Doubly Stochastic
+    Matrices", Ann. Math. Statist. 35(2), 1964. Alternately normalizes the columns, then the
+    rows (allRank's order), at most ``max_iter`` times; a matrix stops changing once all its
+    non-zero rows and columns sum to 1 within ``tol``, so each matrix gets the same result as
+    if it were scaled alone. All-zero rows and columns (padding) stay zero.
+
+    Args:
+        matrix: ``[B, N, N]`` non-negative matrices.
+        max_iter: the most column-then-row normalizations, ``>= 0``.
+        tol: convergence tolerance on the row and column sums.
+
+    Returns:
+        ``[B, N, N]`` scaled matrices.
+
+    Example:
+        >>> sinkhorn_scaling(torch.tensor([[[1.0, 1.0, 0.0], [3.0, 1.0, 0.0], [0.0, 0.0, 0.0]]]))
+        tensor([[[0.3660, 0.6340, 0.0000],
+                 [0.6340, 0.3660, 0.0000],
+                 [0.0000, 0.0000, 0.0000]]])
+    """
+    if isinstance(max_iter, bool) or not isinstance(max_iter, int) or max_iter < 0:
+        raise ValueError(f"max_iter must be an int >= 0, got {max_iter!r}")
+    check_positive("tol", tol, allow_zero=True)
+    if matrix.numel() == 0:
+        return matrix
+    live_rows = matrix.sum(-1) > 0  # [B, N]
+    live_cols = matrix.sum(-2) > 0
+    done = torch.zeros(matrix.shape[0], dtype=torch.bool, device=matrix.device)
+    for _ in range(max_iter):
+        scaled = matrix / _safe_sum(matrix, -2)
+        scaled = scaled / _safe_sum(scaled, -1)
+        matrix = torch.where(done[:, None, None], matrix, scaled)
+        with torch.no_grad():
+            row_err = zero_padding((matrix.sum(-1) - 1).abs(), live_rows).amax(-1)
+            col_err = zero_padding((matrix.sum(-2) - 1).abs(), live_cols).amax(-1)
+            done = done | ((row_err < tol) & (col_err < tol))
+        if bool(done.all()):
+            break
+    return matrix
+
+
+def _safe_sum(matrix: Tensor, dim: int) -> Tensor:
+    """Sums over ``dim`` (kept), with 1 in place of a zero sum (an all-zero row or column).
+
+    Dividing by it keeps zero rows and columns at zero with a zero gradient; a clamp to a tiny
+    positive value would divide ``0`` by ``tiny**2`` in the backward pass and give NaN.
+    """
+    total = matrix.sum(dim, keepdim=True)
+    return torch.where(total > 0, total, torch.ones_like(total))
+
+
+def neuralndcg_loss(
+    scores: Tensor,
+    labels: Tensor,
+    mask: Tensor,
+    *,
+    tau: float = 1.0,
+    k: int | None = None,
+    max_iter: int = 50,
+    tol: float = 1e-6,
+    gain: Gain = "linear",
+) -> Tensor:
+    """NeuralNDCG: minus the NDCG of the NeuralSort-sorted gains, averaged over lists.
+
+    P. Pobrotyn and R. Białobrzeski, "NeuralNDCG: Direct Optimisation of a Ranking Metric via
+    Differentiable Relaxation of Sorting", arXiv:2102.07831, 2021 (deterministic variant, as
+    allRank's ``neuralNDCG``). ``P^`` is the :func:`neural_sort` matrix of the scores, made
+    doubly stochastic by :func:`sinkhorn_scaling`; ``P^ @ G`` are the quasi-sorted gains and
+    the list's NeuralNDCG(@k) is ``sum_{r <= k} (P^ @ G)_r / log2(r + 1) / IDCG(@k)``.
+
+    Padding is exactly out (instead of allRank's very low padded scores): padded candidates
+    get no column and their list no extra rank rows of ``P^``, and their gains are ``0``.
+    Lists with no relevant real candidate are left out of the mean.
+
+    Args:
+        scores: ``[B, L]`` scores, any float dtype.
+        labels: ``[B, L]`` relevance ``>= 0`` (binary or graded).
+        mask: ``[B, L]`` bool, ``True`` at real candidates.
+        tau: NeuralSort temperature, ``> 0``.
+        k: NDCG cut-off (discounts beyond rank ``k`` are ``0``), or ``None`` for the whole list.
+        max_iter: the most Sinkhorn iterations.
+        tol: Sinkhorn convergence tolerance.
+        gain: ``"linear"`` (``label``, the tagtorch NDCG) or ``"exp"`` (``2^label - 1``, allRank).
+
+    Returns:
+        ``[]`` mean loss (about ``[-1, 0]``) over the lists with a relevant candidate, float32
+        (float64 for float64 scores); a zero still attached to the graph when there is none.
+
+    Example:
+        >>> scores = torch.tensor([[2.0, 0.0, 1.0, 4e30]])
+        >>> labels = torch.tensor([[1.0, 0.0, 0.0, 1.0]])
+        >>> mask = torch.tensor([[True, True, True, False]])
+        >>> round(float(neuralndcg_loss(scores, labels, mask)), 4)
+        -0.907
+    """
+    check_k(k)
+    s, y, m = prepare(scores, labels, mask)
+    gains = gain_values(y, gain)
+    soft_perm = sinkhorn_scaling(neural_sort(s, m, tau), max_iter=max_iter, tol=tol)
+    sorted_gains = (soft_perm @ gains[:, :, None]).squeeze(-1)  # [B, rank]
+    dcg = (sorted_gains * position_discount(s.shape[-1], k, s)).sum(-1)
+    ndcg, valid = ndcg_ratio(dcg, ideal_dcg(gains, k))
+    return -mean_over_lists(ndcg, valid)

@@ -1,0 +1,439 @@
+"""Neural rankers over padded candidate lists, as Lightning modules.
+
+Canuto et al. (JIDM 2013, Section 4.3.5) evaluate ListNet (Cao et al., ICML 2007): a neural
+scoring function of the candidate's features, trained on whole candidate lists. This module
+generalizes it: one :class:`NeuralRanker` trains a scorer network (:class:`ListScorer`: linear as
+in the paper's ListNet, an MLP, optionally with a self-attention context over the list) with any
+loss of :mod:`tagtorch.losses` (ListNet, RankNet, LambdaRank, LambdaLoss, ApproxNDCG,
+NeuralNDCG) on the protocol's V lists, stops early on NDCG@k of a held-out part of V and
+scores T's lists. It implements the :class:`~tagtorch.rankers.base.Ranker` interface, so the
+evaluator and the report treat it like any other ranker.
+
+Deviations from the paper's ListNet (RankLib): features are normalized (signed ``log1p`` then
+z-score, fitted on the training candidates; ``normalization="none"`` restores the raw
+features), Adam-type optimizers replace plain gradient descent, and training stops early on the
+held-out lists. ``conf/model/listnet_paper.yaml`` is the paper's own setting (linear scorer,
+SGD, ``lr = 1e-5``, one list per step, ``i`` epochs from its Table III).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import tempfile
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal, Self
+
+import pytorch_lightning as pl
+import torch
+from pytorch_lightning.callbacks import EarlyStopping, ModelCheckpoint
+from pytorch_lightning.loggers import CSVLogger
+from torch import Tensor, nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from tagtorch.candidates.candidate_set import CandidateSet
+from tagtorch.losses import get_loss
+from tagtorch.metrics.functional import ndcg_at_k
+from tagtorch.rankers.base import check_feature_names
+
+log = logging.getLogger(__name__)
+
+__all__ = ["FeatureNormalizer", "ListScorer", "NeuralRanker"]
+
+Normalization = Literal["log1p_zscore", "zscore", "none"]
+Norm = Literal["none", "layer", "batch"]
+ListBatch = tuple[Tensor, Tensor, Tensor, Tensor]
+
+
+class FeatureNormalizer(nn.Module):
+    """Per-feature normalization fitted on the real candidates of the training lists.
+
+    ``"zscore"``: ``(x - mean) / std``; ``"log1p_zscore"``: the z-score of
+    ``sign(x) log(1 + |x|)``, which tames the heavy tails of count features (Sum, Vote, TF,
+    IFF, ...); ``"none"``: the identity. A feature constant on the training candidates gets
+    ``std = 1``. Padding positions come out as 0.
+
+    Args:
+        n_features: ``F``.
+        normalization: ``"log1p_zscore"``, ``"zscore"`` or ``"none"``.
+
+    Example:
+        >>> norm = FeatureNormalizer(1, "zscore")
+        >>> x = torch.tensor([[[1.0], [3.0], [99.0]]])
+        >>> mask = torch.tensor([[True, True, False]])
+        >>> norm.fit(x, mask)(x, mask).squeeze(-1)
+        tensor([[-1.,  1.,  0.]])
+    """
+
+    mean: Tensor
+    std: Tensor
+
+    def __init__(self, n_features: int, normalization: Normalization = "log1p_zscore") -> None:
+        super().__init__()
+        if normalization not in ("log1p_zscore", "zscore", "none"):
+            raise ValueError(f"normalization must be 'log1p_zscore', 'zscore' or 'none', "
+                             f"got {normalization!r}")
+        self.normalization = normalization
+        self.register_buffer("mean", torch.zeros(n_features))
+        self.register_buffer("std", torch.ones(n_features))
+
+    def _squash(self, x: Tensor) -> Tensor:
+        return torch.sign(x) * torch.log1p(x.abs()) if self.normalization == "log1p_zscore" else x
+
+    @torch.no_grad()
+    def fit(self, features: Tensor, mask: Tensor) -> Self:
+        """Fits the statistics on ``features [B, L, F]`` where ``mask [B, L]`` is True."""
+        if self.normalization == "none":
+            return self
+        real = self._squash(features[mask].double())
+        if len(real) == 0:
+            raise ValueError("no real candidate to fit the feature normalization on")
+        std = real.std(0, unbiased=False)
+        self.mean.copy_(real.mean(0))
+        self.std.copy_(torch.where(std > 1e-12, std, torch.ones_like(std)))
+        return self
+
+    def forward(self, features: Tensor, mask: Tensor) -> Tensor:
+        """``[B, L, F]`` normalized features, 0 at padding."""
+        x = (self._squash(features) - self.mean) / self.std
+        return x.masked_fill(~mask.unsqueeze(-1), 0.0)
+
+
+class ListScorer(nn.Module):
+    """Scorer network: candidate features ``[B, L, F]`` to scores ``[B, L]``.
+
+    With no hidden layer it is the linear scorer of the paper's ListNet (``w · x + b``). Hidden
+    layers form an MLP applied to each real candidate (padding is never computed on, so batch
+    normalization sees only real candidates). With ``attention_layers > 0``, Transformer
+    encoder layers (self-attention over the real candidates of the same list, padding masked
+    out) give each candidate the context of its list before the output layer.
+
+    Args:
+        n_features: ``F``.
+        hidden: widths of the hidden layers (empty: linear scorer).
+        dropout: dropout after each hidden layer and inside the attention layers.
+        norm: ``"none"``, ``"layer"`` or ``"batch"`` normalization after each hidden layer.
+        attention_layers: Transformer encoder layers over the list (needs ``hidden``).
+        attention_heads: heads per attention layer (must divide the last hidden width).
+
+    Example:
+        >>> scorer = ListScorer(3, hidden=[8], attention_layers=1, attention_heads=2)
+        >>> scorer(torch.randn(2, 5, 3), torch.ones(2, 5, dtype=torch.bool)).shape
+        torch.Size([2, 5])
+    """
+
+    def __init__(
+        self,
+        n_features: int,
+        hidden: Sequence[int] = (64, 64),
+        dropout: float = 0.0,
+        norm: Norm = "none",
+        attention_layers: int = 0,
+        attention_heads: int = 4,
+    ) -> None:
+        super().__init__()
+        if norm not in ("none", "layer", "batch"):
+            raise ValueError(f"norm must be 'none', 'layer' or 'batch', got {norm!r}")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        if attention_layers and not hidden:
+            raise ValueError("the attention context needs at least one hidden layer")
+        layers: list[nn.Module] = []
+        width = n_features
+        for size in hidden:
+            layers.append(nn.Linear(width, size))
+            if norm == "layer":
+                layers.append(nn.LayerNorm(size))
+            elif norm == "batch":
+                layers.append(nn.BatchNorm1d(size))
+            layers.append(nn.ReLU())
+            if dropout:
+                layers.append(nn.Dropout(dropout))
+            width = size
+        self.mlp = nn.Sequential(*layers)
+        self.context: nn.TransformerEncoder | None = None
+        if attention_layers:
+            if width % attention_heads:
+                raise ValueError(f"attention_heads ({attention_heads}) must divide the last "
+                                 f"hidden width ({width})")
+            layer = nn.TransformerEncoderLayer(
+                width, attention_heads, dim_feedforward=2 * width, dropout=dropout,
+                batch_first=True, norm_first=True)
+            self.context = nn.TransformerEncoder(layer, attention_layers,
+                                                 enable_nested_tensor=False)
+        self.out = nn.Linear(width, 1)
+
+    def forward(self, features: Tensor, mask: Tensor) -> Tensor:
+        """Scores ``[B, L]`` (0 at padding) of ``features [B, L, F]`` under ``mask [B, L]``."""
+        hidden = self.mlp(features[mask])
+        h = features.new_zeros((*mask.shape, hidden.shape[-1]), dtype=hidden.dtype)
+        h[mask] = hidden
+        if self.context is not None:
+            # a list with no real candidate would attend to nothing (NaN): let it see position 0
+            empty = ~mask.any(-1)
+            keep = mask.clone()
+            keep[empty, 0] = True
+            h = self.context(h, src_key_padding_mask=~keep)
+        return self.out(h).squeeze(-1).masked_fill(~mask, 0.0)
+
+
+def _trim(batch: Sequence[Tensor]) -> list[Tensor]:
+    """Cuts a ``(features, labels, mask, n_relevant)`` batch to its longest real list."""
+    features, labels, mask, n_relevant = batch
+    width = max(int(mask.sum(-1).max()), 1) if len(mask) else 1
+    return [features[:, :width], labels[:, :width], mask[:, :width], n_relevant]
+
+
+def _collate(items: list[tuple[Tensor, ...]]) -> list[Tensor]:
+    return _trim([torch.stack(column) for column in zip(*items, strict=True)])
+
+
+class NeuralRanker(pl.LightningModule):
+    """A neural ranker trained on whole candidate lists with a loss of :mod:`tagtorch.losses`.
+
+    ``fit(train, val)`` normalizes the features (statistics from ``train``'s real candidates),
+    builds the scorer for ``F`` features, and trains with a Lightning ``Trainer`` on ``train``'s
+    lists that hold a relevant candidate (other lists give no gradient under any of the losses);
+    it logs ``train/loss``, ``val/loss`` and ``val/ndcg@k``, stops early when ``val/ndcg@k``
+    has not risen for ``patience`` epochs, and restores the best epoch's weights from the
+    checkpoint. Without ``val`` (the protocol passes V alone), a seeded random
+    ``holdout_fraction`` of ``train``'s lists is held out for validation.
+
+    Args:
+        loss: a loss name of :data:`tagtorch.losses.LOSSES`.
+        loss_params: keyword parameters of the loss (e.g. ``{"k": 5}``).
+        scorer: builds the scorer network from ``F`` (a ``_partial_`` config of
+            :class:`ListScorer`); default: an MLP with two hidden layers of 64.
+        optimizer: builds the optimizer from the parameters (``_partial_``); default AdamW with
+            ``lr = 1e-3``.
+        scheduler: builds an LR scheduler from the optimizer (``_partial_``), stepped per epoch;
+            ``ReduceLROnPlateau`` follows ``val/ndcg@k``. None: constant learning rate.
+        trainer: builds the Lightning ``Trainer`` from keyword arguments (``_partial_`` config
+            of ``pytorch_lightning.Trainer``: ``max_epochs``, ``accelerator``, ``precision``,
+            ...); the ranker adds the early-stopping and checkpoint callbacks and the logger.
+            Default: ``Trainer(max_epochs=40)``.
+        normalization: ``"log1p_zscore"``, ``"zscore"`` or ``"none"`` (:class:`FeatureNormalizer`).
+        batch_size: lists per training step.
+        holdout_fraction: part of ``train`` held out for validation when ``val`` is None.
+        k: cut-off of the validation NDCG that early stopping follows.
+        patience: epochs without a better ``val/ndcg@k`` before training stops (None: never).
+        checkpoint_dir: folder of the best-epoch checkpoints (None: a temporary folder).
+        log_dir: folder of the CSV training logs (``train/...``, ``val/...`` per epoch);
+            None: no log files.
+        seed: seeds the initialization, the hold-out split and the batch order.
+        name: the run's name in checkpoints and logs.
+    """
+
+    def __init__(
+        self,
+        loss: str = "listnet",
+        loss_params: Mapping[str, Any] | None = None,
+        scorer: Callable[[int], nn.Module] | None = None,
+        optimizer: Callable[..., torch.optim.Optimizer] | None = None,
+        scheduler: Callable[[torch.optim.Optimizer], Any] | None = None,
+        trainer: Callable[..., pl.Trainer] | None = None,
+        normalization: Normalization = "log1p_zscore",
+        batch_size: int = 64,
+        holdout_fraction: float = 0.2,
+        k: int = 5,
+        patience: int | None = 5,
+        checkpoint_dir: str | Path | None = None,
+        log_dir: str | Path | None = None,
+        seed: int = 0,
+        name: str | None = None,
+    ) -> None:
+        super().__init__()
+        self.loss_fn = get_loss(loss)
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if not 0.0 < holdout_fraction < 1.0:
+            raise ValueError(f"holdout_fraction must be in (0, 1), got {holdout_fraction}")
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        if patience is not None and patience < 1:
+            raise ValueError(f"patience must be >= 1 or None, got {patience}")
+        FeatureNormalizer(1, normalization)  # validates the name
+        self.init_args: dict[str, Any] = {
+            "loss": loss, "loss_params": dict(loss_params or {}), "scorer": scorer,
+            "optimizer": optimizer, "scheduler": scheduler, "trainer": trainer,
+            "normalization": normalization, "batch_size": batch_size,
+            "holdout_fraction": holdout_fraction, "k": k, "patience": patience,
+            "checkpoint_dir": checkpoint_dir, "log_dir": log_dir, "seed": seed, "name": name}
+        self.loss_params = dict(loss_params or {})
+        self.normalization = normalization
+        self.batch_size = batch_size
+        self.holdout_fraction = holdout_fraction
+        self.k = k
+        self.patience = patience
+        self.seed = seed
+        self.run_name = name or loss
+        self.feature_names: tuple[str, ...] | None = None
+        self.normalizer: FeatureNormalizer | None = None
+        self.scorer: nn.Module | None = None
+        self.best_epoch_: int | None = None
+        self.history_: list[dict[str, float]] = []
+        self._val_sums = [0.0, 0.0, 0]  # NDCG sum, loss sum, lists
+
+    @property
+    def monitor(self) -> str:
+        """The early-stopping quantity, ``val/ndcg@k``."""
+        return f"val/ndcg@{self.k}"
+
+    def _build(self, n_features: int) -> None:
+        make = self.init_args["scorer"] or (lambda f: ListScorer(f))
+        self.normalizer = FeatureNormalizer(n_features, self.normalization)
+        self.scorer = make(n_features)
+
+    def forward(self, features: Tensor, mask: Tensor) -> Tensor:
+        """Scores ``[B, L]`` of raw features ``[B, L, F]`` (0 at padding)."""
+        if self.scorer is None or self.normalizer is None:
+            raise RuntimeError("NeuralRanker is not fitted: call fit() or load()")
+        return self.scorer(self.normalizer(features, mask), mask)
+
+    # ----------------------------------------------------------------- Lightning hooks
+    def training_step(self, batch: ListBatch, batch_idx: int) -> Tensor:
+        """Loss on a batch of training lists."""
+        features, labels, mask, _ = batch
+        loss = self.loss_fn(self(features, mask), labels, mask, **self.loss_params)
+        self.log("train/loss", loss, on_step=False, on_epoch=True, batch_size=len(features),
+                 prog_bar=True)
+        return loss
+
+    def on_validation_epoch_start(self) -> None:
+        """Resets the held-out sums."""
+        self._val_sums = [0.0, 0.0, 0]
+
+    def validation_step(self, batch: ListBatch, batch_idx: int) -> None:
+        """Accumulates the loss and NDCG@k (with the gold tags outside the list) of a batch."""
+        features, labels, mask, n_relevant = batch
+        scores = self(features, mask).float()
+        loss = self.loss_fn(scores, labels, mask, **self.loss_params)
+        ndcg = ndcg_at_k(scores, labels, mask, self.k, n_relevant=n_relevant,
+                         empty_target_action="neg")
+        self._val_sums[0] += float(ndcg.sum())
+        self._val_sums[1] += float(loss) * len(features)
+        self._val_sums[2] += len(features)
+
+    def on_validation_epoch_end(self) -> None:
+        """Logs ``val/ndcg@k`` (the early-stopping monitor) and ``val/loss``."""
+        ndcg_sum, loss_sum, n = self._val_sums
+        n = max(int(n), 1)
+        self.log(self.monitor, ndcg_sum / n, prog_bar=True)
+        self.log("val/loss", loss_sum / n)
+        if not self.trainer.sanity_checking:
+            self.history_.append({"epoch": float(self.current_epoch), "val_ndcg": ndcg_sum / n,
+                                  "val_loss": loss_sum / n})
+
+    def configure_optimizers(self) -> Any:
+        """The optimizer (default AdamW, lr 1e-3) and the optional per-epoch scheduler."""
+        make = self.init_args["optimizer"] or (lambda p: torch.optim.AdamW(p, lr=1e-3))
+        optimizer = make(self.parameters())
+        if self.init_args["scheduler"] is None:
+            return optimizer
+        scheduler = self.init_args["scheduler"](optimizer)
+        return {"optimizer": optimizer,
+                "lr_scheduler": {"scheduler": scheduler, "interval": "epoch",
+                                 "monitor": self.monitor}}
+
+    # ----------------------------------------------------------------- Ranker interface
+    def _loader(self, lists: CandidateSet, shuffle: bool) -> DataLoader:
+        dataset = TensorDataset(lists.features.float(), lists.labels.float(), lists.mask,
+                                lists.n_relevant)
+        generator = torch.Generator().manual_seed(self.seed)
+        return DataLoader(dataset, batch_size=self.batch_size, shuffle=shuffle,
+                          collate_fn=_collate, generator=generator if shuffle else None)
+
+    def _split(self, train: CandidateSet) -> tuple[CandidateSet, CandidateSet]:
+        order = torch.randperm(len(train), generator=torch.Generator().manual_seed(self.seed))
+        n_val = max(1, round(self.holdout_fraction * len(train)))
+        if n_val >= len(train):
+            raise ValueError(f"{len(train)} training lists are too few to hold out "
+                             f"{self.holdout_fraction:.0%} for validation")
+        return train[order[n_val:]], train[order[:n_val]]
+
+    def fit(self, train: CandidateSet, val: CandidateSet | None = None) -> Self:
+        """Trains on ``train``'s lists, stopping early on ``val`` (default: held out of train)."""
+        if len(train) == 0:
+            raise ValueError("no training lists")
+        if val is None:
+            train, val = self._split(train)
+        check_feature_names(tuple(train.feature_names), val)
+        pl.seed_everything(self.seed, workers=True, verbose=False)
+        self.feature_names = tuple(train.feature_names)
+        self._build(len(self.feature_names))
+        assert self.normalizer is not None
+        self.normalizer.fit(train.features, train.mask)
+        useful = ((train.labels > 0) & train.mask).any(-1)
+        if not bool(useful.any()):
+            raise ValueError("no training list holds a relevant candidate")
+        train = train[useful]
+        self.history_ = []
+        with tempfile.TemporaryDirectory(prefix="tagtorch-ckpt-") as scratch:
+            directory = Path(self.init_args["checkpoint_dir"] or scratch)
+            checkpoint = ModelCheckpoint(
+                dirpath=directory, filename=f"{self.run_name}-{uuid.uuid4().hex[:8]}",
+                monitor=self.monitor, mode="max", save_top_k=1, enable_version_counter=False)
+            callbacks: list[pl.Callback] = [checkpoint]
+            if self.patience is not None:
+                callbacks.append(EarlyStopping(self.monitor, mode="max", patience=self.patience))
+            log_dir = self.init_args["log_dir"]
+            logger = CSVLogger(log_dir, name=self.run_name) if log_dir else False
+            make = self.init_args["trainer"] or (lambda **kw: pl.Trainer(max_epochs=40, **kw))
+            trainer = make(callbacks=callbacks, logger=logger, enable_checkpointing=True,
+                           enable_model_summary=False)
+            trainer.fit(self, self._loader(train, shuffle=True), self._loader(val, False))
+            best = checkpoint.best_model_path
+            if best:  # restore the best epoch (fast_dev_run writes no checkpoint)
+                state = torch.load(best, map_location="cpu", weights_only=True)["state_dict"]
+                self.load_state_dict(state)
+                self.best_epoch_ = _epoch_of(self.history_, checkpoint.best_model_score)
+                if not self.init_args["checkpoint_dir"]:
+                    Path(best).unlink(missing_ok=True)
+        self.cpu().eval()
+        log.info("%s: best %s %.4f at epoch %s", self.run_name, self.monitor,
+                 float(checkpoint.best_model_score or math.nan), self.best_epoch_)
+        return self
+
+    @torch.no_grad()
+    def score(self, batch: CandidateSet) -> Tensor:
+        """Scores ``[B, L]`` (0 at padding) on the batch's device."""
+        check_feature_names(self.feature_names, batch)
+        was_training = self.training
+        self.eval()
+        self.to(batch.features.device)
+        scores = self(batch.features.float(), batch.mask).float()
+        self.train(was_training)
+        return scores
+
+    def save(self, path: str | Path) -> None:
+        """Writes the configuration, the feature names and the weights (one torch file)."""
+        if self.feature_names is None:
+            raise RuntimeError("NeuralRanker is not fitted: nothing to save")
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        torch.save({"init_args": self.init_args, "feature_names": self.feature_names,
+                    "best_epoch": self.best_epoch_, "history": self.history_,
+                    "state_dict": {k: v.cpu() for k, v in self.state_dict().items()}}, path)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Self:
+        """Reads a ranker written by :meth:`save` (its file holds pickled config callables)."""
+        state = torch.load(path, map_location="cpu", weights_only=False)
+        ranker = cls(**state["init_args"])
+        ranker.feature_names = tuple(state["feature_names"])
+        ranker._build(len(ranker.feature_names))
+        ranker.load_state_dict(state["state_dict"])
+        ranker.best_epoch_ = state["best_epoch"]
+        ranker.history_ = state["history"]
+        return ranker.eval()
+
+
+def _epoch_of(history: list[dict[str, float]], best: Tensor | None) -> int | None:
+    """The first epoch whose validation NDCG equals the checkpoint's best score."""
+    if best is None:
+        return None
+    for row in history:
+        if math.isclose(row["val_ndcg"], float(best), rel_tol=1e-6, abs_tol=1e-9):
+            return int(row["epoch"])
+    return None
