@@ -134,16 +134,16 @@ def test_full_sum_experiment_on_real_data(tmp_path, data_dir, experiment, low, h
     assert low < ndcg.mean() < high
 
 
-def test_folds_in_parallel_processes_give_the_same_results(tmp_path):
-    serial = train(compose_cfg(tmp_path / "serial", [
-        "data.n_objects=300", "task.protocol.folds=[0,1]", "task.protocol.online_objects=0",
-        "task.protocol.cache=false"]))
-    parallel = train(compose_cfg(tmp_path / "parallel", [
-        "data.n_objects=300", "task.protocol.folds=[0,1]", "task.protocol.online_objects=0",
-        "task.protocol.cache=false", "task.protocol.n_jobs=2"]))
+def test_folds_and_methods_in_parallel_processes_give_the_same_results(tmp_path):
+    settings = ["data.n_objects=300", "task.protocol.folds=[0,1]", "model=[latre_wts,sum]",
+                "task.protocol.online_objects=0", "task.protocol.cache=false"]
+    serial = train(compose_cfg(tmp_path / "serial", settings))
+    parallel = train(compose_cfg(tmp_path / "parallel", [*settings, "task.protocol.n_jobs=2"]))
+    assert set(serial.results["method"]) == {"latre_wts", "sum"}
     quality = ~serial.results["metric"].str.contains("ms_|seconds")
     left = serial.results[quality].reset_index(drop=True)
     right = parallel.results[~parallel.results["metric"].str.contains("ms_|seconds")]
     pd.testing.assert_frame_equal(left, right.reset_index(drop=True))
-    assert (tmp_path / "parallel" / "run.trec").read_text() == (
-        tmp_path / "serial" / "run.trec").read_text()
+    for name in ["run.latre_wts.trec", "run.sum.trec", "qrels.trec"]:
+        assert (tmp_path / "parallel" / name).read_text() == (
+            tmp_path / "serial" / name).read_text()

@@ -89,12 +89,34 @@ class EvaluationResult:
 
 @dataclass
 class _FoldOutcome:
-    """What one fold sends back (from a worker process when folds run in parallel)."""
+    """What one fold, or one method on one fold, sends back (from a worker process in parallel)."""
 
     results: list[dict[str, Any]] = field(default_factory=list)
     per_object: list[pd.DataFrame] = field(default_factory=list)
     means: dict[str, dict[str, float]] = field(default_factory=dict)
     run_lines: dict[str, list[str]] = field(default_factory=dict)
+
+    @classmethod
+    def merge(cls, parts: Sequence[_FoldOutcome]) -> _FoldOutcome:
+        """One fold's outcome from those of its methods (in method order)."""
+        merged = cls()
+        for part in parts:
+            merged.results += part.results
+            merged.per_object += part.per_object
+            merged.means.update(part.means)
+            merged.run_lines.update(part.run_lines)
+        return merged
+
+
+@dataclass(frozen=True)
+class _PreparedFold:
+    """A fold with its fitted candidate generator and the candidate sets of V and T."""
+
+    fold: TagRecFold
+    generator: CandidateGenerator
+    val: CandidateSet
+    test: CandidateSet
+    shared: dict[str, float]  # figures every method of the fold reports (candidate recall, ...)
 
 
 class TagRecommendationProtocol:
@@ -115,8 +137,10 @@ class TagRecommendationProtocol:
         online_objects: test objects per fold timed in single-object mode (0: none).
         cache: keep candidate sets on disk, keyed by data, fold and feature configuration.
         cache_dir: the cache folder (default: ``candidates/`` in the user cache folder).
-        n_jobs: folds run in parallel processes (1: in this process, with a progress bar;
-            -1: one per core). Rankers built on tree libraries use all cores themselves.
+        n_jobs: parallel processes (1: all in this process, with a progress bar; -1: one per
+            core): the folds' candidate sets are built in parallel, then every (fold, method)
+            pair is fitted and evaluated in parallel. Rankers built on tree libraries use all
+            cores themselves; timings measured in parallel share the cores.
         checkpoint_dir: every fitted ranker is saved to
             ``{checkpoint_dir}/{dataset}/{method}/fold{k}`` (a file or, for the tree rankers, a
             folder; the ranker class's ``load`` reads it back). None: nothing saved.
@@ -199,15 +223,24 @@ class TagRecommendationProtocol:
             for name in ["qrels.trec", *run_files.values()]:
                 (out / name).unlink(missing_ok=True)
         terms = TermIndex.from_folksonomy(folksonomy)
-        run_fold = partial(self._run_fold, terms=terms, candidates=candidates, rankers=rankers,
-                           cache=self._cache(folksonomy, candidate_config),
-                           checkpoints=self.checkpoint_dir / folksonomy.name
-                           if self.checkpoint_dir else None)
+        prepare = partial(self._prepare_fold, terms=terms, candidates=candidates,
+                          cache=self._cache(folksonomy, candidate_config))
+        run_method = partial(self._run_method, checkpoints=self.checkpoint_dir / folksonomy.name
+                             if self.checkpoint_dir else None)
         folds = [self.splits(folksonomy)[f] for f in self.folds]
+        outcomes: list[_FoldOutcome] = []
         if self.n_jobs == 1:
-            outcomes = [run_fold(fold) for fold in tqdm(folds, desc="folds", unit="fold")]
-        else:  # one process per fold; results come back in fold order
-            outcomes = Parallel(n_jobs=self.n_jobs)(delayed(run_fold)(fold) for fold in folds)
+            for fold in tqdm(folds, desc="folds", unit="fold"):
+                ready = prepare(fold)
+                outcomes.append(_FoldOutcome.merge(
+                    [run_method(ready, name, make) for name, make in rankers.items()]))
+        else:  # candidates of each fold, then every (fold, method) pair, in parallel processes
+            parallel = Parallel(n_jobs=self.n_jobs)
+            prepared = parallel(delayed(prepare)(fold) for fold in folds)
+            pieces = parallel(delayed(run_method)(ready, name, make)
+                              for ready in prepared for name, make in rankers.items())
+            outcomes = [_FoldOutcome.merge(pieces[i : i + len(rankers)])
+                        for i in range(0, len(pieces), len(rankers))]
         results: list[dict[str, Any]] = []
         per_object: list[pd.DataFrame] = []
         for fold, outcome in zip(folds, outcomes, strict=True):
@@ -237,16 +270,14 @@ class TagRecommendationProtocol:
                                 title=f"{metric} on {folksonomy.name}")
         return EvaluationResult(result_frame, object_frame, report)
 
-    def _run_fold(
+    def _prepare_fold(
         self,
         fold: TagRecFold,
         terms: TermIndex,
         candidates: Callable[[], CandidateGenerator],
-        rankers: Mapping[str, Callable[[], Ranker]],
         cache: CandidateCache | None,
-        checkpoints: Path | None = None,
-    ) -> _FoldOutcome:
-        """Candidates, every ranker's fit on V and evaluation on T, for one fold."""
+    ) -> _PreparedFold:
+        """Mines D and builds the candidate sets of V and T for one fold."""
         generator = candidates().fit(fold.train_objects, fold.train_tags, terms)
         val = self._candidates(generator, fold, "val", cache)
         before = dict(generator.stage_seconds)
@@ -261,32 +292,37 @@ class TagRecommendationProtocol:
         log.info("fold %d: D=%d V=%d T=%d objects, %.1f candidates per T object, "
                  "candidate recall %.3f", fold.fold, len(fold.train_objects), len(val),
                  len(test), shared["candidates_per_object"], shared["candidate_recall"])
+        return _PreparedFold(fold, generator, val, test, shared)
+
+    def _run_method(self, ready: _PreparedFold, name: str, make: Callable[[], Ranker],
+                    checkpoints: Path | None = None) -> _FoldOutcome:
+        """One ranker's fit on a fold's V and its evaluation on T."""
+        fold, test = ready.fold, ready.test
         outcome = _FoldOutcome()
-        for name, make in rankers.items():
-            ranker = make()
-            start = time.perf_counter()
-            ranker.fit(val, None)
-            fit_seconds = time.perf_counter() - start
-            if checkpoints is not None:
-                (checkpoints / name).mkdir(parents=True, exist_ok=True)
-                ranker.save(checkpoints / name / f"fold{fold.fold}")
-            scores, timings = self._score(ranker, test)
-            values = ranking_metrics(scores, test.labels, test.mask, n_relevant=test.n_relevant,
-                                     ks=self.ks, metrics=self.metrics)
-            if self.write_trec:
-                outcome.run_lines[name] = list(run_lines(test, scores, name.replace(" ", "_")))
-            frame = pd.DataFrame({k: v.cpu().numpy() for k, v in values.items()})
-            frame.insert(0, "object", test.objects.numpy())
-            frame = frame.melt(id_vars="object", var_name="metric", value_name="value")
-            outcome.per_object.append(frame.assign(method=name, fold=fold.fold))
-            means = {k: float(torch.nanmean(v).item()) for k, v in values.items()}
-            means.update(shared, fit_seconds=fit_seconds, **timings)
-            means.update(self._online_timing(generator, ranker, fold.test))
-            outcome.means[name] = means
-            log.info("fold %d, %s: %s (fit %.1f s)", fold.fold, name,
-                     ", ".join(f"{k} {means[k]:.4f}" for k in values), fit_seconds)
-            outcome.results += [{"method": name, "fold": fold.fold, "metric": k, "value": v}
-                                for k, v in means.items()]
+        ranker = make()
+        start = time.perf_counter()
+        ranker.fit(ready.val, None)
+        fit_seconds = time.perf_counter() - start
+        if checkpoints is not None:
+            (checkpoints / name).mkdir(parents=True, exist_ok=True)
+            ranker.save(checkpoints / name / f"fold{fold.fold}")
+        scores, timings = self._score(ranker, test)
+        values = ranking_metrics(scores, test.labels, test.mask, n_relevant=test.n_relevant,
+                                 ks=self.ks, metrics=self.metrics)
+        if self.write_trec:
+            outcome.run_lines[name] = list(run_lines(test, scores, name.replace(" ", "_")))
+        frame = pd.DataFrame({k: v.cpu().numpy() for k, v in values.items()})
+        frame.insert(0, "object", test.objects.numpy())
+        frame = frame.melt(id_vars="object", var_name="metric", value_name="value")
+        outcome.per_object.append(frame.assign(method=name, fold=fold.fold))
+        means = {k: float(torch.nanmean(v).item()) for k, v in values.items()}
+        means.update(ready.shared, fit_seconds=fit_seconds, **timings)
+        means.update(self._online_timing(ready.generator, ranker, fold.test))
+        outcome.means[name] = means
+        log.info("fold %d, %s: %s (fit %.1f s)", fold.fold, name,
+                 ", ".join(f"{k} {means[k]:.4f}" for k in values), fit_seconds)
+        outcome.results += [{"method": name, "fold": fold.fold, "metric": k, "value": v}
+                            for k, v in means.items()]
         return outcome
 
     def _cache(self, folksonomy: Folksonomy,
