@@ -23,6 +23,9 @@ from tagtorch.losses._masking import (
 
 __all__ = ["neural_sort", "neuralndcg_loss", "sinkhorn_scaling"]
 
+_LOG_FLUSH = -60.0
+"""Log-weights of the NeuralSort matrix below this are set to exactly 0."""
+
 
 def neural_sort(scores: Tensor, mask: Tensor, tau: float = 1.0) -> Tensor:
     """NeuralSort relaxation of the sorting permutation of each list's real candidates.
@@ -58,7 +61,10 @@ def neural_sort(scores: Tensor, mask: Tensor, tau: float = 1.0) -> Tensor:
     spread = zero_padding(pairwise_diffs(s).abs(), mask[:, None, :]).sum(-1)  # [B, L]: (A_s 1)_j
     logits = ((n_real + 1 - 2 * rank)[:, :, None] * s[:, None, :] - spread[:, None, :]) / tau
     cells = (rank[None, :] <= n_real)[:, :, None] & mask[:, None, :]  # [B, rank, candidate]
-    return zero_padding(torch.exp(masked_log_softmax(logits, cells)), cells)
+    log_p = masked_log_softmax(logits, cells)
+    # weights below e^-60 (~1e-26) are set to 0: they change nothing, and as subnormal floats
+    # in the Sinkhorn scaling that follows they would make the CPU many times slower
+    return zero_padding(torch.exp(log_p), cells & (log_p > _LOG_FLUSH))
 
 
 def sinkhorn_scaling(matrix: Tensor, *, max_iter: int = 50, tol: float = 1e-6) -> Tensor:
