@@ -45,3 +45,28 @@ def plot_comparison(results: pd.DataFrame, metric: str, path: str | Path,
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def plot_learning_curves(curves: pd.DataFrame, path: str | Path) -> Path:
+    """Train and validation DCG@10 per epoch of every trained method and seed (one PNG).
+
+    Args:
+        curves: columns ``method, seed, epoch, train_dcg@10, val_dcg@10``.
+        path: the PNG file to write.
+    """
+    methods = list(dict.fromkeys(curves["method"]))
+    fig, axes = plt.subplots(1, len(methods), figsize=(4.2 * len(methods), 3.4), squeeze=False)
+    for ax, method in zip(axes[0], methods, strict=True):
+        for seed, group in curves[curves["method"] == method].groupby("seed"):
+            ax.plot(group["epoch"], group["train_dcg@10"], color="#4c72b0", alpha=0.8,
+                    label="train" if seed == curves["seed"].min() else None)
+            ax.plot(group["epoch"], group["val_dcg@10"], color="#dd8452", alpha=0.8,
+                    label="validation" if seed == curves["seed"].min() else None)
+        ax.set_title(method)
+        ax.set_xlabel("epoch")
+        ax.set_ylabel("DCG@10")
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return Path(path)

@@ -1,0 +1,1 @@
+"""Tag-based item recommendation: Do-Rank and its tensor and matrix baselines."""

@@ -1,0 +1,243 @@
+"""Data of tag-based item recommendation: p-core, the 80/20 split and User-Tag-Set queries.
+
+The task (Do-Rank; Rendle and Schmidt-Thieme 2010 for PITF): for a user ``u`` and a tag ``t``,
+rank the items that ``u`` would tag with ``t``. A folksonomy's assignments are the observed
+``(user, item, tag)`` triples of a binary tensor.
+
+Protocol (the Do-Rank paper, Section 3): the iterative p-core of the folksonomy (every user,
+item and tag in at least ``p`` posts), then a seeded random split of the observed triples into
+80% training and 20% test; a seeded ``val_fraction`` of the training triples is held out for early
+stopping (the paper holds out 25% of the training data to tune its parameters). The models
+learn from the remaining training triples only.
+
+Queries are ``(user, tag)`` pairs. A query's **gold** items are those that the user tagged with
+the tag in the evaluated part (validation or test). Items that the user tagged with that tag in
+the data the model learned from are known answers: they are excluded from the query's
+ranking (their mask is False), as they would be in a deployed recommender. Every other item of
+the core is a candidate, so each query ranks all ``n_items`` items at once: the batches are
+``scores [B, n_items]``, ``labels [B, n_items]``, ``mask [B, n_items]``.
+
+User-Tag-Set (UTS) relevance, for the training sets: for each observed training pair ``(u, t)``,
+the items ``u`` tagged with ``t`` are **positive**, the items ``u`` tagged with other tags only
+are **neutral**, and the items ``u`` never tagged are **negative**.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from tagtorch.data.folksonomy import Folksonomy
+from tagtorch.data.ragged import Ragged
+from tagtorch.data.splits import p_core
+
+log = logging.getLogger(__name__)
+
+__all__ = ["ItemRecData", "Queries", "UserTagSets", "item_recommendation_data"]
+
+
+@dataclass(frozen=True)
+class UserTagSets:
+    """The observed ``(user, tag)`` pairs of some triples, with their items.
+
+    Attributes:
+        users: ``[S]`` user of each set.
+        tags: ``[S]`` tag of each set.
+        items: the items of each set (``u`` tagged them with ``t``), one row per set.
+    """
+
+    users: np.ndarray
+    tags: np.ndarray
+    items: Ragged
+
+    def __len__(self) -> int:
+        return len(self.users)
+
+    @classmethod
+    def from_triples(cls, triples: np.ndarray, n_tags: int) -> UserTagSets:
+        """Groups ``[N, 3]`` (user, item, tag) triples by ``(user, tag)``, sorted."""
+        if len(triples) == 0:
+            empty = np.zeros(0, dtype=np.int64)
+            return cls(empty, empty, Ragged(np.zeros(1, dtype=np.int64), empty))
+        key = triples[:, 0] * np.int64(n_tags) + triples[:, 2]
+        pairs, group = np.unique(key, return_inverse=True)
+        return cls(pairs // n_tags, pairs % n_tags,
+                   Ragged.from_groups(group, triples[:, 1], len(pairs)))
+
+    def padded(self, rows: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(items [b, P], mask [b, P])`` of the sets at ``rows``, padded with item 0."""
+        part = self.items.take(rows)
+        lengths = part.lengths
+        width = max(int(lengths.max()) if len(lengths) else 0, 1)
+        items = np.zeros((len(rows), width), dtype=np.int64)
+        mask = np.arange(width)[None, :] < lengths[:, None]
+        items[mask] = part.values
+        return torch.from_numpy(items), torch.from_numpy(mask)
+
+
+@dataclass(frozen=True)
+class Queries:
+    """Evaluation queries: ``(user, tag)`` pairs, their gold items and their known items.
+
+    Attributes:
+        users: ``[Q]`` user of each query.
+        tags: ``[Q]`` tag of each query.
+        gold: the items to find, one row per query.
+        known: the items the user tagged with the tag in the data the model learned from
+            (excluded from the query's ranking), one row per query.
+    """
+
+    users: np.ndarray
+    tags: np.ndarray
+    gold: Ragged
+    known: Ragged
+
+    def __len__(self) -> int:
+        return len(self.users)
+
+    def batch(self, rows: np.ndarray, n_items: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(labels [b, n_items] float, mask [b, n_items] bool)`` of the queries at ``rows``.
+
+        Labels are 1 at the gold items; the mask is False at the known items.
+        """
+        labels = torch.zeros(len(rows), n_items)
+        mask = torch.ones(len(rows), n_items, dtype=torch.bool)
+        gold, known = self.gold.take(rows), self.known.take(rows)
+        labels[torch.from_numpy(gold.row_ids), torch.from_numpy(gold.values)] = 1.0
+        mask[torch.from_numpy(known.row_ids), torch.from_numpy(known.values)] = False
+        return labels, mask
+
+
+@dataclass(frozen=True)
+class ItemRecData:
+    """One seeded split of a folksonomy's core for tag-based item recommendation.
+
+    Attributes:
+        name: dataset name.
+        n_users: users of the core.
+        n_items: items (the folksonomy's objects) of the core.
+        n_tags: tags of the core.
+        train: ``[N, 3]`` int64 (user, item, tag) triples the models learn from.
+        val: ``[N_v, 3]`` held-out training triples (early stopping).
+        test: ``[N_t, 3]`` test triples.
+        user_items: the items each user tagged in ``train`` (any tag): UTS positives and
+            neutrals; every other item is a UTS negative.
+        train_sets: the UTS sets of ``train``.
+        val_queries: queries of ``val`` (known items: ``train``).
+        test_queries: queries of ``test`` (known items: ``train`` and ``val``).
+    """
+
+    name: str
+    n_users: int
+    n_items: int
+    n_tags: int
+    train: np.ndarray
+    val: np.ndarray
+    test: np.ndarray
+    user_items: Ragged
+    train_sets: UserTagSets
+    val_queries: Queries
+    test_queries: Queries
+
+    def negative_mask(self, users: torch.Tensor) -> torch.Tensor:
+        """``[b, n_items]`` bool: True at the UTS negatives (items the user never tagged)."""
+        rows = self.user_items.take(users.cpu().numpy())
+        mask = torch.ones(len(users), self.n_items, dtype=torch.bool)
+        mask[torch.from_numpy(rows.row_ids), torch.from_numpy(rows.values)] = False
+        return mask.to(users.device)
+
+    def subsample(self, fraction: float, seed: int = 0) -> ItemRecData:
+        """The same split with a seeded ``fraction`` of the training triples (benchmarks)."""
+        if not 0.0 < fraction <= 1.0:
+            raise ValueError(f"fraction must be in (0, 1], got {fraction}")
+        rng = np.random.default_rng(seed)
+        n_keep = max(1, round(fraction * len(self.train)))
+        keep = np.sort(rng.permutation(len(self.train))[:n_keep])
+        return _assemble(self.name, self.n_users, self.n_items, self.n_tags, self.train[keep],
+                         self.val, self.test)
+
+    def describe(self) -> dict[str, float]:
+        """Sizes of the split."""
+        return {"users": self.n_users, "items": self.n_items, "tags": self.n_tags,
+                "train_triples": len(self.train), "val_triples": len(self.val),
+                "test_triples": len(self.test), "train_sets": len(self.train_sets),
+                "positives_per_set": float(self.train_sets.items.lengths.mean())
+                if len(self.train_sets) else 0.0,
+                "val_queries": len(self.val_queries), "test_queries": len(self.test_queries)}
+
+
+def _queries(evaluated: np.ndarray, known: np.ndarray, n_tags: int) -> Queries:
+    """Queries of the ``evaluated`` triples; their known items from the ``known`` triples."""
+    sets = UserTagSets.from_triples(evaluated, n_tags)
+    query_key = sets.users * np.int64(n_tags) + sets.tags
+    known_key = known[:, 0] * np.int64(n_tags) + known[:, 2]
+    row = np.searchsorted(query_key, known_key)
+    row = np.minimum(row, max(len(query_key) - 1, 0))
+    hit = (query_key[row] == known_key) if len(query_key) else np.zeros(len(known), dtype=bool)
+    known_items = Ragged.from_groups(row[hit], known[hit, 1], len(sets))
+    return Queries(sets.users, sets.tags, sets.items, known_items)
+
+
+def _assemble(name: str, n_users: int, n_items: int, n_tags: int, train: np.ndarray,
+              val: np.ndarray, test: np.ndarray) -> ItemRecData:
+    user_item = np.unique(train[:, 0] * np.int64(n_items) + train[:, 1])
+    return ItemRecData(
+        name=name, n_users=n_users, n_items=n_items, n_tags=n_tags,
+        train=train, val=val, test=test,
+        user_items=Ragged.from_groups(user_item // n_items, user_item % n_items, n_users),
+        train_sets=UserTagSets.from_triples(train, n_tags),
+        val_queries=_queries(val, train, n_tags),
+        test_queries=_queries(test, np.concatenate([train, val]), n_tags),
+    )
+
+
+def item_recommendation_data(
+    folksonomy: Folksonomy,
+    p: int = 5,
+    test_fraction: float = 0.2,
+    val_fraction: float = 0.25,
+    seed: int = 0,
+) -> ItemRecData:
+    """The p-core of a folksonomy, split at random into train, validation and test triples.
+
+    Args:
+        folksonomy: the (normalized) folksonomy; its objects are the items.
+        p: the p-core level (1 keeps everything).
+        test_fraction: share of the core's triples in test (the paper: 0.2).
+        val_fraction: share of the remaining (training) triples held out for early stopping
+            (the paper holds out 25% of the training data for tuning).
+        seed: seed of both random splits.
+
+    Returns:
+        The split, with UTS sets and evaluation queries.
+
+    Example:
+        >>> import pandas as pd
+        >>> rows = [(u, i, t) for u in range(4) for i in range(4) for t in range(3)]
+        >>> f = Folksonomy.from_frame(pd.DataFrame(rows, columns=["user", "object", "tag"]))
+        >>> data = item_recommendation_data(f, p=1, seed=0)
+        >>> len(data.train) + len(data.val) + len(data.test) == 48, len(data.test)
+        (True, 10)
+    """
+    for name, value in [("test_fraction", test_fraction), ("val_fraction", val_fraction)]:
+        if not 0.0 < value < 1.0:
+            raise ValueError(f"{name} must be in (0, 1), got {value}")
+    core = p_core(folksonomy, p)
+    a = core.assignments
+    triples = np.stack([a["user"].to_numpy(), a["object"].to_numpy(), a["tag"].to_numpy()],
+                       axis=1).astype(np.int64)
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(len(triples))
+    n_test = round(test_fraction * len(triples))
+    n_val = round(val_fraction * (len(triples) - n_test))
+    if n_test == 0 or n_val == 0 or n_test + n_val >= len(triples):
+        raise ValueError(f"{len(triples)} triples are too few for the split")
+    test = triples[np.sort(order[:n_test])]
+    val = triples[np.sort(order[n_test : n_test + n_val])]
+    train = triples[np.sort(order[n_test + n_val :])]
+    data = _assemble(core.name, core.n_users, core.n_objects, core.n_tags, train, val, test)
+    log.info("item recommendation on the %d-core of %s: %s", p, core.name, data.describe())
+    return data

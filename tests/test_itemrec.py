@@ -1,0 +1,264 @@
+"""Tag-based item recommendation: split, UTS sets, Do-Rank objective, models, task."""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections import defaultdict
+
+import numpy as np
+import pandas as pd
+import pytest
+import pytorch_lightning as pl
+import tensorly as tl
+import torch
+
+from tagtorch.data.folksonomy import Folksonomy
+from tagtorch.itemrec.base import ItemRanker, dcg_at_k
+from tagtorch.itemrec.baselines import MostPopular, ProbabilisticCP, TwoDimensional
+from tagtorch.itemrec.data import item_recommendation_data
+from tagtorch.itemrec.dorank import DoRank, cp_scores, smoothed_dcg_fast, smoothed_dcg_regular
+from tagtorch.itemrec.pitf import PITF
+
+
+def toy_folksonomy(seed: int = 0, n_users: int = 40, n_items: int = 60,
+                   n_tags: int = 12) -> Folksonomy:
+    """Users like one of 3 item groups; each group has its own tags: a learnable structure."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for u in range(n_users):
+        group = u % 3
+        items = rng.choice(np.arange(group, n_items, 3), size=10, replace=False)
+        for i in items:
+            for t in rng.choice(np.arange(group, n_tags, 3), size=2, replace=False):
+                rows.append((u, int(i), int(t)))
+    return Folksonomy.from_frame(pd.DataFrame(rows, columns=["user", "object", "tag"]),
+                                 name="toy")
+
+
+@pytest.fixture(scope="module")
+def toy_data():
+    return item_recommendation_data(toy_folksonomy(), p=1, seed=0)
+
+
+def trainer(epochs: int = 15) -> functools.partial:
+    return functools.partial(pl.Trainer, max_epochs=epochs, accelerator="cpu",
+                             enable_progress_bar=False)
+
+
+# ----------------------------------------------------------------------------- data
+def test_split_is_a_partition_with_the_requested_shares(toy_data):
+    total = len(toy_data.train) + len(toy_data.val) + len(toy_data.test)
+    assert len(toy_data.test) == round(0.2 * total)
+    assert len(toy_data.val) == round(0.25 * (total - len(toy_data.test)))
+    keys = [set(map(tuple, part.tolist()))
+            for part in (toy_data.train, toy_data.val, toy_data.test)]
+    assert not (keys[0] & keys[1]) and not (keys[0] & keys[2]) and not (keys[1] & keys[2])
+    again = item_recommendation_data(toy_folksonomy(), p=1, seed=0)
+    np.testing.assert_array_equal(again.test, toy_data.test)
+    other = item_recommendation_data(toy_folksonomy(), p=1, seed=1)
+    assert not np.array_equal(other.test, toy_data.test)
+
+
+def test_uts_sets_and_queries_match_plain_grouping(toy_data):
+    sets = defaultdict(set)
+    for u, i, t in toy_data.train.tolist():
+        sets[(u, t)].add(i)
+    got = {(int(u), int(t)): set(toy_data.train_sets.items[k].tolist())
+           for k, (u, t) in enumerate(zip(toy_data.train_sets.users, toy_data.train_sets.tags,
+                                          strict=True))}
+    assert got == dict(sets)
+    known = defaultdict(set)
+    for u, i, t in np.concatenate([toy_data.train, toy_data.val]).tolist():
+        known[(u, t)].add(i)
+    gold = defaultdict(set)
+    for u, i, t in toy_data.test.tolist():
+        gold[(u, t)].add(i)
+    q = toy_data.test_queries
+    assert len(q) == len(gold)
+    for k in range(len(q)):
+        key = (int(q.users[k]), int(q.tags[k]))
+        assert set(q.gold[k].tolist()) == gold[key]
+        assert set(q.known[k].tolist()) == known.get(key, set())
+    labels, mask = q.batch(np.arange(len(q)), toy_data.n_items)
+    for k in range(len(q)):
+        assert set(torch.nonzero(labels[k]).flatten().tolist()) == set(q.gold[k].tolist())
+        assert set(torch.nonzero(~mask[k]).flatten().tolist()) == set(q.known[k].tolist())
+
+
+def test_negative_mask_is_the_items_a_user_never_tagged(toy_data):
+    tagged = defaultdict(set)
+    for u, i, _ in toy_data.train.tolist():
+        tagged[u].add(i)
+    users = torch.tensor([0, 5, 7])
+    mask = toy_data.negative_mask(users)
+    for row, u in enumerate(users.tolist()):
+        expected = set(range(toy_data.n_items)) - tagged[u]
+        assert set(torch.nonzero(mask[row]).flatten().tolist()) == expected
+
+
+def test_p_core_and_bad_fractions():
+    with pytest.raises(ValueError, match="test_fraction"):
+        item_recommendation_data(toy_folksonomy(), test_fraction=1.0)
+    core = item_recommendation_data(toy_folksonomy(), p=3, seed=0)
+    assert core.n_items <= 60
+
+
+# ----------------------------------------------------------------------------- objective
+def test_cp_scores_match_tensorly_cp_to_tensor():
+    g = torch.Generator().manual_seed(0)
+    u, v, t = (torch.randn(n, 4, generator=g, dtype=torch.float64) for n in (3, 5, 2))
+    dense = torch.from_numpy(tl.cp_to_tensor((np.ones(4), [u.numpy(), v.numpy(), t.numpy()])))
+    users, tags = torch.tensor([0, 2, 1, 2]), torch.tensor([1, 0, 1, 1])
+    expected = torch.stack([dense[a, :, b] for a, b in zip(users, tags, strict=True)])
+    torch.testing.assert_close(cp_scores(u[users], t[tags], v), expected)
+
+
+def plain_fast(pos, scores, negatives):
+    total = 0.0
+    for s_i in pos:
+        rank = 1 + sum(1 / (1 + math.exp(-(scores[j] - s_i))) for j in negatives)
+        total += 1 / math.log2(1 + rank)
+    return total
+
+
+def test_smoothed_dcg_fast_matches_a_plain_loop():
+    g = torch.Generator().manual_seed(1)
+    scores = torch.randn(3, 7, generator=g, dtype=torch.float64)
+    positives = [[0, 3], [5], [1, 2, 6]]
+    negatives = [[1, 2, 4], [0, 1, 2, 3], [0, 4]]
+    items = torch.tensor([[0, 3, 0], [5, 0, 0], [1, 2, 6]])
+    mask = torch.tensor([[True, True, False], [True, False, False], [True, True, True]])
+    neg = torch.zeros(3, 7, dtype=torch.bool)
+    for b, row in enumerate(negatives):
+        neg[b, row] = True
+    got = smoothed_dcg_fast(scores.gather(1, items), mask, scores, neg)
+    for b in range(3):
+        expected = plain_fast(scores[b, positives[b]].tolist(), scores[b].tolist(), negatives[b])
+        assert got[b].item() == pytest.approx(expected, rel=1e-12)
+
+
+def test_smoothed_dcg_regular_matches_a_plain_loop_and_tends_to_dcg():
+    scores = torch.tensor([[0.3, -1.0, 2.0, 0.1]], dtype=torch.float64)
+    gains = torch.tensor([[1.0, -0.5, 0.0, 1.0]], dtype=torch.float64)
+    expected = 0.0
+    s = scores[0].tolist()
+    for i in range(4):
+        rank = 1 + sum(1 / (1 + math.exp(-(s[j] - s[i]))) for j in range(4) if j != i)
+        expected += gains[0, i].item() / math.log2(1 + rank)
+    assert smoothed_dcg_regular(scores, gains).item() == pytest.approx(expected, rel=1e-12)
+    # with well separated scores the smoothed ranks are the true ranks: 3, 4, 1, 2
+    sharp = smoothed_dcg_regular(scores * 1000, gains).item()
+    true_dcg = 1 / math.log2(4) - 0.5 / math.log2(5) + 1 / math.log2(3)
+    assert sharp == pytest.approx(true_dcg, rel=1e-9)
+
+
+def test_dcg_at_k_matches_a_plain_computation():
+    scores = torch.tensor([[0.5, 0.9, 0.1, 0.7], [0.2, 0.3, 0.4, 0.1]])
+    labels = torch.tensor([[1.0, 0.0, 1.0, 1.0], [1.0, 1.0, 0.0, 0.0]])
+    mask = torch.tensor([[True, True, True, True], [True, True, False, True]])
+    # row 0 order: 1, 3, 0, 2 -> gains 0, 1, 1, 1; row 1 (item 2 excluded): 1, 0, 3
+    expected = [1 / math.log2(3) + 1 / math.log2(4), 1 + 1 / math.log2(3)]
+    torch.testing.assert_close(dcg_at_k(scores, labels, mask, k=3),
+                               torch.tensor(expected), rtol=1e-6, atol=1e-6)
+
+
+# ----------------------------------------------------------------------------- models
+def test_most_popular_and_two_dimensional_match_plain_counts(toy_data):
+    users = torch.tensor([0, 3, 8])
+    tags = torch.tensor([0, 4, 2])
+    counts = defaultdict(float)
+    user_counts = defaultdict(float)
+    for u, i, t in toy_data.train.tolist():
+        counts[(t, i)] += 1
+        user_counts[(u, i)] += 1
+    pop = MostPopular().fit(toy_data).score(users, tags)
+    two = TwoDimensional(beta=0.3, alpha=0.0).fit(toy_data).score(users, tags)
+    for row, (u, t) in enumerate(zip(users.tolist(), tags.tolist(), strict=True)):
+        by_tag = np.array([counts[(t, i)] for i in range(toy_data.n_items)])
+        by_user = np.array([user_counts[(u, i)] for i in range(toy_data.n_items)])
+        np.testing.assert_array_equal(np.floor(pop[row].numpy()), by_tag)
+        expected = 0.7 * by_user / by_user.sum() + 0.3 * by_tag / max(by_tag.sum(), 1)
+        np.testing.assert_allclose(two[row].numpy(), expected, rtol=1e-5, atol=1e-7)
+
+
+SMALL = {"rank": 8, "batch_size": 8, "patience": 5, "trainer": trainer(), "seed": 0}
+
+
+@pytest.mark.parametrize("make", [
+    lambda: DoRank(**SMALL),
+    lambda: DoRank(fast=False, **SMALL),
+    lambda: PITF(**SMALL),
+    lambda: ProbabilisticCP(**SMALL),
+], ids=["dorank", "dorank-regular", "pitf", "cp"])
+def test_factor_models_learn_the_toy_structure(toy_data, make):
+    model = make()
+    assert isinstance(model, ItemRanker)
+    model.fit(toy_data)
+    curve = [row["val_dcg@10"] for row in model.history_]
+    assert max(curve) > curve[0] + 0.05, curve
+    q = toy_data.test_queries
+    labels, mask = q.batch(np.arange(len(q)), toy_data.n_items)
+    learned = dcg_at_k(model.score(torch.from_numpy(q.users), torch.from_numpy(q.tags)),
+                       labels, mask).mean()
+    chance = dcg_at_k(torch.rand(labels.shape, generator=torch.Generator().manual_seed(0)),
+                      labels, mask).mean()
+    assert learned > 2 * chance, (learned, chance)
+
+
+def test_save_load_scores_identically(tmp_path, toy_data):
+    users, tags = torch.tensor([0, 1, 2]), torch.tensor([0, 1, 2])
+    for model in [DoRank(rank=4, trainer=trainer(2)), PITF(rank=4, trainer=trainer(2)),
+                  MostPopular(), TwoDimensional()]:
+        model.fit(toy_data)
+        model.save(tmp_path / type(model).__name__)
+        loaded = type(model).load(tmp_path / type(model).__name__)
+        torch.testing.assert_close(loaded.score(users, tags), model.score(users, tags))
+    with pytest.raises(RuntimeError, match="not fitted"):
+        MostPopular().score(users, tags)
+
+
+class _Crash(pl.Callback):
+    def on_train_epoch_start(self, trainer, module):
+        if trainer.current_epoch == 3:
+            raise RuntimeError("simulated interruption")
+
+
+def test_training_resumes_from_the_last_checkpoint(tmp_path, toy_data):
+    def crashing_trainer(**kwargs):
+        kwargs["callbacks"] = [*kwargs["callbacks"], _Crash()]
+        return pl.Trainer(max_epochs=6, accelerator="cpu", enable_progress_bar=False, **kwargs)
+
+    first = DoRank(rank=4, trainer=crashing_trainer, patience=10, checkpoint_dir=tmp_path)
+    with pytest.raises(RuntimeError, match="simulated"):
+        first.fit(toy_data)
+    assert (tmp_path / "last.ckpt").is_file()
+    resumed = DoRank(rank=4, trainer=trainer(6), patience=10, checkpoint_dir=tmp_path)
+    resumed.fit(toy_data)
+    epochs = [int(row["epoch"]) for row in resumed.history_]
+    assert epochs == list(range(6))  # epochs 0-2 from the first run, 3-5 after resuming
+    assert [r["val_dcg@10"] for r in resumed.history_[:3]] == [
+        r["val_dcg@10"] for r in first.history_[:3]]
+    assert not (tmp_path / "last.ckpt").exists()  # finished: the next fit starts over
+
+
+# ----------------------------------------------------------------------------- task
+def test_item_recommendation_experiment_runs_end_to_end(tmp_path):
+    from test_train import compose_cfg
+
+    from tagtorch.train import train
+
+    cfg = compose_cfg(tmp_path, ["+experiment=dorank_synthetic", "data.n_objects=300",
+                                 "task.seeds=[0,1]", "task.p=2", "trainer.max_epochs=2",
+                                 "model.dorank.rank=8", "model.pitf.rank=8",
+                                 "model.cp_trpr.rank=8"])
+    results = train(cfg)
+    assert set(results["method"]) == {"dorank", "pitf", "cp_trpr", "cts", "most_popular"}
+    assert set(results["fold"]) == {0, 1}
+    for name in ["results.csv", "report.md", "per_object.csv.gz", "qrels.trec",
+                 "run.dorank.trec", "curves.csv", "learning_curve.png", "ndcg@10.png"]:
+        assert (tmp_path / name).is_file(), name
+    assert (tmp_path / "checkpoints" / "itemrec" / "synthetic" / "dorank" / "seed1"
+            / "model").is_file()
+    ndcg = results.query("metric == 'ndcg@10'")["value"]
+    assert ((ndcg >= 0) & (ndcg <= 1)).all()
