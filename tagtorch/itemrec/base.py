@@ -113,6 +113,7 @@ class FactorModel(pl.LightningModule):
 
     Args:
         rank: the number of latent factors ``r``.
+        regularization: ``lambda`` of the subclass's L2 penalty on the factor rows it trains.
         optimizer: builds the optimizer from the parameters (``_partial_``); default Adam with
             ``lr = 0.01``.
         trainer: builds the Lightning ``Trainer`` (``_partial_``); default 50 epochs.
@@ -129,6 +130,7 @@ class FactorModel(pl.LightningModule):
     def __init__(
         self,
         rank: int = 64,
+        regularization: float = 1e-4,
         optimizer: Callable[..., torch.optim.Optimizer] | None = None,
         trainer: Callable[..., pl.Trainer] | None = None,
         batch_size: int = 64,
@@ -142,15 +144,19 @@ class FactorModel(pl.LightningModule):
         super().__init__()
         if rank < 1:
             raise ValueError(f"rank must be >= 1, got {rank}")
+        if regularization < 0:
+            raise ValueError(f"regularization must be >= 0, got {regularization}")
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if patience < 1:
             raise ValueError(f"patience must be >= 1, got {patience}")
         self.init_args: dict[str, Any] = {
-            "rank": rank, "optimizer": optimizer, "trainer": trainer, "batch_size": batch_size,
-            "patience": patience, "init_std": init_std, "train_sample": train_sample,
+            "rank": rank, "regularization": regularization, "optimizer": optimizer,
+            "trainer": trainer, "batch_size": batch_size, "patience": patience,
+            "init_std": init_std, "train_sample": train_sample,
             "checkpoint_dir": checkpoint_dir, "seed": seed, "name": name}
         self.rank = rank
+        self.regularization = regularization
         self.batch_size = batch_size
         self.patience = patience
         self.init_std = init_std

@@ -22,45 +22,28 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from tagtorch.itemrec.base import FactorModel
 from tagtorch.itemrec.data import ItemRecData
-from tagtorch.itemrec.dorank import cp_scores
+from tagtorch.itemrec.dorank import CPModel
 
 __all__ = ["MostPopular", "ProbabilisticCP", "TwoDimensional"]
 
 
-class ProbabilisticCP(FactorModel):
+class ProbabilisticCP(CPModel):
     """CP factors fitted by logistic loss on observed and drawn unobserved triples.
 
     Args:
-        regularization: L2 penalty on the factor rows involved.
-        negatives: unobserved items drawn per observed triple.
+        negatives: unobserved items drawn per set and step.
         **kwargs: :class:`~tagtorch.itemrec.base.FactorModel` settings (the paper's CP-TRPR
-            uses ``r = 128``).
+            uses ``r = 128``, the default here).
     """
 
-    def __init__(self, regularization: float = 1e-4, negatives: int = 4, **kwargs: Any) -> None:
+    def __init__(self, negatives: int = 4, **kwargs: Any) -> None:
         kwargs.setdefault("rank", 128)
         super().__init__(**kwargs)
-        if regularization < 0:
-            raise ValueError(f"regularization must be >= 0, got {regularization}")
         if negatives < 1:
             raise ValueError(f"negatives must be >= 1, got {negatives}")
-        self.init_args.update(regularization=regularization, negatives=negatives)
-        self.regularization = regularization
+        self.init_args.update(negatives=negatives)
         self.negatives = negatives
-
-    def build(self, n_users: int, n_items: int, n_tags: int) -> None:
-        """``U``, ``V``, ``T`` as in Do-Rank."""
-        self.user_factors = self._init_factor(n_users)
-        self.item_factors = self._init_factor(n_items)
-        self.tag_factors = self._init_factor(n_tags)
-
-    def score(self, users: Tensor, tags: Tensor) -> Tensor:
-        """CP scores ``[B, n_items]`` (the logits of the observation probability)."""
-        device = self.item_factors.device
-        return cp_scores(self.user_factors[users.to(device)], self.tag_factors[tags.to(device)],
-                         self.item_factors)
 
     def set_loss(self, users: Tensor, tags: Tensor, items: Tensor, item_mask: Tensor) -> Tensor:
         """Logistic loss: positives as 1, drawn items outside the set as 0."""

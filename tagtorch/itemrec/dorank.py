@@ -41,7 +41,7 @@ from torch import Tensor
 
 from tagtorch.itemrec.base import FactorModel
 
-__all__ = ["DoRank", "cp_scores", "smoothed_dcg_fast", "smoothed_dcg_regular"]
+__all__ = ["CPModel", "DoRank", "cp_scores", "smoothed_dcg_fast", "smoothed_dcg_regular"]
 
 
 def cp_scores(user_rows: Tensor, tag_rows: Tensor, item_factors: Tensor) -> Tensor:
@@ -102,27 +102,15 @@ def smoothed_dcg_regular(item_scores: Tensor, gains: Tensor) -> Tensor:
     return (gains / torch.log2(2.0 + ahead)).sum(-1)
 
 
-class DoRank(FactorModel):
-    """Do-Rank (see the module docstring): CP factors trained on a smoothed DCG.
+class CPModel(FactorModel):
+    """CP factors ``U [users, r]``, ``V [items, r]``, ``T [tags, r]`` and their scores.
 
-    Args:
-        regularization: ``lambda`` of the L2 penalty on the factor rows of each set.
-        fast: fast learning (positives against negatives); False: the regular approach over
-            all items (quadratic in the items; for comparison).
-        **kwargs: :class:`~tagtorch.itemrec.base.FactorModel` settings (``rank``,
-            ``optimizer``, ``trainer``, ``batch_size``, ``patience``, ``checkpoint_dir``, ...).
+    The base of Do-Rank and of the probabilistic CP baseline; subclasses define the objective
+    (:meth:`~tagtorch.itemrec.base.FactorModel.set_loss`).
     """
 
-    def __init__(self, regularization: float = 1e-4, fast: bool = True, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        if regularization < 0:
-            raise ValueError(f"regularization must be >= 0, got {regularization}")
-        self.init_args.update(regularization=regularization, fast=fast)
-        self.regularization = regularization
-        self.fast = fast
-
     def build(self, n_users: int, n_items: int, n_tags: int) -> None:
-        """``U [users, r]``, ``V [items, r]``, ``T [tags, r]``, normal with ``init_std``."""
+        """``U``, ``V``, ``T``, normal with ``init_std``."""
         self.user_factors = self._init_factor(n_users)
         self.item_factors = self._init_factor(n_items)
         self.tag_factors = self._init_factor(n_tags)
@@ -132,6 +120,23 @@ class DoRank(FactorModel):
         device = self.item_factors.device
         return cp_scores(self.user_factors[users.to(device)], self.tag_factors[tags.to(device)],
                          self.item_factors)
+
+
+class DoRank(CPModel):
+    """Do-Rank (see the module docstring): CP factors trained on a smoothed DCG.
+
+    Args:
+        fast: fast learning (positives against negatives); False: the regular approach over
+            all items (quadratic in the items; for comparison).
+        **kwargs: :class:`~tagtorch.itemrec.base.FactorModel` settings (``rank``,
+            ``regularization``, ``optimizer``, ``trainer``, ``batch_size``, ``patience``,
+            ``checkpoint_dir``, ...).
+    """
+
+    def __init__(self, fast: bool = True, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.init_args.update(fast=fast)
+        self.fast = fast
 
     def set_loss(self, users: Tensor, tags: Tensor, items: Tensor, item_mask: Tensor) -> Tensor:
         """Minus the mean smoothed DCG of the sets, plus the L2 penalty of their rows."""

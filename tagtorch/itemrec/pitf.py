@@ -27,17 +27,14 @@ class PITF(FactorModel):
     """PITF for items (see the module docstring).
 
     Args:
-        regularization: ``lambda`` of the L2 penalty.
-        **kwargs: :class:`~tagtorch.itemrec.base.FactorModel` settings.
+        **kwargs: :class:`~tagtorch.itemrec.base.FactorModel` settings (defaults here:
+            ``rank = 128``, ``regularization = 5e-5``).
     """
 
-    def __init__(self, regularization: float = 5e-5, **kwargs: Any) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("rank", 128)
+        kwargs.setdefault("regularization", 5e-5)
         super().__init__(**kwargs)
-        if regularization < 0:
-            raise ValueError(f"regularization must be >= 0, got {regularization}")
-        self.init_args.update(regularization=regularization)
-        self.regularization = regularization
 
     def build(self, n_users: int, n_items: int, n_tags: int) -> None:
         """User, tag and the two item factor matrices."""
