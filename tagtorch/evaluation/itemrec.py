@@ -31,9 +31,9 @@ from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
 from tagtorch.data.folksonomy import Folksonomy
-from tagtorch.evaluation.plots import plot_comparison, plot_learning_curves
+from tagtorch.evaluation.plots import plot_learning_curves
 from tagtorch.evaluation.protocol import MetricLogger
-from tagtorch.evaluation.report import markdown_report
+from tagtorch.evaluation.runs import write_run
 from tagtorch.itemrec.base import ItemRanker, score_queries
 from tagtorch.itemrec.data import ItemRecData, Queries, item_recommendation_data
 from tagtorch.metrics.functional import ranking_metrics
@@ -148,16 +148,10 @@ class ItemRecommendationTask:
         result_frame = pd.DataFrame(results, columns=["method", "fold", "metric", "value"])
         object_frame = pd.concat(per_query, ignore_index=True)[
             ["method", "fold", "object", "metric", "value"]]
-        report = markdown_report(result_frame, object_frame, title=(
+        report = write_run(output_dir, result_frame, object_frame, title=(
             f"Tag-based item recommendation on the {self.p}-core of {folksonomy.name} "
-            f"({len(self.seeds)} seeds as folds)"))
-        result_frame.to_csv(output_dir / "results.csv", index=False)
-        object_frame.to_csv(output_dir / "per_object.csv.gz", index=False)
-        (output_dir / "report.md").write_text(report)
-        if "ndcg" in self.metrics:
-            metric = f"ndcg@{max(self.ks)}"
-            plot_comparison(result_frame, metric, output_dir / f"{metric}.png",
-                            title=f"{metric} on {folksonomy.name}")
+            f"({len(self.seeds)} seeds as folds)"),
+            plot_metric=f"ndcg@{max(self.ks)}" if "ndcg" in self.metrics else None)
         if curves:
             curve_frame = pd.concat(curves, ignore_index=True)
             curve_frame.to_csv(output_dir / "curves.csv", index=False)

@@ -38,8 +38,8 @@ from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.data.ragged import Ragged
 from tagtorch.data.splits import TagQueries, TagRecFold, tag_recommendation_folds
 from tagtorch.data.terms import TermIndex
-from tagtorch.evaluation.plots import plot_comparison
 from tagtorch.evaluation.report import markdown_report
+from tagtorch.evaluation.runs import write_run
 from tagtorch.evaluation.trec import run_lines, write_qrels
 from tagtorch.metrics.functional import ranking_metrics
 from tagtorch.rankers.base import Ranker
@@ -258,16 +258,9 @@ class TagRecommendationProtocol:
         result_frame = pd.DataFrame(results, columns=["method", "fold", "metric", "value"])
         object_frame = pd.concat(per_object, ignore_index=True)[
             ["method", "fold", "object", "metric", "value"]]
-        report = markdown_report(
-            result_frame, object_frame, title=f"Tag recommendation on {folksonomy.name}")
-        if out is not None:
-            result_frame.to_csv(out / "results.csv", index=False)
-            object_frame.to_csv(out / "per_object.csv.gz", index=False)
-            (out / "report.md").write_text(report)
-            metric = f"ndcg@{self.ks[0]}"
-            if "ndcg" in self.metrics:
-                plot_comparison(result_frame, metric, out / f"{metric}.png",
-                                title=f"{metric} on {folksonomy.name}")
+        title = f"Tag recommendation on {folksonomy.name}"
+        report = (write_run(out, result_frame, object_frame, title) if out is not None
+                  else markdown_report(result_frame, object_frame, title=title))
         return EvaluationResult(result_frame, object_frame, report)
 
     def _prepare_fold(

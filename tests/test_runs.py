@@ -1,0 +1,83 @@
+"""Merging evaluation runs: the merged report equals statistics computed directly."""
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from scipy import stats
+
+from tagtorch.evaluation.runs import main, merge_runs, write_run
+
+
+def fake_run(folder, methods, folds, seed, config=None):
+    """A run folder as the protocol writes it: results, per-object values, TREC files."""
+    rng = np.random.default_rng(seed)
+    rows, per_object = [], []
+    for method in methods:
+        for fold in folds:
+            values = rng.random(20)
+            per_object += [{"method": method, "fold": fold, "object": fold * 100 + i,
+                            "metric": "ndcg@5", "value": v} for i, v in enumerate(values)]
+            rows += [{"method": method, "fold": fold, "metric": "ndcg@5", "value": values.mean()},
+                     {"method": method, "fold": fold, "metric": "fit_seconds", "value": 1.0}]
+    write_run(folder, pd.DataFrame(rows), pd.DataFrame(per_object), title="Tag recommendation")
+    qrels = "".join(f"{fold * 100 + i} 0 7 1\n" for fold in folds for i in range(20))
+    (folder / "qrels.trec").write_text(qrels)
+    for method in methods:
+        (folder / f"run.{method}.trec").write_text(
+            "".join(f"{fold * 100} Q0 7 1 1 {method}\n" for fold in folds))
+    if config is not None:
+        (folder / "config.yaml").write_text(yaml.safe_dump(config))
+    return pd.DataFrame(per_object)
+
+
+def test_merge_of_folds_and_methods_matches_direct_statistics(tmp_path):
+    config = {"data": {"name": "x"}, "task": {"protocol": {"n_folds": 5, "n_jobs": 1}}}
+    a = fake_run(tmp_path / "a", ["base", "gp"], [0, 1, 2], seed=0, config=config)
+    b = fake_run(tmp_path / "b", ["base"], [3, 4], seed=1,
+                 config={**config, "task": {"protocol": {"n_folds": 5, "n_jobs": 2}}})
+    report = merge_runs([tmp_path / "a", tmp_path / "b"], tmp_path / "m")
+    out = tmp_path / "m"
+    assert report == (out / "report.md").read_text()
+    assert report.startswith("# Tag recommendation (merged from 2 runs)")
+    results = pd.read_csv(out / "results.csv")
+    assert sorted(results.query("method == 'base'")["fold"].unique()) == [0, 1, 2, 3, 4]
+    assert sorted(results.query("method == 'gp'")["fold"].unique()) == [0, 1, 2]
+    # base over 5 folds: the mean of fold means and its t interval, computed here
+    base = pd.concat([a, b]).query("method == 'base'").groupby("fold")["value"].mean()
+    half = stats.t.ppf(0.975, 4) * base.std(ddof=1) / np.sqrt(5)
+    assert f"| base | {base.mean():.4f} ± {half:.4f} |" in report
+    # the paired test pairs gp and base on the folds both have
+    both = pd.concat([a, b]).query("fold < 3").pivot_table(index="object", columns="method",
+                                                           values="value")
+    p = stats.ttest_rel(both["base"], both["gp"]).pvalue
+    assert f"{p:.2e}" in report
+    assert (out / "ndcg@5.png").read_bytes()[:4] == b"\x89PNG"
+    # TREC: run lines of every fold, qrels of every query once
+    assert len((out / "run.base.trec").read_text().splitlines()) == 5
+    assert len((out / "run.gp.trec").read_text().splitlines()) == 3
+    assert len((out / "qrels.trec").read_text().splitlines()) == 100
+
+
+def test_merge_refuses_overlaps_and_different_settings(tmp_path):
+    fake_run(tmp_path / "a", ["base"], [0, 1], seed=0, config={"data": {"name": "lastfm"}})
+    fake_run(tmp_path / "b", ["base"], [1, 2], seed=1, config={"data": {"name": "lastfm"}})
+    fake_run(tmp_path / "c", ["base"], [3], seed=2, config={"data": {"name": "movielens"}})
+    with pytest.raises(ValueError, match="'base' on fold 1 is in both"):
+        merge_runs([tmp_path / "a", tmp_path / "b"], tmp_path / "m")
+    with pytest.raises(ValueError, match="differ in 'data'"):
+        merge_runs([tmp_path / "a", tmp_path / "c"], tmp_path / "m")
+    with pytest.raises(ValueError, match="one of the runs"):
+        merge_runs([tmp_path / "a", tmp_path / "c"], tmp_path / "a")
+    with pytest.raises(FileNotFoundError, match=r"results\.csv is missing"):
+        merge_runs([tmp_path / "a", tmp_path / "nothing"], tmp_path / "m")
+    with pytest.raises(ValueError, match="no run"):
+        merge_runs([], tmp_path / "m")
+
+
+def test_command_line(tmp_path, capsys):
+    fake_run(tmp_path / "a", ["base"], [0], seed=0)
+    fake_run(tmp_path / "b", ["base"], [1], seed=1)
+    main([str(tmp_path / "m"), str(tmp_path / "a"), str(tmp_path / "b"), "--title", "Both"])
+    assert capsys.readouterr().out.startswith("# Both")
+    assert (tmp_path / "m" / "results.csv").is_file()
