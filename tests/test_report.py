@@ -87,3 +87,11 @@ def test_notebook_runs_on_a_report_folder(tmp_path, monkeypatch):
             exec("".join(cell["source"]), namespace)
     assert (tmp_path / "ndcg@5_notebook.png").is_file()
     assert list(namespace["tests"]["method_a"]) == ["base"]
+
+
+def test_significance_leaves_out_methods_without_common_objects():
+    _, per_object = make_results()
+    other = per_object.query("method == 'better'").assign(method="other",
+                                                         object=lambda f: f["object"] + 10_000)
+    table = significance(pd.concat([per_object, other]))
+    assert table[["method_a", "method_b"]].values.tolist() == [["base", "better"]]

@@ -81,3 +81,20 @@ def test_command_line(tmp_path, capsys):
     main([str(tmp_path / "m"), str(tmp_path / "a"), str(tmp_path / "b"), "--title", "Both"])
     assert capsys.readouterr().out.startswith("# Both")
     assert (tmp_path / "m" / "results.csv").is_file()
+
+
+def test_merge_keeps_the_requested_methods_in_their_order(tmp_path):
+    fake_run(tmp_path / "a", ["base", "rf"], [0, 1], seed=0)
+    fake_run(tmp_path / "b", ["rf", "neural"], [2], seed=1)  # rf of b: the requested overlap
+    fake_run(tmp_path / "c", ["base", "neural"], [2], seed=2)
+    report = merge_runs([tmp_path / "a", tmp_path / "c"], tmp_path / "m",
+                        methods=["neural", "base"])
+    rows = [line.split(" | ")[0] for line in report.splitlines() if line.startswith("| ")]
+    assert rows[1:3] == ["| neural", "| base"]  # after the header; rf left out
+    results = pd.read_csv(tmp_path / "m" / "results.csv")
+    assert list(dict.fromkeys(results["method"])) == ["neural", "base"]
+    assert not (tmp_path / "m" / "run.rf.trec").exists()
+    # rf is in a and b on different folds, base only in a: no overlap once rf is dropped
+    merge_runs([tmp_path / "a", tmp_path / "b"], tmp_path / "n", methods=["base", "neural"])
+    with pytest.raises(ValueError, match=r"no run has the methods \['mart'\]"):
+        merge_runs([tmp_path / "a"], tmp_path / "o", methods=["base", "mart"])

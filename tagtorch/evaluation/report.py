@@ -54,7 +54,8 @@ def significance(per_object: pd.DataFrame, method: TestMethod = "ttest") -> pd.D
 
     Returns:
         Columns ``method_a, method_b, metric, mean_difference`` (a minus b), ``statistic,
-        p_value, p_holm, n``; ``p_holm`` adjusts over all pairs of one metric.
+        p_value, p_holm, n``; ``p_holm`` adjusts over all pairs of one metric. Pairs of methods
+        with fewer than two objects in common (evaluated on different folds) are left out.
     """
     wide = per_object.pivot_table(index=["fold", "object", "metric"], columns="method",
                                   values="value", dropna=False)
@@ -64,7 +65,10 @@ def significance(per_object: pd.DataFrame, method: TestMethod = "ttest") -> pd.D
         first = len(rows)
         for i, a in enumerate(methods):
             for b in methods[i + 1:]:
-                test = paired_test(group[a].to_numpy(), group[b].to_numpy(), method=method)
+                x, y = group[a].to_numpy(), group[b].to_numpy()
+                if int((~(np.isnan(x) | np.isnan(y))).sum()) < 2:
+                    continue  # no two objects in common (e.g. run on different folds)
+                test = paired_test(x, y, method=method)
                 rows.append({"method_a": a, "method_b": b, "metric": metric,
                              "mean_difference": test.mean_difference,
                              "statistic": test.statistic, "p_value": test.p_value, "n": test.n})

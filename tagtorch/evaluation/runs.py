@@ -103,9 +103,12 @@ def _read(run: Path, name: str, columns: list[str]) -> pd.DataFrame:
     return frame[columns]
 
 
-def _merge_trec(runs: Sequence[Path], out: Path) -> None:
+def _merge_trec(runs: Sequence[Path], out: Path, methods: Sequence[str] | None) -> None:
     """Concatenates run files per method; qrels of each query once (from its first run)."""
     names = sorted({path.name for run in runs for path in run.glob("run*.trec")})
+    if methods is not None:
+        names = [name for name in names
+                 if name == "run.trec" or name.split(".")[1] in set(methods)]
     for name in names:
         with open(out / name, "w") as merged:
             for run in runs:
@@ -125,7 +128,7 @@ def _merge_trec(runs: Sequence[Path], out: Path) -> None:
 
 
 def merge_runs(runs: Sequence[str | Path], output_dir: str | Path,
-               title: str | None = None) -> str:
+               title: str | None = None, methods: Sequence[str] | None = None) -> str:
     """Joins evaluation runs over different folds or methods into one run folder.
 
     Args:
@@ -133,13 +136,16 @@ def merge_runs(runs: Sequence[str | Path], output_dir: str | Path,
             their first-seen order.
         output_dir: the merged folder (may not be one of ``runs``).
         title: the report's title; default: the first run's, with "(merged from N runs)".
+        methods: keep only these methods, in this order (the first is the baseline of the
+            report); default: all, in first-seen order.
 
     Returns:
         The merged markdown report (also written to ``output_dir/report.md``).
 
     Raises:
         ValueError: with fewer than one run, an output folder among the runs, a (method, fold)
-            pair in two runs, or runs whose shared settings (:data:`SHARED_SETTINGS`) differ.
+            pair in two runs, runs whose shared settings (:data:`SHARED_SETTINGS`) differ, or a
+            requested method that no run has.
         FileNotFoundError: if a run lacks its results.
     """
     folders = [Path(run) for run in runs]
@@ -150,6 +156,13 @@ def merge_runs(runs: Sequence[str | Path], output_dir: str | Path,
         raise ValueError(f"the merged folder {out} is one of the runs: choose a new folder")
     _check_settings(folders)
     results = [_read(run, "results.csv", _RESULT_COLUMNS) for run in folders]
+    per_object = [_read(run, "per_object.csv.gz", _OBJECT_COLUMNS) for run in folders]
+    if methods is not None:
+        found = set().union(*(frame["method"] for frame in results))
+        if missing := [m for m in methods if m not in found]:
+            raise ValueError(f"no run has the methods {missing}; they have {sorted(found)}")
+        results = [frame[frame["method"].isin(methods)] for frame in results]
+        per_object = [frame[frame["method"].isin(methods)] for frame in per_object]
     pairs: dict[tuple[str, int], Path] = {}
     for run, frame in zip(folders, results, strict=True):
         for method, fold in frame[["method", "fold"]].drop_duplicates().itertuples(index=False):
@@ -157,15 +170,18 @@ def merge_runs(runs: Sequence[str | Path], output_dir: str | Path,
                 raise ValueError(f"{method!r} on fold {fold} is in both {pairs[method, fold]} "
                                  f"and {run}")
             pairs[method, fold] = run
-    per_object = pd.concat([_read(run, "per_object.csv.gz", _OBJECT_COLUMNS) for run in folders],
-                           ignore_index=True)
     if title is None:
         report = folders[0] / "report.md"
         first = report.read_text().splitlines()[0].lstrip("# ") if report.is_file() else "Results"
         title = f"{first} (merged from {len(folders)} runs)"
     out.mkdir(parents=True, exist_ok=True)
-    _merge_trec(folders, out)
-    return write_run(out, pd.concat(results, ignore_index=True), per_object, title)
+    _merge_trec(folders, out, methods)
+    merged = [pd.concat(frames, ignore_index=True) for frames in (results, per_object)]
+    if methods is not None:  # the report lists methods in first-seen order
+        order = {method: i for i, method in enumerate(methods)}
+        merged = [frame.sort_values("method", key=lambda m: m.map(order), kind="stable")
+                  for frame in merged]
+    return write_run(out, merged[0], merged[1], title)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -174,8 +190,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("output", type=Path, help="the merged run folder")
     parser.add_argument("runs", type=Path, nargs="+", help="run folders to merge")
     parser.add_argument("--title", default=None, help="the merged report's title")
+    parser.add_argument("--methods", nargs="+", default=None,
+                        help="keep only these methods, in this order (the first is the baseline)")
     args = parser.parse_args(argv)
-    print(merge_runs(args.runs, args.output, title=args.title))
+    print(merge_runs(args.runs, args.output, title=args.title, methods=args.methods))
 
 
 if __name__ == "__main__":
