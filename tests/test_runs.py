@@ -23,8 +23,9 @@ def fake_run(folder, methods, folds, seed, config=None):
     write_run(folder, pd.DataFrame(rows), pd.DataFrame(per_object), title="Tag recommendation")
     qrels = "".join(f"{fold * 100 + i} 0 7 1\n" for fold in folds for i in range(20))
     (folder / "qrels.trec").write_text(qrels)
-    for method in methods:
-        (folder / f"run.{method}.trec").write_text(
+    for method in methods:  # one method alone writes run.trec, as the protocol does
+        name = "run.trec" if len(methods) == 1 else f"run.{method}.trec"
+        (folder / name).write_text(
             "".join(f"{fold * 100} Q0 7 1 1 {method}\n" for fold in folds))
     if config is not None:
         (folder / "config.yaml").write_text(yaml.safe_dump(config))
@@ -80,6 +81,7 @@ def test_command_line(tmp_path, capsys):
     fake_run(tmp_path / "b", ["base"], [1], seed=1)
     main([str(tmp_path / "m"), str(tmp_path / "a"), str(tmp_path / "b"), "--title", "Both"])
     assert capsys.readouterr().out.startswith("# Both")
+    assert len((tmp_path / "m" / "run.trec").read_text().splitlines()) == 2
     assert (tmp_path / "m" / "results.csv").is_file()
 
 
@@ -94,7 +96,11 @@ def test_merge_keeps_the_requested_methods_in_their_order(tmp_path):
     results = pd.read_csv(tmp_path / "m" / "results.csv")
     assert list(dict.fromkeys(results["method"])) == ["neural", "base"]
     assert not (tmp_path / "m" / "run.rf.trec").exists()
+    assert len((tmp_path / "m" / "run.neural.trec").read_text().splitlines()) == 1
     # rf is in a and b on different folds, base only in a: no overlap once rf is dropped
     merge_runs([tmp_path / "a", tmp_path / "b"], tmp_path / "n", methods=["base", "neural"])
+    fake_run(tmp_path / "g", ["gp"], [2], seed=3)  # a lone method writes run.trec
+    merge_runs([tmp_path / "a", tmp_path / "g"], tmp_path / "p")
+    assert len((tmp_path / "p" / "run.gp.trec").read_text().splitlines()) == 1
     with pytest.raises(ValueError, match=r"no run has the methods \['mart'\]"):
         merge_runs([tmp_path / "a"], tmp_path / "o", methods=["base", "mart"])

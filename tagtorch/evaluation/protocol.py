@@ -40,7 +40,7 @@ from tagtorch.data.splits import TagQueries, TagRecFold, tag_recommendation_fold
 from tagtorch.data.terms import TermIndex
 from tagtorch.evaluation.report import markdown_report
 from tagtorch.evaluation.runs import write_run
-from tagtorch.evaluation.trec import run_lines, write_qrels
+from tagtorch.evaluation.trec import run_file_names, run_lines, write_qrels
 from tagtorch.metrics.functional import ranking_metrics
 from tagtorch.rankers.base import Ranker
 
@@ -217,7 +217,7 @@ class TagRecommendationProtocol:
         if not rankers:
             raise ValueError("no ranker to evaluate")
         out = Path(output_dir) if output_dir is not None else None
-        run_files = self._run_files(rankers)
+        run_files = run_file_names(list(rankers))
         if out is not None:
             out.mkdir(parents=True, exist_ok=True)
             for name in ["qrels.trec", *run_files.values()]:
@@ -334,12 +334,6 @@ class TagRecommendationProtocol:
         if cache is None:
             return generator(queries)
         return cache.get(fold.fold, split, lambda: generator(queries))
-
-    def _run_files(self, rankers: Mapping[str, Any]) -> dict[str, str]:
-        """TREC run file of each method: ``run.trec`` alone, or ``run.{method}.trec``."""
-        if len(rankers) == 1:
-            return {name: "run.trec" for name in rankers}
-        return {name: f"run.{name}.trec" for name in rankers}
 
     def _sync(self) -> None:
         if self.device.type == "cuda":

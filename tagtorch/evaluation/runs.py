@@ -28,6 +28,7 @@ import yaml
 
 from tagtorch.evaluation.plots import plot_comparison
 from tagtorch.evaluation.report import markdown_report
+from tagtorch.evaluation.trec import run_file_names
 
 __all__ = ["merge_runs", "write_run"]
 
@@ -103,27 +104,30 @@ def _read(run: Path, name: str, columns: list[str]) -> pd.DataFrame:
     return frame[columns]
 
 
-def _merge_trec(runs: Sequence[Path], out: Path, methods: Sequence[str] | None) -> None:
-    """Concatenates run files per method; qrels of each query once (from its first run)."""
-    names = sorted({path.name for run in runs for path in run.glob("run*.trec")})
-    if methods is not None:
-        names = [name for name in names
-                 if name == "run.trec" or name.split(".")[1] in set(methods)]
-    for name in names:
-        with open(out / name, "w") as merged:
-            for run in runs:
-                if (run / name).is_file():
-                    merged.write((run / name).read_text())
+def _merge_trec(runs: Sequence[Path], run_methods: Sequence[list[str]], methods: list[str],
+                out: Path) -> None:
+    """Concatenates the run files of ``methods``; qrels of each query once (its first run).
+
+    ``run_methods`` are each run's own methods, which name its run files.
+    """
+    merged = run_file_names(methods)
+    for name in merged.values():
+        (out / name).unlink(missing_ok=True)
+    for run, own in zip(runs, run_methods, strict=True):
+        for method, name in run_file_names(own).items():
+            if method in merged and (run / name).is_file():
+                with open(out / merged[method], "a") as run_file:
+                    run_file.write((run / name).read_text())
     qrels = [run / "qrels.trec" for run in runs if (run / "qrels.trec").is_file()]
     if not qrels:
         return
     seen: set[str] = set()
-    with open(out / "qrels.trec", "w") as merged:
+    with open(out / "qrels.trec", "w") as qrels_file:
         for path in qrels:
             lines = path.read_text().splitlines(keepends=True)
             queries = {line.split(maxsplit=1)[0] for line in lines if line.strip()}
-            merged.writelines(line for line in lines
-                              if line.strip() and line.split(maxsplit=1)[0] not in seen)
+            qrels_file.writelines(line for line in lines
+                                  if line.strip() and line.split(maxsplit=1)[0] not in seen)
             seen |= queries
 
 
@@ -157,6 +161,7 @@ def merge_runs(runs: Sequence[str | Path], output_dir: str | Path,
     _check_settings(folders)
     results = [_read(run, "results.csv", _RESULT_COLUMNS) for run in folders]
     per_object = [_read(run, "per_object.csv.gz", _OBJECT_COLUMNS) for run in folders]
+    run_methods = [list(dict.fromkeys(frame["method"])) for frame in results]
     if methods is not None:
         found = set().union(*(frame["method"] for frame in results))
         if missing := [m for m in methods if m not in found]:
@@ -175,12 +180,12 @@ def merge_runs(runs: Sequence[str | Path], output_dir: str | Path,
         first = report.read_text().splitlines()[0].lstrip("# ") if report.is_file() else "Results"
         title = f"{first} (merged from {len(folders)} runs)"
     out.mkdir(parents=True, exist_ok=True)
-    _merge_trec(folders, out, methods)
     merged = [pd.concat(frames, ignore_index=True) for frames in (results, per_object)]
     if methods is not None:  # the report lists methods in first-seen order
         order = {method: i for i, method in enumerate(methods)}
         merged = [frame.sort_values("method", key=lambda m: m.map(order), kind="stable")
                   for frame in merged]
+    _merge_trec(folders, run_methods, list(dict.fromkeys(merged[0]["method"])), out)
     return write_run(out, merged[0], merged[1], title)
 
 

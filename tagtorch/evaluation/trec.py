@@ -7,7 +7,7 @@ test object, also those no candidate reached, so recall computed from the files 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +15,18 @@ import torch
 
 from tagtorch.candidates.candidate_set import CandidateSet
 from tagtorch.data.ragged import Ragged
+
+
+def run_file_names(methods: Sequence[str]) -> dict[str, str]:
+    """TREC run file of each method: ``run.trec`` for a lone method, else ``run.{method}.trec``.
+
+    Example:
+        >>> run_file_names(["rf", "gp"])
+        {'rf': 'run.rf.trec', 'gp': 'run.gp.trec'}
+    """
+    if len(methods) == 1:
+        return {name: "run.trec" for name in methods}
+    return {name: f"run.{name}.trec" for name in methods}
 
 
 def run_lines(batch: CandidateSet, scores: torch.Tensor, run_name: str) -> Iterable[str]:
