@@ -95,3 +95,11 @@ def test_significance_leaves_out_methods_without_common_objects():
                                                          object=lambda f: f["object"] + 10_000)
     table = significance(pd.concat([per_object, other]))
     assert table[["method_a", "method_b"]].values.tolist() == [["base", "better"]]
+
+
+def test_a_metric_one_method_lacks_is_a_dash():
+    results, _ = make_results()
+    extra = pd.DataFrame([{"method": "base", "fold": f, "metric": "mrr", "value": 0.5}
+                          for f in range(5)])
+    text = markdown_report(pd.concat([results, extra]), title="T")
+    assert "| better | " in text and text.split("| better | ")[1].split("\n")[0].endswith("| – |")

@@ -131,7 +131,7 @@ def _summary_table(summary: pd.DataFrame) -> str:
     table = summary.assign(
         cell=[f"{m:.4f} ± {c:.4f}" for m, c in zip(summary["mean"], summary["ci"], strict=True)]
     ).pivot(index="method", columns="metric", values="cell")
-    table = table.loc[list(dict.fromkeys(summary["method"])), metrics]
+    table = table.loc[list(dict.fromkeys(summary["method"])), metrics].fillna("–")  # not measured
     return _markdown_table(table.reset_index())
 
 
