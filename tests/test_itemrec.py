@@ -262,3 +262,8 @@ def test_item_recommendation_experiment_runs_end_to_end(tmp_path):
             / "model").is_file()
     ndcg = results.query("metric == 'ndcg@10'")["value"]
     assert ((ndcg >= 0) & (ndcg <= 1)).all()
+    # the early-stopping score, for selecting hyperparameters: the curve's best validation value
+    curves = pd.read_csv(tmp_path / "curves.csv")
+    best = curves.groupby(["method", "seed"])["val_dcg@10"].max()
+    val = results.query("metric == 'val_dcg@10'").set_index(["method", "fold"])["value"]
+    assert val.sort_index().to_numpy() == pytest.approx(best.sort_index().to_numpy())

@@ -136,6 +136,8 @@ class ItemRecommendationTask:
                 if history:
                     curves.append(pd.DataFrame(history).assign(method=name, seed=seed))
                     means["best_epoch"] = float(getattr(model, "best_epoch_", None) or 0)
+                    # the early-stopping score: select hyperparameters on it, never on test
+                    means["val_dcg@10"] = max(float(h["val_dcg@10"]) for h in history)
                 means.update(fit_seconds=fit_seconds, ms_model=1000 * seconds / len(frame))
                 for logger in loggers:
                     logger.log_metrics({f"{name}/test/{k}": v for k, v in means.items()},
