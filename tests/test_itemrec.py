@@ -262,6 +262,12 @@ def test_item_recommendation_experiment_runs_end_to_end(tmp_path):
             / "model").is_file()
     ndcg = results.query("metric == 'ndcg@10'")["value"]
     assert ((ndcg >= 0) & (ndcg <= 1)).all()
+    # TREC files: the first seed's queries, each ranked once
+    columns = ["query", "q0", "item", "rank", "score", "run"]
+    run = pd.read_csv(tmp_path / "run.dorank.trec", sep=" ", header=None, names=columns)
+    qrels = pd.read_csv(tmp_path / "qrels.trec", sep=" ", header=None)
+    assert set(run["query"]) <= set(qrels[0])
+    assert not run.duplicated(["query", "rank"]).any()
     # the early-stopping score, for selecting hyperparameters: the curve's best validation value
     curves = pd.read_csv(tmp_path / "curves.csv")
     best = curves.groupby(["method", "seed"])["val_dcg@10"].max()

@@ -7,8 +7,9 @@ configured model learns from the training triples, and ranks all items for every
 queries' known training items excluded from the ranking). The run writes, like every tagtorch
 evaluation, ``results.csv`` (``method, fold, metric, value``, where ``fold`` is the seed),
 ``per_object.csv.gz`` (per query), ``report.md`` (mean ± 95% CI over the seeds, paired tests of
-every pair of methods, Holm-corrected), ``run.METHOD.trec`` (the top ``trec_depth`` items per
-query; query ids ``u{user}t{tag}``), ``qrels.trec`` (seed 0's test queries), the learning curves of
+every pair of methods, Holm-corrected), ``run.METHOD.trec`` (``run.trec`` for a lone method; the
+top ``trec_depth`` items per test query of the first seed; query ids ``u{user}t{tag}``),
+``qrels.trec`` (the first seed's test queries), the learning curves of
 the trained models (``curves.csv``: train and validation DCG@10 per epoch;
 ``learning_curve.png``), and each fitted model into the checkpoint folder
 (``{checkpoint_dir}/itemrec/{dataset}/{method}/seed{k}/``), from which an interrupted training
@@ -34,6 +35,7 @@ from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.evaluation.plots import plot_learning_curves
 from tagtorch.evaluation.protocol import MetricLogger
 from tagtorch.evaluation.runs import write_run
+from tagtorch.evaluation.trec import run_file_names
 from tagtorch.itemrec.base import ItemRanker, score_queries
 from tagtorch.itemrec.data import ItemRecData, Queries, item_recommendation_data
 from tagtorch.metrics.functional import ranking_metrics
@@ -110,8 +112,9 @@ class ItemRecommendationTask:
         if not models:
             raise ValueError("no model to evaluate")
         output_dir.mkdir(parents=True, exist_ok=True)
-        for old in output_dir.glob("run.*.trec"):
+        for old in output_dir.glob("run*.trec"):
             old.unlink()
+        run_files = run_file_names(list(models))
         results: list[dict[str, Any]] = []
         per_query: list[pd.DataFrame] = []
         curves: list[pd.DataFrame] = []
@@ -126,7 +129,9 @@ class ItemRecommendationTask:
                 fit_seconds = time.perf_counter() - start
                 if folder is not None:
                     model.save(folder / "model")
-                values, seconds = self._evaluate(model, data, name, output_dir)
+                run_file = (output_dir / run_files[name]
+                            if seed == self.seeds[0] and self.trec_depth else None)
+                values, seconds = self._evaluate(model, data, name, run_file)
                 frame = pd.DataFrame({k: v.numpy() for k, v in values.items()})
                 frame.insert(0, "object", np.arange(len(frame)))
                 per_query.append(frame.melt(id_vars="object", var_name="metric",
@@ -162,17 +167,19 @@ class ItemRecommendationTask:
         return result_frame
 
     def _evaluate(self, model: ItemRanker, data: ItemRecData, name: str,
-                  output_dir: Path) -> tuple[dict[str, torch.Tensor], float]:
-        """Per-query metrics of the test queries, and the seconds spent scoring."""
+                  run_file: Path | None) -> tuple[dict[str, torch.Tensor], float]:
+        """Per-query metrics of the test queries, and the seconds spent scoring.
+
+        The top ``trec_depth`` items of each query are appended to ``run_file`` (None: not).
+        """
         parts: list[dict[str, torch.Tensor]] = []
         seconds = 0.0
-        run_file = output_dir / f"run.{name}.trec"
         start = time.perf_counter()
         for rows, scores, labels, mask in score_queries(model, data.test_queries, data.n_items,
                                                         self.batch_size):
             seconds += time.perf_counter() - start
             parts.append(ranking_metrics(scores, labels, mask, ks=self.ks, metrics=self.metrics))
-            if self.trec_depth:
+            if run_file is not None:
                 with open(run_file, "a") as out:
                     out.writelines(_run_lines(data.test_queries, rows, scores, mask,
                                               self.trec_depth, name))
