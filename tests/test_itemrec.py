@@ -242,6 +242,24 @@ def test_training_resumes_from_the_last_checkpoint(tmp_path, toy_data):
     assert not (tmp_path / "last.ckpt").exists()  # finished: the next fit starts over
 
 
+def test_a_checkpoint_of_other_settings_is_not_resumed(tmp_path, toy_data, caplog):
+    def crashing_trainer(**kwargs):
+        kwargs["callbacks"] = [*kwargs["callbacks"], _Crash()]
+        return pl.Trainer(max_epochs=6, accelerator="cpu", enable_progress_bar=False, **kwargs)
+
+    with pytest.raises(RuntimeError, match="simulated"):
+        DoRank(rank=4, trainer=crashing_trainer, patience=10, checkpoint_dir=tmp_path,
+               regularization=1e-4).fit(toy_data)
+    other = DoRank(rank=4, trainer=trainer(4), patience=10, checkpoint_dir=tmp_path,
+                   regularization=1e-2)
+    with caplog.at_level("INFO", logger="tagtorch.itemrec.base"):
+        other.fit(toy_data)
+    assert "other settings" in caplog.text and "resuming" not in caplog.text
+    fresh = DoRank(rank=4, trainer=trainer(4), patience=10, regularization=1e-2).fit(toy_data)
+    assert [r["val_dcg@10"] for r in other.history_] == pytest.approx(
+        [r["val_dcg@10"] for r in fresh.history_])
+
+
 # ----------------------------------------------------------------------------- task
 def test_item_recommendation_experiment_runs_end_to_end(tmp_path):
     from test_train import compose_cfg

@@ -236,9 +236,19 @@ class FactorModel(pl.LightningModule):
         make = self.init_args["optimizer"] or (lambda p: torch.optim.Adam(p, lr=0.01))
         return make(self.parameters())
 
+    def settings_key(self) -> str:
+        """What a checkpoint must have been trained with to be resumed: class, settings, sizes.
+
+        The trainer and the checkpoint folder do not count (a resumed run may raise
+        ``max_epochs``); the optimizer counts by its ``repr``.
+        """
+        args = {k: v for k, v in self.init_args.items() if k not in ("trainer", "checkpoint_dir")}
+        return repr((type(self).__name__, sorted(args.items()), self.sizes))
+
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        """Keeps the learning curve in the checkpoint (a resumed run continues it)."""
+        """Keeps the learning curve (a resumed run continues it) and the settings key."""
         checkpoint["tagtorch_history"] = self.history_
+        checkpoint["tagtorch_settings"] = self.settings_key()
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """Restores the learning curve of a resumed run."""
@@ -305,6 +315,12 @@ class FactorModel(pl.LightningModule):
                        enable_model_summary=False, num_sanity_val_steps=0)
         last = directory / "last.ckpt"
         resume = str(last) if last.is_file() else None
+        if resume and torch.load(last, map_location="cpu", weights_only=False).get(
+                "tagtorch_settings") != self.settings_key():
+            log.warning("%s: %s was trained with other settings or data; starting over",
+                        self.run_name, last)
+            last.unlink()
+            resume = None
         if resume:
             log.info("%s: resuming from %s", self.run_name, resume)
         else:  # a fresh run: a best epoch of an earlier, finished run does not count
