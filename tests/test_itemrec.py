@@ -38,7 +38,8 @@ def toy_folksonomy(seed: int = 0, n_users: int = 40, n_items: int = 60,
 
 @pytest.fixture(scope="module")
 def toy_data():
-    return item_recommendation_data(toy_folksonomy(), p=1, seed=0)
+    # triples: test items are often known to their user, an easier structure for small models
+    return item_recommendation_data(toy_folksonomy(), p=1, seed=0, split="triples")
 
 
 def trainer(epochs: int = 15) -> functools.partial:
@@ -54,10 +55,25 @@ def test_split_is_a_partition_with_the_requested_shares(toy_data):
     keys = [set(map(tuple, part.tolist()))
             for part in (toy_data.train, toy_data.val, toy_data.test)]
     assert not (keys[0] & keys[1]) and not (keys[0] & keys[2]) and not (keys[1] & keys[2])
-    again = item_recommendation_data(toy_folksonomy(), p=1, seed=0)
+    again = item_recommendation_data(toy_folksonomy(), p=1, seed=0, split="triples")
     np.testing.assert_array_equal(again.test, toy_data.test)
-    other = item_recommendation_data(toy_folksonomy(), p=1, seed=1)
+    other = item_recommendation_data(toy_folksonomy(), p=1, seed=1, split="triples")
     assert not np.array_equal(other.test, toy_data.test)
+
+
+def test_posts_split_keeps_each_post_on_one_side():
+    data = item_recommendation_data(toy_folksonomy(), p=1, seed=3)  # split="posts"
+    sides = [{(u, i) for u, i, _ in part.tolist()} for part in (data.train, data.val, data.test)]
+    assert not (sides[0] & sides[1]) and not (sides[0] & sides[2]) and not (sides[1] & sides[2])
+    n_posts = sum(len(side) for side in sides)
+    assert len(sides[2]) == round(0.2 * n_posts)
+    assert len(sides[1]) == round(0.25 * (n_posts - len(sides[2])))
+    everything = sorted(map(tuple, np.concatenate([data.train, data.val, data.test]).tolist()))
+    full = item_recommendation_data(toy_folksonomy(), p=1, seed=3, split="triples")
+    assert everything == sorted(map(tuple, np.concatenate([full.train, full.val,
+                                                           full.test]).tolist()))
+    with pytest.raises(ValueError, match="split must be"):
+        item_recommendation_data(toy_folksonomy(), split="users")
 
 
 def test_uts_sets_and_queries_match_plain_grouping(toy_data):

@@ -1,7 +1,8 @@
 """Evaluation of tag-based item recommendation over seeded splits (the Do-Rank protocol).
 
-For each seed: the p-core of the folksonomy is split at random (80% train, 20% test; a part of
-train held out for early stopping; :func:`tagtorch.itemrec.data.item_recommendation_data`), every
+For each seed: the p-core of the folksonomy is split at random, by posts by default (80% train,
+20% test; a part of train held out for early stopping;
+:func:`tagtorch.itemrec.data.item_recommendation_data`), every
 configured model learns from the training triples, and ranks all items for every test query
 ``(user, tag)``. Metrics per query: NDCG@k and P@k for k = 1..10 and MAP (linear gain, the
 queries' known training items excluded from the ranking). The run writes, like every tagtorch
@@ -55,6 +56,8 @@ class ItemRecommendationTask:
         p: p-core level.
         test_fraction: share of the core's triples in test.
         val_fraction: share of the training triples held out for early stopping.
+        split: ``"posts"`` (the paper's protocol as we read it) or ``"triples"``: the units
+            split at random (see :mod:`tagtorch.itemrec.data`).
         ks: cut-offs of NDCG and P.
         metrics: metric families (``ndcg``, ``precision``, ``map``, ...).
         batch_size: queries scored per batch.
@@ -68,6 +71,7 @@ class ItemRecommendationTask:
         p: int = 5,
         test_fraction: float = 0.2,
         val_fraction: float = 0.25,
+        split: str = "posts",
         ks: Sequence[int] = tuple(range(1, 11)),
         metrics: Sequence[str] = ("ndcg", "precision", "map"),
         batch_size: int = 1024,
@@ -80,6 +84,7 @@ class ItemRecommendationTask:
         self.p = p
         self.test_fraction = test_fraction
         self.val_fraction = val_fraction
+        self.split_by = split
         self.ks = tuple(ks)
         self.metrics = tuple(metrics)
         self.batch_size = batch_size
@@ -89,7 +94,8 @@ class ItemRecommendationTask:
     def split(self, folksonomy: Folksonomy, seed: int) -> ItemRecData:
         """The split of one seed."""
         return item_recommendation_data(folksonomy, p=self.p, test_fraction=self.test_fraction,
-                                        val_fraction=self.val_fraction, seed=seed)
+                                        val_fraction=self.val_fraction, seed=seed,
+                                        split=self.split_by)
 
     def _make(self, node: Mapping[str, Any], name: str, dataset: str,
               seed: int) -> tuple[ItemRanker, Path | None]:
