@@ -147,3 +147,56 @@ def test_folds_and_methods_in_parallel_processes_give_the_same_results(tmp_path)
     for name in ["run.latre_wts.trec", "run.sum.trec", "qrels.trec"]:
         assert (tmp_path / "parallel" / name).read_text() == (
             tmp_path / "serial" / name).read_text()
+
+
+def test_an_interrupted_run_resumes_from_its_finished_pieces(tmp_path, monkeypatch):
+    from tagtorch.evaluation import protocol
+
+    settings = ["data.n_objects=300", "task.protocol.folds=[0,1]", "model=[latre_wts,sum]",
+                "task.protocol.online_objects=0", "task.protocol.cache=false"]
+    monkeypatch.setattr(protocol._Journal, "clear", lambda self: None)  # as if interrupted
+    first = train(compose_cfg(tmp_path, settings))
+    pieces = tmp_path / "pieces"
+    assert sorted(p.name for p in pieces.iterdir()) == [
+        "fold0.latre_wts.pkl.gz", "fold0.sum.pkl.gz", "fold1.latre_wts.pkl.gz",
+        "fold1.sum.pkl.gz"]
+    (pieces / "fold1.sum.pkl.gz").unlink()  # the run stopped before this pair finished
+    monkeypatch.undo()
+    calls = []
+    original = protocol.TagRecommendationProtocol._run_method
+
+    def counting(self, ready, name, *args, **kwargs):
+        calls.append((ready.fold.fold, name))
+        return original(self, ready, name, *args, **kwargs)
+
+    monkeypatch.setattr(protocol.TagRecommendationProtocol, "_run_method", counting)
+    resumed = train(compose_cfg(tmp_path, [*settings, "task.protocol.resume=true"]))
+    assert calls == [(1, "sum")]
+    quality = ~first.results["metric"].str.contains("ms_|seconds")  # timings are measured anew
+    pd.testing.assert_frame_equal(first.results[quality], resumed.results[quality])
+    assert (tmp_path / "run.sum.trec").read_text().count("\n") > 0
+    assert not pieces.exists()  # the report is written: the pieces are gone
+    # a piece of other settings is run again
+    monkeypatch.setattr(protocol._Journal, "clear", lambda self: None)
+    train(compose_cfg(tmp_path, settings))
+    calls.clear()
+    train(compose_cfg(tmp_path, [*settings, "task.protocol.resume=true",
+                                 "model.sum.feature=sum_l"]))
+    assert sorted(calls) == [(0, "sum"), (1, "sum")]
+
+
+def test_a_parallel_run_resumes_too(tmp_path, monkeypatch):
+    from tagtorch.evaluation import protocol
+
+    settings = ["data.n_objects=300", "task.protocol.folds=[0,1]", "model=[latre_wts,sum]",
+                "task.protocol.online_objects=0", "task.protocol.cache=false",
+                "task.protocol.n_jobs=2"]
+    monkeypatch.setattr(protocol._Journal, "clear", lambda self: None)
+    first = train(compose_cfg(tmp_path, settings))
+    for name in ["fold0.sum.pkl.gz", "fold1.latre_wts.pkl.gz"]:
+        (tmp_path / "pieces" / name).unlink()
+    monkeypatch.undo()
+    resumed = train(compose_cfg(tmp_path, [*settings, "task.protocol.resume=true"]))
+    quality = ~first.results["metric"].str.contains("ms_|seconds")
+    pd.testing.assert_frame_equal(first.results[quality], resumed.results[quality])
+    assert not (tmp_path / "pieces").exists()

@@ -17,7 +17,12 @@ in single-object mode, one object at a time as an online recommender serves it, 
 
 from __future__ import annotations
 
+import gzip
+import json
 import logging
+import pickle
+import re
+import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -108,6 +113,42 @@ class _FoldOutcome:
         return merged
 
 
+class _Journal:
+    """Finished (fold, method) outcomes of a run, on disk, each with its settings key."""
+
+    def __init__(self, folder: Path, keys: Mapping[str, str]) -> None:
+        self.folder = folder
+        self.keys = dict(keys)
+
+    def _path(self, fold: int, name: str) -> Path:
+        safe = re.sub(r"[^\w.-]", "_", name)
+        return self.folder / f"fold{fold}.{safe}.pkl.gz"
+
+    def write(self, fold: int, name: str, outcome: _FoldOutcome) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        path = self._path(fold, name)
+        partial_path = path.with_suffix(".tmp")
+        with gzip.open(partial_path, "wb") as out:
+            pickle.dump({"key": self.keys[name], "outcome": outcome}, out)
+        partial_path.replace(path)
+
+    def read(self, fold: int, name: str) -> _FoldOutcome | None:
+        """The kept outcome, or None if there is none or its settings differ."""
+        path = self._path(fold, name)
+        if not path.is_file():
+            return None
+        with gzip.open(path, "rb") as piece:
+            saved = pickle.load(piece)  # written by this class, in the run's own folder
+        if saved["key"] != self.keys[name]:
+            log.info("fold %d, %s: the kept outcome has other settings; running it again",
+                     fold, name)
+            return None
+        return saved["outcome"]
+
+    def clear(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
 @dataclass(frozen=True)
 class _PreparedFold:
     """A fold with its fitted candidate generator and the candidate sets of V and T."""
@@ -144,6 +185,11 @@ class TagRecommendationProtocol:
         checkpoint_dir: every fitted ranker is saved to
             ``{checkpoint_dir}/{dataset}/{method}/fold{k}`` (a file or, for the tree rankers, a
             folder; the ranker class's ``load`` reads it back). None: nothing saved.
+        resume: reuse the finished (fold, method) outcomes of an interrupted run into the same
+            output folder. While a run goes, each outcome is kept in ``pieces/`` there, with
+            the method's configuration, the candidate features and the protocol settings; a
+            piece whose settings all match is read instead of fitting again. The pieces are
+            deleted once the report is written.
     """
 
     def __init__(
@@ -164,6 +210,7 @@ class TagRecommendationProtocol:
         cache_dir: str | None = None,
         n_jobs: int = 1,
         checkpoint_dir: str | Path | None = None,
+        resume: bool = False,
     ) -> None:
         self.n_folds = n_folds
         self.folds = list(range(n_folds)) if folds is None else list(folds)
@@ -186,6 +233,7 @@ class TagRecommendationProtocol:
         self.cache_dir = Path(cache_dir) if cache_dir else user_cache_dir() / "candidates"
         self.n_jobs = n_jobs
         self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir else None
+        self.resume = resume
 
     def splits(self, folksonomy: Folksonomy) -> list[TagRecFold]:
         """The protocol's folds of a folksonomy."""
@@ -202,6 +250,7 @@ class TagRecommendationProtocol:
         output_dir: str | Path | None = None,
         loggers: Sequence[MetricLogger] = (),
         candidate_config: Mapping[str, Any] | None = None,
+        ranker_configs: Mapping[str, Any] | None = None,
     ) -> EvaluationResult:
         """Evaluates every ranker on every selected fold.
 
@@ -213,6 +262,8 @@ class TagRecommendationProtocol:
             loggers: Lightning loggers receiving ``{method}/test/{metric}`` per fold.
             candidate_config: the generator's settings, part of the cache key (caching is
                 off without it).
+            ranker_configs: each method's settings (JSON-like), which let an interrupted run
+                resume (``resume``); without them (or an output folder) nothing is kept.
         """
         if not rankers:
             raise ValueError("no ranker to evaluate")
@@ -228,19 +279,33 @@ class TagRecommendationProtocol:
         run_method = partial(self._run_method, checkpoints=self.checkpoint_dir / folksonomy.name
                              if self.checkpoint_dir else None)
         folds = [self.splits(folksonomy)[f] for f in self.folds]
-        outcomes: list[_FoldOutcome] = []
+        journal = _Journal(out / "pieces", self._piece_keys(ranker_configs, candidate_config)) \
+            if out is not None and ranker_configs is not None else None
+        done: dict[tuple[int, str], _FoldOutcome] = {}
+        if journal is not None and self.resume:
+            done = {(fold.fold, name): piece for fold in folds for name in rankers
+                    if (piece := journal.read(fold.fold, name)) is not None}
+            if done:
+                log.info("resuming: %d of %d (fold, method) outcomes read from %s", len(done),
+                         len(folds) * len(rankers), journal.folder)
+        todo = [fold for fold in folds if any((fold.fold, name) not in done for name in rankers)]
         if self.n_jobs == 1:
-            for fold in tqdm(folds, desc="folds", unit="fold"):
+            for fold in tqdm(todo, desc="folds", unit="fold"):
                 ready = prepare(fold)
-                outcomes.append(_FoldOutcome.merge(
-                    [run_method(ready, name, make) for name, make in rankers.items()]))
+                for name, make in rankers.items():
+                    if (fold.fold, name) not in done:
+                        done[fold.fold, name] = run_method(ready, name, make, journal=journal)
         else:  # candidates of each fold, then every (fold, method) pair, in parallel processes
             parallel = Parallel(n_jobs=self.n_jobs)
-            prepared = parallel(delayed(prepare)(fold) for fold in folds)
-            pieces = parallel(delayed(run_method)(ready, name, make)
-                              for ready in prepared for name, make in rankers.items())
-            outcomes = [_FoldOutcome.merge(pieces[i : i + len(rankers)])
-                        for i in range(0, len(pieces), len(rankers))]
+            prepared = parallel(delayed(prepare)(fold) for fold in todo)
+            pairs = [(ready, name, make) for ready in prepared for name, make in rankers.items()
+                     if (ready.fold.fold, name) not in done]
+            pieces = parallel(delayed(run_method)(ready, name, make, journal=journal)
+                              for ready, name, make in pairs)
+            done.update({(ready.fold.fold, name): piece
+                         for (ready, name, _), piece in zip(pairs, pieces, strict=True)})
+        outcomes = [_FoldOutcome.merge([done[fold.fold, name] for name in rankers])
+                    for fold in folds]
         results: list[dict[str, Any]] = []
         per_object: list[pd.DataFrame] = []
         for fold, outcome in zip(folds, outcomes, strict=True):
@@ -261,6 +326,8 @@ class TagRecommendationProtocol:
         title = f"Tag recommendation on {folksonomy.name}"
         report = (write_run(out, result_frame, object_frame, title) if out is not None
                   else markdown_report(result_frame, object_frame, title=title))
+        if journal is not None:
+            journal.clear()
         return EvaluationResult(result_frame, object_frame, report)
 
     def _prepare_fold(
@@ -287,9 +354,19 @@ class TagRecommendationProtocol:
                  len(test), shared["candidates_per_object"], shared["candidate_recall"])
         return _PreparedFold(fold, generator, val, test, shared)
 
+    def _piece_keys(self, ranker_configs: Mapping[str, Any] | None,
+                    candidate_config: Mapping[str, Any] | None) -> dict[str, str]:
+        """Per method, everything its outcome on a fold depends on, as one JSON string."""
+        protocol = [self.n_folds, self.input_fraction, self.min_tags, self.sample_size, self.seed,
+                    self.ks, self.metrics, self.write_trec, self.online_objects]
+        return {name: json.dumps({"method": config, "features": candidate_config,
+                                  "protocol": protocol}, sort_keys=True, default=str)
+                for name, config in (ranker_configs or {}).items()}
+
     def _run_method(self, ready: _PreparedFold, name: str, make: Callable[[], Ranker],
-                    checkpoints: Path | None = None) -> _FoldOutcome:
-        """One ranker's fit on a fold's V and its evaluation on T."""
+                    checkpoints: Path | None = None,
+                    journal: _Journal | None = None) -> _FoldOutcome:
+        """One ranker's fit on a fold's V and its evaluation on T (kept in ``journal``)."""
         fold, test = ready.fold, ready.test
         outcome = _FoldOutcome()
         ranker = make()
@@ -316,6 +393,8 @@ class TagRecommendationProtocol:
                  ", ".join(f"{k} {means[k]:.4f}" for k in values), fit_seconds)
         outcome.results += [{"method": name, "fold": fold.fold, "metric": k, "value": v}
                             for k, v in means.items()]
+        if journal is not None:
+            journal.write(fold.fold, name, outcome)
         return outcome
 
     def _cache(self, folksonomy: Folksonomy,

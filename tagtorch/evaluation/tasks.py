@@ -40,12 +40,14 @@ class TagRecommendationTask:
     def run(self, folksonomy: Folksonomy, cfg: DictConfig, output_dir: Path,
             loggers: Sequence[MetricLogger] = ()) -> EvaluationResult:
         """Runs the protocol and prints the report."""
+        # resolved here: worker processes of parallel folds have no Hydra resolvers
+        configs = {str(name): OmegaConf.to_container(node, resolve=True)
+                   for name, node in cfg.model.items()}
         result = self.protocol.evaluate(
             folksonomy,
             candidates=partial(instantiate, cfg.features),
-            # resolved here: worker processes of parallel folds have no Hydra resolvers
-            rankers={str(name): partial(instantiate, OmegaConf.to_container(node, resolve=True))
-                     for name, node in cfg.model.items()},
+            rankers={name: partial(instantiate, config) for name, config in configs.items()},
+            ranker_configs=configs,
             output_dir=output_dir,
             loggers=loggers,
             candidate_config=cast(dict[str, Any],
