@@ -13,6 +13,10 @@ model application (``model``) and candidate sorting (``sort``), in milliseconds 
 object. ``ms_*`` are measured in batched mode (all test objects, in chunks); ``online_ms_*``
 in single-object mode, one object at a time as an online recommender serves it, on the first
 ``online_objects`` test objects of each fold (``online_ms_median`` is the median total).
+
+While a run goes, each finished (fold, method) outcome is kept in ``pieces/`` of the output
+folder; with ``resume=True`` a rerun into that folder reuses those whose settings match, so an
+interrupted comparison continues where it stopped.
 """
 
 from __future__ import annotations
@@ -125,6 +129,8 @@ class _Journal:
         return self.folder / f"fold{fold}.{safe}.pkl.gz"
 
     def write(self, fold: int, name: str, outcome: _FoldOutcome) -> None:
+        if name not in self.keys:  # a method without settings is not kept
+            return
         self.folder.mkdir(parents=True, exist_ok=True)
         path = self._path(fold, name)
         partial_path = path.with_suffix(".tmp")
@@ -135,7 +141,7 @@ class _Journal:
     def read(self, fold: int, name: str) -> _FoldOutcome | None:
         """The kept outcome, or None if there is none or its settings differ."""
         path = self._path(fold, name)
-        if not path.is_file():
+        if name not in self.keys or not path.is_file():
             return None
         with gzip.open(path, "rb") as piece:
             saved = pickle.load(piece)  # written by this class, in the run's own folder
