@@ -183,6 +183,11 @@ def test_an_interrupted_run_resumes_from_its_finished_pieces(tmp_path, monkeypat
     train(compose_cfg(tmp_path, [*settings, "task.protocol.resume=true",
                                  "model.sum.feature=sum_l"]))
     assert sorted(calls) == [(0, "sum"), (1, "sum")]
+    # and so is every piece of other data
+    calls.clear()
+    train(compose_cfg(tmp_path, [*settings, "task.protocol.resume=true", "data.n_objects=301",
+                                 "model.sum.feature=sum_l"]))
+    assert len(calls) == 4
 
 
 def test_a_parallel_run_resumes_too(tmp_path, monkeypatch):

@@ -285,7 +285,8 @@ class TagRecommendationProtocol:
         run_method = partial(self._run_method, checkpoints=self.checkpoint_dir / folksonomy.name
                              if self.checkpoint_dir else None)
         folds = [self.splits(folksonomy)[f] for f in self.folds]
-        journal = _Journal(out / "pieces", self._piece_keys(ranker_configs, candidate_config)) \
+        journal = _Journal(out / "pieces",
+                           self._piece_keys(folksonomy, ranker_configs, candidate_config)) \
             if out is not None and ranker_configs is not None else None
         done: dict[tuple[int, str], _FoldOutcome] = {}
         if journal is not None and self.resume:
@@ -360,12 +361,17 @@ class TagRecommendationProtocol:
                  len(test), shared["candidates_per_object"], shared["candidate_recall"])
         return _PreparedFold(fold, generator, val, test, shared)
 
-    def _piece_keys(self, ranker_configs: Mapping[str, Any] | None,
+    def _split_settings(self) -> list[Any]:
+        """The settings that fix the folds of a folksonomy."""
+        return [self.n_folds, self.input_fraction, self.min_tags, self.sample_size, self.seed]
+
+    def _piece_keys(self, folksonomy: Folksonomy, ranker_configs: Mapping[str, Any] | None,
                     candidate_config: Mapping[str, Any] | None) -> dict[str, str]:
         """Per method, everything its outcome on a fold depends on, as one JSON string."""
-        protocol = [self.n_folds, self.input_fraction, self.min_tags, self.sample_size, self.seed,
-                    self.ks, self.metrics, self.write_trec, self.online_objects]
-        return {name: json.dumps({"method": config, "features": candidate_config,
+        protocol = [*self._split_settings(), self.ks, self.metrics, self.write_trec,
+                    self.online_objects]
+        data = fingerprint(folksonomy)
+        return {name: json.dumps({"data": data, "method": config, "features": candidate_config,
                                   "protocol": protocol}, sort_keys=True, default=str)
                 for name, config in (ranker_configs or {}).items()}
 
@@ -408,8 +414,7 @@ class TagRecommendationProtocol:
         if not self.cache or candidate_config is None:
             return None
         key = {"data": fingerprint(folksonomy), "features": dict(candidate_config),
-               "split": [self.n_folds, self.input_fraction, self.min_tags, self.sample_size,
-                         self.seed]}
+               "split": self._split_settings()}
         return CandidateCache(self.cache_dir, key)
 
     @staticmethod

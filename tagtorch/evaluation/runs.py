@@ -163,7 +163,7 @@ def merge_runs(runs: Sequence[str | Path], output_dir: str | Path,
     per_object = [_read(run, "per_object.csv.gz", _OBJECT_COLUMNS) for run in folders]
     run_methods = [list(dict.fromkeys(frame["method"])) for frame in results]
     if methods is not None:
-        found = set().union(*(frame["method"] for frame in results))
+        found = {method for own in run_methods for method in own}
         if missing := [m for m in methods if m not in found]:
             raise ValueError(f"no run has the methods {missing}; they have {sorted(found)}")
         results = [frame[frame["method"].isin(methods)] for frame in results]
