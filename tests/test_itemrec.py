@@ -102,6 +102,29 @@ def test_uts_sets_and_queries_match_plain_grouping(toy_data):
         assert set(torch.nonzero(~mask[k]).flatten().tolist()) == set(q.known[k].tolist())
 
 
+def test_posts_split_excludes_every_item_the_user_tagged_before():
+    data = item_recommendation_data(toy_folksonomy(), p=1, seed=2)  # split="posts"
+    for queries, learned, fraction in [(data.val_queries, data.train, 1.0),
+                                       (data.test_queries,
+                                        np.concatenate([data.train, data.val]), 1.0),
+                                       (None, None, 0.5)]:
+        if queries is None:  # a subsample keeps the split's rule
+            small = data.subsample(fraction, seed=1)
+            queries, learned = small.val_queries, small.train
+            assert small.split == "posts" and len(small.train) < len(data.train)
+        items_of = defaultdict(set)
+        for u, i, _ in learned.tolist():
+            items_of[u].add(i)
+        assert len(queries) > 0
+        labels, mask = queries.batch(np.arange(len(queries)), data.n_items)
+        for k in range(len(queries)):
+            expected = items_of[int(queries.users[k])]
+            assert set(queries.known[k].tolist()) == expected
+            assert set(torch.nonzero(~mask[k]).flatten().tolist()) == expected
+            assert not (set(queries.gold[k].tolist()) & expected)  # gold stays rankable
+        assert (labels.bool() & mask).sum() == labels.sum()
+
+
 def test_negative_mask_is_the_items_a_user_never_tagged(toy_data):
     tagged = defaultdict(set)
     for u, i, _ in toy_data.train.tolist():

@@ -21,11 +21,13 @@ rewards user-item and popularity terms (PITF, the 2-D model) that a UTS model is
 to learn (such items are neutral in its sets).
 
 Queries are ``(user, tag)`` pairs. A query's **gold** items are those that the user tagged with
-the tag in the evaluated part (validation or test). Items that the user tagged with that tag in
-the data the model learned from are known answers: they are excluded from the query's
-ranking (their mask is False), as they would be in a deployed recommender. Every other item of
-the core is a candidate, so each query ranks all ``n_items`` items at once: the batches are
-``scores [B, n_items]``, ``labels [B, n_items]``, ``mask [B, n_items]``.
+the tag in the evaluated part (validation or test). Its **known** items are excluded from its
+ranking (their mask is False), as they would be in a deployed recommender: with the triple split,
+the items that the user tagged with that tag in the data the model learned from; with the post
+split, every item that the user tagged in that data (with any tag), since an evaluated item is
+then by construction new to its user, and a post already made is not recommended again. Every
+other item of the core is a candidate, so each query ranks all ``n_items`` items at once: the
+batches are ``scores [B, n_items]``, ``labels [B, n_items]``, ``mask [B, n_items]``.
 
 User-Tag-Set (UTS) relevance, for the training sets: for each observed training pair ``(u, t)``,
 the items ``u`` tagged with ``t`` are **positive**, the items ``u`` tagged with other tags only
@@ -96,8 +98,9 @@ class Queries:
         users: ``[Q]`` user of each query.
         tags: ``[Q]`` tag of each query.
         gold: the items to find, one row per query.
-        known: the items the user tagged with the tag in the data the model learned from
-            (excluded from the query's ranking), one row per query.
+        known: the items excluded from the query's ranking (the user's items in the data the
+            model learned from: those tagged with the tag, or any with the post split), one
+            row per query.
     """
 
     users: np.ndarray
@@ -130,20 +133,22 @@ class ItemRecData:
         n_users: users of the core.
         n_items: items (the folksonomy's objects) of the core.
         n_tags: tags of the core.
+        split: ``"posts"`` or ``"triples"``, the unit of the random split.
         train: ``[N, 3]`` int64 (user, item, tag) triples the models learn from.
         val: ``[N_v, 3]`` held-out training triples (early stopping).
         test: ``[N_t, 3]`` test triples.
         user_items: the items each user tagged in ``train`` (any tag): UTS positives and
             neutrals; every other item is a UTS negative.
         train_sets: the UTS sets of ``train``.
-        val_queries: queries of ``val`` (known items: ``train``).
-        test_queries: queries of ``test`` (known items: ``train`` and ``val``).
+        val_queries: queries of ``val`` (known items from ``train``).
+        test_queries: queries of ``test`` (known items from ``train`` and ``val``).
     """
 
     name: str
     n_users: int
     n_items: int
     n_tags: int
+    split: str
     train: np.ndarray
     val: np.ndarray
     test: np.ndarray
@@ -167,7 +172,7 @@ class ItemRecData:
         n_keep = max(1, round(fraction * len(self.train)))
         keep = np.sort(rng.permutation(len(self.train))[:n_keep])
         return _assemble(self.name, self.n_users, self.n_items, self.n_tags, self.train[keep],
-                         self.val, self.test)
+                         self.val, self.test, self.split)
 
     def describe(self) -> dict[str, float]:
         """Sizes of the split."""
@@ -179,9 +184,23 @@ class ItemRecData:
                 "val_queries": len(self.val_queries), "test_queries": len(self.test_queries)}
 
 
-def _queries(evaluated: np.ndarray, known: np.ndarray, n_tags: int) -> Queries:
-    """Queries of the ``evaluated`` triples; their known items from the ``known`` triples."""
+def _user_items(triples: np.ndarray, n_users: int, n_items: int) -> Ragged:
+    """The distinct items of each user in ``[N, 3]`` triples (any tag), sorted."""
+    pairs = np.unique(triples[:, 0] * np.int64(n_items) + triples[:, 1])
+    return Ragged.from_groups(pairs // n_items, pairs % n_items, n_users)
+
+
+def _queries(evaluated: np.ndarray, known: np.ndarray, n_users: int, n_items: int,
+             n_tags: int, split: str) -> Queries:
+    """Queries of the ``evaluated`` triples; their known items from the ``known`` triples.
+
+    With ``split="posts"`` a query's known items are all the user's items in ``known``; with
+    ``split="triples"`` only those the user tagged with the query's tag.
+    """
     sets = UserTagSets.from_triples(evaluated, n_tags)
+    if split == "posts":
+        known_items = _user_items(known, n_users, n_items).take(sets.users)
+        return Queries(sets.users, sets.tags, sets.items, known_items)
     query_key = sets.users * np.int64(n_tags) + sets.tags
     known_key = known[:, 0] * np.int64(n_tags) + known[:, 2]
     row = np.searchsorted(query_key, known_key)
@@ -192,15 +211,15 @@ def _queries(evaluated: np.ndarray, known: np.ndarray, n_tags: int) -> Queries:
 
 
 def _assemble(name: str, n_users: int, n_items: int, n_tags: int, train: np.ndarray,
-              val: np.ndarray, test: np.ndarray) -> ItemRecData:
-    user_item = np.unique(train[:, 0] * np.int64(n_items) + train[:, 1])
+              val: np.ndarray, test: np.ndarray, split: str) -> ItemRecData:
+    sizes = (n_users, n_items, n_tags)
     return ItemRecData(
-        name=name, n_users=n_users, n_items=n_items, n_tags=n_tags,
+        name=name, n_users=n_users, n_items=n_items, n_tags=n_tags, split=split,
         train=train, val=val, test=test,
-        user_items=Ragged.from_groups(user_item // n_items, user_item % n_items, n_users),
+        user_items=_user_items(train, n_users, n_items),
         train_sets=UserTagSets.from_triples(train, n_tags),
-        val_queries=_queries(val, train, n_tags),
-        test_queries=_queries(test, np.concatenate([train, val]), n_tags),
+        val_queries=_queries(val, train, *sizes, split),
+        test_queries=_queries(test, np.concatenate([train, val]), *sizes, split),
     )
 
 
@@ -260,6 +279,7 @@ def item_recommendation_data(
     part[order[n_test : n_test + n_val]] = 1
     part[order[n_test + n_val :]] = 0
     train, val, test = (triples[part[units] == k] for k in (0, 1, 2))
-    data = _assemble(core.name, core.n_users, core.n_objects, core.n_tags, train, val, test)
+    data = _assemble(core.name, core.n_users, core.n_objects, core.n_tags, train, val, test,
+                     split)
     log.info("item recommendation on the %d-core of %s: %s", p, core.name, data.describe())
     return data
