@@ -299,6 +299,21 @@ def test_a_checkpoint_of_other_settings_is_not_resumed(tmp_path, toy_data, caplo
         [r["val_dcg@10"] for r in fresh.history_])
 
 
+def test_a_checkpoint_of_other_data_is_not_resumed(tmp_path, toy_data, caplog):
+    def crashing_trainer(**kwargs):
+        kwargs["callbacks"] = [*kwargs["callbacks"], _Crash()]
+        return pl.Trainer(max_epochs=6, accelerator="cpu", enable_progress_bar=False, **kwargs)
+
+    with pytest.raises(RuntimeError, match="simulated"):
+        DoRank(rank=4, trainer=crashing_trainer, patience=10,
+               checkpoint_dir=tmp_path).fit(toy_data)
+    other_split = item_recommendation_data(toy_folksonomy(), p=1, seed=0)  # posts, same sizes
+    assert (other_split.n_users, other_split.n_items) == (toy_data.n_users, toy_data.n_items)
+    with caplog.at_level("INFO", logger="tagtorch.itemrec.base"):
+        DoRank(rank=4, trainer=trainer(2), patience=10, checkpoint_dir=tmp_path).fit(other_split)
+    assert "other settings or data" in caplog.text and "resuming" not in caplog.text
+
+
 # ----------------------------------------------------------------------------- task
 def test_item_recommendation_experiment_runs_end_to_end(tmp_path):
     from test_train import compose_cfg

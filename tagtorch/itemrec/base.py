@@ -164,6 +164,7 @@ class FactorModel(pl.LightningModule):
         self.seed = seed
         self.run_name = name or type(self).__name__.lower()
         self.sizes: tuple[int, int, int] | None = None
+        self._data_key: str | None = None
         self.data: ItemRecData | None = None
         self.best_epoch_: int | None = None
         self.history_: list[dict[str, float]] = []
@@ -237,13 +238,14 @@ class FactorModel(pl.LightningModule):
         return make(self.parameters())
 
     def settings_key(self) -> str:
-        """What a checkpoint must have been trained with to be resumed: class, settings, sizes.
+        """What a checkpoint must have been trained with to be resumed: class, settings, data.
 
-        The trainer and the checkpoint folder do not count (a resumed run may raise
-        ``max_epochs``); the optimizer counts by its ``repr``.
+        The data count by their sizes and :meth:`ItemRecData.fingerprint`. The trainer and the
+        checkpoint folder do not count (a resumed run may raise ``max_epochs``); the optimizer
+        counts by its ``repr``.
         """
         args = {k: v for k, v in self.init_args.items() if k not in ("trainer", "checkpoint_dir")}
-        return repr((type(self).__name__, sorted(args.items()), self.sizes))
+        return repr((type(self).__name__, sorted(args.items()), self.sizes, self._data_key))
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """Keeps the learning curve (a resumed run continues it) and the settings key."""
@@ -293,6 +295,7 @@ class FactorModel(pl.LightningModule):
             raise ValueError("no validation queries for early stopping")
         pl.seed_everything(self.seed, workers=True, verbose=False)
         self.sizes = (data.n_users, data.n_items, data.n_tags)
+        self._data_key = data.fingerprint()
         self.build(*self.sizes)
         self.data = data
         self.history_ = []

@@ -36,6 +36,7 @@ are **neutral**, and the items ``u`` never tagged are **negative**.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from dataclasses import dataclass
 
@@ -173,6 +174,13 @@ class ItemRecData:
         keep = np.sort(rng.permutation(len(self.train))[:n_keep])
         return _assemble(self.name, self.n_users, self.n_items, self.n_tags, self.train[keep],
                          self.val, self.test, self.split)
+
+    def fingerprint(self) -> str:
+        """A digest of what training sees (split rule, train and validation triples)."""
+        digest = hashlib.sha1(self.split.encode())
+        for part in (self.train, self.val):
+            digest.update(np.ascontiguousarray(part, dtype=np.int64).tobytes())
+        return digest.hexdigest()
 
     def describe(self) -> dict[str, float]:
         """Sizes of the split."""
