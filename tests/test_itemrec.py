@@ -177,6 +177,18 @@ def test_smoothed_dcg_fast_matches_a_plain_loop():
         assert got[b].item() == pytest.approx(expected, rel=1e-12)
 
 
+def test_smoothed_dcg_fast_ignores_padding():
+    g = torch.Generator().manual_seed(2)
+    scores = torch.randn(2, 6, generator=g, dtype=torch.float64)
+    neg = torch.rand(2, 6, generator=g) < 0.5
+    positive = torch.tensor([[0.3], [-0.2]], dtype=torch.float64)
+    base = smoothed_dcg_fast(positive, torch.ones(2, 1, dtype=torch.bool), scores, neg)
+    padded = torch.cat([positive, torch.randn(2, 4, generator=g, dtype=torch.float64)], 1)
+    mask = torch.zeros(2, 5, dtype=torch.bool)
+    mask[:, 0] = True
+    torch.testing.assert_close(smoothed_dcg_fast(padded, mask, scores, neg), base)
+
+
 def test_smoothed_dcg_regular_matches_a_plain_loop_and_tends_to_dcg():
     scores = torch.tensor([[0.3, -1.0, 2.0, 0.1]], dtype=torch.float64)
     gains = torch.tensor([[1.0, -0.5, 0.0, 1.0]], dtype=torch.float64)

@@ -68,7 +68,9 @@ def smoothed_dcg_fast(positive_scores: Tensor, positive_mask: Tensor, item_score
     """Fast-learning smoothed DCG ``[B]`` of UTS sets: positives ranked against negatives.
 
     ``sum_{i positive} 1 / log2(1 + R_i)`` with ``R_i = 1 + sum_{j negative}
-    sigmoid(s_j - s_i)``.
+    sigmoid(s_j - s_i)``. The real positives of the batch are flattened into one
+    ``[N_pos, I]`` block, so padding costs nothing and the work is ``N_pos x I``: linear in the
+    observed entries, whatever the spread of the set sizes.
 
     Args:
         positive_scores: ``[B, P]`` scores of each set's positive items (padded).
@@ -81,10 +83,11 @@ def smoothed_dcg_fast(positive_scores: Tensor, positive_mask: Tensor, item_score
         ...                   torch.tensor([[0.0, 0.0]]), torch.tensor([[False, True]]))
         tensor([0.7565])
     """
-    diff = item_scores[:, None, :] - positive_scores[:, :, None]  # [B, P, I]: s_j - s_i
-    ahead = torch.where(negative_mask[:, None, :], torch.sigmoid(diff), 0.0).sum(-1)
+    sets, slots = positive_mask.nonzero(as_tuple=True)  # the real positives, no padding
+    diff = item_scores[sets] - positive_scores[sets, slots][:, None]  # [N_pos, I]: s_j - s_i
+    ahead = torch.where(negative_mask[sets], torch.sigmoid(diff), 0.0).sum(-1)
     gain = 1.0 / torch.log2(2.0 + ahead)  # log2(1 + R_i), R_i = 1 + ahead
-    return torch.where(positive_mask, gain, 0.0).sum(-1)
+    return item_scores.new_zeros(len(item_scores)).index_add(0, sets, gain)
 
 
 def smoothed_dcg_regular(item_scores: Tensor, gains: Tensor) -> Tensor:
