@@ -102,27 +102,29 @@ def test_uts_sets_and_queries_match_plain_grouping(toy_data):
         assert set(torch.nonzero(~mask[k]).flatten().tolist()) == set(q.known[k].tolist())
 
 
+def assert_known_are_the_users_items(queries, learned: np.ndarray, n_items: int) -> None:
+    """Each query's known (masked) items are every item its user has in ``learned``."""
+    items_of = defaultdict(set)
+    for u, i, _ in learned.tolist():
+        items_of[u].add(i)
+    assert len(queries) > 0
+    labels, mask = queries.batch(np.arange(len(queries)), n_items)
+    for k in range(len(queries)):
+        expected = items_of[int(queries.users[k])]
+        assert set(queries.known[k].tolist()) == expected
+        assert set(torch.nonzero(~mask[k]).flatten().tolist()) == expected
+        assert not (set(queries.gold[k].tolist()) & expected)  # gold stays rankable
+    assert (labels.bool() & mask).sum() == labels.sum()
+
+
 def test_posts_split_excludes_every_item_the_user_tagged_before():
     data = item_recommendation_data(toy_folksonomy(), p=1, seed=2)  # split="posts"
-    for queries, learned, fraction in [(data.val_queries, data.train, 1.0),
-                                       (data.test_queries,
-                                        np.concatenate([data.train, data.val]), 1.0),
-                                       (None, None, 0.5)]:
-        if queries is None:  # a subsample keeps the split's rule
-            small = data.subsample(fraction, seed=1)
-            queries, learned = small.val_queries, small.train
-            assert small.split == "posts" and len(small.train) < len(data.train)
-        items_of = defaultdict(set)
-        for u, i, _ in learned.tolist():
-            items_of[u].add(i)
-        assert len(queries) > 0
-        labels, mask = queries.batch(np.arange(len(queries)), data.n_items)
-        for k in range(len(queries)):
-            expected = items_of[int(queries.users[k])]
-            assert set(queries.known[k].tolist()) == expected
-            assert set(torch.nonzero(~mask[k]).flatten().tolist()) == expected
-            assert not (set(queries.gold[k].tolist()) & expected)  # gold stays rankable
-        assert (labels.bool() & mask).sum() == labels.sum()
+    assert_known_are_the_users_items(data.val_queries, data.train, data.n_items)
+    assert_known_are_the_users_items(data.test_queries, np.concatenate([data.train, data.val]),
+                                     data.n_items)
+    small = data.subsample(0.5, seed=1)  # a subsample keeps the split's rule
+    assert small.split == "posts" and len(small.train) < len(data.train)
+    assert_known_are_the_users_items(small.val_queries, small.train, data.n_items)
 
 
 def test_negative_mask_is_the_items_a_user_never_tagged(toy_data):
@@ -275,11 +277,13 @@ class _Crash(pl.Callback):
             raise RuntimeError("simulated interruption")
 
 
-def test_training_resumes_from_the_last_checkpoint(tmp_path, toy_data):
-    def crashing_trainer(**kwargs):
-        kwargs["callbacks"] = [*kwargs["callbacks"], _Crash()]
-        return pl.Trainer(max_epochs=6, accelerator="cpu", enable_progress_bar=False, **kwargs)
+def crashing_trainer(**kwargs) -> pl.Trainer:
+    """A 6-epoch trainer that is interrupted at the start of epoch 3."""
+    kwargs["callbacks"] = [*kwargs["callbacks"], _Crash()]
+    return pl.Trainer(max_epochs=6, accelerator="cpu", enable_progress_bar=False, **kwargs)
 
+
+def test_training_resumes_from_the_last_checkpoint(tmp_path, toy_data):
     first = DoRank(rank=4, trainer=crashing_trainer, patience=10, checkpoint_dir=tmp_path)
     with pytest.raises(RuntimeError, match="simulated"):
         first.fit(toy_data)
@@ -294,10 +298,6 @@ def test_training_resumes_from_the_last_checkpoint(tmp_path, toy_data):
 
 
 def test_a_checkpoint_of_other_settings_is_not_resumed(tmp_path, toy_data, caplog):
-    def crashing_trainer(**kwargs):
-        kwargs["callbacks"] = [*kwargs["callbacks"], _Crash()]
-        return pl.Trainer(max_epochs=6, accelerator="cpu", enable_progress_bar=False, **kwargs)
-
     with pytest.raises(RuntimeError, match="simulated"):
         DoRank(rank=4, trainer=crashing_trainer, patience=10, checkpoint_dir=tmp_path,
                regularization=1e-4).fit(toy_data)
@@ -312,10 +312,6 @@ def test_a_checkpoint_of_other_settings_is_not_resumed(tmp_path, toy_data, caplo
 
 
 def test_a_checkpoint_of_other_data_is_not_resumed(tmp_path, toy_data, caplog):
-    def crashing_trainer(**kwargs):
-        kwargs["callbacks"] = [*kwargs["callbacks"], _Crash()]
-        return pl.Trainer(max_epochs=6, accelerator="cpu", enable_progress_bar=False, **kwargs)
-
     with pytest.raises(RuntimeError, match="simulated"):
         DoRank(rank=4, trainer=crashing_trainer, patience=10,
                checkpoint_dir=tmp_path).fit(toy_data)
