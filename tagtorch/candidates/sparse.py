@@ -142,8 +142,9 @@ def sum_by_key(keys: torch.Tensor,
     buffer, without sorting; others are sorted.
 
     Example:
-        >>> sum_by_key(torch.tensor([7, 3, 7]), torch.tensor([1.0, 2.0, 4.0]))
-        (tensor([3, 7]), tensor([2., 5.]))
+        >>> keys, sums = sum_by_key(torch.tensor([7, 3, 7]), torch.tensor([1.0, 2.0, 4.0]))
+        >>> keys.tolist(), sums.tolist()
+        ([3, 7], [2.0, 5.0])
     """
     if len(keys) == 0:
         return keys, values

@@ -40,9 +40,10 @@ def approx_ranks(scores: Tensor, mask: Tensor, alpha: float = 1.0) -> Tensor:
         neither gets nor gives gradient.
 
     Example:
-        >>> approx_ranks(torch.tensor([[3.0, -3.0, 0.0, 9.0]]),
-        ...              torch.tensor([[True, True, True, False]]), alpha=10.0)
-        tensor([[1., 3., 2., 0.]])
+        >>> ranks = approx_ranks(torch.tensor([[3.0, -3.0, 0.0, 9.0]]),
+        ...                      torch.tensor([[True, True, True, False]]), alpha=10.0)
+        >>> [round(r, 3) for r in ranks[0].tolist()]
+        [1.0, 3.0, 2.0, 0.0]
     """
     check_shapes(scores, mask)
     check_positive("alpha", alpha)

@@ -42,10 +42,10 @@ Example:
     >>> scores = torch.tensor([[0.9, 0.8, 0.1], [0.2, 0.7, 0.0]])
     >>> labels = torch.tensor([[1, 0, 1], [0, 0, 0]])
     >>> mask = torch.tensor([[True, True, True], [True, True, False]])
-    >>> precision_at_k(scores, labels, mask, k=2)
-    tensor([0.5000,    nan])
-    >>> precision_at_k(scores, labels, mask, k=2, empty_target_action="neg")
-    tensor([0.5000, 0.0000])
+    >>> precision_at_k(scores, labels, mask, k=2).tolist()
+    [0.5, nan]
+    >>> precision_at_k(scores, labels, mask, k=2, empty_target_action="neg").tolist()
+    [0.5, 0.0]
 """
 
 from __future__ import annotations
@@ -268,10 +268,12 @@ def ndcg_at_k(
         >>> scores = torch.tensor([[0.1, 0.9, 0.5]])
         >>> labels = torch.tensor([[1, 0, 1]])
         >>> mask = torch.ones(1, 3, dtype=torch.bool)
-        >>> ndcg_at_k(scores, labels, mask, k=3)  # (1/log2(3) + 1/2) / (1 + 1/log2(3))
-        tensor([0.6934])
-        >>> ndcg_at_k(scores, labels, mask, k=3, n_relevant=torch.tensor([3]))
-        tensor([0.5307])
+        >>> ndcg = ndcg_at_k(scores, labels, mask, k=3)  # (1/log2(3) + 1/2) / (1 + 1/log2(3))
+        >>> [round(v, 4) for v in ndcg.tolist()]
+        [0.6934]
+        >>> ndcg = ndcg_at_k(scores, labels, mask, k=3, n_relevant=torch.tensor([3]))
+        >>> [round(v, 4) for v in ndcg.tolist()]
+        [0.5307]
     """
     _check_k(k)
     r = _rank(scores, labels, mask, n_relevant, empty_target_action, ideal_width=k)
@@ -305,10 +307,10 @@ def precision_at_k(
         >>> scores = torch.tensor([[0.3, 0.2, 0.9]])
         >>> labels = torch.tensor([[1, 1, 0]])
         >>> mask = torch.tensor([[True, True, True]])
-        >>> precision_at_k(scores, labels, mask, k=2)
-        tensor([0.5000])
-        >>> precision_at_k(scores, labels, mask, k=5)  # 2 relevant / 5
-        tensor([0.4000])
+        >>> precision_at_k(scores, labels, mask, k=2).tolist()
+        [0.5]
+        >>> [round(v, 4) for v in precision_at_k(scores, labels, mask, k=5).tolist()]  # 2 / 5
+        [0.4]
     """
     _check_k(k)
     r = _rank(scores, labels, mask, n_relevant, empty_target_action)
@@ -340,10 +342,10 @@ def recall_at_k(
         >>> scores = torch.tensor([[0.3, 0.2, 0.9]])
         >>> labels = torch.tensor([[1, 1, 0]])
         >>> mask = torch.tensor([[True, True, True]])
-        >>> recall_at_k(scores, labels, mask, k=2)
-        tensor([0.5000])
-        >>> recall_at_k(scores, labels, mask, k=3, n_relevant=torch.tensor([4]))
-        tensor([0.5000])
+        >>> recall_at_k(scores, labels, mask, k=2).tolist()
+        [0.5]
+        >>> recall_at_k(scores, labels, mask, k=3, n_relevant=torch.tensor([4])).tolist()
+        [0.5]
     """
     _check_k(k)
     r = _rank(scores, labels, mask, n_relevant, empty_target_action)
@@ -375,8 +377,8 @@ def success_at_k(
         >>> scores = torch.tensor([[0.3, 0.2, 0.9]])
         >>> labels = torch.tensor([[0, 1, 0]])
         >>> mask = torch.tensor([[True, True, True]])
-        >>> success_at_k(scores, labels, mask, k=2), success_at_k(scores, labels, mask, k=3)
-        (tensor([0.]), tensor([1.]))
+        >>> [success_at_k(scores, labels, mask, k=k).tolist() for k in (2, 3)]
+        [[0.0], [1.0]]
     """
     _check_k(k)
     r = _rank(scores, labels, mask, n_relevant, empty_target_action)
@@ -408,8 +410,8 @@ def reciprocal_rank(
         >>> scores = torch.tensor([[0.3, 0.2, 0.9]])
         >>> labels = torch.tensor([[1, 1, 0]])
         >>> mask = torch.tensor([[True, True, True]])
-        >>> reciprocal_rank(scores, labels, mask), reciprocal_rank(scores, labels, mask, k=1)
-        (tensor([0.5000]), tensor([0.]))
+        >>> [reciprocal_rank(scores, labels, mask, k=k).tolist() for k in (None, 1)]
+        [[0.5], [0.0]]
     """
     _check_k(k, optional=True)
     r = _rank(scores, labels, mask, n_relevant, empty_target_action)
@@ -445,10 +447,11 @@ def average_precision(
         >>> scores = torch.tensor([[0.9, 0.8, 0.7]])
         >>> labels = torch.tensor([[1, 0, 1]])
         >>> mask = torch.tensor([[True, True, True]])
-        >>> average_precision(scores, labels, mask)  # (1/1 + 2/3) / 2
-        tensor([0.8333])
-        >>> average_precision(scores, labels, mask, n_relevant=torch.tensor([4]))
-        tensor([0.4167])
+        >>> [round(v, 4) for v in average_precision(scores, labels, mask).tolist()]  # (1 + 2/3) / 2
+        [0.8333]
+        >>> ap = average_precision(scores, labels, mask, n_relevant=torch.tensor([4]))
+        >>> [round(v, 4) for v in ap.tolist()]
+        [0.4167]
     """
     _check_k(k, optional=True)
     r = _rank(scores, labels, mask, n_relevant, empty_target_action)
