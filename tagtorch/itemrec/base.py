@@ -60,9 +60,10 @@ def dcg_at_k(scores: Tensor, labels: Tensor, mask: Tensor, k: int = 10) -> Tenso
     the order of tied scores is unspecified).
 
     Example:
-        >>> dcg_at_k(torch.tensor([[0.1, 0.9, 0.5]]), torch.tensor([[1.0, 0.0, 1.0]]),
-        ...          torch.ones(1, 3, dtype=torch.bool), k=2)
-        tensor([0.6309])
+        >>> dcg = dcg_at_k(torch.tensor([[0.1, 0.9, 0.5]]), torch.tensor([[1.0, 0.0, 1.0]]),
+        ...                torch.ones(1, 3, dtype=torch.bool), k=2)
+        >>> [round(v, 4) for v in dcg.tolist()]
+        [0.6309]
     """
     masked = scores.masked_fill(~mask, -torch.inf)
     k = min(k, scores.shape[-1])

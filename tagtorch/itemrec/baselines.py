@@ -115,8 +115,8 @@ class TwoDimensional(_CountModel):
         >>> model = TwoDimensional(beta=0.5, alpha=0.0)
         >>> model.user_item = np.array([[1.0, 0.0]], dtype=np.float32)
         >>> model.tag_item = np.array([[0.0, 1.0]], dtype=np.float32)
-        >>> model.score(torch.tensor([0]), torch.tensor([0]))
-        tensor([[0.5000, 0.5000]])
+        >>> [round(v, 4) for v in model.score(torch.tensor([0]), torch.tensor([0]))[0].tolist()]
+        [0.5, 0.5]
     """
 
     _arrays = ("user_item", "tag_item")

@@ -57,8 +57,9 @@ def cp_scores(user_rows: Tensor, tag_rows: Tensor, item_factors: Tensor) -> Tens
         item_factors: ``[I, r]`` the item factor matrix ``V``.
 
     Example:
-        >>> cp_scores(torch.ones(1, 2), torch.tensor([[1.0, 2.0]]), torch.eye(2))
-        tensor([[1., 2.]])
+        >>> [round(v, 4) for v in cp_scores(torch.ones(1, 2), torch.tensor([[1.0, 2.0]]),
+        ...                                 torch.eye(2))[0].tolist()]
+        [1.0, 2.0]
     """
     return (user_rows * tag_rows) @ item_factors.T
 
@@ -79,9 +80,10 @@ def smoothed_dcg_fast(positive_scores: Tensor, positive_mask: Tensor, item_score
         negative_mask: ``[B, I]`` bool, True at the set's negatives.
 
     Example:
-        >>> smoothed_dcg_fast(torch.tensor([[0.0]]), torch.tensor([[True]]),
-        ...                   torch.tensor([[0.0, 0.0]]), torch.tensor([[False, True]]))
-        tensor([0.7565])
+        >>> dcg = smoothed_dcg_fast(torch.tensor([[0.0]]), torch.tensor([[True]]),
+        ...                         torch.tensor([[0.0, 0.0]]), torch.tensor([[False, True]]))
+        >>> [round(v, 4) for v in dcg.tolist()]
+        [0.7565]
     """
     sets, slots = positive_mask.nonzero(as_tuple=True)  # the real positives, no padding
     diff = item_scores[sets] - positive_scores[sets, slots][:, None]  # [N_pos, I]: s_j - s_i
@@ -101,8 +103,9 @@ def smoothed_dcg_regular(item_scores: Tensor, gains: Tensor) -> Tensor:
         gains: ``[B, I]`` the items' UTS gains ``2^y - 1`` (1, 0, -1/2).
 
     Example:
-        >>> smoothed_dcg_regular(torch.tensor([[0.0, 0.0]]), torch.tensor([[1.0, -0.5]]))
-        tensor([0.3782])
+        >>> dcg = smoothed_dcg_regular(torch.tensor([[0.0, 0.0]]), torch.tensor([[1.0, -0.5]]))
+        >>> [round(v, 4) for v in dcg.tolist()]
+        [0.3782]
     """
     diff = item_scores[:, None, :] - item_scores[:, :, None]  # [B, i, j]: s_j - s_i
     ahead = torch.sigmoid(diff).sum(-1) - 0.5  # the j = i term is sigmoid(0)

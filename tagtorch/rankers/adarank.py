@@ -50,9 +50,10 @@ def weak_ranker_ndcg(
 
     Example:
         >>> features = torch.tensor([[[3.0, 1.0], [2.0, 3.0], [1.0, 2.0]]])
-        >>> weak_ranker_ndcg(features, torch.tensor([[1.0, 0.0, 0.0]]),
-        ...                  torch.ones(1, 3, dtype=torch.bool), k=3)
-        tensor([[1.0000, 0.5000]])
+        >>> ndcg = weak_ranker_ndcg(features, torch.tensor([[1.0, 0.0, 0.0]]),
+        ...                         torch.ones(1, 3, dtype=torch.bool), k=3)
+        >>> [round(v, 4) for v in ndcg[0].tolist()]
+        [1.0, 0.5]
     """
     b, length, f = features.shape
     scores = features.permute(0, 2, 1).reshape(b * f, length)

@@ -81,8 +81,9 @@ def protected_div(a: Tensor, b: Tensor) -> Tensor:
         The broadcast quotient.
 
     Example:
-        >>> protected_div(torch.tensor([1.0, 1.0, 3.0]), torch.tensor([0.0, float("inf"), 2.0]))
-        tensor([0.0000, 0.0000, 1.5000])
+        >>> q = protected_div(torch.tensor([1.0, 1.0, 3.0]), torch.tensor([0.0, float("inf"), 2.0]))
+        >>> [round(v, 4) for v in q.tolist()]
+        [0.0, 0.0, 1.5]
     """
     ok = (b != 0) & torch.isfinite(b)
     return torch.where(ok, a / torch.where(ok, b, torch.ones_like(b)), torch.zeros_like(a))
@@ -98,8 +99,8 @@ def protected_log(x: Tensor) -> Tensor:
         ``log(x)`` where ``x > 0``, else 0.
 
     Example:
-        >>> protected_log(torch.tensor([0.0, -1.0, math.e]))
-        tensor([0., 0., 1.])
+        >>> [round(v, 4) for v in protected_log(torch.tensor([0.0, -1.0, math.e])).tolist()]
+        [0.0, 0.0, 1.0]
     """
     ok = x > 0
     return torch.where(ok, torch.log(torch.where(ok, x, torch.ones_like(x))), torch.zeros_like(x))
@@ -207,8 +208,8 @@ def compile_tree(tree: gp.PrimitiveTree, pset: gp.PrimitiveSet) -> Callable[[Ten
     Example:
         >>> pset = make_primitive_set(["a", "b"])
         >>> f = compile_tree(gp.PrimitiveTree.from_string("sub(a, div(b, 0.5))", pset), pset)
-        >>> f(torch.tensor([[[1.0, 1.0], [3.0, 0.5]]]))
-        tensor([[-1.,  2.]])
+        >>> [round(v, 4) for v in f(torch.tensor([[[1.0, 1.0], [3.0, 0.5]]]))[0].tolist()]
+        [-1.0, 2.0]
     """
     function = _build(tree, pset)
 
@@ -317,8 +318,9 @@ def ndcg_top_k(
     Example:
         >>> scores = torch.tensor([[0.1, 0.9, 0.5]])
         >>> labels = torch.tensor([[1.0, 0.0, 1.0]])
-        >>> ndcg_top_k(scores, labels, torch.ones(1, 3, dtype=torch.bool), k=3)
-        tensor([0.6934])
+        >>> ndcg = ndcg_top_k(scores, labels, torch.ones(1, 3, dtype=torch.bool), k=3)
+        >>> [round(v, 4) for v in ndcg.tolist()]
+        [0.6934]
     """
     labels = torch.where(mask, labels.to(scores.dtype), torch.zeros((), dtype=scores.dtype))
     if n_relevant is None:

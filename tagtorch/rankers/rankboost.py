@@ -46,8 +46,9 @@ def quantile_thresholds(values: torch.Tensor, n_thresholds: int) -> torch.Tensor
         ``[F, n]`` thresholds, non-decreasing along each row.
 
     Example:
-        >>> quantile_thresholds(torch.tensor([[0.1], [0.9], [0.5], [0.3], [0.7]]), 2)
-        tensor([[0.3000, 0.5000]])
+        >>> cuts = quantile_thresholds(torch.tensor([[0.1], [0.9], [0.5], [0.3], [0.7]]), 2)
+        >>> [round(v, 4) for v in cuts[0].tolist()]
+        [0.3, 0.5]
     """
     n = values.shape[0]
     levels = torch.arange(1, n_thresholds + 1, dtype=torch.float64) / (n_thresholds + 1)
