@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 
 import numpy as np
 import pandas as pd
@@ -111,6 +112,30 @@ def test_ranker_errors_are_clear():
     assert isinstance(ranker, Ranker)
 
 
+def test_settings_are_saved_as_hydra_configs_and_only_trusted_classes_load(tmp_path):
+    ranker = NeuralRanker(scorer=functools.partial(ListScorer, hidden=(4,)),
+                          optimizer=functools.partial(torch.optim.SGD, lr=0.5),
+                          trainer=cpu_trainer(1), holdout_fraction=0.5).fit(toy_lists(4, seed=0))
+    ranker.save(tmp_path / "model")
+    manifest = json.loads((tmp_path / "model" / "manifest.json").read_text())
+    assert manifest["settings"]["scorer"] == {"_target_": "tagtorch.rankers.neural.ListScorer",
+                                              "_partial_": True, "hidden": [4]}
+    assert manifest["settings"]["optimizer"] == {"_target_": "torch.optim.sgd.SGD",
+                                                 "_partial_": True, "lr": 0.5}
+    assert manifest["settings"]["scheduler"] is None
+    # a config naming a class outside tagtorch / torch / Lightning, or of the wrong kind, is
+    # refused before anything is imported or called
+    for target in ("os.system", "torch.nn.Linear"):
+        manifest["settings"]["optimizer"]["_target_"] = target
+        (tmp_path / "model" / "manifest.json").write_text(json.dumps(manifest))
+        with pytest.raises(ValueError, match=r"manifest\.json.*optimizer"):
+            NeuralRanker.load(tmp_path / "model")
+    unsaveable = NeuralRanker(optimizer=lambda p: torch.optim.SGD(p, lr=0.1),
+                              trainer=cpu_trainer(1), holdout_fraction=0.5)
+    with pytest.raises(ValueError, match="optimizer"):
+        unsaveable.fit(toy_lists(4, seed=0)).save(tmp_path / "lambda")
+
+
 @pytest.mark.parametrize("loss", sorted(LOSSES))
 def test_every_loss_learns_the_toy_ranking(loss):
     """Trained on 200 lists, each loss ranks 200 fresh lists far better than chance."""
@@ -142,10 +167,15 @@ def test_save_and_load_score_identically(tmp_path):
     ranker = NeuralRanker(loss="lambdarank", trainer=cpu_trainer(3),
                           checkpoint_dir=tmp_path / "best", seed=1).fit(train)
     assert list((tmp_path / "best").glob("lambdarank-*.ckpt"))
-    ranker.save(tmp_path / "model.pt")
-    loaded = NeuralRanker.load(tmp_path / "model.pt")
+    ranker.save(tmp_path / "model")
+    assert sorted(p.name for p in (tmp_path / "model").iterdir()) == ["manifest.json",
+                                                                     "weights.pt"]
+    loaded = NeuralRanker.load(tmp_path / "model")
     torch.testing.assert_close(loaded.score(test), ranker.score(test))
     assert loaded.feature_names == NAMES
+    assert loaded.history_ == ranker.history_ and loaded.best_epoch_ == ranker.best_epoch_
+    trainer = loaded.init_args["trainer"]  # rebuilt from its JSON config
+    assert trainer.func is pl.Trainer and trainer.keywords == cpu_trainer(3).keywords
     renamed = CandidateSet(**{**test.state(), "feature_names": tuple("vwxyz")})
     with pytest.raises(ValueError, match="differ"):
         loaded.score(renamed)

@@ -11,6 +11,7 @@ from tagtorch.candidates.candidate_set import CandidateSet
 from tagtorch.metrics.functional import ndcg_at_k
 from tagtorch.rankers.base import Ranker
 from tagtorch.rankers.trees import (
+    MODEL_FILES,
     LambdaMARTRanker,
     MARTRanker,
     RandomForestRanker,
@@ -99,10 +100,14 @@ def test_rankers_learn_the_toy_order(name, train_lists, test_lists):
 def test_save_and_load_give_identical_scores(name, train_lists, test_lists, tmp_path):
     ranker = make(name, seed=3).fit(train_lists)
     ranker.save(tmp_path / name)
-    assert (tmp_path / name / "settings.json").is_file()
+    assert sorted(p.name for p in (tmp_path / name).iterdir()) == sorted(
+        ["manifest.json", MODEL_FILES[ranker.backend]])
     again = type(ranker).load(tmp_path / name)
     assert again.settings() == ranker.settings()
-    assert torch.equal(again.score(test_lists), ranker.score(test_lists))
+    torch.testing.assert_close(again.score(test_lists), ranker.score(test_lists))
+    loaded_importance = again.feature_importance()
+    for feature, value in ranker.feature_importance().items():
+        assert loaded_importance[feature] == pytest.approx(value, rel=1e-9)
 
 
 @pytest.mark.parametrize("name", list(SMALL))
@@ -169,7 +174,7 @@ def test_early_stopping_on_val(name, train_lists, test_lists, tmp_path):
     ranker.save(tmp_path)
     again = type(ranker).load(tmp_path)
     assert again.best_iteration_ == ranker.best_iteration_
-    assert torch.equal(again.score(test_lists), ranker.score(test_lists))
+    torch.testing.assert_close(again.score(test_lists), ranker.score(test_lists))
     # without early stopping, val is ignored
     assert make(name).fit(train_lists, test_lists).best_iteration_ is None
 

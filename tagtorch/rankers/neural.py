@@ -18,6 +18,9 @@ SGD, ``lr = 1e-5``, one list per step, ``i`` epochs from its Table III).
 
 from __future__ import annotations
 
+import functools
+import importlib
+import json
 import logging
 import math
 import tempfile
@@ -36,7 +39,13 @@ from torch.utils.data import DataLoader, TensorDataset
 from tagtorch.candidates.candidate_set import CandidateSet
 from tagtorch.losses import get_loss
 from tagtorch.metrics.functional import ndcg_at_k
-from tagtorch.rankers.base import check_feature_names
+from tagtorch.rankers.base import (
+    MANIFEST_FILE,
+    check_feature_names,
+    plain_json,
+    read_manifest,
+    write_manifest,
+)
 
 log = logging.getLogger(__name__)
 
@@ -408,25 +417,126 @@ class NeuralRanker(pl.LightningModule):
         return scores
 
     def save(self, path: str | Path) -> None:
-        """Writes the configuration, the feature names and the weights (one torch file)."""
+        """Writes the folder ``path``: ``manifest.json`` and the weights ``weights.pt``.
+
+        The manifest (:func:`~tagtorch.rankers.base.write_manifest`) holds the settings as
+        JSON, with the scorer, optimizer, scheduler and trainer as their Hydra config dicts
+        (``_target_``, ``_partial_: true`` and the keyword arguments), the feature names, the
+        best epoch, the validation history and the weights file's size and SHA-256. The weights
+        are a plain dict of tensors (``torch.load(..., weights_only=True)`` reads it).
+
+        Raises:
+            RuntimeError: before :meth:`fit`.
+            ValueError: a setting that is no ``functools.partial`` of a class (e.g. a lambda),
+                or not JSON-able, cannot be saved.
+        """
         if self.feature_names is None:
             raise RuntimeError("NeuralRanker is not fitted: nothing to save")
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        torch.save({"init_args": self.init_args, "feature_names": self.feature_names,
-                    "best_epoch": self.best_epoch_, "history": self.history_,
-                    "state_dict": {k: v.cpu() for k, v in self.state_dict().items()}}, path)
+        settings = {name: _config_of(name, value) if name in _FACTORIES else value
+                    for name, value in self.init_args.items()}
+        try:
+            json.dumps(plain_json(settings))
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"NeuralRanker settings cannot be saved as JSON: {error}") from None
+        folder = Path(path)
+        folder.mkdir(parents=True, exist_ok=True)
+        torch.save({k: v.detach().cpu() for k, v in self.state_dict().items()},
+                   folder / WEIGHTS_FILE)
+        write_manifest(folder, self, settings, self.feature_names, [WEIGHTS_FILE],
+                       best_epoch=self.best_epoch_, history=self.history_)
 
     @classmethod
     def load(cls, path: str | Path) -> Self:
-        """Reads a ranker written by :meth:`save` (its file holds pickled config callables)."""
-        state = torch.load(path, map_location="cpu", weights_only=False)
-        ranker = cls(**state["init_args"])
-        ranker.feature_names = tuple(state["feature_names"])
+        """Reads a ranker written by :meth:`save` (its folder).
+
+        The weights file is checked against the manifest's size and SHA-256 first; config
+        dicts are rebuilt only for classes of the expected kind (an ``nn.Module`` scorer, a
+        ``torch.optim`` optimizer or scheduler, a Lightning ``Trainer``) from tagtorch, torch
+        or Lightning.
+
+        Raises:
+            ValueError: another class's folder, a missing, truncated or altered file, or a
+                config of an unexpected class (the message names the file).
+        """
+        folder = Path(path)
+        manifest = read_manifest(folder, cls)
+        settings = dict(manifest["settings"])
+        for name in _FACTORIES:
+            try:
+                settings[name] = _factory_of(name, settings.get(name))
+            except ValueError as error:
+                raise ValueError(f"{folder / MANIFEST_FILE}: {error}") from None
+        ranker = cls(**settings)
+        ranker.feature_names = tuple(manifest["feature_names"])
         ranker._build(len(ranker.feature_names))
-        ranker.load_state_dict(state["state_dict"])
-        ranker.best_epoch_ = state["best_epoch"]
-        ranker.history_ = state["history"]
+        state = torch.load(folder / WEIGHTS_FILE, map_location="cpu", weights_only=True)
+        ranker.load_state_dict(state)
+        ranker.best_epoch_ = manifest["best_epoch"]
+        ranker.history_ = manifest["history"]
         return ranker.eval()
+
+
+WEIGHTS_FILE = "weights.pt"
+"""Name of the weights (a plain dict of tensors) in a saved neural ranker's folder."""
+
+_FACTORIES: dict[str, tuple[type, ...]] = {
+    "scorer": (nn.Module,),
+    "optimizer": (torch.optim.Optimizer,),
+    "scheduler": (torch.optim.lr_scheduler.LRScheduler,
+                  torch.optim.lr_scheduler.ReduceLROnPlateau),
+    "trainer": (pl.Trainer,),
+}
+"""The settings that build objects, and the classes each may build."""
+
+_TRUSTED_MODULES = ("tagtorch.", "torch.", "pytorch_lightning.", "lightning.")
+"""Packages whose classes a saved config may name (nothing else is imported)."""
+
+
+def _config_of(name: str, factory: Any) -> dict[str, Any] | None:
+    """The Hydra config dict of a ``functools.partial`` of a class (None stays None).
+
+    Example:
+        >>> _config_of("optimizer", functools.partial(torch.optim.SGD, lr=0.1))
+        {'_target_': 'torch.optim.sgd.SGD', '_partial_': True, 'lr': 0.1}
+    """
+    if factory is None:
+        return None
+    if not (isinstance(factory, functools.partial) and isinstance(factory.func, type)
+            and not factory.args):
+        raise ValueError(f"NeuralRanker setting {name!r} cannot be saved: it must be a "
+                         f"functools.partial of a class with keyword arguments only (a Hydra "
+                         f"`_partial_: true` config), got {factory!r}")
+    target = f"{factory.func.__module__}.{factory.func.__qualname__}"
+    return {"_target_": target, "_partial_": True, **plain_json(factory.keywords)}
+
+
+def _factory_of(name: str, config: Any) -> functools.partial | None:
+    """Rebuilds the ``functools.partial`` of a config written by :func:`_config_of`.
+
+    Only classes of :data:`_TRUSTED_MODULES` that subclass the kind ``name`` expects are
+    imported; the keyword arguments are passed as they are (nothing nested is instantiated).
+
+    Raises:
+        ValueError: anything else.
+    """
+    if config is None:
+        return None
+    target = config.get("_target_") if isinstance(config, dict) else None
+    if not isinstance(target, str) or config.get("_partial_") is not True:
+        raise ValueError(f"setting {name!r} is not a `_partial_` config with a `_target_`: "
+                         f"{config!r}")
+    module_name, _, class_name = target.rpartition(".")
+    if not module_name.startswith(_TRUSTED_MODULES):
+        raise ValueError(f"setting {name!r}: {target!r} is not in {_TRUSTED_MODULES}")
+    try:
+        found = getattr(importlib.import_module(module_name), class_name)
+    except (ImportError, AttributeError):
+        raise ValueError(f"setting {name!r}: no class {target!r}") from None
+    if not (isinstance(found, type) and issubclass(found, _FACTORIES[name])):
+        raise ValueError(f"setting {name!r}: {target!r} is not a "
+                         f"{' or '.join(kind.__name__ for kind in _FACTORIES[name])}")
+    keywords = {k: v for k, v in config.items() if k not in ("_target_", "_partial_")}
+    return functools.partial(found, **keywords)
 
 
 def _epoch_of(history: list[dict[str, float]], best: Tensor | None) -> int | None:

@@ -61,10 +61,9 @@ Example:
 from __future__ import annotations
 
 import inspect
-import json
 import math
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -74,6 +73,7 @@ import numpy as np
 import torch
 
 from tagtorch.candidates.candidate_set import CandidateSet
+from tagtorch.rankers.base import MANIFEST_FILE, plain_json, read_manifest, write_manifest
 
 __all__ = [
     "Backend",
@@ -83,16 +83,15 @@ __all__ = [
     "RandomForestRanker",
     "breiman_max_features",
     "flatten_lists",
+    "load_forest",
+    "save_forest",
 ]
 
 Backend = Literal["sklearn", "lightgbm", "xgboost"]
 """The libraries a tree ranker can be trained with."""
 
-SETTINGS_FILE = "settings.json"
-"""Name of the JSON of the ranker's settings in a saved folder."""
-
 MODEL_FILES: dict[str, str] = {
-    "sklearn": "model.joblib",
+    "sklearn": "forest.npz",
     "lightgbm": "model.txt",
     "xgboost": "model.json",
 }
@@ -157,15 +156,6 @@ def _threads(n_jobs: int | None) -> int:
     return max(1, n_jobs)
 
 
-def _plain(value: Any) -> Any:
-    """Plain JSON-able containers (Hydra passes DictConfig/ListConfig)."""
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, Sequence) and not isinstance(value, str):
-        return [_plain(v) for v in value]
-    return value
-
-
 def _ranking_labels(labels: np.ndarray, what: str) -> np.ndarray:
     """Integer relevance grades, as NDCG and lambdarank need."""
     grades = np.rint(labels)
@@ -179,6 +169,90 @@ def _library_version(backend: str) -> str | None:
         return version(_PACKAGES[backend])
     except PackageNotFoundError:
         return None
+
+
+def save_forest(forest: Any, path: str | Path) -> None:
+    """Writes a fitted scikit-learn forest's trees as plain arrays in a ``.npz`` file.
+
+    scikit-learn has no model format but pickle; each tree is its ``tree_`` state instead: the
+    node arrays (children, feature, threshold, impurity, sample counts, missing-value side),
+    the node values and the depth, concatenated over the trees (``node_counts`` splits them).
+
+    Args:
+        forest: a fitted ``RandomForestRegressor`` (one output).
+        path: the ``.npz`` file to write.
+    """
+    states = [tree.tree_.__getstate__() for tree in forest.estimators_]
+    nodes = np.concatenate([state["nodes"] for state in states])
+    arrays = {f"nodes.{name}": nodes[name] for name in nodes.dtype.names}
+    arrays["values"] = np.concatenate([state["values"] for state in states])
+    arrays["node_counts"] = np.array([state["node_count"] for state in states], dtype=np.int64)
+    arrays["max_depths"] = np.array([state["max_depth"] for state in states], dtype=np.int64)
+    with open(path, "wb") as out:
+        np.savez(out, **arrays)
+
+
+def load_forest(path: str | Path, forest: Any, n_features: int) -> Any:
+    """Rebuilds a forest written by :func:`save_forest`; it predicts as the saved one did.
+
+    Every tree is checked before scikit-learn sees it (children after their parent and in
+    range, split features in range), so a malformed file is an error, never a crash.
+
+    Args:
+        path: the ``.npz`` file (read with ``allow_pickle=False``).
+        forest: an unfitted ``RandomForestRegressor`` with the saved forest's settings.
+        n_features: the number of features the forest was fitted on.
+
+    Returns:
+        ``forest``, fitted with the saved trees.
+
+    Raises:
+        ValueError: the file is unreadable, holds another tree layout (another scikit-learn
+            version) or other trees than ``forest`` expects (the message names the file).
+    """
+    from sklearn import __version__ as sklearn_version
+    from sklearn.tree import DecisionTreeRegressor
+    from sklearn.tree._tree import NODE_DTYPE, Tree
+
+    try:
+        with np.load(path, allow_pickle=False) as stored:
+            arrays = {name: stored[name] for name in stored.files}
+    except (OSError, ValueError, EOFError) as error:
+        raise ValueError(f"{path}: not a readable forest file ({error})") from None
+    layout = {f"nodes.{name}" for name in NODE_DTYPE.names} | {"values", "node_counts",
+                                                                  "max_depths"}
+    if set(arrays) != layout:
+        raise ValueError(f"{path}: its tree arrays {sorted(arrays)} are not the tree layout of "
+                         f"scikit-learn {sklearn_version} {sorted(layout)}")
+    counts = arrays["node_counts"]
+    if len(counts) != forest.n_estimators or (counts < 1).any() or \
+            arrays["values"].shape != (int(counts.sum()), 1, 1):
+        raise ValueError(f"{path}: holds {len(counts)} trees and values of shape "
+                         f"{arrays['values'].shape}; expected {forest.n_estimators} trees of "
+                         "one output")
+    params = {name: getattr(forest, name) for name in forest.estimator_params}
+    trees = []
+    for i, (start, count) in enumerate(zip(np.cumsum(counts) - counts, counts, strict=True)):
+        nodes = np.zeros(int(count), dtype=NODE_DTYPE)
+        for name in NODE_DTYPE.names:
+            nodes[name] = arrays[f"nodes.{name}"][start:start + count]
+        index = np.arange(count)
+        left, right, feature = nodes["left_child"], nodes["right_child"], nodes["feature"]
+        leaf = left == -1
+        inner = ((left > index) & (left < count) & (right > index) & (right < count)
+                 & (feature >= 0) & (feature < n_features))
+        if not ((leaf == (right == -1)) & (leaf | inner)).all():
+            raise ValueError(f"{path}: tree {i} has children or split features out of range")
+        tree = Tree(n_features, np.array([1], dtype=np.intp), 1)
+        tree.__setstate__({
+            "max_depth": int(arrays["max_depths"][i]), "node_count": int(count), "nodes": nodes,
+            "values": np.ascontiguousarray(arrays["values"][start:start + count],
+                                           dtype=np.float64)})
+        estimator = DecisionTreeRegressor(**params)
+        estimator.tree_, estimator.n_features_in_, estimator.n_outputs_ = tree, n_features, 1
+        trees.append(estimator)
+    forest.estimators_, forest.n_features_in_, forest.n_outputs_ = trees, n_features, 1
+    return forest
 
 
 class _TreeRanker:
@@ -214,7 +288,7 @@ class _TreeRanker:
         self.early_stopping_rounds = early_stopping_rounds
         self.n_jobs = n_jobs
         self.seed = seed
-        self.params = _plain(params) if params else {}
+        self.params = plain_json(params) if params else {}
         self.model_: Any = None
         self.feature_names_: tuple[str, ...] | None = None
         self.best_iteration_: int | None = None
@@ -224,7 +298,7 @@ class _TreeRanker:
     def settings(self) -> dict[str, Any]:
         """The constructor arguments: ``type(self)(**settings())`` is an unfitted copy."""
         names = [p for p in inspect.signature(type(self).__init__).parameters if p != "self"]
-        return {name: _plain(getattr(self, name)) for name in names}
+        return {name: plain_json(getattr(self, name)) for name in names}
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.settings().items())
@@ -409,10 +483,12 @@ class _TreeRanker:
     # -- save / load ------------------------------------------------------------------------
 
     def save(self, path: str | Path) -> None:
-        """Writes the library's model file and ``settings.json`` into the folder ``path``.
+        """Writes the model file and ``manifest.json`` into the folder ``path``.
 
-        The model file is ``model.joblib`` (scikit-learn; a pickle: load only trusted files),
-        ``model.txt`` (LightGBM) or ``model.json`` (XGBoost).
+        The model file is ``forest.npz`` (scikit-learn: every tree's node arrays, no pickle),
+        ``model.txt`` (LightGBM's text format) or ``model.json`` (XGBoost's JSON format). The
+        manifest (:func:`~tagtorch.rankers.base.write_manifest`) records the settings, the
+        feature names and the model file's size and SHA-256.
         """
         if self.model_ is None:
             raise RuntimeError(f"{type(self).__name__} is not fitted: nothing to save")
@@ -420,39 +496,35 @@ class _TreeRanker:
         folder.mkdir(parents=True, exist_ok=True)
         model_file = folder / MODEL_FILES[self.backend]
         if self.backend == "sklearn":
-            import joblib
-
-            joblib.dump(self.model_, model_file)
+            save_forest(self.model_, model_file)
         elif self.backend == "lightgbm":
             self.model_.save_model(str(model_file), num_iteration=-1)
         else:
             self.model_.save_model(str(model_file))
-        (folder / SETTINGS_FILE).write_text(json.dumps({
-            "class": type(self).__name__,
-            "settings": self.settings(),
-            "feature_names": list(self.feature_names_ or ()),
-            "best_iteration": self.best_iteration_,
-            "model_file": model_file.name,
-            "library_version": _library_version(self.backend),
-        }, indent=2))
+        write_manifest(folder, self, self.settings(), self.feature_names_, [model_file.name],
+                       best_iteration=self.best_iteration_,
+                       library_version=_library_version(self.backend))
 
     @classmethod
     def load(cls, path: str | Path) -> Self:
         """Reads a ranker written by :meth:`save` (its folder).
 
+        The model file is checked against the size and SHA-256 in the manifest before the
+        library reads it (a truncated LightGBM file could crash the interpreter).
+
         Raises:
-            ValueError: the folder holds another ranker class.
+            ValueError: the folder holds another ranker class, or a file is missing,
+                truncated or altered (the message names it).
         """
         folder = Path(path)
-        meta = json.loads((folder / SETTINGS_FILE).read_text())
-        if meta["class"] != cls.__name__:
-            raise ValueError(f"{folder} holds a {meta['class']}, not a {cls.__name__}")
-        ranker = cls(**meta["settings"])
-        model_file = folder / meta["model_file"]
+        manifest = read_manifest(folder, cls)
+        ranker = cls(**manifest["settings"])
+        model_file = folder / MODEL_FILES[ranker.backend]
+        if model_file.name not in manifest["files"]:
+            raise ValueError(f"{folder / MANIFEST_FILE}: does not list {model_file.name}")
         if ranker.backend == "sklearn":
-            import joblib
-
-            ranker.model_ = joblib.load(model_file)
+            n_features = len(manifest["feature_names"])
+            ranker.model_ = load_forest(model_file, ranker._forest(n_features), n_features)
         elif ranker.backend == "lightgbm":
             import lightgbm as lgb
 
@@ -464,9 +536,12 @@ class _TreeRanker:
             booster.load_model(str(model_file))
             booster.set_param({"nthread": _threads(ranker.n_jobs)})
             ranker.model_ = booster
-        ranker.feature_names_ = tuple(meta["feature_names"])
-        ranker.best_iteration_ = meta["best_iteration"]
+        ranker.feature_names_ = tuple(manifest["feature_names"])
+        ranker.best_iteration_ = manifest["best_iteration"]
         return ranker
+
+    def _forest(self, n_features: int) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} has no scikit-learn backend")
 
 
 class RandomForestRanker(_TreeRanker):
@@ -548,15 +623,18 @@ class RandomForestRanker(_TreeRanker):
     def _n_rounds(self) -> int:
         return self.n_trees
 
-    def _fit_sklearn(self, data: FlatLists, valid: FlatLists | None) -> Any:
+    def _forest(self, n_features: int) -> Any:
+        """The unfitted scikit-learn forest for ``n_features`` features."""
         from sklearn.ensemble import RandomForestRegressor
 
-        forest = RandomForestRegressor(
+        return RandomForestRegressor(
             n_estimators=self.n_trees, max_leaf_nodes=self.n_leaves,
-            max_features=self.features_per_split(data.features.shape[1]),
+            max_features=self.features_per_split(n_features),
             min_samples_leaf=self.min_leaf_size, bootstrap=True, n_jobs=self.n_jobs,
             random_state=self.seed, **self.params)
-        return forest.fit(data.features, data.labels)
+
+    def _fit_sklearn(self, data: FlatLists, valid: FlatLists | None) -> Any:
+        return self._forest(data.features.shape[1]).fit(data.features, data.labels)
 
     def _lightgbm_params(self, n_features: int) -> dict[str, Any]:
         return {
