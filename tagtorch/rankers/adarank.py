@@ -19,7 +19,7 @@ import torch
 
 from tagtorch.candidates.candidate_set import CandidateSet
 from tagtorch.metrics.functional import ndcg_at_k
-from tagtorch.rankers.base import check_feature_names
+from tagtorch.rankers.base import check_feature_names, read_json
 
 log = logging.getLogger(__name__)
 
@@ -239,7 +239,7 @@ class AdaRank:
     @classmethod
     def load(cls, path: str | Path) -> Self:
         """Reads a ranker written by :meth:`save`."""
-        state = json.loads(Path(path).read_text())
+        state = read_json(path)
         ranker = cls(**state["params"])
         ranker.feature_names = tuple(state["feature_names"])
         ranker.weight_ = torch.tensor(state["weight"], dtype=torch.float64)

@@ -9,6 +9,7 @@ from typing import Self
 import torch
 
 from tagtorch.candidates.candidate_set import CandidateSet
+from tagtorch.rankers.base import read_json
 
 
 class FeatureRanker:
@@ -40,4 +41,4 @@ class FeatureRanker:
     @classmethod
     def load(cls, path: str | Path) -> Self:
         """Reads a ranker written by :meth:`save`."""
-        return cls(**json.loads(Path(path).read_text()))
+        return cls(**read_json(path))

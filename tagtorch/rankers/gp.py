@@ -56,6 +56,7 @@ from torch import Tensor
 from tqdm import tqdm
 
 from tagtorch.candidates.candidate_set import CandidateSet
+from tagtorch.rankers.base import read_json
 
 log = logging.getLogger(__name__)
 
@@ -635,10 +636,23 @@ class GPRanker:
     @classmethod
     def load(cls, path: str | Path) -> Self:
         """Reads a ranker written by :meth:`save` (the tree is parsed back from ``expression``)."""
-        state = json.loads(Path(path).read_text())
+        state = read_json(path)
         ranker = cls(**state["settings"])
         ranker.feature_names = tuple(state["feature_names"])
         ranker.fitness = state["fitness"]
         ranker._pset = make_primitive_set(ranker.feature_names)
-        ranker._set_tree(gp.PrimitiveTree.from_string(state["expression"], ranker._pset))
+        expression = state["expression"]
+        # DEAP's parser eval()s every token it does not know: admit only primitives, the
+        # features and plain decimal constants (what save writes), so nothing else is evaluated
+        unknown = [token for token in re.split(r"[ \t\n\r\f\v(),]", expression)
+                   if token and token not in ranker._pset.mapping
+                   and not _CONSTANT.fullmatch(token)]
+        if unknown:
+            raise ValueError(f"{path}: the expression holds {unknown[:3]}, neither primitives, "
+                             f"features {ranker.feature_names} nor decimal constants")
+        ranker._set_tree(gp.PrimitiveTree.from_string(expression, ranker._pset))
         return ranker
+
+
+_CONSTANT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+"""A decimal constant of a saved expression (the ephemeral constants)."""

@@ -18,6 +18,7 @@ import torch
 
 from tagtorch.candidates.candidate_set import CandidateSet
 from tagtorch.metrics.functional import ndcg_at_k
+from tagtorch.rankers.base import read_json
 
 log = logging.getLogger(__name__)
 
@@ -89,4 +90,4 @@ class LatreWTS:
     @classmethod
     def load(cls, path: str | Path) -> Self:
         """Reads a ranker written by :meth:`save`."""
-        return cls(**json.loads(Path(path).read_text()))
+        return cls(**read_json(path))

@@ -18,7 +18,7 @@ from typing import Self
 import torch
 
 from tagtorch.candidates.candidate_set import CandidateSet
-from tagtorch.rankers.base import check_feature_names
+from tagtorch.rankers.base import check_feature_names, read_json
 from tagtorch.rankers.ranksvm import crucial_pairs
 
 log = logging.getLogger(__name__)
@@ -223,7 +223,7 @@ class RankBoost:
     @classmethod
     def load(cls, path: str | Path) -> Self:
         """Reads a ranker written by :meth:`save`."""
-        state = json.loads(Path(path).read_text())
+        state = read_json(path)
         ranker = cls(**state["params"])
         ranker.feature_names = tuple(state["feature_names"])
         ranker.rounds_ = state["rounds"]

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from tagtorch.candidates.candidate_set import CandidateSet
-from tagtorch.rankers.base import check_feature_names
+from tagtorch.rankers.base import check_feature_names, read_json
 
 log = logging.getLogger(__name__)
 
@@ -204,7 +204,7 @@ class RankSVM:
     @classmethod
     def load(cls, path: str | Path) -> Self:
         """Reads a ranker written by :meth:`save`."""
-        state = json.loads(Path(path).read_text())
+        state = read_json(path)
         ranker = cls(**state["params"])
         ranker.feature_names = tuple(state["feature_names"])
         ranker.mean_ = torch.tensor(state["mean"], dtype=torch.float32)
