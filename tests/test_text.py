@@ -61,7 +61,7 @@ def test_processed_text_is_cached_on_disk(tmp_path, monkeypatch):
     texts = pd.DataFrame({"title": ["Rolling Stones", "Miles"]}, index=["a", "b"])
     f = Folksonomy.from_frame(frame, texts=texts)
     first = TextProcessor(cache_dir=str(tmp_path)).apply(f)
-    assert len(list(tmp_path.glob("*.pkl"))) == 1
+    assert len(list(tmp_path.glob("*.npz"))) == 1
 
     def no_stemming(self, token):
         raise AssertionError("the cache should have been used")
@@ -80,4 +80,4 @@ def test_processed_text_is_cached_on_disk(tmp_path, monkeypatch):
         raise AssertionError("a changed text must not hit the cache")
     monkeypatch.undo()
     TextProcessor(cache_dir=str(tmp_path), stemmer=None).apply(f)
-    assert len(list(tmp_path.glob("*.pkl"))) == 2
+    assert len(list(tmp_path.glob("*.npz"))) == 2

@@ -18,14 +18,16 @@ is stemmed once (a per-processor cache), so processing millions of texts costs o
 regular expression plus one stemmer call per distinct word. The processed tags and texts are
 also cached on disk, keyed by the processor's settings and a hash of the raw tags and texts (so
 an edited file or a changed option never reads a stale entry): a second run on the same data skips
-text processing.
+text processing. An entry is a ``.npz`` file of UTF-8 bytes (read with ``allow_pickle=False``,
+so it cannot run code); one that cannot be read (truncated, garbled) is discarded with a warning
+naming it and rebuilt.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import logging
-import pickle
 import re
 from dataclasses import dataclass, field
 from functools import cache
@@ -118,9 +120,9 @@ class TextProcessor:
     def apply(self, folksonomy: Folksonomy) -> Folksonomy:
         """Normalizes the tags (merging those that become equal) and every text field."""
         path = self._cache_path(folksonomy) if self.cache else None
-        if path is not None and path.is_file():
-            with open(path, "rb") as handle:
-                tags, texts = pickle.load(handle)
+        cached = _read_cache(path, folksonomy) if path is not None and path.is_file() else None
+        if cached is not None:
+            tags, texts = cached
             log.info("%s: processed tags and texts read from %s", folksonomy.name, path)
         else:
             tags = np.array([self.normalize_tag(str(t)) for t in folksonomy.tags], dtype=object)
@@ -130,11 +132,7 @@ class TextProcessor:
                 index=folksonomy.texts.index,
             )
             if path is not None:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                partial = path.with_suffix(".tmp")
-                with open(partial, "wb") as handle:
-                    pickle.dump((tags, texts), handle, protocol=pickle.HIGHEST_PROTOCOL)
-                partial.replace(path)
+                _write_cache(path, tags, texts)
         out = folksonomy.with_tags(tags).with_texts(texts)
         log.info("%s: text processing left %d tags (from %d)", folksonomy.name, out.n_tags,
                  folksonomy.n_tags)
@@ -152,4 +150,66 @@ class TextProcessor:
             digest.update(pd.util.hash_pandas_object(folksonomy.texts, index=False).to_numpy()
                           .tobytes())
         folder = Path(self.cache_dir) if self.cache_dir else user_cache_dir() / "text"
-        return folder / f"{folksonomy.name}-{digest.hexdigest()[:24]}.pkl"
+        return folder / f"{folksonomy.name}-{digest.hexdigest()[:24]}.npz"
+
+
+def _pack(strings: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Strings as their concatenated UTF-8 bytes ``[total]`` and offsets ``[n + 1]``.
+
+    Example:
+        >>> data, offsets = _pack(["rock", "", "café"])
+        >>> offsets.tolist(), _unpack(data, offsets)
+        ([0, 4, 4, 9], ['rock', '', 'café'])
+    """
+    encoded = [s.encode("utf-8") for s in strings]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum([len(e) for e in encoded], out=offsets[1:])
+    return np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets
+
+
+def _unpack(data: np.ndarray, offsets: np.ndarray) -> list[str]:
+    """The strings of :func:`_pack`; ValueError when the offsets do not fit the bytes."""
+    raw = data.tobytes()
+    if offsets.ndim != 1 or len(offsets) == 0 or offsets[0] != 0 or offsets[-1] != len(raw) \
+            or (np.diff(offsets) < 0).any():
+        raise ValueError("string offsets do not match the bytes")
+    return [raw[a:b].decode("utf-8") for a, b in itertools.pairwise(offsets)]
+
+
+def _write_cache(path: Path, tags: np.ndarray, texts: pd.DataFrame) -> None:
+    """Stores processed tags and texts as UTF-8 arrays in a ``.npz`` file (no pickle)."""
+    arrays = {"fields": np.array(list(texts.columns), dtype=str)}
+    arrays["tags.data"], arrays["tags.offsets"] = _pack(list(tags))
+    for i, name in enumerate(texts.columns):
+        arrays[f"text{i}.data"], arrays[f"text{i}.offsets"] = _pack(list(texts[name]))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".tmp")
+    with open(partial, "wb") as out:
+        np.savez(out, **arrays)
+    partial.replace(path)
+
+
+def _read_cache(path: Path, folksonomy: Folksonomy) -> tuple[np.ndarray, pd.DataFrame] | None:
+    """Processed tags and texts of a cache entry, or None (with a warning) if it is unreadable.
+
+    The zip container's CRC-32 checks catch truncated or garbled entries; ``allow_pickle=False``
+    keeps a planted file from running code. A bad entry is rebuilt by the caller.
+    """
+    try:
+        with np.load(path, allow_pickle=False) as stored:
+            fields = [str(name) for name in stored["fields"]]
+            if fields != list(folksonomy.text_fields):
+                raise ValueError(f"text fields {fields}, expected {folksonomy.text_fields}")
+            tags = np.array(_unpack(stored["tags.data"], stored["tags.offsets"]), dtype=object)
+            columns = {name: _unpack(stored[f"text{i}.data"], stored[f"text{i}.offsets"])
+                       for i, name in enumerate(fields)}
+        if len(tags) != folksonomy.n_tags or any(len(c) != folksonomy.n_objects
+                                                 for c in columns.values()):
+            raise ValueError("the entry holds other numbers of tags or objects")
+    except Exception as error:  # any unreadable entry is rebuilt
+        log.warning("%s: unreadable text cache entry, processing the text again (%s: %s)",
+                    path, type(error).__name__, error)
+        return None
+    texts = pd.DataFrame({name: pd.Series(values, index=folksonomy.texts.index, dtype=object)
+                          for name, values in columns.items()}, index=folksonomy.texts.index)
+    return tags, texts

@@ -1,0 +1,112 @@
+"""Nothing tagtorch reads from disk runs code, and a damaged file is never trusted.
+
+A planted pickle whose ``__reduce__`` creates a marker file is put in every place tagtorch reads
+(text cache, candidate cache, each ranker type's saved files, a run's resume pieces): the marker
+must never appear, and the error (or, for caches, the warning) names the file. Truncated and
+garbled cache entries are discarded with a warning and rebuilt; truncated and byte-flipped model
+files are refused before a library parses them.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from tagtorch.data.folksonomy import Folksonomy
+from tagtorch.data.text import TextProcessor
+
+
+class Payload:
+    """Unpickling this creates the file ``marker`` (stands for any code an attacker runs)."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.touch, (Path(self.marker),))
+
+
+def plant(path: Path, marker: Path, kind: str = "pickle") -> None:
+    """Writes a payload to ``path``: a plain pickle, or a torch file holding the pickle."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if kind == "pickle":
+        path.write_bytes(pickle.dumps(Payload(marker)))
+    else:
+        buffer = io.BytesIO()
+        torch.save({"state": Payload(marker)}, buffer)
+        path.write_bytes(buffer.getvalue())
+
+
+@pytest.mark.parametrize("kind", ["pickle", "torch"])
+def test_the_payload_is_live(tmp_path, kind):
+    """The planted files really run code when unpickled the unsafe way."""
+    marker = tmp_path / "marker"
+    plant(tmp_path / "file", marker, kind)
+    if kind == "pickle":
+        pickle.loads((tmp_path / "file").read_bytes())
+    else:
+        torch.load(tmp_path / "file", weights_only=False)
+    assert marker.exists()
+
+
+def damage(path: Path, how: str) -> None:
+    """Truncates a file to half its size, or flips one byte in each eighth of it."""
+    data = bytearray(path.read_bytes())
+    if how == "truncate":
+        data = data[: len(data) // 2]
+    else:
+        for position in range(len(data) // 16, len(data), max(len(data) // 8, 1)):
+            data[position] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def warned_about(caplog: pytest.LogCaptureFixture, path: Path) -> bool:
+    return any(record.levelno == logging.WARNING and str(path) in record.getMessage()
+               for record in caplog.records)
+
+
+# -- text cache -------------------------------------------------------------------------------
+
+def small_folksonomy() -> Folksonomy:
+    frame = pd.DataFrame({"user": [1, 2, 2], "object": ["a", "b", "b"],
+                          "tag": ["Rocks", "Jazz", "Hard Rocks"]})
+    texts = pd.DataFrame({"title": ["Rolling Stones", "Miles Davis Café"]}, index=["a", "b"])
+    return Folksonomy.from_frame(frame, texts=texts)
+
+
+def assert_processed(folksonomy: Folksonomy) -> None:
+    # by hand: lowercase, stopwords out, Porter stems ("rolling" -> "roll", "miles" -> "mile")
+    assert sorted(folksonomy.tags) == ["hard rock", "jazz", "rock"]
+    assert list(folksonomy.texts["title"]) == ["roll stone", "mile davi café"]
+
+
+@pytest.mark.parametrize("how", ["pickle", "torch", "truncate", "garble"])
+def test_a_planted_or_damaged_text_cache_entry_is_rebuilt_with_a_warning(tmp_path, caplog,
+                                                                         how):
+    f = small_folksonomy()
+    processor = TextProcessor(cache_dir=str(tmp_path / "cache"))
+    entry = processor._cache_path(f)
+    marker = tmp_path / "marker"
+    if how in ("pickle", "torch"):
+        plant(entry, marker, how)
+    else:
+        processor.apply(f)
+        damage(entry, how)
+    with caplog.at_level(logging.WARNING):
+        assert_processed(TextProcessor(cache_dir=str(tmp_path / "cache")).apply(f))
+    assert not marker.exists()
+    assert warned_about(caplog, entry)
+    # the entry was rebuilt: the next run reads it without a warning
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        assert_processed(TextProcessor(cache_dir=str(tmp_path / "cache")).apply(f))
+    assert not warned_about(caplog, entry)
+    with np.load(entry, allow_pickle=False) as stored:
+        assert "tags.data" in stored.files
