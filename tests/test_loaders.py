@@ -9,6 +9,7 @@ import logging
 import os
 import shutil
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -207,10 +208,10 @@ def test_table_tsv_without_time() -> None:
                       columns={"user": "user_id", "object": "object_id", "tag": "tag"},
                       text_columns={"title": "title"}, name="jazz")
     assert folk.name == "jazz"
-    # The row with an empty tag is dropped; integer ids stay integers.
-    assert rows(folk) == {(1, 10, "jazz", MISSING_TIME), (2, 10, "modal", MISSING_TIME),
-                          (1, 11, "jazz", MISSING_TIME)}
-    assert titles(folk) == {10: "Kind of Blue", 11: "A Love Supreme"}
+    # The row with an empty tag is dropped; ids are opaque strings, even when numeric.
+    assert rows(folk) == {("1", "10", "jazz", MISSING_TIME), ("2", "10", "modal", MISSING_TIME),
+                          ("1", "11", "jazz", MISSING_TIME)}
+    assert titles(folk) == {"10": "Kind of Blue", "11": "A Love Supreme"}
 
 
 def test_table_parquet(tmp_path: Path) -> None:
@@ -228,8 +229,9 @@ def test_table_parquet(tmp_path: Path) -> None:
     folk = load_table(path, {"user": "u", "object": "o", "tag": "t", "timestamp": "when"},
                       text_columns={"description": "desc"}, category_column="cats",
                       category_separator=";")
-    assert rows(folk) == {(1, "a", "x", 1577836800), (1, "b", "y", 1577923200),
-                          (2, "a", "x", MISSING_TIME)}
+    # An integer id column gives the ids' decimal digits, as a text file would.
+    assert rows(folk) == {("1", "a", "x", 1577836800), ("1", "b", "y", 1577923200),
+                          ("2", "a", "x", MISSING_TIME)}
     assert dict(zip(folk.objects, folk.texts["description"], strict=True)) == {
         "a": "A text", "b": "B text"}
     assert categories(folk) == {"a": {"k1", "k2"}}
@@ -239,7 +241,7 @@ def test_table_sep_and_format_override(tmp_path: Path) -> None:
     path = tmp_path / "export.txt"
     path.write_text("u;o;t\n1;2;x\n1;3;y\n")
     folk = load_table(path, {"user": "u", "object": "o", "tag": "t"}, sep=";", format="csv")
-    assert rows(folk) == {(1, 2, "x", MISSING_TIME), (1, 3, "y", MISSING_TIME)}
+    assert rows(folk) == {("1", "2", "x", MISSING_TIME), ("1", "3", "y", MISSING_TIME)}
     with pytest.raises(ValueError, match="format"):
         load_table(tmp_path / "export.json", {"user": "u", "object": "o", "tag": "t"})
     with pytest.raises(ValueError, match="missing"):
@@ -258,7 +260,7 @@ def test_table_crlf_bom_blank_lines_and_gzip(tmp_path: Path) -> None:
     for path in (plain, packed):
         folk = load_table(path, columns)
         assert folk.name == "windows"
-        assert rows(folk) == {(1, 2, "x", MISSING_TIME), (1, 3, "y", MISSING_TIME)}
+        assert rows(folk) == {("1", "2", "x", MISSING_TIME), ("1", "3", "y", MISSING_TIME)}
 
 
 def test_unknown_tag_id_dropped_with_warning(tmp_path: Path,
@@ -436,3 +438,244 @@ def test_real_movielens_2k(tmp_path: Path) -> None:
         shutil.copy(folder / name, tmp_path / name)
     from_dates = load_movielens_2k(path=tmp_path)
     pd.testing.assert_frame_equal(from_dates.assignments, folk.assignments)
+
+
+# ---------------------------------------------------------------- issue 14: hardening
+
+COLUMNS = {"user": "user", "object": "item", "tag": "tag"}
+
+
+def test_table_one_latin1_byte_is_an_error_naming_file_line_and_byte(tmp_path: Path) -> None:
+    # UTF-8 file with a single Latin-1 byte on line 3: before, the whole file was read as
+    # Latin-1 and "café" on line 2 became "cafÃ©", a second tag.
+    path = tmp_path / "mixed.csv"
+    path.write_bytes("user,item,tag\nu1,o1,café\n".encode() + b"u2,o1,caf\xe9\n")
+    with pytest.raises(DataFormatError) as info:
+        load_table(path, COLUMNS)
+    assert_error(info, path, 3, "utf-8", "0xe9")
+
+
+def test_table_encoding_option(tmp_path: Path) -> None:
+    path = tmp_path / "latin.csv"
+    path.write_bytes("user,item,tag\nu1,o1,café\nu2,o1,naïve\n".encode("latin-1"))
+    folk = load_table(path, COLUMNS, encoding="latin-1")
+    assert folk.tags.tolist() == ["café", "naïve"]
+    utf16 = tmp_path / "wide.tsv"
+    utf16.write_bytes("user\titem\ttag\nu1\to1\tcafé\n".encode("utf-16"))
+    assert load_table(utf16, COLUMNS, encoding="utf-16").tags.tolist() == ["café"]
+    with pytest.raises(ValueError, match=r"encoding.*'no-such-codec'"):
+        load_table(path, COLUMNS, encoding="no-such-codec")
+
+
+def test_table_ids_are_opaque_strings(tmp_path: Path) -> None:
+    path = tmp_path / "padded.tsv"
+    path.write_text("user\titem\ttag\n007\t0123\tx\n7\t123\ty\n 7 \t123\tz\n")
+    folk = load_table(path, COLUMNS)
+    # 007 and 7 are two users, 0123 and 123 two objects; surrounding blanks are not part of
+    # an id.
+    assert rows(folk) == {("007", "0123", "x", MISSING_TIME), ("7", "123", "y", MISSING_TIME),
+                          ("7", "123", "z", MISSING_TIME)}
+    assert folk.n_users == 2 and folk.n_objects == 2
+
+
+def test_table_integer_ids_option(tmp_path: Path) -> None:
+    path = tmp_path / "numbers.tsv"
+    path.write_text("user\titem\ttag\n007\t0123\tx\n7\t123\ty\n")
+    folk = load_table(path, COLUMNS, integer_ids=True)
+    assert rows(folk) == {(7, 123, "x", MISSING_TIME), (7, 123, "y", MISSING_TIME)}
+    path.write_text("user\titem\ttag\n7\t123\tx\n7\tabc\ty\n")
+    with pytest.raises(DataFormatError) as info:
+        load_table(path, COLUMNS, integer_ids=True)
+    assert_error(info, path, 3, "an integer in column 'item'", "'abc'")
+
+
+def test_table_two_keys_on_one_column_refused(tmp_path: Path) -> None:
+    path = tmp_path / "t.csv"
+    path.write_text("user,item,tag\nu1,o1,x\n")
+    with pytest.raises(ValueError, match=r"'user' and 'object'.*'item'"):
+        load_table(path, {"user": "item", "object": "item", "tag": "tag"})
+
+
+def test_parquet_list_tags_exploded(tmp_path: Path) -> None:
+    path = tmp_path / "lists.parquet"
+    pd.DataFrame({
+        "user": ["u1", "u2", "u3", "u4"],
+        "item": ["a", "a", "b", "b"],
+        "tag": [["ambient", "chill"], ["ambient"], [], None],
+        "genre": [["Electronic", "Downtempo"], None, ["Rock"], None],
+    }).to_parquet(path)
+    folk = load_table(path, COLUMNS, category_column="genre")
+    assert rows(folk) == {("u1", "a", "ambient", MISSING_TIME), ("u1", "a", "chill", MISSING_TIME),
+                          ("u2", "a", "ambient", MISSING_TIME)}
+    assert "['ambient']" not in folk.tags.tolist()
+    assert categories(folk) == {"a": {"Electronic", "Downtempo"}}  # b has no tag left
+
+
+@pytest.mark.parametrize(("column", "values", "expected"), [
+    ("tag", [[["a"]], [["nested"]]], "a tag or a list of tags in column 'tag'"),
+    ("tag", [b"x", b"y"], "a tag or a list of tags in column 'tag'"),
+    ("tag", [[1.5], [2.5]], "a tag or a list of tags in column 'tag'"),
+    ("user", [["u0"], ["u1", "u2"]], "a single id in column 'user'"),
+    ("item", [True, False], "a text or integer id in column 'item'"),
+])
+def test_parquet_non_scalar_values_refused(tmp_path: Path, column: str, values: list[object],
+                                           expected: str) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    data: dict[str, list[object]] = {"user": ["u0", "u1"], "item": ["a", "a"], "tag": ["x", "y"]}
+    data[column] = values
+    path = tmp_path / "bad.parquet"
+    pq.write_table(pa.table({name: pa.array(v) for name, v in data.items()}), path)
+    with pytest.raises(DataFormatError) as info:
+        load_table(path, COLUMNS)
+    message = str(info.value)
+    assert message.startswith(f"{path}, row 1: expected {expected}"), message
+
+
+def test_table_with_no_usable_row_names_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "blank_tags.tsv"
+    path.write_text("user\titem\ttag\nu1\to1\t \nu2\t\tx\n")
+    with pytest.raises(DataFormatError) as info:
+        load_table(path, COLUMNS)
+    assert_error(info, path, None, "a user, an object and a non-empty tag")
+
+
+@pytest.mark.parametrize("compress", ["gzip", "bz2", "xz"])
+def test_compression_detected_from_magic_bytes(tmp_path: Path, compress: str) -> None:
+    import bz2
+    import gzip
+    import lzma
+
+    pack = {"gzip": gzip.compress, "bz2": bz2.compress, "xz": lzma.compress}[compress]
+    path = tmp_path / "posts.csv"  # compressed, but named .csv
+    path.write_bytes(pack(b"user,item,tag\nu1,o1,x\nu1,o2,y\n"))
+    assert rows(load_table(path, COLUMNS)) == {("u1", "o1", "x", MISSING_TIME),
+                                               ("u1", "o2", "y", MISSING_TIME)}
+
+
+def test_truncated_gzip_and_zip_named_csv(tmp_path: Path) -> None:
+    import gzip
+    import zipfile
+
+    path = tmp_path / "cut.csv"
+    path.write_bytes(gzip.compress(b"user,item,tag\n" + b"u1,o1,x\n" * 1000)[:60])
+    with pytest.raises(DataFormatError) as info:
+        load_table(path, COLUMNS)
+    assert_error(info, path, None, "gzip")
+    zipped = tmp_path / "archive.csv"
+    with zipfile.ZipFile(zipped, "w") as zf:
+        zf.writestr("posts.csv", "user,item,tag\nu1,o1,x\n")
+    with pytest.raises(DataFormatError) as info:
+        load_table(zipped, COLUMNS)
+    assert_error(info, zipped, None, "zip archive")
+
+
+def test_hetrec_compressed_file_read(tmp_path: Path) -> None:
+    import gzip
+
+    folder = copy_folder("hetrec2011-lastfm-2k", tmp_path)
+    tags = folder / "tags.dat"
+    tags.write_bytes(gzip.compress(tags.read_bytes()))
+    assert load_lastfm(path=folder).n_assignments == 6
+
+
+@pytest.mark.parametrize("value", ["9223372036854775808", "-9223372036854775809",
+                                   "18446744073709551616", "99999999999999999999999"])
+def test_hetrec_id_above_int64_names_file_and_line(tmp_path: Path, value: str) -> None:
+    folder = copy_folder("hetrec2011-lastfm-2k", tmp_path)
+    bad = folder / "user_taggedartists.dat"
+    with bad.open("a") as handle:
+        handle.write(f"3\t{value}\t15\t1\t1\t2010\n")
+    with pytest.raises(DataFormatError) as info:
+        load_lastfm(path=folder)
+    assert_error(info, bad, 9, "an integer in column 'artistID' within the signed 64-bit range",
+                 repr(value))
+
+
+def test_int64_limits_accepted(tmp_path: Path) -> None:
+    folder = copy_folder("hetrec2011-lastfm-2k", tmp_path)
+    with (folder / "user_taggedartists.dat").open("a") as handle:
+        handle.write("9223372036854775807\t-9223372036854775808\t15\t1\t1\t2010\n")
+    folk = load_lastfm(path=folder)
+    assert (9223372036854775807, -9223372036854775808, "Hard Rock",
+            1262300400) in rows(folk)
+
+
+def test_non_ascii_digits_are_not_integers(tmp_path: Path) -> None:
+    folder = copy_folder("hetrec2011-lastfm-2k", tmp_path)
+    bad = folder / "user_taggedartists.dat"
+    with bad.open("a") as handle:
+        handle.write("3\t\u0663\t15\t1\t1\t2010\n")  # ARABIC-INDIC DIGIT THREE
+    with pytest.raises(DataFormatError) as info:
+        load_lastfm(path=folder)
+    assert_error(info, bad, 9, "integer in column 'artistID'")
+
+
+def test_movielens_csv_id_above_int64(tmp_path: Path) -> None:
+    folder = tmp_path / "release"
+    shutil.copytree(FIXTURES / "ml-csv", folder)
+    bad = folder / "tags.csv"
+    bad.write_text("userId,movieId,tag,timestamp\n2,60756,funny,1445714994\n"
+                   "2,9223372036854775808,odd,1445714994\n")
+    with pytest.raises(DataFormatError) as info:
+        load_movielens_csv(path=folder)
+    assert_error(info, bad, 3, "column 'movieId'", "9223372036854775808")
+
+
+@pytest.mark.parametrize("value", ["inf", "1e400", "99999999999999999999"])
+def test_table_timestamp_out_of_range(tmp_path: Path, value: str) -> None:
+    path = tmp_path / "times.csv"
+    path.write_text(f"user,item,tag,time\nu,o,x,1\nu,o,y,{value}\n")
+    with pytest.raises(DataFormatError) as info:
+        load_table(path, {**COLUMNS, "timestamp": "time"})
+    assert_error(info, path, 3, "column 'time'", value)
+
+
+def _deny(self: Path, *args: object, **kwargs: object) -> None:
+    raise PermissionError(13, "Permission denied", str(self))
+
+
+@pytest.mark.parametrize("loader", ["table", "parquet", "lastfm", "movielens_csv"])
+def test_permission_error_names_the_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                         loader: str) -> None:
+    if loader == "table":
+        path = tmp_path / "t.csv"
+        path.write_text("user,item,tag\nu1,o1,x\n")
+        call = partial(load_table, path, COLUMNS)
+    elif loader == "parquet":
+        path = tmp_path / "t.parquet"
+        pd.DataFrame({"user": ["u"], "item": ["o"], "tag": ["x"]}).to_parquet(path)
+        call = partial(load_table, path, COLUMNS)
+    elif loader == "lastfm":
+        folder = copy_folder("hetrec2011-lastfm-2k", tmp_path)
+        path = folder / "user_taggedartists.dat"
+        call = partial(load_lastfm, path=folder)
+    else:
+        folder = tmp_path / "release"
+        shutil.copytree(FIXTURES / "ml-csv", folder)
+        path = folder / "tags.csv"
+        call = partial(load_movielens_csv, path=folder)
+    real_open = Path.open
+
+    def guarded_open(self: Path, *args: object, **kwargs: object) -> object:
+        if self == path:
+            _deny(self)
+        return real_open(self, *args, **kwargs)
+
+    import builtins
+
+    real_builtin_open = builtins.open
+
+    def guarded_builtin_open(file: object, *args: object, **kwargs: object) -> object:
+        if str(file) == str(path):
+            _deny(Path(str(file)))
+        return real_builtin_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", guarded_open)
+    monkeypatch.setattr(builtins, "open", guarded_builtin_open)
+    with pytest.raises(PermissionError) as info:
+        call()
+    message = str(info.value)
+    assert message.startswith(str(path)) and "permission denied" in message
+    assert "\n" not in message

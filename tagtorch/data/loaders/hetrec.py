@@ -4,8 +4,15 @@ The three datasets were released for the 2nd Workshop on Information Heterogenei
 in Recommender Systems (HetRec 2011, RecSys 2011; Cantador, Brusilovsky and Kuflik) and are
 distributed by GroupLens. Files are tab-separated with one header line and no quoting.
 
-Encodings: ``tags.dat`` and ``movies.dat`` of Last.fm and MovieLens are Latin-1; the other
-files are read as UTF-8, falling back to Latin-1 if they are not valid UTF-8.
+Encodings: ``tags.dat`` and ``movies.dat`` of Last.fm and MovieLens are Latin-1, their other
+files UTF-8 (or plain ASCII); a byte that is not valid in a file's encoding is an error naming
+the file, the line and the byte. The encoding of the Delicious files could not be checked (there
+is no local copy): they are read as UTF-8, and each byte sequence that is not valid UTF-8 is
+read as Latin-1 on its own (with a logged warning), never the whole file.
+
+Ids are integers (ASCII digits with an optional sign, within the signed 64-bit range);
+anything else is an error naming the file and the line. Files may be gzip, bzip2 or xz
+compressed (detected from their first bytes; see :mod:`~tagtorch.data.loaders.tabular`).
 
 Times: the date columns (``day``, ``month``, ``year``, ...) hold local time in Madrid, where
 the datasets were compiled: read as ``Europe/Madrid`` they reproduce the official
@@ -88,11 +95,11 @@ def _folder(archive: Archive, data_dir: str | Path | None, download: bool,
 
 def _read(path: Path, required: list[str], *, integer: list[str] | None = None,
           text: list[str] | None = None, optional: list[str] | None = None,
-          encoding: str = "utf-8") -> RawTable:
+          encoding: str = "utf-8", mixed: bool = False) -> RawTable:
+    """Reads a HetRec file; ``mixed`` reads bytes that are not UTF-8 as Latin-1."""
     return read_delimited(
         path, "\t", required, optional=optional or [], integer=integer or [],
-        text=text or [], encoding=encoding,
-        fallback_encoding="latin-1" if encoding.lower().replace("_", "-") == "utf-8" else None,
+        text=text or [], encoding=encoding, fallback_encoding="latin-1" if mixed else None,
     )
 
 
@@ -102,6 +109,7 @@ def _tag_assignments(
     dates_file: str,
     object_column: str,
     date_columns: dict[str, str],
+    mixed: bool = False,
 ) -> tuple[pd.DataFrame, RawTable]:
     """Reads ``userID, <object>, tagID`` and a time from the timestamps or the dates file.
 
@@ -111,16 +119,16 @@ def _tag_assignments(
     ids = ["userID", object_column, "tagID"]
     if timestamps_file is not None and (folder / timestamps_file).is_file():
         path = folder / timestamps_file
-        table = _read(path, ids, integer=ids, optional=list(_TIMESTAMP_COLUMNS))
+        table = _read(path, ids, integer=ids, optional=list(_TIMESTAMP_COLUMNS), mixed=mixed)
         present = [c for c in _TIMESTAMP_COLUMNS if c in table.frame.columns]
         if not present:
-            header = list(pd.read_csv(path, sep="\t", nrows=0, quoting=3).columns)
             raise DataFormatError(path, f"a column {' or '.join(map(repr, _TIMESTAMP_COLUMNS))} "
-                                  "in a tab-separated header", f"the header {header}", line=1)
-        seconds = table.integers(present[0]) // 1000
+                                  "in a tab-separated header", f"the header {list(table.header)}",
+                                  line=1)
+        seconds = table.frame[present[0]].to_numpy(dtype=np.int64) // 1000
     else:
         table = _read(folder / dates_file, ids + list(date_columns.values()),
-                      integer=ids + list(date_columns.values()))
+                      integer=ids + list(date_columns.values()), mixed=mixed)
         seconds = local_time_seconds(table, date_columns, HETREC_TIMEZONE)
     frame = pd.DataFrame({
         "user": table.frame["userID"].to_numpy(),
@@ -138,9 +146,17 @@ def _titles(table: RawTable, key: str, column: str) -> pd.DataFrame:
     return pd.DataFrame({"title": titles}, index=pd.Index(ids))
 
 
-def _with_tags(frame: pd.DataFrame, tags: RawTable, key: str, value: str) -> pd.DataFrame:
-    """Replaces the ``tag_id`` column by the tag strings of ``tags``."""
+def _with_tags(frame: pd.DataFrame, source: RawTable, tags: RawTable, key: str,
+               value: str) -> pd.DataFrame:
+    """Replaces the ``tag_id`` column by the tag strings of ``tags``.
+
+    Raises:
+        DataFormatError: no assignment of ``source`` has a tag id with a non-empty tag.
+    """
     strings = lookup(frame["tag_id"].to_numpy(), tags, key, value, "tag id")
+    if not strings.astype("string").str.strip().fillna("").ne("").any():
+        raise DataFormatError(source.path, f"at least one assignment whose tag id has a "
+                              f"non-empty tag in {tags.path}", "none")
     return frame.drop(columns="tag_id").assign(tag=strings.to_numpy())
 
 
@@ -171,7 +187,7 @@ def load_lastfm(
         DataFormatError: a file does not have the official layout.
     """
     folder = _folder(LASTFM_2K, data_dir, download, path)
-    frame, _ = _tag_assignments(
+    frame, source = _tag_assignments(
         folder, None, "user_taggedartists.dat",
         "artistID", {"year": "year", "month": "month", "day": "day"})
     tags = _read(folder / "tags.dat", ["tagID", "tagValue"], integer=["tagID"],
@@ -179,7 +195,7 @@ def load_lastfm(
     artists = _read(folder / "artists.dat", ["id", "name"], integer=["id"], text=["name"])
     texts = _titles(artists, "id", "name")
     _log_untitled(frame, texts, "artists.dat")
-    return Folksonomy.from_frame(_with_tags(frame, tags, "tagID", "tagValue"), texts,
+    return Folksonomy.from_frame(_with_tags(frame, source, tags, "tagID", "tagValue"), texts,
                                  name=LASTFM_2K.folder)
 
 
@@ -210,8 +226,8 @@ def load_movielens_2k(
     """
     folder = _folder(MOVIELENS_2K, data_dir, download, path)
     dates = {unit: f"date_{unit}" for unit in _DATE_COLUMNS}
-    frame, _ = _tag_assignments(folder, "user_taggedmovies-timestamps.dat",
-                                "user_taggedmovies.dat", "movieID", dates)
+    frame, source = _tag_assignments(folder, "user_taggedmovies-timestamps.dat",
+                                     "user_taggedmovies.dat", "movieID", dates)
     tags = _read(folder / "tags.dat", ["id", "value"], integer=["id"], text=["value"],
                  encoding="latin-1")
     movies = _read(folder / "movies.dat", ["id", "title"], integer=["id"], text=["title"],
@@ -225,7 +241,8 @@ def load_movielens_2k(
         "category": genres.frame["genre"].fillna("").astype(str).str.strip().to_numpy(),
     })
     categories = categories[categories["category"] != ""]
-    return Folksonomy.from_frame(_with_tags(frame, tags, "id", "value"), texts, categories,
+    return Folksonomy.from_frame(_with_tags(frame, source, tags, "id", "value"), texts,
+                                 categories,
                                  name=MOVIELENS_2K.folder)
 
 
@@ -257,14 +274,16 @@ def load_delicious_2k(
     """
     folder = _folder(DELICIOUS_2K, data_dir, download, path)
     dates = {unit: unit for unit in _DATE_COLUMNS}
-    frame, _ = _tag_assignments(folder, "user_taggedbookmarks-timestamps.dat",
-                                "user_taggedbookmarks.dat", "bookmarkID", dates)
-    tags = _read(folder / "tags.dat", ["id", "value"], integer=["id"], text=["value"])
+    frame, source = _tag_assignments(folder, "user_taggedbookmarks-timestamps.dat",
+                                     "user_taggedbookmarks.dat", "bookmarkID", dates,
+                                     mixed=True)
+    tags = _read(folder / "tags.dat", ["id", "value"], integer=["id"], text=["value"],
+                 mixed=True)
     bookmarks = _read(folder / "bookmarks.dat", ["id", "title"], integer=["id"],
-                      text=["title"])
+                      text=["title"], mixed=True)
     texts = _titles(bookmarks, "id", "title")
     _log_untitled(frame, texts, "bookmarks.dat")
-    return Folksonomy.from_frame(_with_tags(frame, tags, "id", "value"), texts,
+    return Folksonomy.from_frame(_with_tags(frame, source, tags, "id", "value"), texts,
                                  name=DELICIOUS_2K.folder)
 
 
