@@ -31,7 +31,7 @@ def test_cache_returns_the_stored_set_and_separates_keys(tmp_path):
     cache.get(1, "test", build)
     cache.get(0, "val", build)
     assert len(built) == 4
-    assert len(list(tmp_path.glob("*.pt"))) == 4
+    assert len(list(tmp_path.glob("*.npz"))) == 4
 
 
 def test_fingerprint_changes_with_the_data():

@@ -19,6 +19,8 @@ import pandas as pd
 import pytest
 import torch
 
+from tagtorch.candidates.cache import CandidateCache
+from tagtorch.candidates.candidate_set import CandidateSet
 from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.data.text import TextProcessor
 
@@ -110,3 +112,50 @@ def test_a_planted_or_damaged_text_cache_entry_is_rebuilt_with_a_warning(tmp_pat
     assert not warned_about(caplog, entry)
     with np.load(entry, allow_pickle=False) as stored:
         assert "tags.data" in stored.files
+
+
+# -- candidate cache --------------------------------------------------------------------------
+
+def hand_made_candidates() -> CandidateSet:
+    return CandidateSet(objects=torch.tensor([3, 9]), tags=torch.tensor([[4, 1, 7], [2, -1, -1]]),
+                        features=torch.tensor([[[0.5, 1.0], [0.25, 0.0], [2.0, 3.0]],
+                                               [[1.5, 0.5], [0.0, 0.0], [0.0, 0.0]]]),
+                        labels=torch.tensor([[1.0, 0.0, 0.0], [1.0, 0.0, 0.0]]),
+                        mask=torch.tensor([[True, True, True], [True, False, False]]),
+                        n_relevant=torch.tensor([2, 1]), feature_names=("sum_l", "wts"))
+
+
+def assert_same_candidates(got: CandidateSet, expected: CandidateSet) -> None:
+    for name, value in expected.state().items():
+        if isinstance(value, torch.Tensor):
+            torch.testing.assert_close(getattr(got, name), value, rtol=0, atol=0)
+        else:
+            assert getattr(got, name) == value
+
+
+@pytest.mark.parametrize("how", ["pickle", "torch", "truncate", "garble"])
+def test_a_planted_or_damaged_candidate_cache_entry_is_rebuilt_with_a_warning(tmp_path, caplog,
+                                                                              how):
+    cache = CandidateCache(tmp_path / "cache", {"data": "x"})
+    entry = cache.path(0, "test")
+    marker = tmp_path / "marker"
+    builds = []
+
+    def build() -> CandidateSet:
+        builds.append(1)
+        return hand_made_candidates()
+
+    if how in ("pickle", "torch"):
+        plant(entry, marker, how)
+    else:
+        cache.get(0, "test", build)
+        damage(entry, how)
+    with caplog.at_level(logging.WARNING):
+        assert_same_candidates(cache.get(0, "test", build), hand_made_candidates())
+    assert not marker.exists()
+    assert warned_about(caplog, entry)
+    built = len(builds)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):  # rebuilt: read back without a warning
+        assert_same_candidates(cache.get(0, "test", build), hand_made_candidates())
+    assert len(builds) == built and not warned_about(caplog, entry)

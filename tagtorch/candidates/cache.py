@@ -6,6 +6,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,12 @@ def code_version() -> str:
 
 
 class CandidateCache:
-    """Stores candidate sets as ``.pt`` files named by a hash of everything they depend on.
+    """Stores candidate sets as ``.npz`` files named by a hash of everything they depend on.
+
+    An entry holds the set's tensors as arrays and its feature names as strings; it is read
+    with ``allow_pickle=False`` (a planted file cannot run code), and the zip container's CRC-32
+    checks catch truncated or garbled entries. An entry that cannot be read is discarded with a
+    warning naming it, and the set is built again.
 
     Args:
         folder: the cache folder (created on first write).
@@ -57,17 +63,38 @@ class CandidateCache:
     def path(self, fold: int, split: str) -> Path:
         """The file of one fold's split (``"val"`` or ``"test"``)."""
         digest = hashlib.sha256(f"{self.key}|{fold}|{split}".encode()).hexdigest()[:32]
-        return self.folder / f"{digest}.pt"
+        return self.folder / f"{digest}.npz"
 
     def get(self, fold: int, split: str, build: Callable[[], CandidateSet]) -> CandidateSet:
         """Reads the cached candidate set, or builds and stores it."""
         path = self.path(fold, split)
         if path.is_file():
-            log.info("fold %d %s: candidates read from %s", fold, split, path)
-            return CandidateSet(**torch.load(path, weights_only=True))
+            try:
+                candidates = _read(path)
+            except Exception as error:  # any unreadable entry is rebuilt
+                log.warning("%s: unreadable candidate cache entry, building the candidates "
+                            "again (%s: %s)", path, type(error).__name__, error)
+            else:
+                log.info("fold %d %s: candidates read from %s", fold, split, path)
+                return candidates
         candidates = build()
         self.folder.mkdir(parents=True, exist_ok=True)
         partial = path.with_suffix(".tmp")
-        torch.save(candidates.state(), partial)
+        arrays = {name: value.detach().cpu().numpy() for name, value
+                  in candidates.state().items() if isinstance(value, torch.Tensor)}
+        with open(partial, "wb") as out:
+            np.savez(out, feature_names=np.array(candidates.feature_names, dtype=str), **arrays)
         partial.replace(path)
         return candidates
+
+
+def _read(path: Path) -> CandidateSet:
+    """The candidate set of a cache entry (ValueError and the like when it is unreadable)."""
+    names = [f.name for f in fields(CandidateSet)]
+    with np.load(path, allow_pickle=False) as stored:
+        if sorted(stored.files) != sorted(names):
+            raise ValueError(f"arrays {sorted(stored.files)}, expected {sorted(names)}")
+        state: dict[str, Any] = {name: torch.from_numpy(stored[name]) for name in names
+                                 if name != "feature_names"}
+        state["feature_names"] = tuple(str(name) for name in stored["feature_names"])
+    return CandidateSet(**state)
