@@ -1,5 +1,7 @@
 """Merging evaluation runs: the merged report equals statistics computed directly."""
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -8,8 +10,10 @@ from scipy import stats
 
 from tagtorch.evaluation.runs import main, merge_runs, write_run
 
+DEFAULT_CONFIG = {"data": {"name": "synthetic"}, "seed": 0}
 
-def fake_run(folder, methods, folds, seed, config=None):
+
+def fake_run(folder, methods, folds, seed, config=DEFAULT_CONFIG):
     """A run folder as the protocol writes it: results, per-object values, TREC files."""
     rng = np.random.default_rng(seed)
     rows, per_object = [], []
@@ -70,6 +74,8 @@ def test_merge_refuses_overlaps_and_different_settings(tmp_path):
         merge_runs([tmp_path / "a", tmp_path / "c"], tmp_path / "m")
     with pytest.raises(ValueError, match="one of the runs"):
         merge_runs([tmp_path / "a", tmp_path / "c"], tmp_path / "a")
+    (tmp_path / "nothing").mkdir()
+    (tmp_path / "nothing" / "config.yaml").write_text("data: {name: lastfm}\n")
     with pytest.raises(FileNotFoundError, match=r"results\.csv is missing"):
         merge_runs([tmp_path / "a", tmp_path / "nothing"], tmp_path / "m")
     with pytest.raises(ValueError, match="no run"):
@@ -104,3 +110,89 @@ def test_merge_keeps_the_requested_methods_in_their_order(tmp_path):
     assert len((tmp_path / "p" / "run.gp.trec").read_text().splitlines()) == 1
     with pytest.raises(ValueError, match=r"no run has the methods \['mart'\]"):
         merge_runs([tmp_path / "a"], tmp_path / "o", methods=["base", "mart"])
+
+
+def snapshot(folder):
+    return {path.name: path.read_bytes() for path in sorted(folder.iterdir())}
+
+
+def test_an_existing_run_given_as_output_is_refused_and_left_intact(tmp_path, capsys):
+    """``runs A B`` once took A as the output and replaced its results with B's."""
+    fake_run(tmp_path / "a", ["base"], [0], seed=0)
+    fake_run(tmp_path / "b", ["base"], [1], seed=1)
+    before = snapshot(tmp_path / "a")
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(tmp_path / "a"), str(tmp_path / "b")])
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err
+    assert f"the merged folder {tmp_path / 'a'} exists and is not empty" in error
+    assert "Traceback" not in error
+    assert snapshot(tmp_path / "a") == before
+
+
+@pytest.mark.parametrize("where", ["inside", "holds", "symlink", "file"])
+def test_outputs_that_overlap_a_run_are_refused(tmp_path, where):
+    fake_run(tmp_path / "runs" / "a", ["base"], [0], seed=0)
+    fake_run(tmp_path / "b", ["base"], [1], seed=1)
+    runs = [tmp_path / "runs" / "a", tmp_path / "b"]
+    before = [snapshot(run) for run in runs]
+    if where == "inside":
+        out, message = tmp_path / "runs" / "a" / "merged", "lies inside the run"
+    elif where == "holds":
+        out, message = tmp_path / "runs", "holds the run"
+    elif where == "symlink":
+        out, message = tmp_path / "link", "is one of the runs"
+        out.symlink_to(tmp_path / "b", target_is_directory=True)
+    else:
+        out, message = tmp_path / "merged.txt", "exists and is not empty"
+        out.write_text("x")
+    with pytest.raises(ValueError, match=message):
+        merge_runs(runs, out)
+    assert [snapshot(run) for run in runs] == before
+
+
+def test_an_empty_output_folder_is_accepted_and_gets_the_config(tmp_path):
+    fake_run(tmp_path / "a", ["base"], [0], seed=0)
+    fake_run(tmp_path / "b", ["base"], [1], seed=1)
+    (tmp_path / "m").mkdir()
+    merge_runs([tmp_path / "a", tmp_path / "b"], tmp_path / "m")
+    config = yaml.safe_load((tmp_path / "m" / "config.yaml").read_text())
+    assert config["data"] == DEFAULT_CONFIG["data"]
+    assert config["merged_from"] == [str((tmp_path / r).resolve()) for r in ("a", "b")]
+    fake_run(tmp_path / "c", ["base"], [2], seed=2)  # a merged run can be merged again
+    merge_runs([tmp_path / "m", tmp_path / "c"], tmp_path / "m2")
+    assert sorted(pd.read_csv(tmp_path / "m2" / "results.csv")["fold"].unique()) == [0, 1, 2]
+
+
+def test_a_run_without_its_config_is_refused(tmp_path):
+    fake_run(tmp_path / "a", ["base"], [0], seed=0)
+    fake_run(tmp_path / "b", ["base"], [1], seed=1, config=None)
+    with pytest.raises(FileNotFoundError, match=r"b/config\.yaml is missing"):
+        merge_runs([tmp_path / "a", tmp_path / "b"], tmp_path / "m")
+    assert not (tmp_path / "m").exists()
+
+
+@pytest.mark.parametrize("damage", ["garbage_results", "bad_value", "bad_fold",
+                                    "truncated_per_object", "garbage_config"])
+def test_unreadable_run_files_are_errors_naming_the_file(tmp_path, damage):
+    fake_run(tmp_path / "a", ["base"], [0], seed=0)
+    fake_run(tmp_path / "b", ["base"], [1], seed=1)
+    b = tmp_path / "b"
+    if damage == "garbage_results":
+        name = "results.csv"
+        (b / name).write_bytes(bytes(range(256)) * 4)
+    elif damage == "bad_value":
+        name = "results.csv"
+        (b / name).write_text("method,fold,metric,value\nbase,1,ndcg@5,0.5\nbase,1,p@5,high\n")
+    elif damage == "bad_fold":
+        name = "results.csv"
+        (b / name).write_text("method,fold,metric,value\nbase,one,ndcg@5,0.5\n")
+    elif damage == "truncated_per_object":
+        name = "per_object.csv.gz"
+        data = (b / name).read_bytes()
+        (b / name).write_bytes(data[: len(data) // 2])
+    else:
+        name = "config.yaml"
+        (b / name).write_text("data: [unclosed\n")
+    with pytest.raises(ValueError, match=re.escape(str(b / name))):
+        merge_runs([tmp_path / "a", b], tmp_path / "m")

@@ -10,16 +10,25 @@ one run over all those folds and methods would have written them::
 
     python -m tagtorch.evaluation.runs OUTPUT RUN [RUN ...] [--title TITLE]
 
-The runs must not evaluate the same method on the same fold twice, and, where they hold their
-``config.yaml``, must share the data, the candidate features and the protocol's split settings.
-Time figures are merged as they are: runs that shared the machine differently are not equally
-fast.
+The runs must not evaluate the same method on the same fold twice, must each hold the
+``config.yaml`` their run wrote, and must share the data, the candidate features and the
+protocol's split settings. Time figures are merged as they are: runs that shared the machine
+differently are not equally fast.
+
+Merging never writes into a run: the output folder must be new (or empty) and may not be, hold,
+or lie inside one of the runs (compared after resolving symbolic links). The merged folder gets
+the first run's ``config.yaml`` with the list of merged runs under ``merged_from``, so that it
+can itself be merged again. A run file that cannot be read (garbage, a truncated
+``per_object.csv.gz``, missing columns, non-numeric values) is an error naming the file.
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import re
+import sys
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -79,9 +88,45 @@ def _setting(config: dict, dotted: str) -> object:
     return node
 
 
-def _check_settings(runs: Sequence[Path]) -> None:
-    configs = {run: yaml.safe_load((run / "config.yaml").read_text())
-               for run in runs if (run / "config.yaml").is_file()}
+def _check_output(out: Path, runs: Sequence[Path]) -> None:
+    """Refuses an output folder that is not new or empty, or that overlaps an input run."""
+    target = out.resolve()
+    for run in runs:
+        source = run.resolve()
+        if target == source:
+            raise ValueError(f"the merged folder {out} is one of the runs: choose a new folder")
+        if source in target.parents:
+            raise ValueError(f"the merged folder {out} lies inside the run {run}: choose a "
+                             "folder outside every run")
+        if target in source.parents:
+            raise ValueError(f"the merged folder {out} holds the run {run}: choose a folder "
+                             "outside every run")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ValueError(f"the merged folder {out} exists and is not empty: merging writes into "
+                         "a new folder (usage: python -m tagtorch.evaluation.runs NEW_FOLDER "
+                         "RUN [RUN ...])")
+
+
+def _read_config(run: Path) -> dict:
+    path = run / "config.yaml"
+    if not run.is_dir():
+        raise FileNotFoundError(f"{run} is not a folder: is it the output folder of an "
+                                "evaluation run?")
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing: a run is merged only with the settings it "
+                                "was run with (the config.yaml its run wrote)")
+    try:
+        config = yaml.safe_load(path.read_text())
+    except (yaml.YAMLError, UnicodeDecodeError) as error:
+        raise ValueError(f"{path}: expected the YAML config of a run, found unreadable text "
+                         f"({type(error).__name__})") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"{path}: expected the YAML config of a run, found a "
+                         f"{type(config).__name__}")
+    return config
+
+
+def _check_settings(configs: dict[Path, dict]) -> None:
     if len(configs) < 2:
         return
     (first, reference), *others = configs.items()
@@ -97,11 +142,29 @@ def _read(run: Path, name: str, columns: list[str]) -> pd.DataFrame:
     if not path.is_file():
         raise FileNotFoundError(f"{path} is missing: is {run} the output folder of an "
                                 "evaluation run?")
-    frame = pd.read_csv(path)
+    try:
+        frame = pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, EOFError,
+            gzip.BadGzipFile, zlib.error, OSError) as error:
+        raise ValueError(f"{path}: expected a CSV table with the columns {columns}, found an "
+                         f"unreadable file ({type(error).__name__}: {error})") from None
     missing = set(columns) - set(frame.columns)
     if missing:
         raise ValueError(f"{path} lacks the columns {sorted(missing)}")
-    return frame[columns]
+    frame = frame[columns]
+    numeric = [c for c in ("fold", "value") if c in columns]
+    for column in numeric:
+        values = pd.to_numeric(frame[column], errors="coerce")
+        bad = values.isna() & frame[column].notna()
+        if column == "fold":
+            bad |= values.isna() | (values % 1 != 0)
+        if bad.any():
+            row = int(bad.to_numpy().argmax())
+            raise ValueError(f"{path}, line {row + 2}: expected "
+                             f"{'an integer' if column == 'fold' else 'a number'} in column "
+                             f"{column!r}, found {frame[column].iloc[row]!r}")
+        frame[column] = values.astype("int64") if column == "fold" else values
+    return frame
 
 
 def _merge_trec(runs: Sequence[Path], run_methods: Sequence[list[str]], methods: list[str],
@@ -138,7 +201,7 @@ def merge_runs(runs: Sequence[str | Path], output_dir: str | Path,
     Args:
         runs: the run folders, each with ``results.csv`` and ``per_object.csv.gz``; methods keep
             their first-seen order.
-        output_dir: the merged folder (may not be one of ``runs``).
+        output_dir: the merged folder: new or empty, outside every run.
         title: the report's title; default: the first run's, with "(merged from N runs)".
         methods: keep only these methods, in this order (the first is the baseline of the
             report); default: all, in first-seen order.
@@ -147,18 +210,19 @@ def merge_runs(runs: Sequence[str | Path], output_dir: str | Path,
         The merged markdown report (also written to ``output_dir/report.md``).
 
     Raises:
-        ValueError: with fewer than one run, an output folder among the runs, a (method, fold)
-            pair in two runs, runs whose shared settings (:data:`SHARED_SETTINGS`) differ, or a
-            requested method that no run has.
-        FileNotFoundError: if a run lacks its results.
+        ValueError: with fewer than one run, an output folder that is not new or empty or
+            that is, holds or lies inside a run, a (method, fold) pair in two runs, runs whose
+            shared settings (:data:`SHARED_SETTINGS`) differ, a requested method that no run
+            has, or a run file that cannot be read (the message names the file).
+        FileNotFoundError: if a run lacks its results or its ``config.yaml``.
     """
     folders = [Path(run) for run in runs]
     out = Path(output_dir)
     if not folders:
         raise ValueError("no run to merge")
-    if out.resolve() in {folder.resolve() for folder in folders}:
-        raise ValueError(f"the merged folder {out} is one of the runs: choose a new folder")
-    _check_settings(folders)
+    _check_output(out, folders)
+    configs = {run: _read_config(run) for run in folders}
+    _check_settings(configs)
     results = [_read(run, "results.csv", _RESULT_COLUMNS) for run in folders]
     per_object = [_read(run, "per_object.csv.gz", _OBJECT_COLUMNS) for run in folders]
     run_methods = [list(dict.fromkeys(frame["method"])) for frame in results]
@@ -186,6 +250,8 @@ def merge_runs(runs: Sequence[str | Path], output_dir: str | Path,
         merged = [frame.sort_values("method", key=lambda m: m.map(order), kind="stable")
                   for frame in merged]
     _merge_trec(folders, run_methods, list(dict.fromkeys(merged[0]["method"])), out)
+    config = {**configs[folders[0]], "merged_from": [str(run.resolve()) for run in folders]}
+    (out / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     return write_run(out, merged[0], merged[1], title)
 
 
@@ -198,7 +264,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--methods", nargs="+", default=None,
                         help="keep only these methods, in this order (the first is the baseline)")
     args = parser.parse_args(argv)
-    print(merge_runs(args.runs, args.output, title=args.title, methods=args.methods))
+    try:
+        report = merge_runs(args.runs, args.output, title=args.title, methods=args.methods)
+    except (ValueError, FileNotFoundError, PermissionError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+    print(report)
 
 
 if __name__ == "__main__":
