@@ -5,11 +5,17 @@ Downloads are served from tmp_path, by file:// URLs or a loopback HTTP server (1
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import http.server
 import logging
+import os
+import signal
 import socket
+import subprocess
+import sys
 import threading
+import time
 import zipfile
 from collections.abc import Iterator
 from functools import partial
@@ -162,8 +168,7 @@ def test_checksum_mismatch(tmp_path: Path) -> None:
     message = str(info.value)
     assert wrong in message and sha256(zipped) in message and zipped.as_uri() in message
     assert "expected" in message and "got" in message
-    assert not (home / "toy").exists()
-    assert list(home.iterdir()) == []  # the temporary file was removed
+    assert not home.exists()  # the data home it created and the temporary file are removed
 
 
 def test_network_failure_names_url_and_folder(tmp_path: Path) -> None:
@@ -228,3 +233,147 @@ def test_fetch_returns_digest(tmp_path: Path) -> None:
     assert fetch(zipped.as_uri(), out, sha256=sha256(zipped).upper(), progress=False) == sha256(
         zipped)
     assert out.read_bytes() == zipped.read_bytes()
+
+
+# ---------------------------------------------------------------- issue 14: clean failures
+
+
+def _hidden(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name.startswith("."))
+
+
+def test_stale_part_from_a_killed_download_is_replaced(tmp_path: Path) -> None:
+    zipped = make_zip(tmp_path / "toy.zip", FILES)
+    home = tmp_path / "home"
+    home.mkdir()
+    # What a process killed mid-download (SIGKILL: no cleanup) leaves behind, in this
+    # version's naming and in the random naming of earlier versions.
+    (home / ".toy.zip.part").write_bytes(b"PK\x03\x04 half an archive")
+    (home / ".toy.zip.k2j4h1x9.part").write_bytes(b"older half")
+    folder = ensure_archive(spec(zipped.as_uri(), sha256(zipped)), home, progress=False)
+    assert (folder / "tags.dat").read_text() == FILES["tags.dat"]
+    assert _hidden(home) == []
+
+
+class _StallingHandler(QuietHandler):
+    """Sends half of the archive, then hangs: a download to be killed."""
+
+    def do_GET(self) -> None:
+        body = Path(self.directory, self.path.lstrip("/")).read_bytes()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body[: len(body) // 2])
+        self.wfile.flush()
+        time.sleep(30)
+
+
+def test_killed_download_leaves_nothing_behind_after_the_next_one(tmp_path: Path) -> None:
+    served = tmp_path / "served"
+    served.mkdir()
+    zipped = make_zip(served / "toy.zip", {**FILES, "pad.bin": os.urandom(200_000).hex()})
+    httpd = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), partial(_StallingHandler, directory=str(served)))
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    home = tmp_path / "home"
+    url = f"http://127.0.0.1:{httpd.server_address[1]}/toy.zip"
+    code = ("import sys; from tagtorch.data.download import Archive, ensure_archive; "
+            "ensure_archive(Archive(url=sys.argv[1], sha256=None, folder='toy', "
+            "files=('tags.dat',)), sys.argv[2], progress=False)")
+    child = subprocess.Popen([sys.executable, "-c", code, url, str(home)])
+    try:
+        deadline = time.monotonic() + 60
+        while not any(p.suffix == ".part" and p.stat().st_size > 0
+                      for p in (home.iterdir() if home.is_dir() else [])):
+            assert time.monotonic() < deadline and child.poll() is None
+            time.sleep(0.05)
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+        httpd.shutdown()
+        httpd.server_close()
+    assert [p.suffix for p in home.iterdir()] == [".part"]  # the killed process's leftover
+    folder = ensure_archive(spec(zipped.as_uri(), sha256(zipped)), home, progress=False)
+    assert (folder / "tags.dat").read_text() == FILES["tags.dat"]
+    assert _hidden(home) == []
+
+
+def test_failed_download_removes_the_folders_it_created(tmp_path: Path) -> None:
+    zipped = make_zip(tmp_path / "toy.zip", {"tags.dat": "x"})  # lacks a needed file
+    home = tmp_path / "new" / "home"
+    with pytest.raises(DatasetNotFoundError, match=r"user_taggedartists\.dat"):
+        ensure_archive(spec(zipped.as_uri(), sha256(zipped)), home, progress=False)
+    assert not (tmp_path / "new").exists()
+
+
+def test_failed_download_keeps_folders_that_existed(tmp_path: Path) -> None:
+    zipped = make_zip(tmp_path / "toy.zip", {"tags.dat": "from the archive"})
+    home = tmp_path / "home"
+    target = home / "toy"
+    target.mkdir(parents=True)
+    (target / "tags.dat").write_text("mine")
+    (target / "notes.txt").write_text("mine too")
+    with pytest.raises(DatasetNotFoundError):
+        ensure_archive(spec(zipped.as_uri(), sha256(zipped)), home, progress=False)
+    assert sorted(p.name for p in home.iterdir()) == ["toy"]
+    assert (target / "tags.dat").read_text() == "mine"  # nothing half-extracted into it
+    assert (target / "notes.txt").read_text() == "mine too"
+    # A failed fetch into an existing, empty data home leaves it there, empty.
+    empty = tmp_path / "empty-home"
+    empty.mkdir()
+    with pytest.raises(DownloadError):
+        ensure_archive(spec((tmp_path / "absent.zip").as_uri(), None), empty, progress=False)
+    assert empty.is_dir() and list(empty.iterdir()) == []
+
+
+def test_per_file_digests_catch_a_tampered_archive(tmp_path: Path) -> None:
+    digests = {name: hashlib.sha256(text.encode()).hexdigest() for name, text in FILES.items()}
+    good = make_zip(tmp_path / "good.zip", {**FILES, "readme.txt": "no digest: not checked"},
+                    inner="toy")
+    archive = dataclasses.replace(spec(good.as_uri(), None), file_sha256=digests)
+    folder = ensure_archive(archive, tmp_path / "home", progress=False)
+    assert (folder / "readme.txt").exists()
+    tampered = make_zip(tmp_path / "bad.zip",
+                        {**FILES, "tags.dat": FILES["tags.dat"] + "666\tevil\n"})
+    home = tmp_path / "home2"
+    with pytest.raises(ChecksumError) as info:
+        ensure_archive(dataclasses.replace(archive, url=tampered.as_uri()), home,
+                       progress=False)
+    message = str(info.value)
+    assert "tags.dat" in message and tampered.as_uri() in message
+    assert digests["tags.dat"] in message
+    assert hashlib.sha256((FILES["tags.dat"] + "666\tevil\n").encode()).hexdigest() in message
+    assert "\n" not in message
+    assert not home.exists()
+
+
+def test_verify_files_of_a_folder(tmp_path: Path) -> None:
+    (tmp_path / "tags.dat").write_text(FILES["tags.dat"])
+    archive = dataclasses.replace(spec("file:///unused.zip", None), file_sha256={
+        "tags.dat": hashlib.sha256(FILES["tags.dat"].encode()).hexdigest(),
+        "absent.dat": "0" * 64})
+    dl.verify_files(archive, tmp_path)  # absent files are not checked
+    (tmp_path / "tags.dat").write_text("tampered")
+    with pytest.raises(ChecksumError, match=str(tmp_path / "tags.dat")):
+        dl.verify_files(archive, tmp_path)
+
+
+def test_part_file_in_unwritable_data_home_names_the_path(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    zipped = make_zip(tmp_path / "toy.zip", FILES)
+    home = tmp_path / "home"
+    home.mkdir()
+    real_open = Path.open
+
+    def deny(self: Path, *args: object, **kwargs: object) -> object:
+        if self.parent == home:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_open(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", deny)
+    with pytest.raises(DownloadError) as info:
+        ensure_archive(spec(zipped.as_uri(), None), home, progress=False)
+    assert str(home) in str(info.value) and "ermission denied" in str(info.value)

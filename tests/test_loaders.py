@@ -679,3 +679,59 @@ def test_permission_error_names_the_path(tmp_path: Path, monkeypatch: pytest.Mon
     message = str(info.value)
     assert message.startswith(str(path)) and "permission denied" in message
     assert "\n" not in message
+
+
+# ---------------------------------------------------------------- per-file digests (real data)
+
+
+def _zip_folder(folder: Path, zipped: Path, inner: str,
+                changed: dict[str, bytes] | None = None) -> Path:
+    import zipfile
+
+    with zipfile.ZipFile(zipped, "w") as zf:
+        for file in sorted(folder.iterdir()):
+            data = (changed or {}).get(file.name, file.read_bytes())
+            zf.writestr(f"{inner}/{file.name}", data)
+    return zipped
+
+
+@real_data
+@pytest.mark.parametrize("archive_name", ["LASTFM_2K", "MOVIELENS_2K"])
+def test_real_files_match_the_per_file_digests(archive_name: str) -> None:
+    import hashlib
+
+    from tagtorch.data.loaders import hetrec
+
+    archive = getattr(hetrec, archive_name)
+    folder = real_folder(archive.folder)
+    # Every file of the unmodified local copy has its digest, computed independently here.
+    assert {p.name for p in folder.iterdir()} == set(archive.file_sha256)
+    for name, digest in archive.file_sha256.items():
+        assert hashlib.sha256((folder / name).read_bytes()).hexdigest() == digest, name
+
+
+@real_data
+@pytest.mark.parametrize(("archive_name", "file"), [("MOVIELENS_2K", "movies.dat"),
+                                                     ("LASTFM_2K", "tags.dat")])
+def test_real_archive_tampered_file_caught(tmp_path: Path, archive_name: str,
+                                          file: str) -> None:
+    import dataclasses
+
+    from tagtorch.data.download import ChecksumError, ensure_archive
+    from tagtorch.data.loaders import hetrec
+
+    archive = getattr(hetrec, archive_name)
+    folder = real_folder(archive.folder)
+    good = _zip_folder(folder, tmp_path / "good.zip", archive.folder)
+    # No archive digest: only the per-file digests vouch for the copy.
+    local = dataclasses.replace(archive, url=good.as_uri(), sha256=None)
+    home = tmp_path / "home"
+    assert ensure_archive(local, home, progress=False) == home / archive.folder
+    data = bytearray((folder / file).read_bytes())
+    data[len(data) // 2] ^= 0x01  # one flipped bit
+    bad = _zip_folder(folder, tmp_path / "bad.zip", archive.folder, {file: bytes(data)})
+    other = tmp_path / "other"
+    with pytest.raises(ChecksumError) as info:
+        ensure_archive(dataclasses.replace(local, url=bad.as_uri()), other, progress=False)
+    assert file in str(info.value) and archive.file_sha256[file] in str(info.value)
+    assert not other.exists()

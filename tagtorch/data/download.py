@@ -3,9 +3,24 @@
 Every dataset lives in ``<data home>/<folder>/``. The data home is, in order of precedence,
 the ``data_dir`` argument, the ``TAGTORCH_DATA_DIR`` environment variable, or
 ``$XDG_CACHE_HOME/tagtorch`` (``~/.cache/tagtorch`` when ``XDG_CACHE_HOME`` is unset).
-When the files a loader needs are already in the folder they are used as they are (extracted
-files are never checksummed, so files placed there by hand work); otherwise the official
-archive is downloaded with a progress bar, its SHA-256 is verified, and it is extracted there.
+When the files a loader needs are already in the folder they are used as they are (files
+already there are never checksummed, so files placed there by hand work; :func:`verify_files`
+checks a folder on request); otherwise the official archive is downloaded with a progress bar
+and verified, and only then extracted there.
+
+Verification: the archive's SHA-256 where one is published, and the SHA-256 of each extracted
+file that has a known digest (:attr:`Archive.file_sha256`). Both are checked before anything is
+placed in the dataset folder, so a corrupt or tampered copy fails with a
+:class:`ChecksumError` naming the file and leaves the folder as it was.
+
+Failures leave nothing behind: the download goes to ``<data home>/.<archive name>.part`` and
+extraction to ``<data home>/.<folder>.extract/``, both removed when the download ends, however
+it ends; a process killed outright (SIGKILL, power loss) leaves them, and the next download of
+the same archive removes them before it starts. Earlier versions' ``.<archive name>.*.part``
+files are removed too. A failed download also removes the folders it created (the dataset
+folder, the data home and its parents), never one that existed before. Two processes must not
+download the same archive into the same data home at the same time (they would share the
+``.part`` file; the checksums then fail rather than pass a mixed file).
 """
 
 from __future__ import annotations
@@ -14,12 +29,11 @@ import hashlib
 import logging
 import os
 import shutil
-import tempfile
 import urllib.error
 import urllib.request
 import zipfile
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlparse
 
@@ -87,6 +101,8 @@ class Archive:
         files: the files the loader needs; an entry that is a tuple of names is satisfied by
             any one of them (e.g. a timestamps file or its date-column variant).
         name: human-readable dataset name for messages.
+        file_sha256: hex SHA-256 of files of the archive (names relative to its top-level
+            folder), checked after extraction; files without an entry are not checked.
     """
 
     url: str
@@ -94,6 +110,7 @@ class Archive:
     folder: str
     files: tuple[str | tuple[str, ...], ...]
     name: str = ""
+    file_sha256: Mapping[str, str] = field(default_factory=dict, hash=False)
 
     @property
     def filename(self) -> str:
@@ -145,7 +162,8 @@ def ensure_archive(
     Raises:
         DatasetNotFoundError: files are missing and ``download`` is False, or the archive
             does not contain them.
-        ChecksumError: the downloaded archive's SHA-256 differs from ``archive.sha256``.
+        ChecksumError: the downloaded archive's SHA-256 differs from ``archive.sha256``, or
+            an extracted file's from its entry in ``archive.file_sha256``.
         DownloadError: the archive could not be fetched or extracted.
     """
     root = data_home(data_dir)
@@ -158,27 +176,108 @@ def ensure_archive(
             f"{archive.label}: {target}/ lacks {', '.join(missing)} and download=False. "
             + _manual_hint(archive, target)
         )
+    created = _make_folders(root)
+    target_existed = target.exists()
+    part = root / f".{archive.filename}.part"
+    succeeded = False
+    try:
+        _remove_stale(root, archive)
+        log.info("%s: downloading %s", archive.label, archive.url)
+        fetch(archive.url, part, sha256=archive.sha256, progress=progress,
+              hint=_manual_hint(archive, target))
+        extract(part, target, url=archive.url, check=lambda folder: _check_extracted(
+            archive, folder))
+        succeeded = True
+    finally:
+        part.unlink(missing_ok=True)
+        if not succeeded:
+            if not target_existed and target.is_dir() and not target.is_symlink():
+                shutil.rmtree(target, ignore_errors=True)
+            for folder in reversed(created):  # deepest first; only if nothing else is there
+                try:
+                    folder.rmdir()
+                except OSError:
+                    break
+    return target
+
+
+def _make_folders(root: Path) -> list[Path]:
+    """Creates ``root`` and its missing parents; returns those created, outermost first."""
+    absent = []
+    folder = root
+    while not folder.exists() and folder != folder.parent:
+        absent.append(folder)
+        folder = folder.parent
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise DownloadError(f"cannot create the data folder {root}: {exc}") from exc
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{archive.filename}.", suffix=".part", dir=root)
-    os.close(fd)
-    tmp = Path(tmp_name)
-    try:
-        log.info("%s: downloading %s", archive.label, archive.url)
-        fetch(archive.url, tmp, sha256=archive.sha256, progress=progress,
-              hint=_manual_hint(archive, target))
-        extract(tmp, target, url=archive.url)
-    finally:
-        tmp.unlink(missing_ok=True)
-    missing = archive.missing_files(target)
+        raise DownloadError(f"cannot create the data folder {root}: "
+                            f"{exc.strerror or exc}") from exc
+    return list(reversed(absent))
+
+
+def _remove_stale(root: Path, archive: Archive) -> None:
+    """Removes what a killed download of ``archive`` left in ``root``."""
+    leftovers = [root / f".{archive.filename}.part", root / f".{archive.folder}.extract",
+                 *root.glob(f".{glob_escape(archive.filename)}.*.part")]
+    for path in leftovers:
+        if path.is_dir() and not path.is_symlink():
+            log.info("removing %s, left by an interrupted download", path)
+            shutil.rmtree(path, ignore_errors=True)
+        elif path.exists() or path.is_symlink():
+            log.info("removing %s, left by an interrupted download", path)
+            path.unlink(missing_ok=True)
+
+
+def glob_escape(text: str) -> str:
+    """``text`` with the glob metacharacters ``*?[`` escaped, for :meth:`Path.glob`."""
+    return "".join(f"[{c}]" if c in "*?[" else c for c in text)
+
+
+def _check_extracted(archive: Archive, folder: Path) -> None:
+    missing = archive.missing_files(folder)
     if missing:
         raise DatasetNotFoundError(
-            f"{archive.label}: the archive {archive.url} was extracted into {target}/ but "
-            f"does not contain {', '.join(missing)}."
+            f"{archive.label}: the archive {archive.url} does not contain "
+            f"{', '.join(missing)}; nothing was extracted."
         )
-    return target
+    verify_files(archive, folder, source=archive.url)
+
+
+def verify_files(archive: Archive, folder: str | Path, source: str = "") -> None:
+    """Checks the SHA-256 of each file of ``folder`` listed in ``archive.file_sha256``.
+
+    Files without a known digest, and listed files absent from the folder, are not checked.
+
+    Args:
+        archive: the archive spec holding the digests.
+        folder: the dataset folder (or an extracted archive).
+        source: where the files came from (the archive URL), for messages; by default the
+            message names the file's path.
+
+    Raises:
+        ChecksumError: a file's digest differs from the listed one.
+    """
+    folder = Path(folder)
+    for name, expected in archive.file_sha256.items():
+        path = folder / name
+        if not path.is_file():
+            continue
+        got = _file_sha256(path)
+        if got != expected.lower():
+            where = f"{name} in {source}" if source else str(path)
+            raise ChecksumError(
+                f"{where}: expected SHA-256 {expected.lower()} (the official {archive.label} "
+                f"file), got {got}; the copy is corrupt or was modified"
+                + ("; nothing was extracted" if source else ""))
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def fetch(
@@ -209,21 +308,25 @@ def fetch(
     destination = Path(destination)
     digest = hashlib.sha256()
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:
+        out_file = destination.open("wb")
+    except OSError as exc:
+        raise DownloadError(f"cannot write the download to {destination}: "
+                            f"{exc.strerror or exc}") from exc
+    try:
+        with out_file, urllib.request.urlopen(url, timeout=timeout) as response:
             length = response.headers.get("Content-Length")
             total = int(length) if length and length.isdigit() else None
-            with (
-                destination.open("wb") as out,
-                tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024,
-                     desc=PurePosixPath(urlparse(url).path).name or url,
-                     disable=not progress, leave=False) as bar,
-            ):
+            with tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024,
+                      desc=PurePosixPath(urlparse(url).path).name or url,
+                      disable=not progress, leave=False) as bar:
                 while chunk := response.read(_CHUNK):
-                    out.write(chunk)
+                    out_file.write(chunk)
                     digest.update(chunk)
                     bar.update(len(chunk))
-    except (urllib.error.URLError, OSError, ValueError) as exc:
+    except BaseException as exc:
         destination.unlink(missing_ok=True)
+        if not isinstance(exc, (urllib.error.URLError, OSError, ValueError)):
+            raise  # KeyboardInterrupt and the like, after removing the partial file
         reason = exc if isinstance(exc, urllib.error.HTTPError) else getattr(exc, "reason", exc)
         raise DownloadError(f"could not download {url}: {reason}. {hint}".rstrip()) from exc
     got = digest.hexdigest()
@@ -238,17 +341,23 @@ def fetch(
     return got
 
 
-def extract(archive_path: str | Path, target: str | Path, url: str = "") -> Path:
+def extract(archive_path: str | Path, target: str | Path, url: str = "",
+            check: Callable[[Path], None] | None = None) -> Path:
     """Extracts a zip archive into ``target``, flattening a single inner folder.
 
     Archives whose entries sit at the top level and archives holding one folder (such as
-    ``ml-latest-small/...``) both end with the files directly in ``target``. Existing files
-    of the same name are replaced; other files in ``target`` are kept.
+    ``ml-latest-small/...``) both end with the files directly in ``target``. The archive is
+    first extracted into ``.<target name>.extract/`` beside ``target`` (removed afterwards,
+    however extraction ends); only when that succeeded and ``check`` accepted it are its files
+    moved into ``target``, replacing existing files of the same name; other files in
+    ``target`` are kept.
 
     Args:
         archive_path: the zip file.
         target: the dataset folder (created if needed).
         url: the archive's address, for error messages.
+        check: called with the extracted (flattened) folder before anything is moved into
+            ``target``; an exception it raises aborts the extraction.
 
     Returns:
         ``target``.
@@ -261,16 +370,23 @@ def extract(archive_path: str | Path, target: str | Path, url: str = "") -> Path
     if not zipfile.is_zipfile(archive_path):
         raise DownloadError(f"{source_name} is not a zip archive")
     target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=f".{target.name}.", dir=target.parent) as tmp:
-        staging = Path(tmp)
+    staging = target.parent / f".{target.name}.extract"
+    if staging.is_dir() and not staging.is_symlink():
+        shutil.rmtree(staging)
+    elif staging.exists() or staging.is_symlink():
+        staging.unlink()
+    try:
+        staging.mkdir()
         try:
             with zipfile.ZipFile(archive_path) as zf:
                 _check_members(zf.namelist(), source_name)
                 zf.extractall(staging)
-        except (zipfile.BadZipFile, OSError) as exc:
+        except (zipfile.BadZipFile, OSError, EOFError) as exc:
             raise DownloadError(f"could not extract {source_name}: {exc}") from exc
         entries = [p for p in staging.iterdir() if p.name not in _IGNORED_ENTRIES]
         source = entries[0] if len(entries) == 1 and entries[0].is_dir() else staging
+        if check is not None:
+            check(source)
         target.mkdir(parents=True, exist_ok=True)
         for item in source.iterdir():
             if item.name in _IGNORED_ENTRIES:
@@ -281,6 +397,8 @@ def extract(archive_path: str | Path, target: str | Path, url: str = "") -> Path
             elif dest.exists() or dest.is_symlink():
                 dest.unlink()
             shutil.move(str(item), str(dest))
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     return target
 
 

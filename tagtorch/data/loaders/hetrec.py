@@ -14,6 +14,16 @@ Ids are integers (ASCII digits with an optional sign, within the signed 64-bit r
 anything else is an error naming the file and the line. Files may be gzip, bzip2 or xz
 compressed (detected from their first bytes; see :mod:`~tagtorch.data.loaders.tabular`).
 
+Downloads: Last.fm's archive has a published SHA-256; MovieLens' and Delicious' have none.
+The files extracted from the Last.fm and MovieLens archives are checked against per-file SHA-256
+digests computed from unmodified copies (:attr:`~tagtorch.data.download.Archive.file_sha256`),
+so a corrupt or tampered download fails with an error naming the file. Files of the official
+archives that were absent from those copies (Last.fm ``user_taggedartists-timestamps.dat``;
+MovieLens ``movie_actors.dat``, ``user_ratedmovies*.dat`` and the readme) have no digest and
+are not checked. Delicious keeps no digest at all (no verified copy was available): its
+download is unverified, with a logged warning. Files already in the data folder are used as
+they are; :func:`~tagtorch.data.download.verify_files` checks them on request.
+
 Times: the date columns (``day``, ``month``, ``year``, ...) hold local time in Madrid, where
 the datasets were compiled: read as ``Europe/Madrid`` they reproduce the official
 ``*-timestamps.dat`` files exactly (checked on all 47,957 MovieLens assignments). The
@@ -43,18 +53,32 @@ log = logging.getLogger(__name__)
 #: Time zone of the HetRec date columns.
 HETREC_TIMEZONE = "Europe/Madrid"
 
+# Per-file SHA-256 digests of the official files, computed (sha256sum) from an unmodified copy
+# of each archive's files. Files of the archive missing from that copy have no digest and are
+# not checked: user_taggedartists-timestamps.dat of Last.fm; movie_actors.dat,
+# user_ratedmovies.dat, user_ratedmovies-timestamps.dat and the readme of MovieLens.
+
 LASTFM_2K = Archive(
     name="HetRec 2011 Last.fm 2k",
     url="https://files.grouplens.org/datasets/hetrec2011/hetrec2011-lastfm-2k.zip",
     sha256="6738f48195667ff03caaab4d32ca9a3133d8cc026b7c3cdaf6ce1010e913c59c",
     folder="hetrec2011-lastfm-2k",
     files=("user_taggedartists.dat", "tags.dat", "artists.dat"),
+    file_sha256={
+        "artists.dat": "c173881362c6b28551368fecb3c0be5a6a30a6cd859e1f5775413dfe46d48648",
+        "readme.txt": "44c38757b3a24e68e844ac60c97ba7fd8e0f691cf1b00e9cf6bd8854df0dd64a",
+        "tags.dat": "c815d7216101fd0ba9b9c59fa2a011998d2fd076e0064d281ec4153d95ae8095",
+        "user_artists.dat": "254272fa721c3935e8be286d28c051b206844307128698ab4eaa41d483379416",
+        "user_friends.dat": "0360883a3557776e04fdebda851f2e5dd23e796cad7059b968acdebd528d13fa",
+        "user_taggedartists.dat":
+            "c4a9ffae9ab47a9f9b2f0678ab1f7e5c1db4ca818837d8cddd1f5699c5bbf048",
+    },
 )
 
 MOVIELENS_2K = Archive(
     name="HetRec 2011 MovieLens 2k",
     url="https://files.grouplens.org/datasets/hetrec2011/hetrec2011-movielens-2k-v2.zip",
-    sha256=None,  # no published digest found; the download is logged as unverified
+    sha256=None,  # no published digest: the extracted files are checked one by one instead
     folder="hetrec2011-movielens-2k",
     files=(
         ("user_taggedmovies-timestamps.dat", "user_taggedmovies.dat"),
@@ -62,12 +86,26 @@ MOVIELENS_2K = Archive(
         "movies.dat",
         "movie_genres.dat",
     ),
+    file_sha256={
+        "movie_countries.dat": "020c2848c50d372a7cb3c2025e27523a010a4afc97063f26c2ff254978acb703",
+        "movie_directors.dat": "375401091cc4ead6fe745d480735221fb53cb4a960c9fc29f2c1adfdf296e382",
+        "movie_genres.dat": "c2eaa3088b1136135c0fac9c25c6a3c85b9ec8db71c6e503aafdf00f0d36c6fc",
+        "movie_tags.dat": "ce4aa8a256fbdf8d20ee2c6abc3a4bc937eb544558cb0788cc5889fef6100dc5",
+        "movies.dat": "8c9a7ea36bfde2e426fa658ad9eff12930a91099ce43d2401d56bc0d784e230e",
+        "tags.dat": "d9b9cb07ad7d9c9c09185c4347d400a87a329325a6ae88457dffade90701c694",
+        "user_taggedmovies-timestamps.dat":
+            "b464ac2ebb64a1e62ccc70419d1351800e7eefaa75a13ab55b4dca966ff8cb3b",
+        "user_taggedmovies.dat":
+            "f6e4f076f7604facc32adef781e8fb440d79c3b382b49f70618ef1de120f4302",
+    },
 )
 
 DELICIOUS_2K = Archive(
     name="HetRec 2011 Delicious 2k",
     url="https://files.grouplens.org/datasets/hetrec2011/hetrec2011-delicious-2k.zip",
-    sha256=None,  # no published digest found; the download is logged as unverified
+    # No published digest and no verified local copy to compute per-file digests from: the
+    # download is not verified (a warning logs the archive's SHA-256).
+    sha256=None,
     folder="hetrec2011-delicious-2k",
     files=(
         ("user_taggedbookmarks-timestamps.dat", "user_taggedbookmarks.dat"),
