@@ -9,7 +9,9 @@ files are refused before a library parses them.
 
 from __future__ import annotations
 
+import gzip
 import io
+import json
 import logging
 import pickle
 from pathlib import Path
@@ -23,6 +25,7 @@ from tagtorch.candidates.cache import CandidateCache
 from tagtorch.candidates.candidate_set import CandidateSet
 from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.data.text import TextProcessor
+from tagtorch.evaluation.protocol import _FoldOutcome, _Journal
 
 
 class Payload:
@@ -159,3 +162,46 @@ def test_a_planted_or_damaged_candidate_cache_entry_is_rebuilt_with_a_warning(tm
     with caplog.at_level(logging.WARNING):  # rebuilt: read back without a warning
         assert_same_candidates(cache.get(0, "test", build), hand_made_candidates())
     assert len(builds) == built and not warned_about(caplog, entry)
+
+
+# -- resume pieces ----------------------------------------------------------------------------
+
+def hand_made_outcome() -> _FoldOutcome:
+    frame = pd.DataFrame({"object": np.array([5, 8], dtype=np.int64), "metric": ["ndcg@5"] * 2,
+                          "value": np.array([0.25, np.nan], dtype=np.float32)})
+    return _FoldOutcome(results=[{"method": "m", "fold": 0, "metric": "ndcg@5", "value": 0.25}],
+                        per_object=[frame.assign(method="m", fold=0)],
+                        means={"m": {"ndcg@5": 0.25}}, run_lines={"m": ["5 Q0 t 1 2.0 m\n"]})
+
+
+def test_a_run_piece_is_json_and_reads_back_the_same_outcome(tmp_path):
+    journal = _Journal(tmp_path / "pieces", {"m": "settings"})
+    journal.write(0, "m", hand_made_outcome())
+    [path] = (tmp_path / "pieces").iterdir()
+    with gzip.open(path, "rt") as handle:
+        assert json.load(handle)["key"] == "settings"
+    back = journal.read(0, "m")
+    expected = hand_made_outcome()
+    assert (back.results, back.means, back.run_lines) == (
+        expected.results, expected.means, expected.run_lines)
+    pd.testing.assert_frame_equal(back.per_object[0], expected.per_object[0])
+    assert _Journal(tmp_path / "pieces", {"m": "other settings"}).read(0, "m") is None
+
+
+@pytest.mark.parametrize("how", ["pickle", "torch", "truncate", "garble"])
+def test_a_planted_or_damaged_run_piece_is_run_again_with_a_warning(tmp_path, caplog, how):
+    journal = _Journal(tmp_path / "pieces", {"m": "settings"})
+    path = journal._path(0, "m")
+    marker = tmp_path / "marker"
+    if how in ("pickle", "torch"):
+        plant(path, marker, how)
+        # the piece name of earlier versions (a gzipped pickle) is never read either
+        legacy = path.with_name(path.name.replace(".json.gz", ".pkl.gz"))
+        legacy.write_bytes(gzip.compress(pickle.dumps(Payload(marker))))
+    else:
+        journal.write(0, "m", hand_made_outcome())
+        damage(path, how)
+    with caplog.at_level(logging.WARNING):
+        assert journal.read(0, "m") is None
+    assert not marker.exists()
+    assert warned_about(caplog, path)

@@ -24,7 +24,6 @@ from __future__ import annotations
 import gzip
 import json
 import logging
-import pickle
 import re
 import shutil
 import time
@@ -118,7 +117,13 @@ class _FoldOutcome:
 
 
 class _Journal:
-    """Finished (fold, method) outcomes of a run, on disk, each with its settings key."""
+    """Finished (fold, method) outcomes of a run, on disk, each with its settings key.
+
+    A piece is gzipped JSON (``fold{k}.{method}.json.gz``): the key, the results, the means,
+    the TREC lines and the per-object frames as columns with their dtypes, so a resumed run
+    reports exactly the same numbers. A piece that cannot be read is run again, with a warning
+    naming it.
+    """
 
     def __init__(self, folder: Path, keys: Mapping[str, str]) -> None:
         self.folder = folder
@@ -126,33 +131,69 @@ class _Journal:
 
     def _path(self, fold: int, name: str) -> Path:
         safe = re.sub(r"[^\w.-]", "_", name)
-        return self.folder / f"fold{fold}.{safe}.pkl.gz"
+        return self.folder / f"fold{fold}.{safe}.json.gz"
 
     def write(self, fold: int, name: str, outcome: _FoldOutcome) -> None:
         if name not in self.keys:  # a method without settings is not kept
             return
         self.folder.mkdir(parents=True, exist_ok=True)
         path = self._path(fold, name)
+        piece = {"key": self.keys[name], "results": outcome.results, "means": outcome.means,
+                 "run_lines": outcome.run_lines,
+                 "per_object": [_frame_to_json(frame) for frame in outcome.per_object]}
         partial_path = path.with_suffix(".tmp")
-        with gzip.open(partial_path, "wb") as out:
-            pickle.dump({"key": self.keys[name], "outcome": outcome}, out)
+        with gzip.open(partial_path, "wt", encoding="utf-8") as out:
+            json.dump(piece, out, default=_json_scalar)
         partial_path.replace(path)
 
     def read(self, fold: int, name: str) -> _FoldOutcome | None:
-        """The kept outcome, or None if there is none or its settings differ."""
+        """The kept outcome, or None if there is none, it is unreadable or its settings differ."""
         path = self._path(fold, name)
         if name not in self.keys or not path.is_file():
             return None
-        with gzip.open(path, "rb") as piece:
-            saved = pickle.load(piece)  # written by this class, in the run's own folder
-        if saved["key"] != self.keys[name]:
-            log.info("fold %d, %s: the kept outcome has other settings; running it again",
-                     fold, name)
+        try:
+            with gzip.open(path, "rt", encoding="utf-8") as handle:
+                saved = json.load(handle)
+            if saved["key"] != self.keys[name]:
+                log.info("fold %d, %s: the kept outcome has other settings; running it again",
+                         fold, name)
+                return None
+            return _FoldOutcome(results=list(saved["results"]),
+                                per_object=[_frame_from_json(f) for f in saved["per_object"]],
+                                means=dict(saved["means"]), run_lines=dict(saved["run_lines"]))
+        except Exception as error:  # any unreadable piece is run again
+            log.warning("%s: unreadable run piece, running fold %d, %s again (%s: %s)", path,
+                        fold, name, type(error).__name__, error)
             return None
-        return saved["outcome"]
 
     def clear(self) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _json_scalar(value: Any) -> Any:
+    """A numpy scalar as the Python number JSON writes (``json.dump``'s ``default``)."""
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def _frame_to_json(frame: pd.DataFrame) -> dict[str, Any]:
+    """A frame as JSON-able columns and dtypes (:func:`_frame_from_json` restores it).
+
+    Example:
+        >>> frame = pd.DataFrame({"object": [4, 5], "value": np.array([0.5, np.nan], "float32")})
+        >>> back = _frame_from_json(json.loads(json.dumps(_frame_to_json(frame))))
+        >>> back.dtypes.astype(str).tolist(), back["object"].tolist()
+        (['int64', 'float32'], [4, 5])
+    """
+    return {"columns": {str(c): frame[c].tolist() for c in frame.columns},
+            "dtypes": {str(c): str(frame[c].dtype) for c in frame.columns}}
+
+
+def _frame_from_json(data: Mapping[str, Any]) -> pd.DataFrame:
+    """The frame of :func:`_frame_to_json`."""
+    return pd.DataFrame({c: pd.Series(values, dtype=data["dtypes"][c])
+                         for c, values in data["columns"].items()})
 
 
 @dataclass(frozen=True)
