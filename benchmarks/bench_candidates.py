@@ -15,7 +15,15 @@ HetRec Last.fm (from ``$TAGTORCH_DATA_DIR``) and a synthetic folksonomy (``--obj
 5. single-object latency: generator on a one-object query + ``LatreWTS(alpha=0.95).score`` +
    ``torch.sort`` (target: median <= 5 ms at 150,000 objects), split by stage with the
    generator's ``stage_seconds``; repeated with ``torch.set_num_threads(1)`` as a diagnostic;
-6. peak memory and the chunk size.
+6. peak memory and the chunk size;
+7. one heavily tagged object (issue "no input exhausts memory"): for each tag count in
+   ``--heavy-tags`` (default 10, 100, 1,000 and 10,000 tags on one object), a TSV file holding a
+   small synthetic folksonomy (``--heavy-background`` objects) plus one object with that many tags
+   (the background's tags, most used first, then tags of its own), run through the default
+   command ``python -m tagtorch.train data=tabular data.path=FILE`` (all five folds, so the
+   object is in D for three of them and a V/T object for two): wall time and peak RSS of that
+   process (target: under 2 GB; time linear or better in the tag count). ``--heavy-only`` runs
+   this part alone.
 
 Each dataset runs in its own subprocess, so that its peak memory (``ru_maxrss``) is its own.
 A compact table with the targets closes the run. To keep the run near 10 minutes on 2 cores, the
@@ -49,6 +57,7 @@ import numpy as np
 RATIO_TARGET = 50.0
 LATENCY_TARGET_MS = 5.0
 LATENCY_TARGET_OBJECTS = 150_000
+HEAVY_RSS_TARGET_MB = 2048
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -455,6 +464,76 @@ def final_table(results: list[dict[str, object]]) -> None:
         f"{LATENCY_TARGET_OBJECTS:,} objects (* Last.fm: shown for information).")
 
 
+def heavy_file(path: Path, n_tags: int, args: argparse.Namespace) -> int:
+    """Writes the background folksonomy plus one object with ``n_tags`` tags; returns the rows."""
+    import pandas as pd
+
+    from tagtorch.data.synthetic import generate_folksonomy
+
+    folk = generate_folksonomy(n_objects=args.heavy_background, seed=args.seed)
+    a = folk.assignments
+    rows = pd.DataFrame({"user": folk.users[a.user].astype(str),
+                         "object": folk.objects[a.object].astype(str),
+                         "tag": folk.tags[a.tag].astype(str)})
+    popular = rows.tag.value_counts().index.tolist()  # most used first
+    own = [f"heavy{i}" for i in range(max(0, n_tags - len(popular)))]
+    heavy_tags = (popular + own)[:n_tags]
+    users = rows.user.unique()
+    heavy = pd.DataFrame({"user": users[np.arange(n_tags) % len(users)],
+                          "object": "the-heavy-object", "tag": heavy_tags})
+    table = pd.concat([rows, heavy], ignore_index=True)
+    table.to_csv(path, sep="\t", index=False)
+    return len(table)
+
+
+def bench_heavy(args: argparse.Namespace) -> list[dict[str, float]]:
+    """Wall time and peak RSS of the default run on files with one heavily tagged object."""
+    counts = [int(c) for c in args.heavy_tags.split(",") if c.strip()]
+    say(f"\n=== one heavily tagged object: python -m tagtorch.train data=tabular (5 folds), "
+        f"{args.heavy_background:,} background objects " + "=" * 10)
+    say(f"{'tags on it':>10} {'file rows':>10} {'file KB':>8} {'wall s':>8} {'peak RSS MB':>12} "
+        f"{'time / first line':>19} {'RSS<2GB':>8}")
+    lines: list[dict[str, float]] = []
+    root = Path(__file__).resolve().parents[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        for n_tags in counts:
+            table = Path(tmp) / f"heavy{n_tags}.tsv"
+            n_rows = heavy_file(table, n_tags, args)
+            command = [sys.executable, "-m", "tagtorch.train", "data=tabular",
+                       f"data.path={table}", "logger=none", "task.protocol.cache=false",
+                       f"hydra.run.dir={tmp}/run{n_tags}"]
+            start = time.perf_counter()
+            child = subprocess.Popen(command, cwd=root, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, text=True)
+            _, status, usage = os.wait4(child.pid, 0)  # this child's own peak memory
+            wall = time.perf_counter() - start
+            child.returncode = os.waitstatus_to_exitcode(status)
+            stderr = (child.stderr.read() if child.stderr else "").splitlines()
+            warnings = [line for line in stderr
+                        if "max_antecedent_tags" in line or "max_train_tags" in line]
+            if child.returncode != 0:
+                warnings += stderr[-3:]
+            line = {"tags": n_tags, "rows": n_rows, "kb": table.stat().st_size / 1024,
+                    "wall_s": wall, "peak_mb": usage.ru_maxrss / 1024,
+                    "status": child.returncode}
+            lines.append(line)
+            ratio = wall / lines[0]["wall_s"]  # against the first line, the baseline
+            ok = "PASS" if line["peak_mb"] < HEAVY_RSS_TARGET_MB else "MISS"
+            failed = "" if child.returncode == 0 else f"  (exit status {child.returncode})"
+            say(f"{n_tags:>10,} {n_rows:>10,} {line['kb']:>8,.0f} {wall:>8.1f} "
+                f"{line['peak_mb']:>12,.0f} {ratio:>18.2f}x {ok:>8}{failed}")
+            for warning in warnings:
+                say(f"{'':>12}warning: {warning.split('] - ')[-1][:150]}")
+    base = next((line for line in lines if line["tags"] == 0), None)
+    growing = [line for line in lines if line["tags"] > 0]
+    if base is not None and len(growing) > 1:
+        say("extra time over the run without the heavy object, per tag on it: " + ", ".join(
+            f"{line['tags']:,} tags {1000 * (line['wall_s'] - base['wall_s']) / line['tags']:.2f}"
+            f" ms" for line in growing))
+        say("(linear or better: the extra time per tag does not grow with the tag count)")
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--objects", type=int, default=150_000,
@@ -471,6 +550,13 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=0,
                         help="torch.set_num_threads for the measurements (0: torch's default)")
     parser.add_argument("--skip-lastfm", action="store_true")
+    parser.add_argument("--heavy-tags", default="0,10,100,1000,10000",
+                        help="tag counts of the heavily tagged object (0: no such object, the "
+                             "baseline; empty: skip that part)")
+    parser.add_argument("--heavy-background", type=int, default=1000,
+                        help="objects of the synthetic folksonomy around the heavy object")
+    parser.add_argument("--heavy-only", action="store_true",
+                        help="run only the heavily tagged object part")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--one", choices=["lastfm", "synthetic"], help=argparse.SUPPRESS)
     parser.add_argument("--result-file", help=argparse.SUPPRESS)
@@ -487,6 +573,9 @@ def main() -> None:
 
         if not torch.cuda.is_available():
             parser.error("--device cuda: no CUDA device available")
+    if args.heavy_only:
+        bench_heavy(args)
+        return
     datasets = []
     if args.skip_lastfm:
         say("Last.fm skipped (--skip-lastfm)")
@@ -501,7 +590,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for name in datasets:
             path = Path(tmp) / f"{name}.json"
-            forward = [a for a in sys.argv[1:] if a != "--skip-lastfm"]
+            forward = [a for a in sys.argv[1:] if a not in ("--skip-lastfm", "--heavy-only")]
             command = [sys.executable, __file__, *forward, "--one", name,
                        "--result-file", str(path)]
             child = subprocess.run(command, check=False)
@@ -512,6 +601,8 @@ def main() -> None:
             results.append(json.loads(path.read_text()))
     if results:
         final_table(results)
+    if args.heavy_tags.strip():
+        bench_heavy(args)
     say(f"total time {time.perf_counter() - start:.0f} s")
 
 

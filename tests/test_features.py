@@ -1,5 +1,8 @@
 """Batched LATRE candidates and features against the plain per-object reference."""
 
+import dataclasses
+from math import comb
+
 import numpy as np
 import pytest
 import torch
@@ -7,6 +10,7 @@ import torch
 from tagtorch.candidates.features import FEATURE_NAMES, LatreCandidates, stability
 from tagtorch.candidates.reference import FEATURE_NAMES as REFERENCE_NAMES
 from tagtorch.candidates.reference import ReferenceFeatures
+from tagtorch.data.ragged import Ragged
 from tagtorch.data.splits import TagQueries, tag_recommendation_folds
 from tagtorch.data.synthetic import generate_folksonomy
 from tagtorch.data.terms import TermIndex
@@ -33,9 +37,11 @@ def compare(terms, fold, queries, **params):
                               **params)
     batched.fit(fold.train_objects, fold.train_tags, terms)
     cs = batched(queries)
+    caps = {"max_antecedent_tags": batched.max_antecedent_tags,
+            "max_train_tags": batched.max_train_tags}
     reference = ReferenceFeatures(
         [set(t.tolist()) for t in fold.train_tags],
-        [texts_of(terms, o) for o in fold.train_objects], **params)
+        [texts_of(terms, o) for o in fold.train_objects], **{**caps, **params})
     gold_sets = [set(g.tolist()) for g in queries.gold_tags]
     for row, obj in enumerate(queries.objects):
         expected = reference.candidates(set(queries.input_tags[row].tolist()),
@@ -66,6 +72,8 @@ def synthetic():
     {"max_antecedent": 1},
     {"max_antecedent": 2, "min_support": 2},
     {"min_confidence": 0.2, "k_x": 5.0, "k_c": 7.0, "k_r": 2.0, "k_s": 3.0},
+    {"max_antecedent_tags": 3, "max_train_tags": 4},
+    {"max_antecedent_tags": None, "max_train_tags": None},
 ])
 def test_batched_features_equal_the_reference_on_synthetic_data(synthetic, params):
     terms, fold, queries = prepare(synthetic, n_queries=40)
@@ -104,6 +112,80 @@ def test_max_rule_candidates_keeps_best_rules_and_all_text_terms(synthetic):
         best = f[(f[:, ts] == 0)][:, sum_l].sort(descending=True).values[:5]
         kept = c[rule_only][:, sum_l].sort(descending=True).values
         torch.testing.assert_close(kept, best[: len(kept)])
+
+
+def test_the_caps_really_apply_to_the_synthetic_objects(synthetic):
+    _, fold, queries = prepare(synthetic, n_queries=40)
+    assert (queries.input_tags.lengths > 3).sum() >= 5  # the reference comparison with
+    assert (fold.train_tags.lengths > 4).sum() >= 5  # max_antecedent_tags=3, max_train_tags=4
+
+
+def fit_and_run(terms, fold, queries, **params):
+    generator = LatreCandidates(max_rule_candidates=None, device="cpu", **params)
+    return generator.fit(fold.train_objects, fold.train_tags, terms)(queries)
+
+
+def test_objects_under_the_antecedent_cap_keep_their_exact_features(synthetic, caplog):
+    terms, fold, queries = prepare(synthetic, n_queries=60)
+    cap = 4
+    with caplog.at_level("WARNING", logger="tagtorch.candidates.features"):
+        capped = fit_and_run(terms, fold, queries, max_antecedent_tags=cap)
+    free = fit_and_run(terms, fold, queries, max_antecedent_tags=None)
+    over = queries.input_tags.lengths > cap
+    assert f"{int(over.sum())} of {len(queries)} objects have more than {cap} input tags" \
+        in caplog.text
+    changed = 0
+    for row in range(len(queries)):
+        a = capped.features[row][capped.mask[row]]
+        b = free.features[row][free.mask[row]]
+        same = (a.shape == b.shape and torch.equal(capped.tags[row][capped.mask[row]],
+                                                   free.tags[row][free.mask[row]])
+                and torch.equal(a, b))
+        if not over[row]:
+            assert same, f"object {queries.objects[row]} is under the cap but changed"
+        changed += not same
+    assert changed > 0  # the cap changes the objects over it
+
+
+def heavy_query(fold, terms, n_input):
+    """One query whose input tags are D's ``n_input`` most frequent tags (none pruned)."""
+    counts = np.bincount(fold.train_tags.values, minlength=terms.n_terms)
+    top = np.argsort(-counts, kind="stable")[:n_input]
+    assert counts[top].min() > 0
+    return TagQueries(fold.test.objects[:1], Ragged.from_lists([sorted(top.tolist())]),
+                      Ragged.from_lists([[]]))
+
+
+def test_antecedents_of_a_heavily_tagged_object_are_bounded(synthetic, monkeypatch):
+    terms, fold, _ = prepare(synthetic)
+    query = heavy_query(fold, terms, 150)
+    formed = []
+    original = LatreCandidates._antecedent_rules
+
+    def spy(self, members):
+        formed.append(len(members))
+        return original(self, members)
+
+    monkeypatch.setattr(LatreCandidates, "_antecedent_rules", spy)
+    cs = fit_and_run(terms, fold, query, max_antecedent_tags=20)
+    assert 0 < sum(formed) <= comb(20, 2) + comb(20, 3)
+    assert cs.mask.sum() > 0
+
+
+def test_a_heavily_tagged_training_object_is_mined_through_its_most_frequent_tags(synthetic):
+    terms, fold, queries = prepare(synthetic, n_queries=15)
+    counts = np.bincount(fold.train_tags.values, minlength=terms.n_terms)
+    heavy = np.flatnonzero(counts > 0)[:300]  # one D object tagged with 300 tags
+    assert len(heavy) == 300
+    rows = [t.tolist() for t in fold.train_tags]
+    rows[0] = heavy.tolist()
+    fold = dataclasses.replace(fold, train_tags=Ragged.from_lists(rows))
+    generator = LatreCandidates(max_rule_candidates=None, device="cpu", max_train_tags=12)
+    generator.fit(fold.train_objects, fold.train_tags, terms)
+    uncapped = LatreCandidates(max_rule_candidates=None, device="cpu", max_train_tags=None)
+    uncapped.fit(fold.train_objects, fold.train_tags, terms)
+    assert len(uncapped.rule_cols) - len(generator.rule_cols) > 300 * 299 // 2  # pairs dropped
+    compare(terms, fold, queries, max_train_tags=12)
 
 
 def test_stability_formula_by_hand():

@@ -51,10 +51,29 @@ rank constant k_r); Canuto et al. do not restate the values they used.
 
 Candidates C_o are the consequents of all rules with X ⊆ I_o, |X| ≤ ℓ, plus every term of o's
 text fields, minus I_o. A candidate's label is 1 when it is in Y_o.
+
+Bounds on heavily tagged objects (ours; the paper's objects have a few dozen tags). Lazy rules
+are combinatorial: an object with m input tags has C(m, 2) + C(m, 3) antecedents of size 2..3
+(20 billion for m = 5,000), and a D object with m tags adds m² one-tag rule pairs. Two documented
+caps keep the work and memory per object bounded whatever m is; objects under both caps get
+exactly the uncapped results, and a warning says how many objects were capped:
+
+- ``max_antecedent_tags`` (default 64): antecedents of size 2..ℓ are formed only from the
+  object's ``max_antecedent_tags`` input tags most frequent in D (ties by term code): they carry
+  the most rule support, and a tag absent from D forms no rule at all. One-tag rules (``sum_1``,
+  ``sum_plus``, ``vote``, ``vote_plus`` and the ℓ = 1 part of ``sum_l``) and the exclusion of
+  I_o from the candidates still use every input tag. HetRec objects have up to 164 (Last.fm) and 40
+  (MovieLens) input tags: at most a few Last.fm objects per fold are capped.
+- ``max_train_tags`` (default 1,000): a D object with more tags is mined (supports, rules and
+  every statistic of D) as if it had only its ``max_train_tags`` tags most frequent in D (ties
+  by term code). No HetRec object has more than 329 tags.
+
+``None`` turns either cap off (the paper's unbounded rules).
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import defaultdict
 from typing import Self
@@ -79,6 +98,8 @@ from tagtorch.data.ragged import Ragged
 from tagtorch.data.splits import TagQueries
 from tagtorch.data.terms import TermIndex
 
+log = logging.getLogger(__name__)
+
 FEATURE_NAMES = ("sum_1", "sum_l", "sum_plus", "vote", "vote_plus", "ts", "tf", "wts", "wtf",
                  "iff", "stab", "entropy", "pred")
 
@@ -92,6 +113,41 @@ def stability(f_tag: torch.Tensor, k: float) -> torch.Tensor:
     """
     value = k / (k + (k - torch.log(f_tag.clamp(min=1))).abs())
     return torch.where(f_tag > 0, value, torch.zeros_like(value))
+
+
+def most_frequent_per_row(tags: Ragged, frequency: np.ndarray, limit: int | None
+                          ) -> tuple[Ragged, int]:
+    """Keeps each row's ``limit`` values with the highest ``frequency`` (ties: lower value first).
+
+    Rows with at most ``limit`` values are returned unchanged; the kept values of a longer row
+    keep their order in the row.
+
+    Args:
+        tags: ragged ``[n]`` rows of term codes.
+        frequency: ``[n_terms]`` frequency of each code (for example ``f_tag`` in D).
+        limit: the most values a row keeps; None keeps every row whole.
+
+    Returns:
+        ``(capped rows, number of rows that were longer than limit)``.
+
+    Example:
+        >>> rows, n_capped = most_frequent_per_row(Ragged.from_lists([[0, 1, 2], [3]]),
+        ...                                        np.array([5, 1, 5, 0]), limit=2)
+        >>> [r.tolist() for r in rows], n_capped
+        ([[0, 2], [3]], 1)
+    """
+    lengths = tags.lengths
+    long_rows = lengths > limit if limit is not None else np.zeros(len(tags), dtype=bool)
+    n_capped = int(long_rows.sum())
+    if n_capped == 0:
+        return tags, 0
+    row = tags.row_ids
+    values = tags.values.astype(np.int64)
+    order = np.lexsort((values, -np.asarray(frequency)[values], row))  # by row, then best first
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order)) - np.repeat(tags.offsets[:-1], lengths)
+    keep = rank < limit
+    return Ragged.from_groups(row[keep], tags.values[keep], len(tags)), n_capped
 
 
 def resolve_device(device: str | torch.device) -> torch.device:
@@ -126,6 +182,10 @@ class LatreCandidates:
         chunk_size: target objects processed together (bounds memory).
         max_work: (antecedent, D object) pairs examined per sparse product for antecedents of
             size ≥ 2 (bounds memory).
+        max_antecedent_tags: antecedents of size ≥ 2 only from this many of an object's input
+            tags, the most frequent in D (see the module docstring); None: from all of them.
+        max_train_tags: a D object with more tags is mined as if it had only this many, the
+            most frequent in D; None: no cap.
         device: ``"auto"`` (CUDA when present), ``"cpu"`` or ``"cuda"``.
     """
 
@@ -144,6 +204,8 @@ class LatreCandidates:
         k_s: float = 9.0,
         chunk_size: int = 256,
         max_work: int = 500_000,
+        max_antecedent_tags: int | None = 64,
+        max_train_tags: int | None = 1000,
         device: str = "auto",
     ) -> None:
         if max_antecedent < 1:
@@ -152,6 +214,13 @@ class LatreCandidates:
             raise ValueError(f"min_support must be >= 1, got {min_support}")
         if not 0.0 <= min_confidence <= 1.0:
             raise ValueError(f"min_confidence must be in [0, 1], got {min_confidence}")
+        for name, cap in (("max_antecedent_tags", max_antecedent_tags),
+                          ("max_train_tags", max_train_tags)):
+            if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int)
+                                    or cap < 1):
+                raise ValueError(f"{name} must be an integer >= 1 or None, got {cap!r}")
+        self.max_antecedent_tags = max_antecedent_tags
+        self.max_train_tags = max_train_tags
         self.max_antecedent = max_antecedent
         self.min_support = min_support
         self.min_confidence = min_confidence
@@ -173,6 +242,13 @@ class LatreCandidates:
             terms: the text fields of all objects as term codes.
         """
         dev, n = self.device, terms.n_terms
+        full_frequency = np.bincount(train_tags.values.astype(np.int64), minlength=n)
+        train_tags, n_capped = most_frequent_per_row(train_tags, full_frequency,
+                                                     self.max_train_tags)
+        if n_capped:
+            log.warning("features.max_train_tags: %d of %d D objects have more than %d tags; "
+                        "rules and statistics of D use only their %d most frequent tags",
+                        n_capped, len(train_objects), self.max_train_tags, self.max_train_tags)
         self.terms = terms
         self.n_train = len(train_objects)
         self.incidence = ragged_csr(train_tags, n, dev)  # [|D|, n]
@@ -182,6 +258,7 @@ class LatreCandidates:
                                (n, self.n_train))  # [n, |D|]
         f_tag = torch.bincount(cols, minlength=n).float()
         self.tag_frequency = f_tag
+        self.tag_counts = np.bincount(train_tags.values.astype(np.int64), minlength=n)  # f_tag
         self.has_tag = Lookup.from_csr(self.incidence)
         x, c, support = spmm(self.incidence_t, self.incidence)  # supp({x, c})
         order = torch.argsort(x * n + c)
@@ -248,6 +325,14 @@ class LatreCandidates:
         """
         if not hasattr(self, "rule_values"):
             raise RuntimeError("call fit() before generating candidates")
+        if self.max_antecedent > 1 and self.max_antecedent_tags is not None:
+            n_capped = int((queries.input_tags.lengths > self.max_antecedent_tags).sum())
+            if n_capped:
+                log.warning("features.max_antecedent_tags: %d of %d objects have more than %d "
+                            "input tags; their rules with 2..%d antecedent tags use only their "
+                            "%d input tags most frequent in D", n_capped, len(queries),
+                            self.max_antecedent_tags, self.max_antecedent,
+                            self.max_antecedent_tags)
         flat = []
         for start in range(0, len(queries), self.chunk_size):
             rows = np.arange(start, min(start + self.chunk_size, len(queries)))
@@ -322,6 +407,8 @@ class LatreCandidates:
         """``Sum(c, I_o, ℓ)``: one-tag rules plus rules with antecedents of size 2..ℓ."""
         dev, n = self.device, self.terms.n_terms
         owners, rules, n_antecedents = [], [], 0
+        input_tags, _ = most_frequent_per_row(input_tags, self.tag_counts,
+                                              self.max_antecedent_tags)
         for size in range(2, self.max_antecedent + 1):
             owner, members = combinations_of_rows(input_tags, size)
             if len(owner) == 0:

@@ -67,6 +67,10 @@ class ReferenceFeatures:
         k_c: stability constant of the candidate in Sum+ and Vote+.
         k_r: rank constant of Sum+ and Vote+.
         k_s: stability constant of the Stab feature.
+        max_antecedent_tags: antecedents of size >= 2 only from this many input tags, those
+            with the highest f_tag in D (ties: lower code first); None: all input tags.
+        max_train_tags: a training object with more tags keeps only this many, those with the
+            highest f_tag over the whole training data (ties: lower code first); None: no cap.
     """
 
     def __init__(
@@ -81,6 +85,8 @@ class ReferenceFeatures:
         k_c: float = 11.0,
         k_r: float = 4.0,
         k_s: float = 9.0,
+        max_antecedent_tags: int | None = None,
+        max_train_tags: int | None = None,
     ) -> None:
         if len(train_tags) != len(train_texts):
             raise ValueError(
@@ -99,9 +105,18 @@ class ReferenceFeatures:
         self.min_support = min_support
         self.min_confidence = min_confidence
         self.k_x, self.k_c, self.k_r, self.k_s = k_x, k_c, k_r, k_s
+        self.max_antecedent_tags = max_antecedent_tags
 
-        # D as tag sets and text fields
-        self.tag_sets: list[frozenset[int]] = [frozenset(tags) for tags in train_tags]
+        # D as tag sets (the most frequent max_train_tags of a longer one) and text fields
+        full_counts: Counter[int] = Counter()
+        for tags in train_tags:
+            full_counts.update(set(tags))
+        self.tag_sets: list[frozenset[int]] = []
+        for tags in train_tags:
+            best = sorted(set(tags), key=lambda t: (-full_counts[t], t))
+            if max_train_tags is not None:
+                best = best[:max_train_tags]
+            self.tag_sets.append(frozenset(best))
         self.texts: list[dict[str, list[int]]] = [
             {field: list(terms) for field, terms in text.items()} for text in train_texts
         ]
@@ -230,10 +245,14 @@ class ReferenceFeatures:
         fields = set(self.train_fields) | set(texts)
         target_text = {field: list(texts.get(field, [])) for field in fields}
 
-        # rules with antecedents X ⊆ I_o, 1 <= |X| <= ℓ; the one-tag ones are precomputed
+        # rules with antecedents X ⊆ I_o, 1 <= |X| <= ℓ; the one-tag ones are precomputed; the
+        # larger ones only from the max_antecedent_tags input tags most frequent in D
+        frequent = sorted(i_o, key=lambda t: (-self.f_tag[t], t))
+        if self.max_antecedent_tags is not None:
+            frequent = frequent[: self.max_antecedent_tags]
         rules_by_antecedent: dict[tuple[int, ...], dict[int, float]] = {}
         for size in range(1, min(self.max_antecedent, len(i_o)) + 1):
-            for x_tuple in combinations(sorted(i_o), size):
+            for x_tuple in combinations(sorted(i_o if size == 1 else frequent), size):
                 if size == 1:
                     rules_by_antecedent[x_tuple] = self.one_tag_rules.get(x_tuple[0], {})
                 else:
