@@ -272,54 +272,89 @@ def test_save_load_scores_identically(tmp_path, toy_data):
 
 
 class _Crash(pl.Callback):
+    def __init__(self, epoch: int) -> None:
+        self.epoch = epoch
+
     def on_train_epoch_start(self, trainer, module):
-        if trainer.current_epoch == 3:
+        if trainer.current_epoch == self.epoch:
             raise RuntimeError("simulated interruption")
 
 
-def crashing_trainer(**kwargs) -> pl.Trainer:
-    """A 6-epoch trainer that is interrupted at the start of epoch 3."""
-    kwargs["callbacks"] = [*kwargs["callbacks"], _Crash()]
-    return pl.Trainer(max_epochs=6, accelerator="cpu", enable_progress_bar=False, **kwargs)
+def interrupted_trainer(crash_at: int = 3, epochs: int = 6):
+    """A trainer factory of ``epochs`` epochs, interrupted at the start of epoch ``crash_at``."""
+
+    def make(**kwargs) -> pl.Trainer:
+        kwargs["callbacks"] = [*kwargs["callbacks"], _Crash(crash_at)]
+        return pl.Trainer(max_epochs=epochs, accelerator="cpu", enable_progress_bar=False,
+                          **kwargs)
+
+    return make
+
+
+crashing_trainer = interrupted_trainer()  # 6 epochs, interrupted at the start of epoch 3
 
 
 def test_training_resumes_from_the_last_checkpoint(tmp_path, toy_data):
     first = DoRank(rank=4, trainer=crashing_trainer, patience=10, checkpoint_dir=tmp_path)
     with pytest.raises(RuntimeError, match="simulated"):
         first.fit(toy_data)
-    assert (tmp_path / "last.ckpt").is_file()
+    last = first.run_folder(toy_data) / "last.ckpt"
+    assert last.is_file() and last.parent.parent == tmp_path / "runs"
     resumed = DoRank(rank=4, trainer=trainer(6), patience=10, checkpoint_dir=tmp_path)
     resumed.fit(toy_data)
     epochs = [int(row["epoch"]) for row in resumed.history_]
     assert epochs == list(range(6))  # epochs 0-2 from the first run, 3-5 after resuming
     assert [r["val_dcg@10"] for r in resumed.history_[:3]] == [
         r["val_dcg@10"] for r in first.history_[:3]]
-    assert not (tmp_path / "last.ckpt").exists()  # finished: the next fit starts over
+    assert not last.exists()  # finished: the next fit starts over
 
 
-def test_a_checkpoint_of_other_settings_is_not_resumed(tmp_path, toy_data, caplog):
+def test_a_run_with_other_settings_keeps_the_interrupted_runs_checkpoint(tmp_path, toy_data,
+                                                                          caplog):
+    interrupted = DoRank(rank=4, trainer=crashing_trainer, patience=10, checkpoint_dir=tmp_path,
+                         regularization=1e-4)
     with pytest.raises(RuntimeError, match="simulated"):
-        DoRank(rank=4, trainer=crashing_trainer, patience=10, checkpoint_dir=tmp_path,
-               regularization=1e-4).fit(toy_data)
+        interrupted.fit(toy_data)
+    last = interrupted.run_folder(toy_data) / "last.ckpt"
+    content = last.read_bytes()
     other = DoRank(rank=4, trainer=trainer(4), patience=10, checkpoint_dir=tmp_path,
                    regularization=1e-2)
     with caplog.at_level("INFO", logger="tagtorch.itemrec.base"):
         other.fit(toy_data)
-    assert "other settings" in caplog.text and "resuming" not in caplog.text
+    assert "resuming" not in caplog.text and "discarding" not in caplog.text
+    assert other.run_folder(toy_data) != last.parent
+    assert last.read_bytes() == content  # the interrupted run's state is untouched
     fresh = DoRank(rank=4, trainer=trainer(4), patience=10, regularization=1e-2).fit(toy_data)
     assert [r["val_dcg@10"] for r in other.history_] == pytest.approx(
         [r["val_dcg@10"] for r in fresh.history_])
+    caplog.clear()
+    with caplog.at_level("INFO", logger="tagtorch.itemrec.base"):  # and it still resumes
+        DoRank(rank=4, trainer=trainer(6), patience=10, checkpoint_dir=tmp_path,
+               regularization=1e-4).fit(toy_data)
+    assert f"resuming from {last}" in caplog.text
 
 
 def test_a_checkpoint_of_other_data_is_not_resumed(tmp_path, toy_data, caplog):
+    interrupted = DoRank(rank=4, trainer=crashing_trainer, patience=10, checkpoint_dir=tmp_path)
     with pytest.raises(RuntimeError, match="simulated"):
-        DoRank(rank=4, trainer=crashing_trainer, patience=10,
-               checkpoint_dir=tmp_path).fit(toy_data)
+        interrupted.fit(toy_data)
+    last = interrupted.run_folder(toy_data) / "last.ckpt"
     other_split = item_recommendation_data(toy_folksonomy(), p=1, seed=0)  # posts, same sizes
     assert (other_split.n_users, other_split.n_items) == (toy_data.n_users, toy_data.n_items)
+    model = DoRank(rank=4, trainer=trainer(2), patience=10, checkpoint_dir=tmp_path)
+    with caplog.at_level("INFO", logger="tagtorch.itemrec.base"):
+        model.fit(other_split)
+    assert "resuming" not in caplog.text and [h["epoch"] for h in model.history_] == [0, 1]
+    assert last.is_file()
+    # the same file moved into the other data's folder is refused by its content
+    target = model.run_folder(other_split)
+    for name in ("last.ckpt", "best.ckpt"):
+        (target / name).write_bytes((last.parent / name).read_bytes())
+    caplog.clear()
     with caplog.at_level("INFO", logger="tagtorch.itemrec.base"):
         DoRank(rank=4, trainer=trainer(2), patience=10, checkpoint_dir=tmp_path).fit(other_split)
-    assert "other settings or data" in caplog.text and "resuming" not in caplog.text
+    assert f"{target / 'last.ckpt'}: was trained with other settings or data" in caplog.text
+    assert "resuming" not in caplog.text
 
 
 # ----------------------------------------------------------------------------- task
@@ -338,8 +373,11 @@ def test_item_recommendation_experiment_runs_end_to_end(tmp_path):
     for name in ["results.csv", "report.md", "per_object.csv.gz", "qrels.trec",
                  "run.dorank.trec", "curves.csv", "learning_curve.png", "ndcg@10.png"]:
         assert (tmp_path / name).is_file(), name
-    assert (tmp_path / "checkpoints" / "itemrec" / "synthetic" / "dorank" / "seed1"
-            / "model").is_file()
+    seed1 = tmp_path / "checkpoints" / "itemrec" / "synthetic" / "dorank" / "seed1"
+    assert (seed1 / "model" / "manifest.json").is_file()
+    assert not list(seed1.glob("runs/*/last.ckpt"))  # finished trainings leave no last.ckpt
+    reloaded = DoRank.load(seed1 / "model")
+    assert reloaded.sizes is not None and reloaded.history_
     ndcg = results.query("metric == 'ndcg@10'")["value"]
     assert ((ndcg >= 0) & (ndcg <= 1)).all()
     # TREC files: the first seed's queries, each ranked once

@@ -12,9 +12,17 @@ every pair of methods, Holm-corrected), ``run.METHOD.trec`` (``run.trec`` for a 
 top ``trec_depth`` items per test query of the first seed; query ids ``u{user}t{tag}``),
 ``qrels.trec`` (the first seed's test queries), the learning curves of
 the trained models (``curves.csv``: train and validation DCG@10 per epoch;
-``learning_curve.png``), and each fitted model into the checkpoint folder
-(``{checkpoint_dir}/itemrec/{dataset}/{method}/seed{k}/``), from which an interrupted training
-resumes.
+``learning_curve.png``), and each fitted model into the checkpoint folder.
+
+Checkpoint layout, per dataset, method and seed, under
+``{checkpoint_dir}/itemrec/{dataset}/{method}/seed{k}/``:
+
+- ``model/``: the fitted model (``manifest.json`` with the class, settings and file digests,
+  plus ``weights.pt`` of tensors or ``arrays.npz``; see :mod:`tagtorch.itemrec.storage`);
+- ``runs/{key}/``: a factorization model's training state (``last.ckpt``, ``best.ckpt``,
+  ``settings.json``), one folder per settings and data (``key`` digests both, see
+  :class:`tagtorch.itemrec.base.FactorModel`), from which an interrupted training resumes to
+  the result of an uninterrupted one; a run with other settings or data never touches it.
 """
 
 from __future__ import annotations

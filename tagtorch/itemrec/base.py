@@ -6,13 +6,22 @@ Every tag-based item recommender offers ``fit(data)``, ``score(users, tags) -> [
 (Do-Rank, PITF, the probabilistic CP baseline) share :class:`FactorModel`, a Lightning module
 that trains on batches of User-Tag-Set sets, measures DCG@10 on the training sets and on the
 validation queries after every epoch, stops early when the validation DCG@10 stops rising,
-restores the best epoch, and resumes from its last checkpoint after an interruption.
+restores the best epoch, and resumes from its last checkpoint after an interruption, to the same
+result as an uninterrupted training.
+
+Nothing is unpickled: checkpoints are read with ``torch.load(..., weights_only=True)`` (they
+hold tensors and primitive containers only; no hyperparameters are saved in them), and a saved
+model is a folder with a JSON manifest and its weights (:mod:`tagtorch.itemrec.storage`).
 """
 
 from __future__ import annotations
 
+import hashlib
+import inspect
+import json
 import logging
-import math
+import random
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol, Self, runtime_checkable
@@ -25,6 +34,15 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader
 
 from tagtorch.itemrec.data import ItemRecData, Queries, UserTagSets
+from tagtorch.itemrec.storage import (
+    UnreadableFileError,
+    class_name,
+    load_tensors,
+    read_checkpoint,
+    read_manifest,
+    save_tensors,
+    write_manifest,
+)
 
 log = logging.getLogger(__name__)
 
@@ -105,25 +123,42 @@ class FactorModel(pl.LightningModule):
     training objective in :meth:`set_loss` over a batch of UTS sets. Training follows the
     Do-Rank paper's protocol: after every epoch, DCG@10 on (a sample of) the training sets and
     on the validation queries is logged (``train/dcg@10``, ``val/dcg@10``) and kept in
-    ``history_`` (the learning curve); training stops when ``val/dcg@10`` has not risen for
-    ``patience`` epochs, and the best epoch's weights are restored.
+    ``history_`` (the learning curve, with the epoch's mean training loss ``train_loss``);
+    training stops when ``val/dcg@10`` has not risen for ``patience`` epochs, and the best
+    epoch's weights are restored.
 
-    With ``checkpoint_dir``, the best and the last epoch are checkpointed there; a later
-    ``fit`` with the same folder resumes from ``last.ckpt`` (the interrupted run's epoch,
-    optimizer and early-stopping state) instead of starting over.
+    **Checkpoints and resumption.** With ``checkpoint_dir``, each training keeps its state in
+    a folder of its own, keyed by what shapes it (:meth:`run_folder`)::
+
+        {checkpoint_dir}/runs/{key}/settings.json   the key's content, for people (never read)
+        {checkpoint_dir}/runs/{key}/last.ckpt       the newest epoch (resumption)
+        {checkpoint_dir}/runs/{key}/best.ckpt       the best epoch so far
+
+    where ``key`` is 16 hex digits of the SHA-256 of :meth:`settings_key`: the class, the
+    settings (without the trainer, the checkpoint folder and the name), the data sizes and
+    :meth:`ItemRecData.fingerprint`. A ``fit`` with the same settings on the same data resumes
+    from ``last.ckpt``: the epoch, the weights, the optimizer's state (and a scheduler's, were
+    one configured), the early-stopping and best-checkpoint state, the learning curve, and
+    every random generator (torch, CUDA, NumPy, Python and the generator of the batch order),
+    so the epochs after the interruption are those of an uninterrupted training. A training
+    with other settings or data uses another folder and never touches this one. A finished
+    training deletes its ``last.ckpt`` (a later ``fit`` starts over). A checkpoint that cannot
+    be read safely (truncated, garbage, a pickle payload: everything is read with
+    ``weights_only=True``) or does not match is discarded with a warning naming the file, and
+    training starts over.
 
     Args:
         rank: the number of latent factors ``r``.
         regularization: ``lambda`` of the subclass's L2 penalty on the factor rows it trains.
         optimizer: builds the optimizer from the parameters (``_partial_``); default Adam with
-            ``lr = 0.01``.
+            ``lr = 0.01``. It counts in the checkpoint key by its ``repr``.
         trainer: builds the Lightning ``Trainer`` (``_partial_``); default 50 epochs.
         batch_size: UTS sets per training step.
         patience: epochs without a better validation DCG@10 before training stops.
         init_std: standard deviation of the normal initialization of the factors.
         train_sample: training sets whose DCG@10 is reported per epoch (a seeded sample).
-        checkpoint_dir: folder of ``best.ckpt`` and ``last.ckpt`` (None: a temporary folder,
-            no resumption).
+        checkpoint_dir: root of the training folders (None: a temporary folder, no
+            resumption).
         seed: seeds the initialization, the batch order and the negative sampling.
         name: the run's name in logs.
     """
@@ -165,11 +200,14 @@ class FactorModel(pl.LightningModule):
         self.seed = seed
         self.run_name = name or type(self).__name__.lower()
         self.sizes: tuple[int, int, int] | None = None
-        self._data_key: str | None = None
+        self._key: str | None = None
+        self._loader_generator: torch.Generator | None = None
         self.data: ItemRecData | None = None
         self.best_epoch_: int | None = None
         self.history_: list[dict[str, float]] = []
         self._sums = [0.0, 0, 0.0, 0]
+        self._loss_sum: Tensor | float = 0.0
+        self._loss_count = 0
 
     # ------------------------------------------------------------- to implement
     def build(self, n_users: int, n_items: int, n_tags: int) -> None:
@@ -202,10 +240,16 @@ class FactorModel(pl.LightningModule):
         return self.data.negative_mask(users)
 
     # ------------------------------------------------------------- Lightning hooks
+    def on_train_epoch_start(self) -> None:
+        """Resets the epoch's loss sum."""
+        self._loss_sum, self._loss_count = 0.0, 0
+
     def training_step(self, batch: list[Tensor], batch_idx: int) -> Tensor:
         """The subclass's loss on a batch of UTS sets."""
         loss = self.set_loss(*batch)
         self.log("train/loss", loss, on_step=False, on_epoch=True, batch_size=len(batch[0]))
+        self._loss_sum = self._loss_sum + loss.detach() * len(batch[0])
+        self._loss_count += len(batch[0])
         return loss
 
     def on_validation_epoch_start(self) -> None:
@@ -228,44 +272,172 @@ class FactorModel(pl.LightningModule):
         self.log("val/dcg@10", val)
         self.log("train/dcg@10", train)
         if not self.trainer.sanity_checking:
-            self.history_.append({"epoch": float(self.current_epoch), "train_dcg@10": train,
-                                  "val_dcg@10": val})
-            log.info("%s epoch %d: train DCG@10 %.4f, val DCG@10 %.4f", self.run_name,
-                     self.current_epoch, train, val)
+            loss = float(self._loss_sum) / max(self._loss_count, 1)
+            self.history_.append({"epoch": float(self.current_epoch), "train_loss": loss,
+                                  "train_dcg@10": train, "val_dcg@10": val})
+            log.info("%s epoch %d: train loss %.4f, train DCG@10 %.4f, val DCG@10 %.4f",
+                     self.run_name, self.current_epoch, loss, train, val)
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         """The optimizer (default Adam, ``lr = 0.01``)."""
         make = self.init_args["optimizer"] or (lambda p: torch.optim.Adam(p, lr=0.01))
         return make(self.parameters())
 
-    def settings_key(self) -> str:
-        """What a checkpoint must have been trained with to be resumed: class, settings, data.
-
-        The data count by their sizes and :meth:`ItemRecData.fingerprint`. The trainer and the
-        checkpoint folder do not count (a resumed run may raise ``max_epochs``); the optimizer
-        counts by its ``repr``.
-        """
-        args = {k: v for k, v in self.init_args.items() if k not in ("trainer", "checkpoint_dir")}
-        return repr((type(self).__name__, sorted(args.items()), self.sizes, self._data_key))
-
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        """Keeps the learning curve (a resumed run continues it) and the settings key."""
-        checkpoint["tagtorch_history"] = self.history_
-        checkpoint["tagtorch_settings"] = self.settings_key()
+        """Adds the learning curve, the settings key and the random generators' states."""
+        checkpoint["tagtorch_history"] = [dict(row) for row in self.history_]
+        checkpoint["tagtorch_settings"] = self._key
+        checkpoint["tagtorch_random"] = self._random_state()
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        """Restores the learning curve of a resumed run."""
-        self.history_ = list(checkpoint.get("tagtorch_history", []))
+        """Restores the learning curve and the random generators of a resumed training."""
+        self.history_ = [dict(row) for row in checkpoint["tagtorch_history"]]
+        self._restore_random_state(checkpoint["tagtorch_random"])
+
+    # ------------------------------------------------------------- random state
+    def _random_state(self) -> dict[str, Any]:
+        """Every random generator that shapes the rest of training, as tensors and numbers."""
+        _, keys, pos, has_gauss, gauss = np.random.get_state()
+        version, internal, gauss_next = random.getstate()
+        cuda = (list(torch.cuda.get_rng_state_all())
+                if torch.cuda.is_available() and torch.cuda.is_initialized() else [])
+        return {"torch": torch.get_rng_state(), "cuda": cuda,
+                "loader": self._loader_generator.get_state()
+                if self._loader_generator is not None else None,
+                "numpy": {"keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
+                          "has_gauss": int(has_gauss), "gauss": float(gauss)},
+                "python": {"version": version, "internal": list(internal),
+                           "gauss_next": gauss_next}}
+
+    @staticmethod
+    def _parse_random_state(state: Any) -> dict[str, Any]:
+        """The generators' states in the form their setters take.
+
+        Raises:
+            ValueError: if ``state`` is malformed (checked before anything is restored).
+        """
+        def byte_state(value: Any, like: Tensor) -> Tensor:
+            if not (isinstance(value, Tensor) and value.dtype == torch.uint8
+                    and value.shape == like.shape):
+                raise ValueError("expected a generator state like torch's")
+            return value
+
+        try:
+            numpy_state, python = state["numpy"], state["python"]
+            keys = numpy_state["keys"]
+            if not isinstance(keys, Tensor) or keys.shape != (624,):
+                raise ValueError("expected 624 Mersenne Twister keys")
+            internal = tuple(int(v) for v in python["internal"])
+            if len(internal) != 625:
+                raise ValueError("expected Python's 625 state words")
+            gauss_next = python["gauss_next"]
+            cuda = list(state["cuda"])
+            if any(not isinstance(c, Tensor) or c.dtype != torch.uint8 for c in cuda):
+                raise ValueError("expected CUDA generator states")
+            cpu = torch.get_rng_state()
+            return {
+                "torch": byte_state(state["torch"], cpu), "cuda": cuda,
+                "loader": byte_state(state["loader"], cpu),
+                "numpy": ("MT19937", keys.numpy().astype(np.uint32), int(numpy_state["pos"]),
+                          int(numpy_state["has_gauss"]), float(numpy_state["gauss"])),
+                "python": (int(python["version"]), internal,
+                           None if gauss_next is None else float(gauss_next))}
+        except (KeyError, TypeError, AttributeError) as error:
+            raise ValueError(f"malformed random state ({error!r})") from error
+
+    def _restore_random_state(self, state: Any) -> None:
+        """Sets every generator to the state of :meth:`_random_state`."""
+        parsed = self._parse_random_state(state)
+        torch.set_rng_state(parsed["torch"])
+        if parsed["cuda"] and torch.cuda.is_available() \
+                and len(parsed["cuda"]) == torch.cuda.device_count():
+            torch.cuda.set_rng_state_all(parsed["cuda"])
+        np.random.set_state(parsed["numpy"])
+        random.setstate(parsed["python"])
+        if self._loader_generator is not None:
+            self._loader_generator.set_state(parsed["loader"])
+
+    # ------------------------------------------------------------- checkpoints
+    def settings_key(self, data: ItemRecData) -> str:
+        """What a checkpoint must have been trained with to be resumed (JSON).
+
+        The class, the settings, the data sizes and :meth:`ItemRecData.fingerprint`. The
+        trainer, the checkpoint folder and the name do not count (a resumed run may raise
+        ``max_epochs``); the optimizer counts by its ``repr``.
+        """
+        args = {k: v for k, v in self.init_args.items()
+                if k not in ("trainer", "checkpoint_dir", "name")}
+        return json.dumps({"class": class_name(type(self)), "settings": args,
+                           "sizes": [data.n_users, data.n_items, data.n_tags],
+                           "data": data.fingerprint()}, sort_keys=True, default=repr)
+
+    def run_folder(self, data: ItemRecData) -> Path | None:
+        """The training folder of ``fit(data)``: ``{checkpoint_dir}/runs/{key}``.
+
+        None without ``checkpoint_dir``; the layout is in the class docstring.
+        """
+        if self.init_args["checkpoint_dir"] is None:
+            return None
+        digest = hashlib.sha256(self.settings_key(data).encode()).hexdigest()[:16]
+        return Path(self.init_args["checkpoint_dir"]) / "runs" / digest
+
+    def _check_checkpoint(self, path: Path, resumable: bool) -> None:
+        """Reads a checkpoint safely and checks that it belongs to this training.
+
+        Raises:
+            UnreadableFileError: naming the file, if it cannot be read safely or does not
+                match (other settings or data, other weights, missing training state).
+        """
+        state = read_checkpoint(path)
+        if state.get("tagtorch_settings") != self._key:
+            raise UnreadableFileError(f"{path}: was trained with other settings or data")
+        weights = state.get("state_dict")
+        expected = {k: v.shape for k, v in self.state_dict().items()}
+        if not isinstance(weights, dict) or {
+                k: getattr(v, "shape", None) for k, v in weights.items()} != expected:
+            raise UnreadableFileError(f"{path}: its weights do not fit the model")
+        if not isinstance(state.get("epoch"), int):
+            raise UnreadableFileError(f"{path}: no epoch")
+        if resumable:
+            missing = {"loops", "callbacks", "optimizer_states", "lr_schedulers",
+                       "tagtorch_history", "tagtorch_random"} - set(state)
+            if missing:
+                raise UnreadableFileError(f"{path}: lacks the training state {sorted(missing)}")
+            history = state["tagtorch_history"]
+            if not isinstance(history, list) or not all(isinstance(h, dict) for h in history):
+                raise UnreadableFileError(f"{path}: its learning curve is malformed")
+            try:
+                self._parse_random_state(state["tagtorch_random"])
+            except ValueError as error:
+                raise UnreadableFileError(f"{path}: {error}") from error
+
+    def _resumable(self, folder: Path) -> Path | None:
+        """``folder``'s ``last.ckpt`` if training can resume from it, else None.
+
+        Unusable files are discarded (``last.ckpt`` and ``best.ckpt``, so that training starts
+        over) with a warning naming the file.
+        """
+        last, best = folder / "last.ckpt", folder / "best.ckpt"
+        if not last.is_file():
+            return None
+        try:
+            self._check_checkpoint(last, resumable=True)
+            if not best.is_file():
+                raise UnreadableFileError(f"{best}: missing beside {last}")
+            self._check_checkpoint(best, resumable=False)
+        except UnreadableFileError as error:
+            log.warning("%s: %s; discarding it and starting over", self.run_name, error)
+            return None
+        return last
 
     # ------------------------------------------------------------- loaders
-    def _train_loader(self, sets: UserTagSets) -> DataLoader:
+    def _train_loader(self, sets: UserTagSets, generator: torch.Generator) -> DataLoader:
         def collate(rows: list[int]) -> list[Tensor]:
             index = np.asarray(rows)
             items, mask = sets.padded(index)
             return [torch.from_numpy(sets.users[index]), torch.from_numpy(sets.tags[index]),
                     items, mask]
 
-        generator = torch.Generator().manual_seed(self.seed)
         return DataLoader(_SetIndex(len(sets)), batch_size=self.batch_size, shuffle=True,
                           collate_fn=collate, generator=generator)
 
@@ -289,85 +461,119 @@ class FactorModel(pl.LightningModule):
 
     # ------------------------------------------------------------- ItemRanker interface
     def fit(self, data: ItemRecData) -> Self:
-        """Trains on ``data.train``'s UTS sets, early-stopping on ``data.val``'s queries."""
+        """Trains on ``data.train``'s UTS sets, early-stopping on ``data.val``'s queries.
+
+        Resumes from the training folder's ``last.ckpt`` when there is a usable one (see the
+        class docstring).
+        """
         if len(data.train_sets) == 0:
             raise ValueError("no training triples")
         if len(data.val_queries) == 0:
             raise ValueError("no validation queries for early stopping")
         pl.seed_everything(self.seed, workers=True, verbose=False)
         self.sizes = (data.n_users, data.n_items, data.n_tags)
-        self._data_key = data.fingerprint()
+        self._key = self.settings_key(data)
         self.build(*self.sizes)
         self.data = data
         self.history_ = []
-        directory = self.init_args["checkpoint_dir"]
+        self.best_epoch_ = None
+        folder = self.run_folder(data)
         scratch = None
-        if directory is None:
+        if folder is None:
             import tempfile
 
             scratch = tempfile.TemporaryDirectory(prefix="tagtorch-itemrec-")
-            directory = scratch.name
-        directory = Path(directory)
-        best = ModelCheckpoint(dirpath=directory, filename="best", monitor="val/dcg@10",
+            folder = Path(scratch.name)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "settings.json").write_text(json.dumps(json.loads(self._key), indent=1))
+        best = ModelCheckpoint(dirpath=folder, filename="best", monitor="val/dcg@10",
                                mode="max", save_top_k=1, enable_version_counter=False)
         # every epoch (no monitor: the newest is kept), for resuming after an interruption
-        latest = ModelCheckpoint(dirpath=directory, filename="last", save_top_k=1,
+        latest = ModelCheckpoint(dirpath=folder, filename="last", save_top_k=1,
                                  enable_version_counter=False)
         stop = EarlyStopping("val/dcg@10", mode="max", patience=self.patience)
         make = self.init_args["trainer"] or (lambda **kw: pl.Trainer(max_epochs=50, **kw))
         trainer = make(callbacks=[best, latest, stop], logger=False, enable_checkpointing=True,
                        enable_model_summary=False, num_sanity_val_steps=0)
-        last = directory / "last.ckpt"
-        resume = str(last) if last.is_file() else None
-        if resume and torch.load(last, map_location="cpu", weights_only=False).get(
-                "tagtorch_settings") != self.settings_key():
-            log.warning("%s: %s was trained with other settings or data; starting over",
-                        self.run_name, last)
-            last.unlink()
-            resume = None
-        if resume:
+        resume = self._resumable(folder)
+        if resume is not None:
             log.info("%s: resuming from %s", self.run_name, resume)
-        else:  # a fresh run: a best epoch of an earlier, finished run does not count
-            (directory / "best.ckpt").unlink(missing_ok=True)
+        else:  # a fresh training: files of an earlier (finished or unusable) one do not count
+            for name in ("last.ckpt", "best.ckpt"):
+                (folder / name).unlink(missing_ok=True)
+        # the batch order's generator: its state is checkpointed and restored on resumption
+        self._loader_generator = torch.Generator().manual_seed(self.seed)
+        safe = ({"weights_only": True}
+                if "weights_only" in inspect.signature(trainer.fit).parameters else {})
         try:
-            trainer.fit(self, self._train_loader(data.train_sets),
-                        [self._query_loader(data.val_queries, data.n_items),
-                         self._query_loader(self._train_queries(data), data.n_items)],
-                        ckpt_path=resume)
-            if best.best_model_path:
-                state = torch.load(best.best_model_path, map_location="cpu", weights_only=False)
+            with warnings.catch_warnings():  # the folder is this training's own: no surprise
+                warnings.filterwarnings("ignore", "Checkpoint directory .* is not empty")
+                trainer.fit(self, self._train_loader(data.train_sets, self._loader_generator),
+                            [self._query_loader(data.val_queries, data.n_items),
+                             self._query_loader(self._train_queries(data), data.n_items)],
+                            ckpt_path=None if resume is None else str(resume), **safe)
+            if (folder / "best.ckpt").is_file():
+                state = read_checkpoint(folder / "best.ckpt")
                 self.load_state_dict(state["state_dict"])
-                score = float(best.best_model_score) if best.best_model_score is not None \
-                    else math.nan
-                self.best_epoch_ = next((int(h["epoch"]) for h in self.history_
-                                         if math.isclose(h["val_dcg@10"], score,
-                                                         rel_tol=1e-6, abs_tol=1e-9)), None)
-            last.unlink(missing_ok=True)  # finished: a later fit starts over
+                self.best_epoch_ = int(state["epoch"])
+            (folder / "last.ckpt").unlink(missing_ok=True)  # finished: a later fit starts over
         finally:
             self.data = None
+            self._loader_generator = None
             if scratch is not None:
                 scratch.cleanup()
         log.info("%s: best val DCG@10 at epoch %s of %d", self.run_name, self.best_epoch_,
                  len(self.history_))
         return self.cpu().eval()
 
+    def _plain_settings(self) -> dict[str, Any]:
+        """The constructor arguments that JSON can hold (the callables are left out)."""
+        settings = {k: v for k, v in self.init_args.items() if k not in ("optimizer", "trainer")}
+        if settings.get("checkpoint_dir") is not None:
+            settings["checkpoint_dir"] = str(settings["checkpoint_dir"])
+        return settings
+
     def save(self, path: str | Path) -> None:
-        """Writes the configuration, the sizes, the learning curve and the weights."""
+        """Writes the model folder: ``manifest.json`` and ``weights.pt`` (tensors only).
+
+        The manifest holds the class, the settings (the optimizer and the trainer, callables,
+        only by their ``repr``, for reference), the sizes, the best epoch and the learning
+        curve, and the weights' SHA-256.
+        """
         if self.sizes is None:
             raise RuntimeError(f"{type(self).__name__} is not fitted: nothing to save")
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        torch.save({"init_args": self.init_args, "sizes": self.sizes,
-                    "best_epoch": self.best_epoch_, "history": self.history_,
-                    "state_dict": {k: v.cpu() for k, v in self.state_dict().items()}}, path)
+        folder = Path(path)
+        folder.mkdir(parents=True, exist_ok=True)
+        save_tensors(self.state_dict(), folder / "weights.pt")
+        write_manifest(folder, type(self), self._plain_settings(), ["weights.pt"],
+                       sizes=list(self.sizes), best_epoch=self.best_epoch_,
+                       history=self.history_,
+                       callables={k: repr(self.init_args[k]) for k in ("optimizer", "trainer")})
 
     @classmethod
-    def load(cls, path: str | Path) -> Self:
-        """Reads a model written by :meth:`save` (its file holds pickled config callables)."""
-        state = torch.load(path, map_location="cpu", weights_only=False)
-        model = cls(**state["init_args"])
-        model.sizes = tuple(state["sizes"])
-        model.build(*model.sizes)
-        model.load_state_dict(state["state_dict"])
-        model.best_epoch_ = state["best_epoch"]
-        model.history_ = state["history"]
+    def load(cls, path: str | Path, **settings: Any) -> Self:
+        """Reads a model folder written by :meth:`save`.
+
+        Args:
+            path: the folder.
+            **settings: constructor arguments that replace the saved ones (the optimizer and
+                the trainer are not saved: pass them to train the loaded model further).
+
+        Raises:
+            UnreadableFileError: naming the file that is missing, altered or unsafe.
+        """
+        folder = Path(path)
+        manifest = read_manifest(folder, cls)
+        weights = load_tensors(folder / "weights.pt")
+        try:
+            model = cls(**{**manifest["settings"], **settings})
+            model.sizes = (int(manifest["sizes"][0]), int(manifest["sizes"][1]),
+                           int(manifest["sizes"][2]))
+            model.build(*model.sizes)
+            model.load_state_dict(weights)
+        except (KeyError, TypeError, ValueError, IndexError, RuntimeError) as error:
+            raise UnreadableFileError(f"{folder / 'manifest.json'}: does not describe the "
+                                      f"weights beside it ({error})") from error
+        model.best_epoch_ = manifest.get("best_epoch")
+        model.history_ = list(manifest.get("history", []))
         return model.eval()

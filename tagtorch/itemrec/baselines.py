@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Self
 
@@ -24,6 +23,7 @@ from torch import Tensor
 
 from tagtorch.itemrec.data import ItemRecData
 from tagtorch.itemrec.dorank import CPModel
+from tagtorch.itemrec.storage import UnreadableFileError, load_arrays, read_manifest, write_manifest
 
 __all__ = ["MostPopular", "ProbabilisticCP", "TwoDimensional"]
 
@@ -76,21 +76,30 @@ class _CountModel:
             raise RuntimeError(f"{type(self).__name__} is not fitted: call fit() or load()")
 
     def save(self, path: str | Path) -> None:
-        """Writes the settings (JSON) and the count arrays (``.npz``) under ``path``."""
+        """Writes the model folder: ``manifest.json`` (class, settings) and ``arrays.npz``."""
         self._check_fitted()
         folder = Path(path)
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / "settings.json").write_text(json.dumps(self._settings()))
         np.savez(folder / "arrays.npz", **{name: getattr(self, name) for name in self._arrays})
+        write_manifest(folder, type(self), self._settings(), ["arrays.npz"])
 
     @classmethod
     def load(cls, path: str | Path) -> Self:
-        """Reads a model written by :meth:`save`."""
+        """Reads a model folder written by :meth:`save` (no pickles: ``allow_pickle=False``).
+
+        Raises:
+            UnreadableFileError: naming the file that is missing, altered or unsafe.
+        """
         folder = Path(path)
-        model = cls(**json.loads((folder / "settings.json").read_text()))
-        with np.load(folder / "arrays.npz") as arrays:
-            for name in cls._arrays:
-                setattr(model, name, arrays[name])
+        manifest = read_manifest(folder, cls)
+        arrays = load_arrays(folder / "arrays.npz", cls._arrays)
+        try:
+            model = cls(**manifest["settings"])
+        except (TypeError, ValueError) as error:
+            raise UnreadableFileError(f"{folder / 'manifest.json'}: bad settings ({error})"
+                                      ) from error
+        for name, value in arrays.items():
+            setattr(model, name, value)
         return model
 
 
