@@ -9,16 +9,21 @@ files are refused before a library parses them.
 
 from __future__ import annotations
 
+import functools
 import gzip
+import hashlib
 import io
 import json
 import logging
 import pickle
+import re
+import shutil
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+import pytorch_lightning as pl
 import torch
 
 from tagtorch.candidates.cache import CandidateCache
@@ -26,6 +31,15 @@ from tagtorch.candidates.candidate_set import CandidateSet
 from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.data.text import TextProcessor
 from tagtorch.evaluation.protocol import _FoldOutcome, _Journal
+from tagtorch.rankers.adarank import AdaRank
+from tagtorch.rankers.base import MANIFEST_FILE
+from tagtorch.rankers.feature import FeatureRanker
+from tagtorch.rankers.gp import GPRanker
+from tagtorch.rankers.latre import LatreWTS
+from tagtorch.rankers.neural import ListScorer, NeuralRanker
+from tagtorch.rankers.rankboost import RankBoost
+from tagtorch.rankers.ranksvm import RankSVM
+from tagtorch.rankers.trees import LambdaMARTRanker, MARTRanker, RandomForestRanker
 
 
 class Payload:
@@ -205,3 +219,137 @@ def test_a_planted_or_damaged_run_piece_is_run_again_with_a_warning(tmp_path, ca
         assert journal.read(0, "m") is None
     assert not marker.exists()
     assert warned_about(caplog, path)
+
+
+# -- saved rankers ----------------------------------------------------------------------------
+
+def ranker_lists(n_lists: int = 24, seed: int = 0) -> CandidateSet:
+    """Lists of 6 candidates whose relevant ones have the largest ``sum_l`` (``wts``: noise)."""
+    g = torch.Generator().manual_seed(seed)
+    features = torch.rand(n_lists, 6, 2, generator=g)
+    labels = (features[..., 0] > 0.6).float()
+    return CandidateSet(objects=torch.arange(n_lists), tags=torch.arange(6).repeat(n_lists, 1),
+                        features=features, labels=labels,
+                        mask=torch.ones(n_lists, 6, dtype=torch.bool),
+                        n_relevant=labels.sum(1).long(), feature_names=("sum_l", "wts"))
+
+
+RANKERS = {
+    "rf-sklearn": lambda: RandomForestRanker(n_trees=5, n_leaves=8, n_jobs=1),
+    "rf-lightgbm": lambda: RandomForestRanker(n_trees=5, n_leaves=8, backend="lightgbm",
+                                              n_jobs=1),
+    "mart-xgboost": lambda: MARTRanker(n_iterations=5, backend="xgboost", n_jobs=1),
+    "lambdamart-lightgbm": lambda: LambdaMARTRanker(n_iterations=5, n_jobs=1),
+    "lambdamart-xgboost": lambda: LambdaMARTRanker(n_iterations=5, backend="xgboost", n_jobs=1),
+    "neural": lambda: NeuralRanker(
+        scorer=functools.partial(ListScorer, hidden=[4]), holdout_fraction=0.25,
+        trainer=functools.partial(pl.Trainer, max_epochs=1, accelerator="cpu", devices=1,
+                                  enable_progress_bar=False)),
+    "latre": lambda: LatreWTS(),
+    "feature": lambda: FeatureRanker("sum_l"),
+    "gp": lambda: GPRanker(population=6, generations=1, progress=False),
+    "adarank": lambda: AdaRank(n_iterations=3),
+    "rankboost": lambda: RankBoost(n_rounds=3),
+    "ranksvm": lambda: RankSVM(max_iter=200),
+}
+FOLDERS = ("rf-sklearn", "rf-lightgbm", "mart-xgboost", "lambdamart-lightgbm",
+           "lambdamart-xgboost", "neural")  # the others save one JSON file
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory) -> dict[str, tuple[type, Path, torch.Tensor]]:
+    """Every ranker type fitted and saved: name -> (class, saved path, its test scores)."""
+    folder = tmp_path_factory.mktemp("saved")
+    train, test = ranker_lists(), ranker_lists(6, seed=1)
+    out = {}
+    for name, make in RANKERS.items():
+        ranker = make().fit(train)
+        ranker.save(folder / name)
+        out[name] = (type(ranker), folder / name, ranker.score(test))
+    return out
+
+
+def saved_files(path: Path) -> list[Path]:
+    return sorted(path.iterdir()) if path.is_dir() else [path]
+
+
+def copy_saved(path: Path, to: Path) -> Path:
+    if path.is_dir():
+        shutil.copytree(path, to)
+    else:
+        shutil.copy(path, to)
+    return to
+
+
+def resign(file: Path) -> None:
+    """Records a file's new size and SHA-256 in its folder's manifest, as an attacker could."""
+    manifest = json.loads((file.parent / MANIFEST_FILE).read_text())
+    manifest["files"][file.name] = {"size": file.stat().st_size,
+                                    "sha256": hashlib.sha256(file.read_bytes()).hexdigest()}
+    (file.parent / MANIFEST_FILE).write_text(json.dumps(manifest))
+
+
+@pytest.mark.parametrize("name", list(RANKERS))
+def test_every_saved_ranker_loads_to_the_same_scores(saved, name):
+    cls, path, scores = saved[name]
+    torch.testing.assert_close(cls.load(path).score(ranker_lists(6, seed=1)), scores)
+    for file in saved_files(path):  # JSON, tensors, library-native or .npz files only
+        if file.suffix != ".txt":
+            assert file.read_bytes()[:2] in (b"{\n", b'{"', b"PK"), file
+
+
+@pytest.mark.parametrize("kind", ["pickle", "torch"])
+@pytest.mark.parametrize("name", list(RANKERS))
+def test_a_payload_planted_in_any_saved_ranker_file_never_runs(saved, tmp_path, name, kind):
+    cls, path, _ = saved[name]
+    marker = tmp_path / "marker"
+    for i, original in enumerate(saved_files(path)):
+        model_file = path.is_dir() and original.name != MANIFEST_FILE
+        for resigned in (False, True) if model_file else (False,):
+            copy = copy_saved(path, tmp_path / f"{i}-{resigned}-{name}")
+            planted = copy / original.name if copy.is_dir() else copy
+            plant(planted, marker, kind)
+            if resigned:  # the attacker rewrites the manifest's digest too
+                resign(planted)
+            with pytest.raises(ValueError, match=re.escape(str(planted))):
+                cls.load(copy)
+            assert not marker.exists()
+
+
+def test_a_saved_gp_expression_cannot_evaluate_python(saved, tmp_path):
+    _, path, _ = saved["gp"]
+    state = json.loads(path.read_text())
+    state["expression"] = "add(sum_l, __import__)"
+    (tmp_path / "gp.json").write_text(json.dumps(state))
+    with pytest.raises(ValueError, match=r"gp\.json.*__import__"):
+        GPRanker.load(tmp_path / "gp.json")
+
+
+@pytest.mark.parametrize("how", ["truncate", "garble"])
+@pytest.mark.parametrize("name", FOLDERS)
+def test_a_truncated_or_flipped_model_file_is_refused_before_the_library_reads_it(
+        saved, tmp_path, name, how):
+    cls, path, _ = saved[name]
+    copy = copy_saved(path, tmp_path / name)
+    [model_file] = [f for f in copy.iterdir() if f.name != MANIFEST_FILE]
+    damage(model_file, how)
+    with pytest.raises(ValueError, match=re.escape(str(model_file)) + ".*truncated or altered"):
+        cls.load(copy)
+
+
+def test_a_forest_file_with_malformed_trees_is_refused(saved, tmp_path):
+    """Even with matching digests, trees whose children loop or leave the array never reach
+    scikit-learn's C code (a loop would hang it, an index out of range crash it)."""
+    _, path, _ = saved["rf-sklearn"]
+    for field, value in (("nodes.left_child", 0), ("nodes.right_child", 10**6),
+                         ("nodes.feature", 7)):
+        copy = copy_saved(path, tmp_path / field)
+        forest = copy / "forest.npz"
+        with np.load(forest, allow_pickle=False) as stored:
+            arrays = {name: stored[name].copy() for name in stored.files}
+        arrays[field][0] = value  # the root of the first tree (a split: the lists vary)
+        with open(forest, "wb") as out:
+            np.savez(out, **arrays)
+        resign(forest)
+        with pytest.raises(ValueError, match=re.escape(str(forest)) + ": tree 0"):
+            RandomForestRanker.load(copy)

@@ -469,8 +469,13 @@ class NeuralRanker(pl.LightningModule):
         ranker = cls(**settings)
         ranker.feature_names = tuple(manifest["feature_names"])
         ranker._build(len(ranker.feature_names))
-        state = torch.load(folder / WEIGHTS_FILE, map_location="cpu", weights_only=True)
-        ranker.load_state_dict(state)
+        try:
+            state = torch.load(folder / WEIGHTS_FILE, map_location="cpu", weights_only=True)
+            ranker.load_state_dict(state)
+        except Exception as error:  # not a tensor dict, or not this network's
+            reason = next(iter(str(error).splitlines()), "")  # torch's messages run long
+            raise ValueError(f"{folder / WEIGHTS_FILE}: not readable weights of this ranker "
+                             f"({type(error).__name__}: {reason})") from None
         ranker.best_epoch_ = manifest["best_epoch"]
         ranker.history_ = manifest["history"]
         return ranker.eval()

@@ -525,23 +525,32 @@ class _TreeRanker:
         if ranker.backend == "sklearn":
             n_features = len(manifest["feature_names"])
             ranker.model_ = load_forest(model_file, ranker._forest(n_features), n_features)
-        elif ranker.backend == "lightgbm":
-            import lightgbm as lgb
-
-            ranker.model_ = lgb.Booster(model_file=str(model_file))
         else:
-            import xgboost as xgb
-
-            booster = xgb.Booster()
-            booster.load_model(str(model_file))
-            booster.set_param({"nthread": _threads(ranker.n_jobs)})
-            ranker.model_ = booster
+            try:
+                ranker.model_ = _load_booster(ranker.backend, model_file, ranker.n_jobs)
+            except Exception as error:  # the library's own parse errors
+                raise ValueError(f"{model_file}: not a readable {ranker.backend} model "
+                                 f"({type(error).__name__}: {error})") from None
         ranker.feature_names_ = tuple(manifest["feature_names"])
         ranker.best_iteration_ = manifest["best_iteration"]
         return ranker
 
     def _forest(self, n_features: int) -> Any:
         raise NotImplementedError(f"{type(self).__name__} has no scikit-learn backend")
+
+
+def _load_booster(backend: str, model_file: Path, n_jobs: int) -> Any:
+    """A LightGBM (text) or XGBoost (JSON) booster read from its native model file."""
+    if backend == "lightgbm":
+        import lightgbm as lgb
+
+        return lgb.Booster(model_file=str(model_file))
+    import xgboost as xgb
+
+    booster = xgb.Booster()
+    booster.load_model(str(model_file))
+    booster.set_param({"nthread": _threads(n_jobs)})
+    return booster
 
 
 class RandomForestRanker(_TreeRanker):
