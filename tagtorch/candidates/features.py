@@ -76,6 +76,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from typing import Self
 
 import numpy as np
@@ -404,9 +405,17 @@ class LatreCandidates:
         return rows.cpu(), cols.cpu(), features.float().cpu(), labels.cpu()
 
     def _sum_l(self, input_tags: Ragged, one_tag: Lookup) -> Lookup:
-        """``Sum(c, I_o, ℓ)``: one-tag rules plus rules with antecedents of size 2..ℓ."""
+        """``Sum(c, I_o, ℓ)``: one-tag rules plus rules with antecedents of size 2..ℓ.
+
+        The rules of the larger antecedents come in pieces of at most about ``max_work``
+        entries (:meth:`_antecedent_rules`) and are summed into the ``(object, c)`` totals as
+        they come, so memory follows the objects' candidates, not the number of rules.
+        """
         dev, n = self.device, self.terms.n_terms
-        owners, rules, n_antecedents = [], [], 0
+        keys, values = one_tag.keys, one_tag.values[:, 0]
+        pending_keys: list[torch.Tensor] = []
+        pending_values: list[torch.Tensor] = []
+        pending = 0
         input_tags, _ = most_frequent_per_row(input_tags, self.tag_counts,
                                               self.max_antecedent_tags)
         for size in range(2, self.max_antecedent + 1):
@@ -427,33 +436,27 @@ class LatreCandidates:
             for part in torch.split(torch.arange(len(owner_t), device=dev),
                                     torch.unique_consecutive(bucket, return_counts=True)[1]
                                     .tolist()):
-                ant, c, theta = self._antecedent_rules(members_t[part])
-                owners.append(owner_t[part])
-                rules.append((ant + n_antecedents, c, theta))
-                n_antecedents += len(part)
-        if not owners:
-            return Lookup(one_tag.keys, one_tag.values[:, 0], n)
-        # Σ over antecedents X of each object: M [objects, antecedents] @ Θ_X [antecedents, n]
-        owner_all = torch.cat(owners)
-        ant = torch.cat([r[0] for r in rules])
-        c = torch.cat([r[1] for r in rules])
-        theta = torch.cat([r[2] for r in rules])
-        if len(ant) <= self.max_work:  # few rules: sum them by key directly
-            keys, values = owner_all[ant] * n + c, theta
-        else:  # many: a sparse product accumulates faster than sorting them
-            pick = sorted_csr(*torch.sort(owner_all, stable=True),
-                              torch.ones(n_antecedents, device=dev),
-                              (len(input_tags), n_antecedents))
-            rows, cols, values = spmm(pick, sorted_csr(ant, c, theta, (n_antecedents, n)))
-            keys = rows * n + cols
-        return Lookup(*sum_by_key(torch.cat([one_tag.keys, keys]),
-                                  torch.cat([one_tag.values[:, 0], values])), n)
+                for ant, c, theta in self._antecedent_rules(members_t[part]):
+                    pending_keys.append(owner_t[part][ant] * n + c)
+                    pending_values.append(theta)
+                    pending += len(ant)
+                    if pending > max(self.max_work, len(keys)):  # fold them into the totals
+                        # (amortized: the totals are re-sorted O(log) times, not per piece)
+                        keys, values = sum_by_key(torch.cat([keys, *pending_keys]),
+                                                  torch.cat([values, *pending_values]))
+                        pending_keys, pending_values, pending = [], [], 0
+        if pending_keys:
+            keys, values = sum_by_key(torch.cat([keys, *pending_keys]),
+                                      torch.cat([values, *pending_values]))
+        return Lookup(keys, values, n)
 
     def _antecedent_rules(
         self, members: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Rules ``X -> c`` for antecedents ``members [a, s]``: ``(antecedent, c, θ)``.
+    ) -> Iterator[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+        """Rules ``X -> c`` for antecedents ``members [a, s]``: pieces ``(antecedent, c, θ)``.
 
+        A piece gathers the tags of at most about ``max_work`` (covering D object, tag)
+        entries (at least one antecedent whole, so its supports and thresholds are exact).
         Consequents inside X are kept (their θ is 1): they are input tags of the object, so
         :meth:`_chunk` never turns them into candidates.
         """
@@ -471,16 +474,29 @@ class LatreCandidates:
             ant, obj = ant[covers], obj[covers]
         support_x = torch.bincount(ant, minlength=a).float()
         crow = self.incidence.crow_indices()
-        gathered = int((crow[obj + 1] - crow[obj]).sum())
+        tags_of = crow[obj + 1] - crow[obj]  # entries each (antecedent, object) pair gathers
+        per_antecedent = torch.zeros(a, dtype=torch.long, device=dev).index_add_(0, ant, tags_of)
+        piece_of = ((torch.cumsum(per_antecedent, 0) - per_antecedent) // self.max_work)[ant]
+        for piece in torch.split(torch.arange(len(ant), device=dev),
+                                 torch.unique_consecutive(piece_of, return_counts=True)[1]
+                                 .tolist()):
+            yield self._covering_rules(ant[piece], obj[piece], int(tags_of[piece].sum()),
+                                       support_x)
+
+    def _covering_rules(
+        self, ant: torch.Tensor, obj: torch.Tensor, gathered: int, support_x: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(antecedent, c, θ)`` from the D objects ``obj`` that cover antecedents ``ant``."""
+        dev, n = self.device, self.terms.n_terms
+        crow = self.incidence.crow_indices()
         if gathered * 8 < self.incidence.values().numel():  # few rows: gather and sum them
             which, position = gather_rows(crow, obj)
-            key, support = sum_by_key(ant[which] * self.terms.n_terms
-                                      + self.incidence.col_indices()[position],
+            key, support = sum_by_key(ant[which] * n + self.incidence.col_indices()[position],
                                       torch.ones(len(which), device=dev))
-            ant, c = key // self.terms.n_terms, key % self.terms.n_terms
+            ant, c = key // n, key % n
         else:  # many rows: a sparse product accumulates faster than sorting the entries
             covering = sorted_csr(ant, obj, torch.ones(len(ant), device=dev),
-                                  (a, self.n_train))
+                                  (len(support_x), self.n_train))
             ant, c, support = spmm(covering, self.incidence)
         theta = support / support_x[ant]
         # consequents inside X are input tags, never candidates: no need to drop them here
