@@ -1,0 +1,278 @@
+"""Item models: exact resumption, unreadable checkpoints, planted pickle payloads."""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from test_itemrec import interrupted_trainer, trainer
+
+from tagtorch.itemrec.base import FactorModel, dcg_at_k
+from tagtorch.itemrec.baselines import MostPopular
+from tagtorch.itemrec.dorank import DoRank
+from tagtorch.itemrec.pitf import PITF
+from tagtorch.itemrec.storage import UnreadableFileError, file_digest
+
+
+@pytest.fixture(scope="module")
+def toy_data():
+    from test_itemrec import toy_folksonomy
+
+    from tagtorch.itemrec.data import item_recommendation_data
+
+    return item_recommendation_data(toy_folksonomy(), p=1, seed=0, split="triples")
+
+
+def adam(lr: float) -> functools.partial:
+    return functools.partial(torch.optim.Adam, lr=lr)
+
+
+# (model, settings, interrupted at the start of this epoch): with these settings early stopping
+# ends the uninterrupted training after the interruption and before its 12 epochs, so the
+# early-stopping state must come back too (PITF: interrupted while waiting for a better epoch)
+CASES = {
+    "dorank": (DoRank, {"optimizer": adam(0.1), "patience": 1}, 6),
+    "pitf": (PITF, {"optimizer": adam(0.1), "patience": 2}, 9),
+}
+
+
+def interrupt_and_resume(cls, settings, crash_at, folder, toy_data, caplog):
+    """Runs a training interrupted at ``crash_at``, then resumes it; returns both models."""
+    first = cls(rank=4, trainer=interrupted_trainer(crash_at, 12), checkpoint_dir=folder,
+                **settings)
+    with pytest.raises(RuntimeError, match="simulated"):
+        first.fit(toy_data)
+    assert len(first.history_) == crash_at
+    resumed = cls(rank=4, trainer=trainer(12), checkpoint_dir=folder, **settings)
+    caplog.clear()
+    with caplog.at_level("INFO", logger="tagtorch.itemrec.base"):
+        resumed.fit(toy_data)
+    assert f"resuming from {first.run_folder(toy_data) / 'last.ckpt'}" in caplog.text
+    return first, resumed
+
+
+def test_scores(model, data) -> torch.Tensor:
+    q = data.test_queries
+    return model.score(torch.from_numpy(q.users), torch.from_numpy(q.tags))
+
+
+test_scores.__test__ = False  # a helper, not a test
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_resumed_training_equals_the_uninterrupted_one(tmp_path, toy_data, caplog, case):
+    cls, settings, crash_at = CASES[case]
+    reference = cls(rank=4, trainer=trainer(12), **settings).fit(toy_data)
+    assert crash_at < len(reference.history_) < 12  # early stopping after the interruption
+    _, resumed = interrupt_and_resume(cls, settings, crash_at, tmp_path, toy_data, caplog)
+    # every per-epoch figure (training loss, train and validation DCG@10), exactly
+    assert resumed.history_ == reference.history_
+    assert resumed.best_epoch_ == reference.best_epoch_
+    ours, theirs = resumed.state_dict(), reference.state_dict()
+    assert ours.keys() == theirs.keys()
+    assert all(torch.equal(ours[k], theirs[k]) for k in ours)
+    q = toy_data.test_queries
+    labels, mask = q.batch(np.arange(len(q)), toy_data.n_items)
+    assert torch.equal(test_scores(resumed, toy_data), test_scores(reference, toy_data))
+    assert torch.equal(dcg_at_k(test_scores(resumed, toy_data), labels, mask),
+                       dcg_at_k(test_scores(reference, toy_data), labels, mask))
+    # the epochs after the interruption are not copies of the one before it
+    losses = [row["train_loss"] for row in reference.history_[crash_at - 1:]]
+    assert len(set(losses)) == len(losses)
+
+
+@pytest.mark.parametrize(("case", "restore"), [
+    ("dorank", "nothing"), ("pitf", "nothing"), ("pitf", "loader only")])
+def test_without_the_random_state_a_resumed_training_differs(tmp_path, toy_data, caplog,
+                                                              monkeypatch, case, restore):
+    """The check above can fail: resuming without the generators' states changes the epochs."""
+    cls, settings, crash_at = CASES[case]
+    reference = cls(rank=4, trainer=trainer(12), **settings).fit(toy_data)
+    if restore == "nothing":
+        monkeypatch.setattr(FactorModel, "_restore_random_state", lambda self, state: None)
+    else:  # the batch order's generator, not torch's global one (PITF draws its negatives)
+        original = FactorModel._restore_random_state
+
+        def loader_only(self, state):
+            kept = torch.get_rng_state()
+            original(self, state)
+            torch.set_rng_state(kept)
+
+        monkeypatch.setattr(FactorModel, "_restore_random_state", loader_only)
+    _, resumed = interrupt_and_resume(cls, settings, crash_at, tmp_path, toy_data, caplog)
+    assert resumed.history_[:crash_at] == reference.history_[:crash_at]
+    assert resumed.history_[crash_at]["train_loss"] != reference.history_[crash_at]["train_loss"]
+
+
+def test_a_checkpoint_holds_no_pickled_objects(tmp_path, toy_data):
+    model = DoRank(rank=4, trainer=interrupted_trainer(2, 4), checkpoint_dir=tmp_path,
+                   optimizer=adam(0.01))
+    with pytest.raises(RuntimeError, match="simulated"):
+        model.fit(toy_data)
+    for name in ("last.ckpt", "best.ckpt"):
+        state = torch.load(model.run_folder(toy_data) / name, weights_only=True)
+        assert "hyper_parameters" not in state
+    settings = json.loads((model.run_folder(toy_data) / "settings.json").read_text())
+    assert settings["settings"]["rank"] == 4 and settings["data"] == toy_data.fingerprint()
+
+
+# ----------------------------------------------------------------------------- unreadable files
+def corrupt(path: Path, how: str) -> None:
+    content = path.read_bytes()
+    if how == "truncated":
+        path.write_bytes(content[: len(content) // 2])
+    elif how == "garbage":
+        path.write_bytes(np.random.default_rng(0).bytes(len(content)))
+    else:
+        path.write_bytes(b"")
+
+
+@pytest.mark.parametrize(("name", "how"), [
+    ("last.ckpt", "truncated"), ("last.ckpt", "garbage"), ("last.ckpt", "empty"),
+    ("best.ckpt", "truncated")])
+def test_an_unreadable_checkpoint_is_discarded_and_training_starts_over(tmp_path, toy_data,
+                                                                         caplog, name, how):
+    first = DoRank(rank=4, trainer=interrupted_trainer(2, 4), checkpoint_dir=tmp_path)
+    with pytest.raises(RuntimeError, match="simulated"):
+        first.fit(toy_data)
+    folder = first.run_folder(toy_data)
+    corrupt(folder / name, how)
+    again = DoRank(rank=4, trainer=trainer(4), checkpoint_dir=tmp_path)
+    with caplog.at_level("INFO", logger="tagtorch.itemrec.base"):
+        again.fit(toy_data)
+    assert f"{folder / name}: " in caplog.text and "starting over" in caplog.text
+    assert "resuming" not in caplog.text
+    fresh = DoRank(rank=4, trainer=trainer(4)).fit(toy_data)
+    assert again.history_ == fresh.history_  # a full training from epoch 0
+    assert not (folder / "last.ckpt").exists()
+    caplog.clear()  # and the next run is not blocked
+    with caplog.at_level("INFO", logger="tagtorch.itemrec.base"):
+        DoRank(rank=4, trainer=trainer(2), checkpoint_dir=tmp_path).fit(toy_data)
+    assert "starting over" not in caplog.text
+
+
+# ----------------------------------------------------------------------------- planted payloads
+class Payload:
+    """Unpickling it creates ``marker``: the proof that a file ran code."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (str(self.marker), "w"))
+
+
+def plant_torch(path: Path, marker: Path) -> None:
+    torch.save({"state_dict": Payload(marker), "epoch": 0}, path)
+
+
+def plant_npz(path: Path, marker: Path) -> None:
+    np.savez(path, tag_item=np.array([Payload(marker)], dtype=object),
+             item=np.zeros(3, dtype=np.float32))
+
+
+def test_the_payloads_run_code_when_unpickled(tmp_path):
+    """Without this, the tests below could pass with a payload that does nothing."""
+    marker = tmp_path / "ran"
+    plant_torch(tmp_path / "a.pt", marker)
+    torch.load(tmp_path / "a.pt", weights_only=False)
+    assert marker.exists()
+    marker.unlink()
+    plant_npz(tmp_path / "a.npz", marker)
+    with np.load(tmp_path / "a.npz", allow_pickle=True) as arrays:
+        arrays["tag_item"]
+    assert marker.exists()
+
+
+def test_a_planted_last_checkpoint_never_runs(tmp_path, toy_data, caplog):
+    marker = tmp_path / "ran"
+    model = DoRank(rank=4, trainer=trainer(2), checkpoint_dir=tmp_path / "ckpt")
+    folder = model.run_folder(toy_data)
+    folder.mkdir(parents=True)
+    plant_torch(folder / "last.ckpt", marker)
+    with caplog.at_level("INFO", logger="tagtorch.itemrec.base"):
+        model.fit(toy_data)
+    assert not marker.exists()
+    assert f"{folder / 'last.ckpt'}: cannot be read safely" in caplog.text
+    assert "resuming" not in caplog.text
+    assert model.history_ == DoRank(rank=4, trainer=trainer(2)).fit(toy_data).history_
+
+
+@pytest.mark.parametrize("beside", ["an interrupted run", "nothing"])
+def test_a_planted_best_checkpoint_never_runs(tmp_path, toy_data, caplog, beside):
+    marker = tmp_path / "ran"
+    checkpoints = tmp_path / "ckpt"
+    model = DoRank(rank=4, trainer=interrupted_trainer(2, 4), checkpoint_dir=checkpoints)
+    folder = model.run_folder(toy_data)
+    if beside == "an interrupted run":
+        with pytest.raises(RuntimeError, match="simulated"):
+            model.fit(toy_data)
+    else:
+        folder.mkdir(parents=True)
+    plant_torch(folder / "best.ckpt", marker)
+    again = DoRank(rank=4, trainer=trainer(4), checkpoint_dir=checkpoints)
+    with caplog.at_level("INFO", logger="tagtorch.itemrec.base"):
+        again.fit(toy_data)
+    assert not marker.exists()
+    assert "resuming" not in caplog.text
+    if beside == "an interrupted run":
+        assert f"{folder / 'best.ckpt'}: cannot be read safely" in caplog.text
+    assert again.history_ == DoRank(rank=4, trainer=trainer(4)).fit(toy_data).history_
+
+
+def replant(folder: Path, name: str, plant, marker: Path) -> None:
+    """Replaces a saved model's file by a payload and updates the manifest's digest."""
+    plant(folder / name, marker)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["files"][name] = file_digest(folder / name)
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+
+
+@pytest.mark.parametrize("cls", [DoRank, PITF])
+def test_planted_model_weights_never_run(tmp_path, toy_data, cls):
+    marker = tmp_path / "ran"
+    folder = tmp_path / "model"
+    cls(rank=4, trainer=trainer(1)).fit(toy_data).save(folder)
+    weights = folder / "weights.pt"
+    plant_torch(weights, marker)
+    with pytest.raises(UnreadableFileError, match=re.escape(f"{weights}: its SHA-256 differs")):
+        cls.load(folder)
+    replant(folder, "weights.pt", plant_torch, marker)  # the manifest forged too
+    with pytest.raises(UnreadableFileError, match=re.escape(f"{weights}: cannot be read safely")):
+        cls.load(folder)
+    assert not marker.exists()
+
+
+def test_planted_count_arrays_never_run(tmp_path, toy_data):
+    marker = tmp_path / "ran"
+    folder = tmp_path / "model"
+    MostPopular().fit(toy_data).save(folder)
+    replant(folder, "arrays.npz", plant_npz, marker)
+    expected = re.escape(f"{folder / 'arrays.npz'}: cannot be read")
+    with pytest.raises(UnreadableFileError, match=expected):
+        MostPopular.load(folder)
+    assert not marker.exists()
+
+
+def test_a_model_folder_is_checked_before_loading(tmp_path, toy_data):
+    folder = tmp_path / "model"
+    model = DoRank(rank=4, trainer=trainer(1)).fit(toy_data)
+    model.save(folder)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["class"] == "tagtorch.itemrec.dorank.DoRank"
+    assert manifest["settings"]["rank"] == 4 and manifest["sizes"] == [
+        toy_data.n_users, toy_data.n_items, toy_data.n_tags]
+    assert manifest["history"] == model.history_
+    expected = re.escape(f"{folder / 'manifest.json'}: holds a ")
+    with pytest.raises(UnreadableFileError, match=expected):
+        PITF.load(folder)
+    with pytest.raises(UnreadableFileError, match=re.escape("manifest.json: no such file")):
+        DoRank.load(tmp_path / "elsewhere")
+    (folder / "weights.pt").unlink()
+    with pytest.raises(UnreadableFileError, match=re.escape("weights.pt: listed in")):
+        DoRank.load(folder)
