@@ -1,0 +1,221 @@
+"""Checks of a composed configuration, run before any work (``python -m tagtorch.train``).
+
+A bad setting used to fail late (after candidate generation or a model fit) or with a raw
+``AttributeError``. :func:`check_config` reads the resolved configuration once and raises a
+:class:`ConfigError` whose one-line message names the key, the value and what is allowed.
+
+Settings are checked by their key name wherever they occur in the task, the models, the
+candidate features and the data (the ``trainer``, ``optimizer``, ``scheduler`` and ``scorer``
+groups are checked where a model uses them, as their copies inside ``model``; unused, they are
+not checked):
+
+========================  =====================================================================
+key                       allowed
+========================  =====================================================================
+``ks``                    a non-empty list of integers >= 1
+``k``                     an integer >= 1, or null where a component allows "the whole list"
+``metrics``               a non-empty list of :data:`tagtorch.metrics.METRIC_NAMES`
+``batch_size``            an integer >= 1
+``lr``                    a finite number > 0
+``n_jobs``                a non-zero integer (joblib's convention: -1 is every core)
+``device``                ``auto``, ``cpu``, ``cuda`` or ``cuda:N`` (CUDA only with a GPU)
+``accelerator``           Lightning's ``auto``, ``cpu``, ``gpu`` or ``cuda`` (GPU only with one)
+``seed``                  an integer
+========================  =====================================================================
+
+Each method under ``model`` must suit the task: tag recommendation (``task=tagrec``) takes
+rankers of candidate lists (``score(batch)``), item recommendation (``task=itemrec``) takes item
+models (``score(users, tags)``); the kind is read from the signature of the class's ``score``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+from hydra.utils import get_class
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import InterpolationResolutionError, MissingMandatoryValue
+
+from tagtorch.metrics.functional import METRIC_NAMES
+
+__all__ = ["ConfigError", "check_config"]
+
+#: The config groups whose settings are checked (the others are checked inside ``model``).
+CHECKED_GROUPS = ("task", "model", "features", "data")
+
+
+class ConfigError(ValueError):
+    """A setting of the composed configuration is not allowed; the message names the key."""
+
+    def __init__(self, key: str, value: object, expected: str) -> None:
+        self.key, self.value, self.expected = key, value, expected
+        super().__init__(f"config key {key}={value!r}: expected {expected}")
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_ks(key: str, value: Any) -> None:
+    if (not isinstance(value, list) or not value
+            or not all(_is_int(k) and k >= 1 for k in value)):
+        raise ConfigError(key, value, "a non-empty list of integers >= 1, e.g. [5] or [1,5,10]")
+
+
+def _check_k(key: str, value: Any) -> None:
+    if value is not None and not (_is_int(value) and value >= 1):
+        raise ConfigError(key, value, "an integer >= 1 (or null where the whole list is meant)")
+
+
+def _check_metrics(key: str, value: Any) -> None:
+    if (not isinstance(value, list) or not value
+            or not all(isinstance(m, str) and m in METRIC_NAMES for m in value)):
+        raise ConfigError(key, value, f"a non-empty list of metric names from {list(METRIC_NAMES)}")
+
+
+def _check_batch_size(key: str, value: Any) -> None:
+    if not (_is_int(value) and value >= 1):
+        raise ConfigError(key, value, "an integer >= 1")
+
+
+def _check_lr(key: str, value: Any) -> None:
+    if (not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value)
+            or value <= 0):
+        raise ConfigError(key, value, "a finite learning rate > 0, e.g. 0.001")
+
+
+def _check_n_jobs(key: str, value: Any) -> None:
+    if not (_is_int(value) and value != 0):
+        raise ConfigError(key, value, "a non-zero integer (1: no parallelism, -1: every core)")
+
+
+def _check_device(key: str, value: Any) -> None:
+    if not isinstance(value, str) or not re.fullmatch(r"auto|cpu|cuda(:\d+)?", value):
+        raise ConfigError(key, value, "'auto', 'cpu', 'cuda' or 'cuda:N'")
+    if value.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise ConfigError(key, value, "'auto' or 'cpu': this machine has no CUDA device")
+        index = int(value.split(":")[1]) if ":" in value else 0
+        if index >= torch.cuda.device_count():
+            raise ConfigError(key, value, f"a CUDA device below {torch.cuda.device_count()}")
+
+
+def _check_accelerator(key: str, value: Any) -> None:
+    if value not in ("auto", "cpu", "gpu", "cuda"):
+        raise ConfigError(key, value, "'auto', 'cpu', 'gpu' or 'cuda'")
+    if value in ("gpu", "cuda") and not torch.cuda.is_available():
+        raise ConfigError(key, value, "'auto' or 'cpu' (trainer=cpu): this machine has no GPU")
+
+
+def _check_seed(key: str, value: Any) -> None:
+    if not _is_int(value):
+        raise ConfigError(key, value, "an integer")
+
+
+_CHECKS: dict[str, Callable[[str, Any], None]] = {
+    "ks": _check_ks,
+    "k": _check_k,
+    "metrics": _check_metrics,
+    "batch_size": _check_batch_size,
+    "lr": _check_lr,
+    "n_jobs": _check_n_jobs,
+    "device": _check_device,
+    "accelerator": _check_accelerator,
+    "seed": _check_seed,
+}
+
+
+def _walk(node: Any, prefix: str) -> Iterator[tuple[str, str, Any]]:
+    """``(dotted key, last key name, value)`` of every setting under ``node``."""
+    if isinstance(node, dict):
+        for name, value in node.items():
+            key = f"{prefix}.{name}" if prefix else str(name)
+            yield key, str(name), value
+            yield from _walk(value, key)
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _walk(value, f"{prefix}[{i}]")
+
+
+def _resolved(cfg: DictConfig) -> dict[str, Any]:
+    try:
+        container = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+    except MissingMandatoryValue as error:
+        key = error.full_key or "?"
+        raise ConfigError(key, "???", f"a value: set it on the command line ({key}=...)"
+                          ) from None
+    except InterpolationResolutionError as error:
+        raise ConfigError(error.full_key or "?", "${...}",
+                          f"an interpolation that resolves ({error.msg})") from None
+    assert isinstance(container, dict)
+    return container
+
+
+def _model_kind(key: str, target: Any) -> str:
+    """``"tagrec"`` for a ranker of candidate lists, ``"itemrec"`` for an item model."""
+    try:
+        cls = get_class(str(target))
+    except Exception as error:  # hydra raises ImportError or ValueError, with varying texts
+        raise ConfigError(key, target, f"an importable class ({error})") from None
+    score = getattr(cls, "score", None)
+    if score is None:
+        raise ConfigError(key, target, "a model class with a score method")
+    parameters = [p for p in inspect.signature(score).parameters.values()
+                  if p.name != "self" and p.default is inspect.Parameter.empty
+                  and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return "itemrec" if len(parameters) == 2 else "tagrec"
+
+
+def _task_kind(cfg: dict[str, Any]) -> str | None:
+    target = str((cfg.get("task") or {}).get("_target_", ""))
+    if target.endswith("ItemRecommendationTask"):
+        return "itemrec"
+    if target.endswith("TagRecommendationTask"):
+        return "tagrec"
+    return None  # describe: no model is used
+
+
+def check_config(cfg: DictConfig) -> None:
+    """Checks a composed configuration before any work.
+
+    Args:
+        cfg: the composed configuration of ``python -m tagtorch.train``.
+
+    Raises:
+        ConfigError: the first setting that is not allowed (see the module docstring).
+
+    Example:
+        >>> check_config(OmegaConf.create({"seed": 0, "task": {"ks": [5, 10]}}))
+        >>> check_config(OmegaConf.create({"seed": 0, "task": {"ks": [0]}}))
+        Traceback (most recent call last):
+        ...
+        tagtorch.config_checks.ConfigError: config key task.ks=[0]: expected a non-empty list \
+of integers >= 1, e.g. [5] or [1,5,10]
+    """
+    container = _resolved(cfg)
+    _check_seed("seed", container.get("seed", 0))
+    for group in CHECKED_GROUPS:
+        for key, name, value in _walk(container.get(group), group):
+            check = _CHECKS.get(name)
+            if check is not None:
+                check(key, value)
+    task = _task_kind(container)
+    if task is None:
+        return
+    models = container.get("model") or {}
+    if not models:
+        raise ConfigError("model", models, "at least one method (model=NAME or model=[A,B])")
+    allowed = {"tagrec": "a tag ranker (latre_wts, sum, rf, lambdamart, gp, lambdarank, ...)",
+               "itemrec": "an item model (dorank, pitf, cp_trpr, cts, most_popular)"}
+    for name, node in models.items():
+        target = node.get("_target_") if isinstance(node, dict) else None
+        if target is None:
+            raise ConfigError(f"model.{name}", node, "a config node with a _target_ class")
+        if _model_kind(f"model.{name}._target_", target) != task:
+            raise ConfigError(f"model.{name}._target_", target,
+                              f"{allowed[task]} for task={task}")

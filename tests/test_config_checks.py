@@ -1,0 +1,96 @@
+"""Settings are checked before any work: one line naming the key, the value and what is allowed."""
+
+import subprocess
+import sys
+
+import pytest
+import torch
+from test_train import EXPERIMENTS, ROOT, compose_cfg
+
+from tagtorch.config_checks import ConfigError, check_config
+
+NO_GPU = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error without a GPU")
+
+
+@pytest.mark.parametrize("experiment", [None, *EXPERIMENTS])
+def test_every_shipped_configuration_passes(tmp_path, experiment):
+    overrides = [] if experiment is None else [f"+experiment={experiment}"]
+    check_config(compose_cfg(tmp_path, overrides))
+
+
+@pytest.mark.parametrize("overrides, key, expected", [
+    (["task.protocol.ks=[0]"], "task.protocol.ks", "integers >= 1"),
+    (["task.protocol.ks=[]"], "task.protocol.ks", "non-empty list"),
+    (["task.protocol.ks=5"], "task.protocol.ks", "list of integers"),
+    (["task.protocol.metrics=[ndcg,bleu]"], "task.protocol.metrics", "metric names"),
+    (["model.latre_wts.k=0"], "model.latre_wts.k", "integer >= 1"),
+    (["model.latre_wts.k=2.5"], "model.latre_wts.k", "integer >= 1"),
+    (["task.protocol.batch_size=0"], "task.protocol.batch_size", "integer >= 1"),
+    (["task.protocol.batch_size=many"], "task.protocol.batch_size", "integer >= 1"),
+    (["task.protocol.device=tpu"], "task.protocol.device", "'auto', 'cpu', 'cuda'"),
+    (["task.protocol.n_jobs=0"], "task.protocol.n_jobs", "non-zero integer"),
+    (["model=rf", "model.rf.n_jobs=two"], "model.rf.n_jobs", "non-zero integer"),
+    (["model=lambdarank", "optimizer.lr=-0.1"], "model.lambdarank.optimizer.lr", "lr"),
+    (["model=lambdarank", "optimizer.lr=0"], "model.lambdarank.optimizer.lr", "> 0"),
+    (["model=lambdarank", "optimizer.lr=nan"], "model.lambdarank.optimizer.lr", "finite"),
+    (["task=itemrec", "model=dorank", "model.dorank.optimizer.lr=-1"],
+     "model.dorank.optimizer.lr", "> 0"),
+    (["task=itemrec", "model=dorank", "task.ks=[0,10]"], "task.ks", "integers >= 1"),
+    (["task=itemrec", "model=dorank", "task.batch_size=-5"], "task.batch_size", ">= 1"),
+    (["model=dorank"], "model.dorank._target_", "a tag ranker"),
+    (["task=itemrec", "model=latre_wts"], "model.latre_wts._target_", "an item model"),
+    (["task=itemrec", "model=[dorank,lambdamart]"], "model.lambdamart._target_",
+     "an item model"),
+    (["data=tabular"], "data.path", "a value"),
+    (["seed=abc"], "seed", "an integer"),
+])
+def test_bad_settings_are_named_before_any_work(tmp_path, overrides, key, expected):
+    cfg = compose_cfg(tmp_path, overrides)
+    with pytest.raises(ConfigError) as info:
+        check_config(cfg)
+    message = str(info.value)
+    assert message.startswith(f"config key {key}="), message
+    assert expected in message
+    assert "\n" not in message
+
+
+@NO_GPU
+@pytest.mark.parametrize("overrides, key", [
+    (["task.protocol.device=cuda"], "task.protocol.device"),
+    (["features.device=cuda:0"], "features.device"),
+    (["model=lambdarank", "trainer=gpu"], "model.lambdarank.trainer.accelerator"),
+    (["task=itemrec", "model=pitf", "trainer.accelerator=gpu"], "model.pitf.trainer.accelerator"),
+])
+def test_cuda_asked_for_without_a_gpu_is_refused(tmp_path, overrides, key):
+    with pytest.raises(ConfigError, match=f"config key {key}=.*no (CUDA device|GPU)"):
+        check_config(compose_cfg(tmp_path, overrides))
+
+
+def test_an_unused_gpu_trainer_is_not_an_error(tmp_path):
+    """LATRE+wTS trains no network: trainer=gpu is unused there, so it is not checked."""
+    check_config(compose_cfg(tmp_path, ["trainer=gpu"]))
+
+
+def run_cli(tmp_path, *overrides):
+    return subprocess.run(
+        [sys.executable, "-m", "tagtorch.train", "logger=none", f"hydra.run.dir={tmp_path}",
+         *overrides], cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+def test_the_command_line_shows_one_line_and_exits_2_before_loading_data(tmp_path):
+    # the data file does not exist: the ks error comes first, so nothing was loaded
+    done = run_cli(tmp_path, "data=tabular", f"data.path={tmp_path}/none.tsv",
+                   "task.protocol.ks=[0,5]")
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    assert "error: config key task.protocol.ks=[0, 5]: expected" in done.stderr
+    assert "loading data" not in done.stderr + done.stdout
+    assert not (tmp_path / "config.yaml").exists()
+
+
+def test_a_missing_data_file_is_one_line_naming_it(tmp_path):
+    done = run_cli(tmp_path, "data=tabular", f"data.path={tmp_path}/none.tsv")
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    assert f"{tmp_path}/none.tsv" in done.stderr.splitlines()[-1]
+
