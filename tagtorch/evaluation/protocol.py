@@ -15,8 +15,9 @@ in single-object mode, one object at a time as an online recommender serves it, 
 ``online_objects`` test objects of each fold (``online_ms_median`` is the median total).
 
 While a run goes, each finished (fold, method) outcome is kept in ``pieces/`` of the output
-folder; with ``resume=True`` a rerun into that folder reuses those whose settings match, so an
-interrupted comparison continues where it stopped.
+folder (gzipped JSON, never a pickle); with ``resume=True`` a rerun into that folder reuses those
+whose settings match, so an interrupted comparison continues where it stopped. A piece that
+cannot be read is run again, with a warning naming it.
 """
 
 from __future__ import annotations
@@ -230,8 +231,9 @@ class TagRecommendationProtocol:
             pair is fitted and evaluated in parallel. Rankers built on tree libraries use all
             cores themselves; timings measured in parallel share the cores.
         checkpoint_dir: every fitted ranker is saved to
-            ``{checkpoint_dir}/{dataset}/{method}/fold{k}`` (a file or, for the tree rankers, a
-            folder; the ranker class's ``load`` reads it back). None: nothing saved.
+            ``{checkpoint_dir}/{dataset}/{method}/fold{k}`` (a folder with ``manifest.json`` and
+            the model files for the tree and neural rankers, one JSON file for the others; the
+            ranker class's ``load`` reads it back). None: nothing saved.
         resume: reuse the finished (fold, method) outcomes of an interrupted run into the same
             output folder. While a run goes, each outcome is kept in ``pieces/`` there, with
             the method's configuration, the candidate features and the protocol settings; a
