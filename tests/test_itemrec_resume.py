@@ -8,10 +8,14 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
+import pytorch_lightning as pl
 import torch
+from omegaconf import OmegaConf
 from test_itemrec import interrupted_trainer, trainer
 
+from tagtorch.evaluation.itemrec import ItemRecommendationTask
 from tagtorch.itemrec.base import FactorModel, dcg_at_k
 from tagtorch.itemrec.baselines import MostPopular
 from tagtorch.itemrec.dorank import DoRank
@@ -107,6 +111,48 @@ def test_without_the_random_state_a_resumed_training_differs(tmp_path, toy_data,
     _, resumed = interrupt_and_resume(cls, settings, crash_at, tmp_path, toy_data, caplog)
     assert resumed.history_[:crash_at] == reference.history_[:crash_at]
     assert resumed.history_[crash_at]["train_loss"] != reference.history_[crash_at]["train_loss"]
+
+
+def crashing_pl_trainer(crash_at: int, epochs: int, **kwargs) -> pl.Trainer:
+    """``interrupted_trainer`` as a module-level function, for a config's ``_target_``."""
+    return interrupted_trainer(crash_at, epochs)(**kwargs)
+
+
+def task_models(pitf_trainer: dict) -> dict:
+    plain = {"_target_": "pytorch_lightning.Trainer", "_partial_": True, "max_epochs": 5,
+             "accelerator": "cpu", "enable_progress_bar": False}
+    common = {"rank": 4, "patience": 10, "seed": 0, "checkpoint_dir": None}
+    return {"model": {
+        "dorank": {"_target_": "tagtorch.itemrec.dorank.DoRank", "trainer": plain, **common},
+        "pitf": {"_target_": "tagtorch.itemrec.pitf.PITF", "trainer": pitf_trainer, **common}}}
+
+
+def test_an_interrupted_evaluation_rerun_reports_the_uninterrupted_figures(tmp_path, caplog):
+    """The issue's case: a run killed during training, then rerun, reports the same figures."""
+    from test_itemrec import toy_folksonomy
+
+    folksonomy = toy_folksonomy()
+    plain = task_models({"_target_": "pytorch_lightning.Trainer", "_partial_": True,
+                         "max_epochs": 5, "accelerator": "cpu", "enable_progress_bar": False})
+    crash = task_models({"_target_": f"{__name__}.crashing_pl_trainer", "_partial_": True,
+                         "crash_at": 2, "epochs": 5})
+
+    def task(name: str) -> ItemRecommendationTask:
+        return ItemRecommendationTask(seeds=[0, 1], p=1, trec_depth=0,
+                                      checkpoint_dir=tmp_path / name / "checkpoints")
+
+    expected = task("whole").run(folksonomy, OmegaConf.create(plain), tmp_path / "whole")
+    with pytest.raises(RuntimeError, match="simulated"):  # PITF killed in its epoch 2
+        task("killed").run(folksonomy, OmegaConf.create(crash), tmp_path / "killed")
+    with caplog.at_level("INFO", logger="tagtorch.itemrec.base"):
+        got = task("killed").run(folksonomy, OmegaConf.create(plain), tmp_path / "killed")
+    assert caplog.text.count("pitf: resuming from") == 1
+    timing = ["fit_seconds", "ms_model"]
+    pd.testing.assert_frame_equal(got[~got["metric"].isin(timing)],
+                                  expected[~expected["metric"].isin(timing)], check_exact=True)
+    curves = [pd.read_csv(tmp_path / name / "curves.csv") for name in ("killed", "whole")]
+    pd.testing.assert_frame_equal(*curves, check_exact=True)
+    assert len(curves[0].query("method == 'pitf' and seed == 0")) == 5
 
 
 def test_a_checkpoint_holds_no_pickled_objects(tmp_path, toy_data):
@@ -261,8 +307,11 @@ def test_planted_count_arrays_never_run(tmp_path, toy_data):
 
 def test_a_model_folder_is_checked_before_loading(tmp_path, toy_data):
     folder = tmp_path / "model"
+    folder.write_bytes(b"a model file of the older, pickled format")
     model = DoRank(rank=4, trainer=trainer(1)).fit(toy_data)
-    model.save(folder)
+    model.save(folder)  # replaces the file by a folder
+    users, tags = torch.tensor([0, 1]), torch.tensor([2, 3])
+    assert torch.equal(DoRank.load(folder).score(users, tags), model.score(users, tags))
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["class"] == "tagtorch.itemrec.dorank.DoRank"
     assert manifest["settings"]["rank"] == 4 and manifest["sizes"] == [

@@ -38,6 +38,7 @@ from tagtorch.itemrec.storage import (
     UnreadableFileError,
     class_name,
     load_tensors,
+    model_folder,
     read_checkpoint,
     read_manifest,
     save_tensors,
@@ -542,8 +543,7 @@ class FactorModel(pl.LightningModule):
         """
         if self.sizes is None:
             raise RuntimeError(f"{type(self).__name__} is not fitted: nothing to save")
-        folder = Path(path)
-        folder.mkdir(parents=True, exist_ok=True)
+        folder = model_folder(path)
         save_tensors(self.state_dict(), folder / "weights.pt")
         write_manifest(folder, type(self), self._plain_settings(), ["weights.pt"],
                        sizes=list(self.sizes), best_epoch=self.best_epoch_,

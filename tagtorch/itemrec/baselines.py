@@ -23,7 +23,13 @@ from torch import Tensor
 
 from tagtorch.itemrec.data import ItemRecData
 from tagtorch.itemrec.dorank import CPModel
-from tagtorch.itemrec.storage import UnreadableFileError, load_arrays, read_manifest, write_manifest
+from tagtorch.itemrec.storage import (
+    UnreadableFileError,
+    load_arrays,
+    model_folder,
+    read_manifest,
+    write_manifest,
+)
 
 __all__ = ["MostPopular", "ProbabilisticCP", "TwoDimensional"]
 
@@ -78,8 +84,7 @@ class _CountModel:
     def save(self, path: str | Path) -> None:
         """Writes the model folder: ``manifest.json`` (class, settings) and ``arrays.npz``."""
         self._check_fitted()
-        folder = Path(path)
-        folder.mkdir(parents=True, exist_ok=True)
+        folder = model_folder(path)
         np.savez(folder / "arrays.npz", **{name: getattr(self, name) for name in self._arrays})
         write_manifest(folder, type(self), self._settings(), ["arrays.npz"])
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,10 @@ import torch
 from torch import Tensor
 
 __all__ = ["MANIFEST", "UnreadableFileError", "class_name", "file_digest", "load_arrays",
-           "load_tensors", "read_checkpoint", "read_manifest", "save_tensors", "write_manifest"]
+           "load_tensors", "model_folder", "read_checkpoint", "read_manifest", "save_tensors",
+           "write_manifest"]
+
+log = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
 _FORMAT = 1
@@ -57,6 +61,16 @@ def file_digest(path: str | Path) -> str:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def model_folder(path: str | Path) -> Path:
+    """Creates the folder a model is saved to; a file there (an older format) is replaced."""
+    folder = Path(path)
+    if folder.is_file() or folder.is_symlink():
+        log.info("replacing %s, a model file of an older format, by a model folder", folder)
+        folder.unlink()
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 def write_manifest(folder: str | Path, kind: type, settings: dict[str, Any], files: list[str],
