@@ -735,3 +735,46 @@ def test_real_archive_tampered_file_caught(tmp_path: Path, archive_name: str,
         ensure_archive(dataclasses.replace(local, url=bad.as_uri()), other, progress=False)
     assert file in str(info.value) and archive.file_sha256[file] in str(info.value)
     assert not other.exists()
+
+
+@pytest.mark.parametrize("value", ["", "soon", "1.5e12"])
+def test_hetrec_timestamps_file_non_integer(tmp_path: Path, value: str) -> None:
+    # Found by tests/test_fuzz_loaders.py: a bad millisecond value was a raw ValueError.
+    folder = copy_folder("hetrec2011-movielens-2k", tmp_path)
+    bad = folder / "user_taggedmovies-timestamps.dat"
+    bad.write_text(f"userID\tmovieID\ttagID\tunixTimeStamp\n75\t353\t5290\t1162160415000\n"
+                   f"78\t4223\t7774\t{value}\n")
+    with pytest.raises(DataFormatError) as info:
+        load_movielens_2k(path=folder)
+    assert_error(info, bad, 3, "an integer in column 'unixTimeStamp'")
+
+
+@pytest.mark.parametrize(("year", "day"), [("1", "29"), ("2262", "1"), ("99999999999", "1"),
+                                           ("2008", "-1")])
+def test_hetrec_date_out_of_range(tmp_path: Path, year: str, day: str) -> None:
+    # Found by tests/test_fuzz_loaders.py: year 1 was a raw OutOfBoundsDatetime.
+    folder = copy_folder("hetrec2011-movielens-2k", tmp_path)
+    (folder / "user_taggedmovies-timestamps.dat").unlink()
+    bad = folder / "user_taggedmovies.dat"
+    bad.write_text("userID\tmovieID\ttagID\tdate_day\tdate_month\tdate_year\tdate_hour\t"
+                   "date_minute\tdate_second\n75\t353\t5290\t29\t10\t2006\t23\t20\t15\n"
+                   f"78\t1\t1\t{day}\t10\t{year}\t23\t20\t15\n")
+    with pytest.raises(DataFormatError) as info:
+        load_movielens_2k(path=folder)
+    assert_error(info, bad, 3, "a valid calendar date and time", f"date_year={year}")
+
+
+def test_movielens_csv_gzip_named_csv_and_latin1_byte(tmp_path: Path) -> None:
+    import gzip
+
+    folder = tmp_path / "release"
+    shutil.copytree(FIXTURES / "ml-csv", folder)
+    expected = rows(load_movielens_csv(path=folder))
+    tags = folder / "tags.csv"
+    original = tags.read_bytes()
+    tags.write_bytes(gzip.compress(original))
+    assert rows(load_movielens_csv(path=folder)) == expected
+    tags.write_bytes(original + b"18,431,Pacino \xe0 la folie,1462138801\n")
+    with pytest.raises(DataFormatError) as info:
+        load_movielens_csv(path=folder)
+    assert_error(info, tags, 8, "utf-8", "0xe0")

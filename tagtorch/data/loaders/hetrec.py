@@ -163,7 +163,7 @@ def _tag_assignments(
             raise DataFormatError(path, f"a column {' or '.join(map(repr, _TIMESTAMP_COLUMNS))} "
                                   "in a tab-separated header", f"the header {list(table.header)}",
                                   line=1)
-        seconds = table.frame[present[0]].to_numpy(dtype=np.int64) // 1000
+        seconds = table.integers(present[0]) // 1000
     else:
         table = _read(folder / dates_file, ids + list(date_columns.values()),
                       integer=ids + list(date_columns.values()), mixed=mixed)

@@ -3,6 +3,9 @@
 Harper and Konstan, "The MovieLens Datasets: History and Context", ACM TiiS 5(4), 2015.
 A release holds ``tags.csv`` (``userId,movieId,tag,timestamp``; Unix seconds) and
 ``movies.csv`` (``movieId,title,genres``; genres separated by ``|``), UTF-8 with CSV quoting.
+A byte that is not UTF-8, an id or time that is not a 64-bit integer, or a malformed line is an
+error naming the file and the line; compressed files are read (see
+:mod:`~tagtorch.data.loaders.tabular` for the rules all loaders share).
 """
 
 from __future__ import annotations

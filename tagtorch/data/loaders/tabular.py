@@ -15,7 +15,8 @@ Reading rules shared by every loader:
   zstd streams and Parquet files given as text are refused with a message naming the file.
 - **Encoding**: a file is decoded in one encoding (UTF-8 unless told otherwise; a leading
   byte-order mark is dropped) and a byte that is not valid in it is an error naming the file,
-  the line and the byte: there is no silent whole-file fallback to another encoding.
+  the line and the byte: there is no silent whole-file fallback to another encoding. A NUL
+  character is an error too (binary data, or UTF-16 text read as an 8-bit encoding).
 - **Line breaks**: LF, CR LF and a lone CR all end a line (as in pandas and
   text editors); line numbers count from the header, line 1, and include blank lines.
 - **Integers** (the ids of the HetRec and MovieLens files, Unix times) are ASCII decimal
@@ -65,8 +66,9 @@ _WHITESPACE = np.array([ord(c) for c in " \t\r\x0b\x0c"], dtype=np.uint32)
 _COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz")
 _SEPARATOR_NAMES = {"\t": "tab", ",": "comma", ";": "semicolon", "|": "pipe", " ": "space"}
 ASSIGNMENT_KEYS = ("user", "object", "tag", "timestamp")
-#: Valid range of each date field read by :func:`local_time_seconds`.
-_DATE_RANGES = {"year": (1, 9999), "month": (1, 12), "day": (1, 31), "hour": (0, 23),
+#: Valid range of each date field read by :func:`local_time_seconds` (years: the whole years
+#: that pandas' nanosecond timestamps cover).
+_DATE_RANGES = {"year": (1678, 2261), "month": (1, 12), "day": (1, 31), "hour": (0, 23),
                 "minute": (0, 59), "second": (0, 59)}
 
 #: Compressed formats read transparently: (name, test on the first bytes, decompressor).
@@ -613,7 +615,7 @@ def local_time_seconds(table: RawTable, columns: Mapping[str, str], timezone: st
             saving are read as daylight time, nonexistent ones are shifted forward.
 
     Raises:
-        DataFormatError: a row whose fields do not form a valid date.
+        DataFormatError: a row whose fields do not form a valid date (years 1678 to 2261).
     """
     parts = pd.DataFrame({unit: table.frame[name].to_numpy() for unit, name in columns.items()})
     bad = np.zeros(len(parts), dtype=bool)
