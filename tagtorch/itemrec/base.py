@@ -63,12 +63,12 @@ class ItemRanker(Protocol):
         ...
 
     def save(self, path: str | Path) -> None:
-        """Writes the fitted model to ``path``."""
+        """Writes the fitted model into the folder ``path`` (JSON manifest, safe data files)."""
         ...
 
     @classmethod
     def load(cls, path: str | Path) -> Self:
-        """Reads a model written by :meth:`save`."""
+        """Reads a model folder written by :meth:`save` (nothing in it may run code)."""
         ...
 
 
@@ -141,7 +141,9 @@ class FactorModel(pl.LightningModule):
     from ``last.ckpt``: the epoch, the weights, the optimizer's state (and a scheduler's, were
     one configured), the early-stopping and best-checkpoint state, the learning curve, and
     every random generator (torch, CUDA, NumPy, Python and the generator of the batch order),
-    so the epochs after the interruption are those of an uninterrupted training. A training
+    so the epochs after the interruption are those of an uninterrupted training (exactly so
+    where the kernels are deterministic: on CPU, or on CUDA with ``trainer.deterministic``;
+    the trainer's settings, such as its precision, are not part of the key). A training
     with other settings or data uses another folder and never touches this one. A finished
     training deletes its ``last.ckpt`` (a later ``fit`` starts over). A checkpoint that cannot
     be read safely (truncated, garbage, a pickle payload: everything is read with

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
@@ -44,13 +45,26 @@ class UnreadableFileError(ValueError):
 
 
 def _describe(error: BaseException) -> str:
-    """The first line of an exception, with its type."""
-    lines = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+    """One line on why a file could not be loaded (torch's advice to unpickle it left out)."""
+    text = str(error)
+    unsafe = re.search(r"WeightsUnpickler error:\s*(.*?)\s*(?:Please use|Check the|$)", text,
+                       re.S)
+    if unsafe:
+        reason = " ".join(unsafe.group(1).split()) or "unknown content"
+        return f"holds more than tensors and plain containers, or is garbage: {reason}"
+    if isinstance(error, EOFError):
+        return "empty or cut short"
+    first = text.strip().split(". ")[0].splitlines()
+    return f"{type(error).__name__}: {first[0]}" if first else type(error).__name__
 
 
 def class_name(kind: type) -> str:
-    """The dotted name recorded in a manifest, e.g. ``tagtorch.itemrec.dorank.DoRank``."""
+    """The dotted name recorded in a manifest (compared, never imported).
+
+    Example:
+        >>> class_name(UnreadableFileError)
+        'tagtorch.itemrec.storage.UnreadableFileError'
+    """
     return f"{kind.__module__}.{kind.__qualname__}"
 
 
