@@ -246,6 +246,88 @@ def test_fuzz_movielens_csv(case: tuple[str, tuple[bytes, str]]) -> None:
         check_outcome(lambda: load_movielens_csv(path=folder), sorted(folder.iterdir()))
 
 
+# ---------------------------------------------------------------- Parquet cell types
+
+
+@st.composite
+def parquet_column(draw: st.DrawFn, n: int, usual: str) -> object:
+    """``n`` values of a random type (often ``usual``): scalars, lists, nested lists, bytes."""
+    import datetime
+
+    import pyarrow as pa
+
+    def values(element: st.SearchStrategy[object]) -> list[object]:
+        if draw(st.integers(0, 3)) > 0:
+            return draw(st.lists(element, min_size=n, max_size=n))
+        return draw(st.lists(st.none() | element, min_size=n, max_size=n))
+
+    short_text = st.text(alphabet="abc7", min_size=1, max_size=3) | st.text(
+        alphabet=_TRICKY + "abc", max_size=5)
+    kind = draw(st.sampled_from([usual] * 12 + [
+        "string", "int64", "uint64", "float64", "bool", "binary", "timestamp", "list<string>",
+        "list<int64>", "list<float64>", "list<list<string>>", "dictionary"]))
+    if kind == "string":
+        return pa.array(values(short_text), pa.string())
+    if kind == "int64":
+        return pa.array(values(st.integers(-(2 ** 63), 2 ** 63 - 1)), pa.int64())
+    if kind == "uint64":
+        return pa.array(values(st.integers(0, 2 ** 64 - 1)), pa.uint64())
+    if kind == "float64":
+        return pa.array(values(st.floats()), pa.float64())
+    if kind == "bool":
+        return pa.array(values(st.booleans()), pa.bool_())
+    if kind == "binary":
+        return pa.array(values(st.binary(max_size=4)), pa.binary())
+    if kind == "timestamp":
+        return pa.array(values(st.datetimes(min_value=datetime.datetime(1700, 1, 1),
+                                            max_value=datetime.datetime(2200, 1, 1))),
+                        pa.timestamp("us"))
+    if kind == "list<string>":
+        return pa.array(values(st.lists(st.none() | short_text, max_size=3)),
+                        pa.list_(pa.string()))
+    if kind == "list<int64>":
+        return pa.array(values(st.lists(st.integers(-5, 5), max_size=3)), pa.list_(pa.int64()))
+    if kind == "list<float64>":
+        return pa.array(values(st.lists(st.floats(), max_size=3)), pa.list_(pa.float64()))
+    if kind == "list<list<string>>":
+        return pa.array(values(st.lists(st.lists(short_text, max_size=2), max_size=2)),
+                        pa.list_(pa.list_(pa.string())))
+    return pa.array(draw(st.lists(st.sampled_from(["a", "b", "007", "7"]), min_size=n,
+                                  max_size=n)), pa.string()).dictionary_encode()
+
+
+@st.composite
+def parquet_table(draw: st.DrawFn) -> object:
+    import pyarrow as pa
+
+    n = draw(st.integers(1, 4))
+    usual = {"user": "string", "item": "int64", "tag": "list<string>", "time": "timestamp",
+             "title": "string", "genre": "list<string>"}
+    return pa.table({name: draw(parquet_column(n, kind)) for name, kind in usual.items()})
+
+
+@FUZZ
+@given(table=parquet_table(), integer_ids=st.booleans(), with_time=st.booleans(),
+       damage=st.sampled_from([None] * 7 + [1]).flatmap(
+           lambda flag: st.just(None) if flag is None else st.integers(0, 10_000)))
+def test_fuzz_parquet(table: object, integer_ids: bool, with_time: bool,
+                      damage: int | None) -> None:
+    import pyarrow.parquet as pq
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "posts.parquet"
+        pq.write_table(table, path)
+        if damage is not None:  # flip one byte
+            data = bytearray(path.read_bytes())
+            data[damage % len(data)] ^= 0xFF
+            path.write_bytes(bytes(data))
+        columns = {"user": "user", "object": "item", "tag": "tag",
+                   **({"timestamp": "time"} if with_time else {})}
+        check_outcome(lambda: load_table(path, columns, text_columns={"title": "title"},
+                                         category_column="genre", category_separator=";",
+                                         integer_ids=integer_ids), [path])
+
+
 @pytest.mark.parametrize("data", [b"", b"\x00", b"\xff\xfe", b"\x1f\x8b", b"PK\x03\x04",
                                   b"user,item,tag\n", b"user,item,tag\n,,\n",
                                   b"user,item,tag\nu,o,\"open quote\n"])

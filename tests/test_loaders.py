@@ -778,3 +778,14 @@ def test_movielens_csv_gzip_named_csv_and_latin1_byte(tmp_path: Path) -> None:
     with pytest.raises(DataFormatError) as info:
         load_movielens_csv(path=folder)
     assert_error(info, tags, 8, "utf-8", "0xe0")
+
+
+def test_movielens_csv_without_a_tag_names_the_file(tmp_path: Path) -> None:
+    # Found by tests/test_fuzz_loaders.py: only empty tags was a bare "no tag assignments".
+    folder = tmp_path / "release"
+    shutil.copytree(FIXTURES / "ml-csv", folder)
+    bad = folder / "tags.csv"
+    bad.write_text("userId,movieId,tag,timestamp\n0,60756,,1445714994\n2,431, ,1445714995\n")
+    with pytest.raises(DataFormatError) as info:
+        load_movielens_csv(path=folder)
+    assert_error(info, bad, None, "at least one row with a non-empty tag", "none")

@@ -16,6 +16,7 @@ import pandas as pd
 
 from tagtorch.data.download import Archive, DatasetNotFoundError, ensure_archive
 from tagtorch.data.folksonomy import Folksonomy
+from tagtorch.data.loaders.errors import DataFormatError
 from tagtorch.data.loaders.tabular import read_delimited
 
 #: Genre label of movies without a genre; it is not a category.
@@ -105,6 +106,8 @@ def load_movielens_csv(
     genres = genres[genres.notna() & (genres != "") & (genres != NO_GENRE)]
     categories = pd.DataFrame({"object": genres.index.to_numpy(),
                                "category": genres.to_numpy(dtype=object)})
+    if not tags.frame["tag"].str.strip().fillna("").ne("").any():
+        raise DataFormatError(tags.path, "at least one row with a non-empty tag", "none")
     assignments = pd.DataFrame({
         "user": tags.frame["userId"].to_numpy(),
         "object": tags.frame["movieId"].to_numpy(),

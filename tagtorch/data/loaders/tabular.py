@@ -528,8 +528,8 @@ def read_parquet(path: str | Path, required: Sequence[str],
         except DataFormatError:
             raise
         except Exception as exc:  # pyarrow raises several unrelated types for corrupt files
-            raise DataFormatError(path, "a Parquet file",
-                                  _short(f"{type(exc).__name__}: {exc}", 200)) from exc
+            reason = " ".join(f"{type(exc).__name__}: {exc}".split())
+            raise DataFormatError(path, "a Parquet file", _short(reason, 200)) from exc
     return RawTable(frame.reset_index(drop=True), path, None, tuple(header))
 
 
