@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -18,6 +19,7 @@ from tagtorch.rankers.base import Ranker
 from tagtorch.rankers.neural import FeatureNormalizer, ListScorer, NeuralRanker
 
 NAMES = ("a", "b", "c", "d", "e")
+CONF = Path(__file__).resolve().parents[1] / "conf"
 
 
 def toy_lists(n_lists: int, seed: int, length: int = 20) -> CandidateSet:
@@ -186,3 +188,26 @@ def test_same_seed_same_model():
     first = NeuralRanker(trainer=cpu_trainer(3), seed=3).fit(train).score(test)
     second = NeuralRanker(trainer=cpu_trainer(3), seed=3).fit(train).score(test)
     torch.testing.assert_close(first, second)
+
+
+@pytest.mark.parametrize("scheduler", ["none", "cosine", "plateau"])
+def test_a_ranker_built_by_hydra_saves_and_loads(tmp_path, scheduler):
+    """Hydra's `_partial_` nodes (functools.partial with ListConfig values) round-trip."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.utils import instantiate
+
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(version_base="1.3", config_dir=str(CONF)):
+        cfg = compose("train", overrides=[
+            "model=lambdarank", "scorer=attention", "optimizer=sgd", f"scheduler={scheduler}",
+            "trainer.max_epochs=2", "trainer.accelerator=cpu", f"paths.output_dir={tmp_path}"])
+    GlobalHydra.instance().clear()
+    ranker = instantiate(cfg.model.lambdarank).fit(toy_lists(20, seed=0))
+    ranker.save(tmp_path / "model")
+    loaded = NeuralRanker.load(tmp_path / "model")
+    test = toy_lists(5, seed=1)
+    torch.testing.assert_close(loaded.score(test), ranker.score(test))
+    assert loaded.init_args["scorer"].keywords["hidden"] == [64, 64]
+    assert loaded.init_args["optimizer"].func is torch.optim.SGD
+    assert (loaded.init_args["scheduler"] is None) == (scheduler == "none")
