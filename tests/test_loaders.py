@@ -789,3 +789,15 @@ def test_movielens_csv_without_a_tag_names_the_file(tmp_path: Path) -> None:
     with pytest.raises(DataFormatError) as info:
         load_movielens_csv(path=folder)
     assert_error(info, bad, None, "at least one row with a non-empty tag", "none")
+
+
+def test_undecodable_byte_line_counts_lone_cr_and_plain_gz_read(tmp_path: Path) -> None:
+    path = tmp_path / "mac.tsv"
+    path.write_bytes(b"user\titem\ttag\ru1\to1\tx\r\nu2\to1\ty\ru3\to1\t\xff\n")
+    with pytest.raises(DataFormatError) as info:
+        load_table(path, COLUMNS)
+    assert_error(info, path, 4, "0xff")
+    plain = tmp_path / "plain.tsv.gz"  # not compressed, whatever the name says
+    plain.write_bytes(b"user\titem\ttag\ru1\to1\tx\r\nu2\to1\ty\r")
+    assert rows(load_table(plain, COLUMNS)) == {("u1", "o1", "x", MISSING_TIME),
+                                                ("u2", "o1", "y", MISSING_TIME)}

@@ -297,7 +297,8 @@ def _decode(raw: bytes, path: Path, encoding: str, fallback: str | None) -> str:
     try:
         text = raw.decode(encoding)
     except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
+        before = raw[:exc.start]
+        line = before.count(b"\n") + before.count(b"\r") - before.count(b"\r\n") + 1
         if fallback is None:
             byte = raw[exc.start:exc.start + 1]
             found = f"the byte 0x{byte.hex()}" if byte else "the end of the file"
