@@ -19,8 +19,8 @@ it ends; a process killed outright (SIGKILL, power loss) leaves them, and the ne
 the same archive removes them before it starts. Earlier versions' ``.<archive name>.*.part``
 files are removed too. A failed download also removes the folders it created (the dataset
 folder, the data home and its parents), never one that existed before. Two processes must not
-download the same archive into the same data home at the same time (they would share the
-``.part`` file; the checksums then fail rather than pass a mixed file).
+download the same archive into the same data home at the same time: they would share the
+``.part`` file (where digests are known, the check then fails rather than pass a mixed file).
 """
 
 from __future__ import annotations
@@ -219,7 +219,7 @@ def _make_folders(root: Path) -> list[Path]:
 def _remove_stale(root: Path, archive: Archive) -> None:
     """Removes what a killed download of ``archive`` left in ``root``."""
     leftovers = [root / f".{archive.filename}.part", root / f".{archive.folder}.extract",
-                 *root.glob(f".{glob_escape(archive.filename)}.*.part")]
+                 *root.glob(f".{_glob_escape(archive.filename)}.*.part")]
     for path in leftovers:
         if path.is_dir() and not path.is_symlink():
             log.info("removing %s, left by an interrupted download", path)
@@ -229,7 +229,7 @@ def _remove_stale(root: Path, archive: Archive) -> None:
             path.unlink(missing_ok=True)
 
 
-def glob_escape(text: str) -> str:
+def _glob_escape(text: str) -> str:
     """``text`` with the glob metacharacters ``*?[`` escaped, for :meth:`Path.glob`."""
     return "".join(f"[{c}]" if c in "*?[" else c for c in text)
 
