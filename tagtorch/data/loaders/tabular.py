@@ -288,11 +288,13 @@ def _latin1_fallback(error: UnicodeError) -> tuple[str, int]:
 codecs.register_error("tagtorch.latin1", _latin1_fallback)
 
 
-def _decode(raw: bytes, path: Path, encoding: str, fallback: str | None) -> str:
+def _decode(raw: bytes, path: Path, encoding: str, fallback: str | None,
+            setting: str | None = None) -> str:
     """Decodes ``raw``; undecodable bytes are an error, or read as Latin-1 with ``fallback``.
 
     ``fallback`` may only be ``"latin-1"``: each byte sequence that is not valid in
     ``encoding`` (not the whole file) is then read as Latin-1, with a logged warning.
+    ``setting`` names the option that sets the encoding, for the error message.
     """
     try:
         text = raw.decode(encoding)
@@ -302,8 +304,10 @@ def _decode(raw: bytes, path: Path, encoding: str, fallback: str | None) -> str:
         if fallback is None:
             byte = raw[exc.start:exc.start + 1]
             found = f"the byte 0x{byte.hex()}" if byte else "the end of the file"
-            raise DataFormatError(path, f"text encoded as {encoding}", found,
-                                  line=line) from exc
+            expected = f"text encoded as {encoding}"
+            if setting:
+                expected += f" ({setting} sets another)"
+            raise DataFormatError(path, expected, found, line=line) from exc
         if codecs.lookup(fallback).name != "iso8859-1":
             raise ValueError(
                 f"fallback_encoding must be 'latin-1' or None, got {fallback!r}") from None
@@ -373,6 +377,7 @@ def read_delimited(
     fallback_encoding: str | None = None,
     quoting: bool = False,
     allow_empty: bool = False,
+    encoding_setting: str | None = None,
 ) -> RawTable:
     """Reads a delimited text file with one header line, checking its layout.
 
@@ -390,6 +395,7 @@ def read_delimited(
         quoting: honour CSV double quotes (fields with separators or line breaks); without
             it quotes are ordinary characters, as in the HetRec ``.dat`` files.
         allow_empty: accept a file with a header and no data rows.
+        encoding_setting: the option that sets ``encoding``, named in decoding errors.
 
     Returns:
         The table with only the required and present optional columns, in header order;
@@ -408,7 +414,8 @@ def read_delimited(
                          f"break, got {sep!r}")
     encoding = check_encoding(encoding)
     raw = _read_bytes(path)
-    content = _normalize_newlines(_decode(raw, path, encoding, fallback_encoding))
+    content = _normalize_newlines(_decode(raw, path, encoding, fallback_encoding,
+                                          encoding_setting))
     sep_name = _SEPARATOR_NAMES.get(sep, repr(sep))
     if content.strip() == "":
         raise DataFormatError(path, f"a header line with the columns {list(required)}",
@@ -873,7 +880,8 @@ def load_table(
         if category_column:
             as_text.append(category_column)
         table = read_delimited(path, separator, required, text=as_text, encoding=encoding,
-                               quoting=kind == "csv")
+                               quoting=kind == "csv",
+                               encoding_setting="data.encoding / encoding=")
     users = _ids(table, columns["user"], integer_ids)
     objects = _ids(table, columns["object"], integer_ids)
     tags, sources = _tags(table, columns["tag"])
