@@ -158,9 +158,9 @@ def test_an_interrupted_run_resumes_from_its_finished_pieces(tmp_path, monkeypat
     first = train(compose_cfg(tmp_path, settings))
     pieces = tmp_path / "pieces"
     assert sorted(p.name for p in pieces.iterdir()) == [
-        "fold0.latre_wts.pkl.gz", "fold0.sum.pkl.gz", "fold1.latre_wts.pkl.gz",
-        "fold1.sum.pkl.gz"]
-    (pieces / "fold1.sum.pkl.gz").unlink()  # the run stopped before this pair finished
+        "fold0.latre_wts.json.gz", "fold0.sum.json.gz", "fold1.latre_wts.json.gz",
+        "fold1.sum.json.gz"]
+    (pieces / "fold1.sum.json.gz").unlink()  # the run stopped before this pair finished
     monkeypatch.undo()
     calls = []
     original = protocol.TagRecommendationProtocol._run_method
@@ -198,7 +198,7 @@ def test_a_parallel_run_resumes_too(tmp_path, monkeypatch):
                 "task.protocol.n_jobs=2"]
     monkeypatch.setattr(protocol._Journal, "clear", lambda self: None)
     first = train(compose_cfg(tmp_path, settings))
-    for name in ["fold0.sum.pkl.gz", "fold1.latre_wts.pkl.gz"]:
+    for name in ["fold0.sum.json.gz", "fold1.latre_wts.json.gz"]:
         (tmp_path / "pieces" / name).unlink()
     monkeypatch.undo()
     resumed = train(compose_cfg(tmp_path, [*settings, "task.protocol.resume=true"]))
