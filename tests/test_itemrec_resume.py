@@ -113,6 +113,50 @@ def test_without_the_random_state_a_resumed_training_differs(tmp_path, toy_data,
     assert resumed.history_[crash_at]["train_loss"] != reference.history_[crash_at]["train_loss"]
 
 
+KILLED_RUN = """
+import functools, os, signal, sys
+import pytorch_lightning as pl, torch
+sys.path.insert(0, {tests!r})
+from test_itemrec import toy_folksonomy
+from tagtorch.itemrec.data import item_recommendation_data
+from tagtorch.itemrec.pitf import PITF
+
+class Kill(pl.Callback):
+    def on_train_epoch_start(self, trainer, module):
+        if trainer.current_epoch == {kill_at}:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+def make(**kwargs):
+    kwargs["callbacks"] = [*kwargs["callbacks"], Kill()]
+    return pl.Trainer(max_epochs=12, accelerator="cpu", enable_progress_bar=False, **kwargs)
+
+data = item_recommendation_data(toy_folksonomy(), p=1, seed=0, split="triples")
+PITF(rank=4, trainer=make, checkpoint_dir={folder!r}, patience=2,
+     optimizer=functools.partial(torch.optim.Adam, lr=0.1)).fit(data)
+"""
+
+
+def test_a_training_killed_in_another_process_resumes_exactly(tmp_path, toy_data, caplog):
+    """The real case: the process dies (SIGKILL) and a new one resumes the training."""
+    import subprocess
+    import sys
+
+    cls, settings, kill_at = CASES["pitf"]
+    script = KILLED_RUN.format(tests=str(Path(__file__).parent), kill_at=kill_at,
+                               folder=str(tmp_path))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == -9, done.stderr[-2000:]
+    resumed = cls(rank=4, trainer=trainer(12), checkpoint_dir=tmp_path, **settings)
+    with caplog.at_level("INFO", logger="tagtorch.itemrec.base"):
+        resumed.fit(toy_data)
+    assert "resuming from" in caplog.text
+    reference = cls(rank=4, trainer=trainer(12), **settings).fit(toy_data)
+    assert resumed.history_ == reference.history_
+    assert all(torch.equal(a, b) for a, b in zip(resumed.state_dict().values(),
+                                                 reference.state_dict().values(), strict=True))
+
+
 def crashing_pl_trainer(crash_at: int, epochs: int, **kwargs) -> pl.Trainer:
     """``interrupted_trainer`` as a module-level function, for a config's ``_target_``."""
     return interrupted_trainer(crash_at, epochs)(**kwargs)

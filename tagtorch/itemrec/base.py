@@ -16,6 +16,7 @@ model is a folder with a JSON manifest and its weights (:mod:`tagtorch.itemrec.s
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import inspect
 import json
@@ -104,6 +105,26 @@ def score_queries(ranker: ItemRanker, queries: Queries, n_items: int, batch_size
         yield rows, scores, labels, mask
 
 
+@contextlib.contextmanager
+def _deterministic_algorithms() -> Iterator[None]:
+    """Runs the block with torch's deterministic algorithms (``warn_only``), then restores.
+
+    With more than one CPU thread, the default backward of the factor-row lookups (an
+    accumulating ``index_put_``) adds in parallel, in an order that varies from run to run:
+    two trainings of the same seed differed by about 1e-6 in the factors after one epoch, so a
+    training resumed in a new process could not equal an uninterrupted one. The deterministic
+    version adds serially (as fast at these sizes). Operations without a deterministic
+    version (some on CUDA) only warn.
+    """
+    enabled = torch.are_deterministic_algorithms_enabled()
+    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(enabled, warn_only=warn_only)
+
+
 class _SetIndex(torch.utils.data.Dataset):
     """Indices of the training sets (a batch gathers its sets in the collate function)."""
 
@@ -141,9 +162,10 @@ class FactorModel(pl.LightningModule):
     from ``last.ckpt``: the epoch, the weights, the optimizer's state (and a scheduler's, were
     one configured), the early-stopping and best-checkpoint state, the learning curve, and
     every random generator (torch, CUDA, NumPy, Python and the generator of the batch order),
-    so the epochs after the interruption are those of an uninterrupted training (exactly so
-    where the kernels are deterministic: on CPU, or on CUDA with ``trainer.deterministic``;
-    the trainer's settings, such as its precision, are not part of the key). A training
+    so the epochs after the interruption are those of an uninterrupted training. Training
+    runs with torch's deterministic algorithms (:func:`_deterministic_algorithms`), so that
+    this holds across processes too (on CUDA, as far as its kernels have deterministic
+    versions; the trainer's settings, such as its precision, are not part of the key). A training
     with other settings or data uses another folder and never touches this one. A finished
     training deletes its ``last.ckpt`` (a later ``fit`` starts over). A checkpoint that cannot
     be read safely (truncated, garbage, a pickle payload: everything is read with
@@ -509,7 +531,8 @@ class FactorModel(pl.LightningModule):
         safe = ({"weights_only": True}
                 if "weights_only" in inspect.signature(trainer.fit).parameters else {})
         try:
-            with warnings.catch_warnings():  # the folder is this training's own: no surprise
+            with warnings.catch_warnings(), _deterministic_algorithms():
+                # the folder is this training's own: its files are no surprise
                 warnings.filterwarnings("ignore", "Checkpoint directory .* is not empty")
                 trainer.fit(self, self._train_loader(data.train_sets, self._loader_generator),
                             [self._query_loader(data.val_queries, data.n_items),
