@@ -261,12 +261,16 @@ def test_factor_models_learn_the_toy_structure(toy_data, make):
 
 def test_save_load_scores_identically(tmp_path, toy_data):
     users, tags = torch.tensor([0, 1, 2]), torch.tensor([0, 1, 2])
-    for model in [DoRank(rank=4, trainer=trainer(2)), PITF(rank=4, trainer=trainer(2)),
-                  MostPopular(), TwoDimensional()]:
+    for model in [DoRank(rank=4, trainer=trainer(2), fast=False),
+                  PITF(rank=4, trainer=trainer(2)),
+                  ProbabilisticCP(rank=4, trainer=trainer(2), negatives=2),
+                  MostPopular(), TwoDimensional(beta=0.2)]:
         model.fit(toy_data)
         model.save(tmp_path / type(model).__name__)
         loaded = type(model).load(tmp_path / type(model).__name__)
         torch.testing.assert_close(loaded.score(users, tags), model.score(users, tags))
+        for name in ("fast", "negatives", "beta"):  # settings come back
+            assert getattr(loaded, name, None) == getattr(model, name, None)
     with pytest.raises(RuntimeError, match="not fitted"):
         MostPopular().score(users, tags)
 
