@@ -13,11 +13,12 @@ import pytest
 import pytorch_lightning as pl
 import torch
 from omegaconf import OmegaConf
-from test_itemrec import interrupted_trainer, trainer
+from test_itemrec import interrupted_trainer, toy_folksonomy, trainer
 
 from tagtorch.evaluation.itemrec import ItemRecommendationTask
 from tagtorch.itemrec.base import FactorModel, dcg_at_k
 from tagtorch.itemrec.baselines import MostPopular
+from tagtorch.itemrec.data import item_recommendation_data
 from tagtorch.itemrec.dorank import DoRank
 from tagtorch.itemrec.pitf import PITF
 from tagtorch.itemrec.storage import UnreadableFileError, file_digest
@@ -25,10 +26,6 @@ from tagtorch.itemrec.storage import UnreadableFileError, file_digest
 
 @pytest.fixture(scope="module")
 def toy_data():
-    from test_itemrec import toy_folksonomy
-
-    from tagtorch.itemrec.data import item_recommendation_data
-
     return item_recommendation_data(toy_folksonomy(), p=1, seed=0, split="triples")
 
 
@@ -60,12 +57,9 @@ def interrupt_and_resume(cls, settings, crash_at, folder, toy_data, caplog):
     return first, resumed
 
 
-def test_scores(model, data) -> torch.Tensor:
+def scores_of_test_queries(model, data) -> torch.Tensor:
     q = data.test_queries
     return model.score(torch.from_numpy(q.users), torch.from_numpy(q.tags))
-
-
-test_scores.__test__ = False  # a helper, not a test
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -82,9 +76,9 @@ def test_a_resumed_training_equals_the_uninterrupted_one(tmp_path, toy_data, cap
     assert all(torch.equal(ours[k], theirs[k]) for k in ours)
     q = toy_data.test_queries
     labels, mask = q.batch(np.arange(len(q)), toy_data.n_items)
-    assert torch.equal(test_scores(resumed, toy_data), test_scores(reference, toy_data))
-    assert torch.equal(dcg_at_k(test_scores(resumed, toy_data), labels, mask),
-                       dcg_at_k(test_scores(reference, toy_data), labels, mask))
+    ours, theirs = (scores_of_test_queries(m, toy_data) for m in (resumed, reference))
+    assert torch.equal(ours, theirs)
+    assert torch.equal(dcg_at_k(ours, labels, mask), dcg_at_k(theirs, labels, mask))
     # the epochs after the interruption are not copies of the one before it
     losses = [row["train_loss"] for row in reference.history_[crash_at - 1:]]
     assert len(set(losses)) == len(losses)
@@ -173,8 +167,6 @@ def task_models(pitf_trainer: dict) -> dict:
 
 def test_an_interrupted_evaluation_rerun_reports_the_uninterrupted_figures(tmp_path, caplog):
     """The issue's case: a run killed during training, then rerun, reports the same figures."""
-    from test_itemrec import toy_folksonomy
-
     folksonomy = toy_folksonomy()
     plain = task_models({"_target_": "pytorch_lightning.Trainer", "_partial_": True,
                          "max_epochs": 5, "accelerator": "cpu", "enable_progress_bar": False})
