@@ -28,12 +28,14 @@ from omegaconf import DictConfig, OmegaConf
 
 from tagtorch.config_checks import ConfigError, check_config
 from tagtorch.data.loaders.errors import DataFormatError
+from tagtorch.storage import UnreadableFileError
 
 log = logging.getLogger(__name__)
 
 #: Errors that are the input's fault, not tagtorch's: shown as one line, without a traceback.
-USER_ERRORS: tuple[type[BaseException], ...] = (ConfigError, DataFormatError, FileNotFoundError,
-                                                 PermissionError, IsADirectoryError)
+USER_ERRORS: tuple[type[BaseException], ...] = (ConfigError, DataFormatError, UnreadableFileError,
+                                                 FileNotFoundError, PermissionError,
+                                                 IsADirectoryError)
 
 
 def user_error(error: BaseException) -> BaseException | None:

@@ -21,7 +21,7 @@ from tagtorch.itemrec.baselines import MostPopular
 from tagtorch.itemrec.data import item_recommendation_data
 from tagtorch.itemrec.dorank import DoRank
 from tagtorch.itemrec.pitf import PITF
-from tagtorch.itemrec.storage import UnreadableFileError, file_digest
+from tagtorch.storage import UnreadableFileError, file_record
 
 
 @pytest.fixture(scope="module")
@@ -311,7 +311,7 @@ def replant(folder: Path, name: str, plant, marker: Path) -> None:
     """Replaces a saved model's file by a payload and updates the manifest's digest."""
     plant(folder / name, marker)
     manifest = json.loads((folder / "manifest.json").read_text())
-    manifest["files"][name] = file_digest(folder / name)
+    manifest["files"][name] = file_record(folder / name)
     (folder / "manifest.json").write_text(json.dumps(manifest))
 
 
@@ -322,7 +322,7 @@ def test_planted_model_weights_never_run(tmp_path, toy_data, cls):
     cls(rank=4, trainer=trainer(1)).fit(toy_data).save(folder)
     weights = folder / "weights.pt"
     plant_torch(weights, marker)
-    with pytest.raises(UnreadableFileError, match=re.escape(f"{weights}: its SHA-256 differs")):
+    with pytest.raises(UnreadableFileError, match=re.escape(f"{weights}: its size and SHA-256")):
         cls.load(folder)
     replant(folder, "weights.pt", plant_torch, marker)  # the manifest forged too
     with pytest.raises(UnreadableFileError, match=re.escape(f"{weights}: cannot be read safely")):

@@ -32,7 +32,6 @@ from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.data.text import TextProcessor
 from tagtorch.evaluation.protocol import _FoldOutcome, _Journal
 from tagtorch.rankers.adarank import AdaRank
-from tagtorch.rankers.base import MANIFEST_FILE
 from tagtorch.rankers.feature import FeatureRanker
 from tagtorch.rankers.gp import GPRanker
 from tagtorch.rankers.latre import LatreWTS
@@ -40,6 +39,7 @@ from tagtorch.rankers.neural import ListScorer, NeuralRanker
 from tagtorch.rankers.rankboost import RankBoost
 from tagtorch.rankers.ranksvm import RankSVM
 from tagtorch.rankers.trees import LambdaMARTRanker, MARTRanker, RandomForestRanker
+from tagtorch.storage import MANIFEST_FILE
 
 
 class Payload:

@@ -18,7 +18,7 @@ Checkpoint layout, per dataset, method and seed, under
 ``{checkpoint_dir}/itemrec/{dataset}/{method}/seed{k}/``:
 
 - ``model/``: the fitted model (``manifest.json`` with the class, settings and file digests,
-  plus ``weights.pt`` of tensors or ``arrays.npz``; see :mod:`tagtorch.itemrec.storage`);
+  plus ``weights.pt`` of tensors or ``arrays.npz``; see :mod:`tagtorch.storage`);
 - ``runs/{key}/``: a factorization model's training state (``last.ckpt``, ``best.ckpt``,
   ``settings.json``), one folder per settings and data (``key`` digests both, see
   :class:`tagtorch.itemrec.base.FactorModel`), from which an interrupted training resumes to

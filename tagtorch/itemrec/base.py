@@ -11,7 +11,7 @@ result as an uninterrupted training.
 
 Nothing is unpickled: checkpoints are read with ``torch.load(..., weights_only=True)`` (they
 hold tensors and primitive containers only; no hyperparameters are saved in them), and a saved
-model is a folder with a JSON manifest and its weights (:mod:`tagtorch.itemrec.storage`).
+model is a folder with a JSON manifest and its weights (:mod:`tagtorch.storage`).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader
 
 from tagtorch.itemrec.data import ItemRecData, Queries, UserTagSets
-from tagtorch.itemrec.storage import (
+from tagtorch.storage import (
     UnreadableFileError,
     class_name,
     load_tensors,

@@ -23,7 +23,7 @@ from torch import Tensor
 
 from tagtorch.itemrec.data import ItemRecData
 from tagtorch.itemrec.dorank import CPModel
-from tagtorch.itemrec.storage import (
+from tagtorch.storage import (
     UnreadableFileError,
     load_arrays,
     model_folder,

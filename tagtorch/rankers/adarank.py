@@ -19,7 +19,8 @@ import torch
 
 from tagtorch.candidates.candidate_set import CandidateSet
 from tagtorch.metrics.functional import ndcg_at_k
-from tagtorch.rankers.base import check_feature_names, read_json
+from tagtorch.rankers.base import check_feature_names
+from tagtorch.storage import read_json
 
 log = logging.getLogger(__name__)
 

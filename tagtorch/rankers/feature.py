@@ -9,7 +9,7 @@ from typing import Self
 import torch
 
 from tagtorch.candidates.candidate_set import CandidateSet
-from tagtorch.rankers.base import read_json
+from tagtorch.storage import read_json
 
 
 class FeatureRanker:

@@ -56,7 +56,7 @@ from torch import Tensor
 from tqdm import tqdm
 
 from tagtorch.candidates.candidate_set import CandidateSet
-from tagtorch.rankers.base import read_json
+from tagtorch.storage import read_json
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ import torch
 
 from tagtorch.candidates.candidate_set import CandidateSet
 from tagtorch.metrics.functional import ndcg_at_k
-from tagtorch.rankers.base import read_json
+from tagtorch.storage import read_json
 
 log = logging.getLogger(__name__)
 

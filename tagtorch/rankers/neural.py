@@ -39,11 +39,14 @@ from torch.utils.data import DataLoader, TensorDataset
 from tagtorch.candidates.candidate_set import CandidateSet
 from tagtorch.losses import get_loss
 from tagtorch.metrics.functional import ndcg_at_k
-from tagtorch.rankers.base import (
+from tagtorch.rankers.base import check_feature_names
+from tagtorch.storage import (
     MANIFEST_FILE,
-    check_feature_names,
+    load_tensors,
+    model_folder,
     plain_json,
     read_manifest,
+    save_tensors,
     write_manifest,
 )
 
@@ -438,12 +441,11 @@ class NeuralRanker(pl.LightningModule):
             json.dumps(plain_json(settings))
         except (TypeError, ValueError) as error:
             raise ValueError(f"NeuralRanker settings cannot be saved as JSON: {error}") from None
-        folder = Path(path)
-        folder.mkdir(parents=True, exist_ok=True)
-        torch.save({k: v.detach().cpu() for k, v in self.state_dict().items()},
-                   folder / WEIGHTS_FILE)
-        write_manifest(folder, self, settings, self.feature_names, [WEIGHTS_FILE],
-                       best_epoch=self.best_epoch_, history=self.history_)
+        folder = model_folder(path)
+        save_tensors(self.state_dict(), folder / WEIGHTS_FILE)
+        write_manifest(folder, type(self), settings, [WEIGHTS_FILE],
+                       feature_names=list(self.feature_names), best_epoch=self.best_epoch_,
+                       history=self.history_)
 
     @classmethod
     def load(cls, path: str | Path) -> Self:
@@ -469,10 +471,10 @@ class NeuralRanker(pl.LightningModule):
         ranker = cls(**settings)
         ranker.feature_names = tuple(manifest["feature_names"])
         ranker._build(len(ranker.feature_names))
+        state = load_tensors(folder / WEIGHTS_FILE)
         try:
-            state = torch.load(folder / WEIGHTS_FILE, map_location="cpu", weights_only=True)
             ranker.load_state_dict(state)
-        except Exception as error:  # not a tensor dict, or not this network's
+        except Exception as error:  # not this network's tensors
             reason = next(iter(str(error).splitlines()), "")  # torch's messages run long
             raise ValueError(f"{folder / WEIGHTS_FILE}: not readable weights of this ranker "
                              f"({type(error).__name__}: {reason})") from None

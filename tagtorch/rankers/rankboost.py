@@ -18,8 +18,9 @@ from typing import Self
 import torch
 
 from tagtorch.candidates.candidate_set import CandidateSet
-from tagtorch.rankers.base import check_feature_names, read_json
+from tagtorch.rankers.base import check_feature_names
 from tagtorch.rankers.ranksvm import crucial_pairs
+from tagtorch.storage import read_json
 
 log = logging.getLogger(__name__)
 

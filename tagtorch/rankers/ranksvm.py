@@ -21,7 +21,8 @@ import numpy as np
 import torch
 
 from tagtorch.candidates.candidate_set import CandidateSet
-from tagtorch.rankers.base import check_feature_names, read_json
+from tagtorch.rankers.base import check_feature_names
+from tagtorch.storage import read_json
 
 log = logging.getLogger(__name__)
 

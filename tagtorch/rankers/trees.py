@@ -73,7 +73,13 @@ import numpy as np
 import torch
 
 from tagtorch.candidates.candidate_set import CandidateSet
-from tagtorch.rankers.base import MANIFEST_FILE, plain_json, read_manifest, write_manifest
+from tagtorch.storage import (
+    MANIFEST_FILE,
+    model_folder,
+    plain_json,
+    read_manifest,
+    write_manifest,
+)
 
 __all__ = [
     "Backend",
@@ -492,8 +498,7 @@ class _TreeRanker:
         """
         if self.model_ is None:
             raise RuntimeError(f"{type(self).__name__} is not fitted: nothing to save")
-        folder = Path(path)
-        folder.mkdir(parents=True, exist_ok=True)
+        folder = model_folder(path)
         model_file = folder / MODEL_FILES[self.backend]
         if self.backend == "sklearn":
             save_forest(self.model_, model_file)
@@ -501,7 +506,8 @@ class _TreeRanker:
             self.model_.save_model(str(model_file), num_iteration=-1)
         else:
             self.model_.save_model(str(model_file))
-        write_manifest(folder, self, self.settings(), self.feature_names_, [model_file.name],
+        write_manifest(folder, type(self), self.settings(), [model_file.name],
+                       feature_names=list(self.feature_names_ or ()),
                        best_iteration=self.best_iteration_,
                        library_version=_library_version(self.backend))
 
