@@ -503,16 +503,18 @@ def bench_heavy(args: argparse.Namespace) -> list[dict[str, float]]:
                        f"data.path={table}", "logger=none", "task.protocol.cache=false",
                        f"hydra.run.dir={tmp}/run{n_tags}"]
             start = time.perf_counter()
-            child = subprocess.Popen(command, cwd=root, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, text=True)
-            _, status, usage = os.wait4(child.pid, 0)  # this child's own peak memory
+            log_file = Path(tmp) / f"run{n_tags}.log"
+            with open(log_file, "w") as sink:  # Hydra logs to stdout
+                child = subprocess.Popen(command, cwd=root, stdout=sink, stderr=subprocess.STDOUT)
+                _, status, usage = os.wait4(child.pid, 0)  # this child's own peak memory
             wall = time.perf_counter() - start
             child.returncode = os.waitstatus_to_exitcode(status)
-            stderr = (child.stderr.read() if child.stderr else "").splitlines()
-            warnings = [line for line in stderr
-                        if "max_antecedent_tags" in line or "max_train_tags" in line]
+            output = log_file.read_text(errors="replace").splitlines()
+            warnings = list(dict.fromkeys(  # each distinct cap warning once
+                line.split("] - ")[-1] for line in output
+                if "max_antecedent_tags:" in line or "max_train_tags:" in line))
             if child.returncode != 0:
-                warnings += stderr[-3:]
+                warnings += output[-3:]
             line = {"tags": n_tags, "rows": n_rows, "kb": table.stat().st_size / 1024,
                     "wall_s": wall, "peak_mb": usage.ru_maxrss / 1024,
                     "status": child.returncode}
@@ -523,7 +525,7 @@ def bench_heavy(args: argparse.Namespace) -> list[dict[str, float]]:
             say(f"{n_tags:>10,} {n_rows:>10,} {line['kb']:>8,.0f} {wall:>8.1f} "
                 f"{line['peak_mb']:>12,.0f} {ratio:>18.2f}x {ok:>8}{failed}")
             for warning in warnings:
-                say(f"{'':>12}warning: {warning.split('] - ')[-1][:150]}")
+                say(f"{'':>12}warning: {warning[:150]}")
     base = next((line for line in lines if line["tags"] == 0), None)
     growing = [line for line in lines if line["tags"] > 0]
     if base is not None and len(growing) > 1:
