@@ -94,3 +94,15 @@ def test_a_missing_data_file_is_one_line_naming_it(tmp_path):
     assert "Traceback" not in done.stderr
     assert f"{tmp_path}/none.tsv" in done.stderr.splitlines()[-1]
 
+
+
+def test_the_caps_on_heavily_tagged_objects_are_config_settings(tmp_path):
+    from hydra.utils import instantiate
+
+    default = instantiate(compose_cfg(tmp_path, []).features)
+    assert (default.max_antecedent_tags, default.max_train_tags) == (64, 1000)
+    cfg = compose_cfg(tmp_path, ["features.max_antecedent_tags=null",
+                                 "features.max_train_tags=null"])
+    check_config(cfg)
+    off = instantiate(cfg.features)
+    assert (off.max_antecedent_tags, off.max_train_tags) == (None, None)
