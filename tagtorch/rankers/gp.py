@@ -642,8 +642,9 @@ class GPRanker:
         ranker.fitness = state["fitness"]
         ranker._pset = make_primitive_set(ranker.feature_names)
         expression = state["expression"]
-        # DEAP's parser eval()s every token it does not know: admit only primitives, the
-        # features and plain decimal constants (what save writes), so nothing else is evaluated
+        # DEAP's parser hands every token it does not know to Python's evaluator: admit only
+        # primitives, the features and plain decimal constants (what save writes), so nothing
+        # else is evaluated
         unknown = [token for token in re.split(r"[ \t\n\r\f\v(),]", expression)
                    if token and token not in ranker._pset.mapping
                    and not _CONSTANT.fullmatch(token)]
