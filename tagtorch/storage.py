@@ -33,7 +33,7 @@ from torch import Tensor
 
 __all__ = ["MANIFEST_FILE", "UnreadableFileError", "class_name", "file_record", "load_arrays",
            "load_tensors", "model_folder", "plain_json", "read_checkpoint", "read_json",
-           "read_manifest", "save_tensors", "write_manifest"]
+           "read_manifest", "save_arrays", "save_tensors", "write_manifest"]
 
 log = logging.getLogger(__name__)
 
@@ -201,6 +201,21 @@ def load_tensors(path: str | Path) -> dict[str, Tensor]:
     if not all(isinstance(k, str) and isinstance(v, Tensor) for k, v in state.items()):
         raise UnreadableFileError(f"{path}: expected a mapping of names to tensors")
     return state
+
+
+def save_arrays(arrays: Mapping[str, np.ndarray], path: str | Path) -> None:
+    """Writes arrays (no object dtype) to an ``.npz`` file, atomically.
+
+    The file appears whole or not at all (written beside, then renamed), so an interrupted
+    write never leaves a truncated entry; :func:`load_arrays` and ``np.load(path,
+    allow_pickle=False)`` read it.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.tmp")
+    with open(partial, "wb") as out:
+        np.savez(out, **arrays)
+    partial.replace(path)
 
 
 def load_arrays(path: str | Path, names: Sequence[str]) -> dict[str, np.ndarray]:

@@ -16,6 +16,7 @@ import torch
 
 from tagtorch.candidates.candidate_set import CandidateSet
 from tagtorch.data.folksonomy import Folksonomy
+from tagtorch.storage import save_arrays
 
 log = logging.getLogger(__name__)
 
@@ -78,13 +79,10 @@ class CandidateCache:
                 log.info("fold %d %s: candidates read from %s", fold, split, path)
                 return candidates
         candidates = build()
-        self.folder.mkdir(parents=True, exist_ok=True)
-        partial = path.with_suffix(".tmp")
         arrays = {name: value.detach().cpu().numpy() for name, value
                   in candidates.state().items() if isinstance(value, torch.Tensor)}
-        with open(partial, "wb") as out:
-            np.savez(out, feature_names=np.array(candidates.feature_names, dtype=str), **arrays)
-        partial.replace(path)
+        save_arrays({"feature_names": np.array(candidates.feature_names, dtype=str), **arrays},
+                    path)
         return candidates
 
 

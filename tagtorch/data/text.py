@@ -40,6 +40,7 @@ import Stemmer
 
 from tagtorch.data.download import user_cache_dir
 from tagtorch.data.folksonomy import Folksonomy
+from tagtorch.storage import save_arrays
 
 log = logging.getLogger(__name__)
 
@@ -182,11 +183,7 @@ def _write_cache(path: Path, tags: np.ndarray, texts: pd.DataFrame) -> None:
     arrays["tags.data"], arrays["tags.offsets"] = _pack(list(tags))
     for i, name in enumerate(texts.columns):
         arrays[f"text{i}.data"], arrays[f"text{i}.offsets"] = _pack(list(texts[name]))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(".tmp")
-    with open(partial, "wb") as out:
-        np.savez(out, **arrays)
-    partial.replace(path)
+    save_arrays(arrays, path)
 
 
 def _read_cache(path: Path, folksonomy: Folksonomy) -> tuple[np.ndarray, pd.DataFrame] | None:

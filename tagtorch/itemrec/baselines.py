@@ -28,6 +28,7 @@ from tagtorch.storage import (
     load_arrays,
     model_folder,
     read_manifest,
+    save_arrays,
     write_manifest,
 )
 
@@ -85,7 +86,7 @@ class _CountModel:
         """Writes the model folder: ``manifest.json`` (class, settings) and ``arrays.npz``."""
         self._check_fitted()
         folder = model_folder(path)
-        np.savez(folder / "arrays.npz", **{name: getattr(self, name) for name in self._arrays})
+        save_arrays({name: getattr(self, name) for name in self._arrays}, folder / "arrays.npz")
         write_manifest(folder, type(self), self._settings(), ["arrays.npz"])
 
     @classmethod

@@ -78,6 +78,7 @@ from tagtorch.storage import (
     model_folder,
     plain_json,
     read_manifest,
+    save_arrays,
     write_manifest,
 )
 
@@ -194,8 +195,7 @@ def save_forest(forest: Any, path: str | Path) -> None:
     arrays["values"] = np.concatenate([state["values"] for state in states])
     arrays["node_counts"] = np.array([state["node_count"] for state in states], dtype=np.int64)
     arrays["max_depths"] = np.array([state["max_depth"] for state in states], dtype=np.int64)
-    with open(path, "wb") as out:
-        np.savez(out, **arrays)
+    save_arrays(arrays, path)
 
 
 def load_forest(path: str | Path, forest: Any, n_features: int) -> Any:
