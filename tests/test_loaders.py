@@ -26,7 +26,7 @@ from tagtorch.data.loaders import (
     load_movielens_csv,
     load_table,
 )
-from tagtorch.data.loaders.tabular import read_delimited
+from tagtorch.data.loaders.reading import read_delimited
 
 FIXTURES = Path(__file__).parent / "fixtures" / "loaders"
 MALFORMED = FIXTURES / "malformed"

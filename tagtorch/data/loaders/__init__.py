@@ -5,6 +5,8 @@ Tags are returned as written in the files; normalization (stemming) happens late
 - :mod:`~tagtorch.data.loaders.hetrec`: HetRec 2011 Last.fm, MovieLens and Delicious.
 - :mod:`~tagtorch.data.loaders.movielens_csv`: MovieLens CSV releases (``tags.csv``).
 - :mod:`~tagtorch.data.loaders.tabular`: any CSV/TSV/Parquet table of tag assignments.
+- :mod:`~tagtorch.data.loaders.reading`: the checked reader they all share (compression,
+  encoding, line numbers, 64-bit integers).
 """
 
 from tagtorch.data.loaders.errors import DataFormatError

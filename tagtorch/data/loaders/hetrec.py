@@ -12,7 +12,7 @@ read as Latin-1 on its own (with a logged warning), never the whole file.
 
 Ids are integers (ASCII digits with an optional sign, within the signed 64-bit range);
 anything else is an error naming the file and the line. Files may be gzip, bzip2 or xz
-compressed (detected from their first bytes; see :mod:`~tagtorch.data.loaders.tabular`).
+compressed (detected from their first bytes; see :mod:`~tagtorch.data.loaders.reading`).
 
 Downloads: Last.fm's archive has a published SHA-256; MovieLens' and Delicious' have none.
 The files extracted from the Last.fm and MovieLens archives are checked against per-file SHA-256
@@ -41,7 +41,7 @@ import pandas as pd
 from tagtorch.data.download import Archive, DatasetNotFoundError, ensure_archive
 from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.data.loaders.errors import DataFormatError
-from tagtorch.data.loaders.tabular import (
+from tagtorch.data.loaders.reading import (
     RawTable,
     local_time_seconds,
     lookup,

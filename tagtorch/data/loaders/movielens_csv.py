@@ -5,7 +5,7 @@ A release holds ``tags.csv`` (``userId,movieId,tag,timestamp``; Unix seconds) an
 ``movies.csv`` (``movieId,title,genres``; genres separated by ``|``), UTF-8 with CSV quoting.
 A byte that is not UTF-8, an id or time that is not a 64-bit integer, or a malformed line is an
 error naming the file and the line; compressed files are read (see
-:mod:`~tagtorch.data.loaders.tabular` for the rules all loaders share).
+:mod:`~tagtorch.data.loaders.reading` for the rules all loaders share).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pandas as pd
 from tagtorch.data.download import Archive, DatasetNotFoundError, ensure_archive
 from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.data.loaders.errors import DataFormatError
-from tagtorch.data.loaders.tabular import read_delimited
+from tagtorch.data.loaders.reading import read_delimited
 
 #: Genre label of movies without a genre; it is not a category.
 NO_GENRE = "(no genres listed)"

@@ -1,26 +1,7 @@
-"""Generic tag-assignment tables (CSV, TSV, Parquet) and the checked reader all loaders share.
+"""Generic tag-assignment tables (CSV, TSV, Parquet): :func:`load_table`.
 
-:func:`read_delimited` reads a delimited text file with one header line into a DataFrame with
-pandas' vectorized parser, after checking what pandas would accept silently or report with
-a bare traceback: a missing column, a row with the wrong number of fields, an empty file, a
-non-integer id, an integer outside the 64-bit range, a byte that is not in the file's
-encoding. Each problem raises a :class:`DataFormatError` naming the file, the line and what
-was expected; a file that cannot be read raises the usual ``OSError`` subclass
-(``FileNotFoundError``, ``PermissionError``, ...) with a one-line message naming the path.
-
-Reading rules shared by every loader:
-
-- **Compression** is detected from the content's first bytes (gzip, bzip2, xz), never from
-  the name: a gzip file named ``.csv`` is read, a plain file named ``.gz`` too. Zip archives,
-  zstd streams and Parquet files given as text are refused with a message naming the file.
-- **Encoding**: a file is decoded in one encoding (UTF-8 unless told otherwise; a leading
-  byte-order mark is dropped) and a byte that is not valid in it is an error naming the file,
-  the line and the byte: there is no silent whole-file fallback to another encoding. A NUL
-  character is an error too (binary data, or UTF-16 text read as an 8-bit encoding).
-- **Line breaks**: LF, CR LF and a lone CR all end a line (as in pandas and
-  text editors); line numbers count from the header, line 1, and include blank lines.
-- **Integers** (the ids of the HetRec and MovieLens files, Unix times) are ASCII decimal
-  digits with an optional sign and must fit a signed 64-bit integer.
+Files are read by :mod:`~tagtorch.data.loaders.reading` (compression, encoding, line
+numbers, integers: the rules every loader shares).
 
 :func:`load_table` builds a :class:`~tagtorch.data.folksonomy.Folksonomy` from any table with
 one row per tag assignment, e.g. an export of a tagging system::
@@ -37,630 +18,29 @@ column gives one category per element; lists anywhere else are refused.
 
 from __future__ import annotations
 
-import bz2
-import codecs
-import csv
-import gzip
-import io
 import logging
-import lzma
-import re
-import zlib
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from difflib import get_close_matches
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from tagtorch.data.folksonomy import MISSING_TIME, Folksonomy
+from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.data.loaders.errors import DataFormatError
+from tagtorch.data.loaders.reading import (
+    ASSIGNMENT_KEYS,
+    COMPRESSED_SUFFIXES,
+    RawTable,
+    check_encoding,
+    describe_value,
+    is_list,
+    read_delimited,
+    read_parquet,
+    scalar_texts,
+    unix_seconds,
+)
 
 log = logging.getLogger(__name__)
-
-_INTEGER = r"[+-]?[0-9]+"
-_INT64_DIGITS = str(np.iinfo(np.int64).max)  # 9223372036854775807, 19 digits
-_TWO_63 = 2.0 ** 63
-_WHITESPACE = np.array([ord(c) for c in " \t\r\x0b\x0c"], dtype=np.uint32)
-_COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz")
-_SEPARATOR_NAMES = {"\t": "tab", ",": "comma", ";": "semicolon", "|": "pipe", " ": "space"}
-ASSIGNMENT_KEYS = ("user", "object", "tag", "timestamp")
-#: Valid range of each date field read by :func:`local_time_seconds` (years: the whole years
-#: that pandas' nanosecond timestamps cover).
-_DATE_RANGES = {"year": (1678, 2261), "month": (1, 12), "day": (1, 31), "hour": (0, 23),
-                "minute": (0, 59), "second": (0, 59)}
-
-#: Compressed formats read transparently: (name, test on the first bytes, decompressor).
-_COMPRESSIONS: tuple[tuple[str, Callable[[bytes], bool], Callable[[bytes], bytes]], ...] = (
-    ("gzip", lambda head: head.startswith(b"\x1f\x8b"), gzip.decompress),
-    ("bzip2", lambda head: re.match(rb"BZh[1-9](1AY&SY|\x17rE8P\x90)", head) is not None,
-     bz2.decompress),
-    ("xz", lambda head: head.startswith(b"\xfd7zXZ\x00"), lzma.decompress),
-)
-#: Binary formats refused in a text file, by their first bytes.
-_REFUSED = (
-    (b"PK\x03\x04", "a zip archive (extract the file from it first)"),
-    (b"PK\x05\x06", "an empty zip archive"),
-    (b"\x28\xb5\x2f\xfd", "a zstd-compressed file (decompress it first)"),
-    (b"PAR1", "a Parquet file (name it .parquet or pass format='parquet')"),
-)
-
-
-@dataclass(frozen=True)
-class RawTable:
-    """A table read from a file, with the file line (or row) of every frame row.
-
-    Attributes:
-        frame: the data, one row per data line (blank lines skipped).
-        path: the file it came from.
-        lines: ``[len(frame)]`` 1-based file line of each row, or None where lines are not
-            meaningful (Parquet) or could not be mapped; messages then give 1-based rows.
-        header: every column name of the file, in order (also those not read).
-    """
-
-    frame: pd.DataFrame
-    path: Path
-    lines: np.ndarray | None = None
-    header: tuple[str, ...] = ()
-
-    def error(self, position: int, expected: str, found: str | None = None) -> DataFormatError:
-        """A :class:`DataFormatError` located at the frame row ``position`` (0-based)."""
-        if self.lines is not None:
-            return DataFormatError(self.path, expected, found, line=int(self.lines[position]))
-        return DataFormatError(self.path, expected, found, row=position + 1)
-
-    def integers(self, column: str) -> np.ndarray:
-        """Column ``column`` as int64, or a :class:`DataFormatError` at its first bad value.
-
-        Raises:
-            DataFormatError: a value is empty, fractional, not a number or outside the
-                signed 64-bit range.
-        """
-        values = self.optional_integers(column)
-        if values.hasnans:
-            position = int(np.flatnonzero(values.isna().to_numpy(dtype=bool))[0])
-            raise self.error(position, f"an integer in column {column!r}", "an empty value")
-        return values.to_numpy(dtype=np.int64)
-
-    def optional_integers(self, column: str) -> pd.Series:
-        """Column ``column`` as nullable ``Int64``: empty values are NA, others integers.
-
-        Raises:
-            DataFormatError: a non-empty value that is not an integer in the signed 64-bit
-                range (fractional numbers, digits other than ASCII ``0-9``, lists, ...).
-        """
-        values = self.frame[column]
-        expected = f"an integer in column {column!r}"
-        in_range = f"{expected} within the signed 64-bit range"
-        if pd.api.types.is_bool_dtype(values.dtype):
-            raise self.error(0, expected, _describe(values.iloc[0]))
-        if pd.api.types.is_integer_dtype(values.dtype):
-            if pd.api.types.is_unsigned_integer_dtype(values.dtype):
-                too_big = (values > np.iinfo(np.int64).max).fillna(False).to_numpy(dtype=bool)
-                if too_big.any():
-                    position = int(np.flatnonzero(too_big)[0])
-                    raise self.error(position, in_range, _describe(values.iloc[position]))
-            return values.astype("Int64").reset_index(drop=True)
-        if pd.api.types.is_float_dtype(values.dtype):
-            array = values.to_numpy(dtype=np.float64, na_value=np.nan)
-            known = ~np.isnan(array)
-            bad = known & (~np.isfinite(array) | (array != np.floor(array))
-                           | (np.abs(array) >= _TWO_63))
-            if bad.any():
-                position = int(np.flatnonzero(bad)[0])
-                raise self.error(position, in_range, _describe(values.iloc[position]))
-            out = np.zeros(len(array), dtype=np.int64)
-            out[known] = array[known].astype(np.int64)
-            return pd.Series(pd.arrays.IntegerArray(out, ~known))
-        scalars = _scalar_texts(self, column, expected)
-        text = scalars.str.strip()
-        empty = (text.isna() | (text == "")).to_numpy(dtype=bool)
-        digits = text.str.fullmatch(_INTEGER).fillna(False).to_numpy(dtype=bool)
-        bad = ~empty & ~digits
-        if bad.any():
-            position = int(np.flatnonzero(bad)[0])
-            raise self.error(position, expected, _describe(values.iloc[position]))
-        magnitude = text.str.lstrip("+-").str.lstrip("0")
-        length = magnitude.str.len().fillna(0).to_numpy(dtype=np.int64)
-        limit = np.where(text.str.startswith("-").fillna(False).to_numpy(dtype=bool),
-                         _INT64_DIGITS[:-1] + "8", _INT64_DIGITS)
-        too_long = (length > 19) | ((length == 19) & (magnitude.fillna("").to_numpy(
-            dtype=object) > limit))
-        bad = ~empty & too_long
-        if bad.any():
-            position = int(np.flatnonzero(bad)[0])
-            raise self.error(position, in_range, _describe(values.iloc[position]))
-        out = np.zeros(len(text), dtype=np.int64)
-        if (~empty).any():
-            out[~empty] = text[~empty].astype(np.int64).to_numpy()
-        return pd.Series(pd.arrays.IntegerArray(out, empty))
-
-    def unique_key(self, column: str, keys: np.ndarray) -> None:
-        """Raises a :class:`DataFormatError` at the first repeated value of an id column."""
-        repeated = pd.Series(keys).duplicated().to_numpy()
-        if repeated.any():
-            position = int(np.flatnonzero(repeated)[0])
-            first = int(np.flatnonzero(keys == keys[position])[0])
-            where = (f"line {self.lines[first]}" if self.lines is not None
-                     else f"row {first + 1}")
-            value = keys[position]
-            value = value.item() if isinstance(value, np.generic) else value
-            raise self.error(position, f"unique values in column {column!r}",
-                             f"{value!r} again (first on {where})")
-
-
-def _describe(value: object) -> str:
-    if value is None or value is pd.NA or (isinstance(value, float) and np.isnan(value)):
-        return "an empty value"
-    if isinstance(value, (list, tuple, np.ndarray)):
-        return f"a list {_short(repr(list(value)))}"
-    if isinstance(value, (bytes, bytearray)):
-        return f"bytes {_short(repr(bytes(value)))}"
-    text = str(value)
-    return "an empty value" if text.strip() == "" else _short(repr(text))
-
-
-def _short(text: str, limit: int = 80) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _is_list(value: object) -> bool:
-    return isinstance(value, (list, tuple, np.ndarray))
-
-
-def _scalar_texts(table: RawTable, column: str, expected: str) -> pd.Series:
-    """Column ``column`` as a string Series; lists, bytes and other non-text values refused."""
-    values = table.frame[column]
-    if isinstance(values.dtype, pd.CategoricalDtype):
-        values = values.astype(object)
-    if pd.api.types.is_string_dtype(values.dtype) and not pd.api.types.is_object_dtype(
-            values.dtype):
-        return values.astype("string").reset_index(drop=True)
-    array = values.to_numpy(dtype=object)
-    ok = np.fromiter((v is None or v is pd.NA or isinstance(v, str)
-                      or (isinstance(v, float) and np.isnan(v)) for v in array),
-                     dtype=bool, count=len(array))
-    if not ok.all():
-        position = int(np.flatnonzero(~ok)[0])
-        raise table.error(position, expected, _describe(array[position]))
-    return pd.Series(array, dtype="string")
-
-
-def _io_error(path: Path, exc: OSError) -> OSError:
-    """The same kind of error with a one-line message that names ``path``."""
-    if isinstance(exc, FileNotFoundError):
-        error: OSError = FileNotFoundError(f"{path}: no such file")
-    elif isinstance(exc, IsADirectoryError):
-        error = IsADirectoryError(f"{path}: is a folder, expected a file")
-    elif isinstance(exc, PermissionError):
-        error = PermissionError(f"{path}: permission denied (the file cannot be read; "
-                                "check its permissions)")
-    else:
-        error = OSError(f"{path}: cannot read the file ({exc.strerror or exc})")
-    return error
-
-
-def _read_bytes(path: Path) -> bytes:
-    """The file's bytes, decompressed when they start with a gzip, bzip2 or xz header.
-
-    Raises:
-        FileNotFoundError, PermissionError, IsADirectoryError, OSError: the file cannot be
-            read (the message names it).
-        DataFormatError: a broken compressed stream, or a binary format that is not text.
-    """
-    try:
-        with path.open("rb") as handle:
-            raw = handle.read()
-    except OSError as exc:
-        raise _io_error(path, exc) from exc
-    head = raw[:16]
-    for name, matches, decompress in _COMPRESSIONS:
-        if matches(head):
-            try:
-                return decompress(raw)
-            except (OSError, EOFError, lzma.LZMAError, zlib.error, ValueError) as exc:
-                raise DataFormatError(path, f"a complete {name}-compressed stream",
-                                      _short(str(exc) or type(exc).__name__)) from exc
-    for magic, what in _REFUSED:
-        if raw.startswith(magic):
-            raise DataFormatError(path, "a text file (plain, gzip, bzip2 or xz)", what)
-    if path.suffix.lower() in _COMPRESSED_SUFFIXES:
-        log.info("%s has no %s header; reading it as plain text", path, path.suffix)
-    return raw
-
-
-def check_encoding(encoding: str, setting: str = "encoding") -> str:
-    """The codec's canonical name, or a ValueError naming ``setting`` for an unknown one."""
-    try:
-        return codecs.lookup(encoding).name
-    except (LookupError, TypeError) as exc:
-        raise ValueError(f"{setting}: unknown encoding {encoding!r}; expected a Python codec "
-                         "name such as 'utf-8', 'latin-1' or 'cp1252'") from exc
-
-
-def _latin1_fallback(error: UnicodeError) -> tuple[str, int]:
-    if not isinstance(error, UnicodeDecodeError):
-        raise error
-    return error.object[error.start:error.end].decode("latin-1"), error.end
-
-
-codecs.register_error("tagtorch.latin1", _latin1_fallback)
-
-
-def _decode(raw: bytes, path: Path, encoding: str, fallback: str | None,
-            setting: str | None = None) -> str:
-    """Decodes ``raw``; undecodable bytes are an error, or read as Latin-1 with ``fallback``.
-
-    ``fallback`` may only be ``"latin-1"``: each byte sequence that is not valid in
-    ``encoding`` (not the whole file) is then read as Latin-1, with a logged warning.
-    ``setting`` names the option that sets the encoding, for the error message.
-    """
-    try:
-        text = raw.decode(encoding)
-    except UnicodeDecodeError as exc:
-        before = raw[:exc.start]
-        line = before.count(b"\n") + before.count(b"\r") - before.count(b"\r\n") + 1
-        if fallback is None:
-            byte = raw[exc.start:exc.start + 1]
-            found = f"the byte 0x{byte.hex()}" if byte else "the end of the file"
-            expected = f"text encoded as {encoding}"
-            if setting:
-                expected += f" ({setting} sets another)"
-            raise DataFormatError(path, expected, found, line=line) from exc
-        if codecs.lookup(fallback).name != "iso8859-1":
-            raise ValueError(
-                f"fallback_encoding must be 'latin-1' or None, got {fallback!r}") from None
-        log.warning("%s, line %d: bytes that are not %s; each such byte is read as Latin-1",
-                    path, line, encoding)
-        text = raw.decode(encoding, errors="tagtorch.latin1")
-    return text.removeprefix("\ufeff")
-
-
-def _normalize_newlines(text: str) -> str:
-    if "\r" not in text:
-        return text
-    return text.replace("\r\n", "\n").replace("\r", "\n")
-
-
-def _line_layout(content: str, sep: str) -> tuple[np.ndarray, np.ndarray]:
-    """Per physical line: number of separator characters and whether the line is blank."""
-    buf = np.frombuffer(content.encode("utf-32-le"), dtype=np.uint32)
-    newlines = np.flatnonzero(buf == 0x0A)
-    starts = np.concatenate(([0], newlines + 1))
-    ends = np.concatenate((newlines, [len(buf)]))
-    if starts[-1] == len(buf):  # nothing after the final newline
-        starts, ends = starts[:-1], ends[:-1]
-    separators = np.flatnonzero(buf == ord(sep))
-    counts = np.searchsorted(separators, ends) - np.searchsorted(separators, starts)
-    whitespace = _WHITESPACE[ord(sep) != _WHITESPACE]
-    ink = np.concatenate(([0], np.cumsum(~np.isin(buf, whitespace))))
-    blank = (ink[ends] - ink[starts]) == 0
-    return counts, blank
-
-
-def _csv_error_line(text: str, sep: str) -> int | None:
-    """With CSV quoting: the line where a strict CSV reader fails (e.g. an unclosed quote)."""
-    reader = csv.reader(io.StringIO(text), delimiter=sep, strict=True)
-    try:
-        for _ in reader:
-            pass
-    except csv.Error:
-        return max(reader.line_num, 1)
-    return None
-
-
-def _first_bad_record(text: str, sep: str, n_fields: int, path: Path) -> tuple[int, int] | None:
-    """With CSV quoting: the (line, field count) of the first record of the wrong width."""
-    reader = csv.reader(io.StringIO(text), delimiter=sep)
-    try:
-        next(reader, None)
-        for record in reader:
-            if record and not (len(record) == 1 and record[0].strip() == "") \
-                    and len(record) != n_fields:
-                return reader.line_num, len(record)
-    except csv.Error as exc:
-        raise DataFormatError(path, "well-formed CSV", str(exc),
-                              line=max(reader.line_num, 1)) from exc
-    return None
-
-
-def read_delimited(
-    path: str | Path,
-    sep: str,
-    required: Sequence[str],
-    *,
-    optional: Sequence[str] = (),
-    integer: Sequence[str] = (),
-    text: Sequence[str] = (),
-    encoding: str = "utf-8",
-    fallback_encoding: str | None = None,
-    quoting: bool = False,
-    allow_empty: bool = False,
-    encoding_setting: str | None = None,
-) -> RawTable:
-    """Reads a delimited text file with one header line, checking its layout.
-
-    Args:
-        path: the file (gzip, bzip2 and xz content is decompressed, whatever its name).
-        sep: the one-character field separator.
-        required: columns that must be in the header.
-        optional: further columns to read when present.
-        integer: columns (among those read) that must hold 64-bit integers.
-        text: columns read as strings (ids or titles that merely look numeric stay text).
-        encoding: the file's encoding.
-        fallback_encoding: None (the default) makes an undecodable byte an error;
-            ``"latin-1"`` reads each byte that is not valid ``encoding`` as Latin-1 instead
-            (for files of unknown, possibly mixed, encoding), with a logged warning.
-        quoting: honour CSV double quotes (fields with separators or line breaks); without
-            it quotes are ordinary characters, as in the HetRec ``.dat`` files.
-        allow_empty: accept a file with a header and no data rows.
-        encoding_setting: the option that sets ``encoding``, named in decoding errors.
-
-    Returns:
-        The table with only the required and present optional columns, in header order;
-        integer columns hold int64.
-
-    Raises:
-        FileNotFoundError, PermissionError, OSError: the file cannot be read.
-        DataFormatError: empty file, missing column, a line with the wrong number of
-            fields, a non-integer in an integer column, an undecodable byte, or a parser
-            error.
-        ValueError: ``sep`` or ``encoding`` is not valid.
-    """
-    path = Path(path)
-    if len(sep) != 1 or sep in "\n\r\"":
-        raise ValueError(f"the separator must be one character other than a quote or a line "
-                         f"break, got {sep!r}")
-    encoding = check_encoding(encoding)
-    raw = _read_bytes(path)
-    content = _normalize_newlines(_decode(raw, path, encoding, fallback_encoding,
-                                          encoding_setting))
-    sep_name = _SEPARATOR_NAMES.get(sep, repr(sep))
-    if content.strip() == "":
-        raise DataFormatError(path, f"a header line with the columns {list(required)}",
-                              "an empty file", line=1)
-    if "\x00" in content:
-        line = content.count("\n", 0, content.index("\x00")) + 1
-        raise DataFormatError(path, "text without NUL characters", "a NUL character (is this "
-                              "a binary file, or text in another encoding?)", line=line)
-    header_line = content.split("\n", 1)[0]
-    if quoting:
-        header = next(csv.reader([header_line], delimiter=sep), [])
-    else:
-        header = header_line.split(sep)
-    header = [name.strip() for name in header]
-    missing = [name for name in required if name not in header]
-    if missing:
-        hints = []
-        for name in missing:
-            close = get_close_matches(name, header, n=1) or [
-                h for h in header if h.lower() == name.lower()]
-            if close:
-                hints.append(f"{name!r} (did you mean {close[0]!r}?)")
-        found = _short(f"the header {header}", 300)
-        if hints:
-            found += "; " + ", ".join(hints)
-        raise DataFormatError(
-            path, f"the column(s) {missing} in a {sep_name}-separated header", found, line=1)
-    repeated = [name for name in dict.fromkeys(header) if header.count(name) > 1
-                and name in set(required) | set(optional)]
-    if repeated:
-        raise DataFormatError(path, "each column name once in the header",
-                              f"{repeated[0]!r} {header.count(repeated[0])} times", line=1)
-
-    # Field counts per line, vectorized over the characters of the decoded text.
-    counts, blank = _line_layout(content, sep)
-    n_fields = len(header)
-    data_lines = np.flatnonzero(~blank[1:]) + 2  # 1-based line numbers, header excluded
-    wrong = counts[data_lines - 1] != n_fields - 1
-    if wrong.any():
-        bad: tuple[int, int] | None
-        if quoting and '"' in content:
-            bad = _first_bad_record(content, sep, n_fields, path)
-        else:
-            line = int(data_lines[np.flatnonzero(wrong)[0]])
-            bad = (line, int(counts[line - 1]) + 1)
-        if bad is not None:
-            raise DataFormatError(
-                path, f"{n_fields} {sep_name}-separated fields as in the header",
-                f"{bad[1]} field(s)", line=bad[0])
-    if len(data_lines) == 0 and not allow_empty:
-        raise DataFormatError(path, "data rows after the header line", "none", line=2)
-
-    wanted = list(required) + [c for c in optional if c in header and c not in required]
-    columns = [c for c in header if c in wanted]
-    # Every column is read as text: pandas' type guesses would wrap integers above 2**63
-    # into negatives (uint64) or round long ones (float64); integers are parsed below.
-    try:
-        frame = pd.read_csv(
-            io.StringIO(content),
-            sep=sep,
-            usecols=[header.index(c) for c in columns],
-            header=0,
-            dtype="string",
-            keep_default_na=False,
-            na_values=[],
-            quoting=csv.QUOTE_MINIMAL if quoting else csv.QUOTE_NONE,
-            skip_blank_lines=True,
-            engine="c",
-        )
-    except (pd.errors.ParserError, ValueError, csv.Error) as exc:
-        message = str(exc).strip().replace("\n", " ")
-        match = re.search(r"line (\d+)", message)
-        line = int(match.group(1)) if match else None
-        if line is None and quoting:
-            line = _csv_error_line(content, sep)
-        raise DataFormatError(
-            path, f"well-formed {sep_name}-separated text", _short(message, 200),
-            line=line) from exc
-    frame.columns = columns
-    lines: np.ndarray | None = data_lines.astype(np.int64)
-    if len(frame) != len(data_lines):  # quoted line breaks: rows no longer match lines
-        lines = None
-    table = RawTable(frame.reset_index(drop=True), path, lines, tuple(header))
-    for column in integer:
-        if column in frame.columns:
-            table.frame[column] = table.integers(column)
-    return table
-
-
-def read_parquet(path: str | Path, required: Sequence[str],
-                 optional: Sequence[str] = ()) -> RawTable:
-    """Reads the needed columns of a Parquet file, with the same errors as the text reader.
-
-    Raises:
-        FileNotFoundError, PermissionError, OSError: the file cannot be read.
-        DataFormatError: not a Parquet file, or a missing column.
-    """
-    path = Path(path)
-    try:
-        handle = path.open("rb")
-    except OSError as exc:
-        raise _io_error(path, exc) from exc
-    with handle:
-        if not handle.read(4):
-            raise DataFormatError(path, "a Parquet file", "an empty file")
-        handle.seek(0)
-        try:
-            import pyarrow.parquet as pq
-
-            parquet = pq.ParquetFile(handle)
-            header = list(parquet.schema_arrow.names)
-            missing = [name for name in required if name not in header]
-            if missing:
-                raise DataFormatError(path, f"the column(s) {missing}",
-                                      _short(f"the columns {header}", 300))
-            columns = [c for c in header if c in set(required) | set(optional)]
-            frame = parquet.read(columns=columns).to_pandas()
-        except DataFormatError:
-            raise
-        except Exception as exc:  # pyarrow raises several unrelated types for corrupt files
-            reason = " ".join(f"{type(exc).__name__}: {exc}".split())
-            raise DataFormatError(path, "a Parquet file", _short(reason, 200)) from exc
-    return RawTable(frame.reset_index(drop=True), path, None, tuple(header))
-
-
-# ---------------------------------------------------------------- conversions
-
-
-def unix_seconds(table: RawTable, column: str) -> np.ndarray:
-    """``[n]`` int64 Unix seconds from a column of seconds, datetimes or ISO 8601 strings.
-
-    Numbers are taken as Unix seconds (fractions floored); naive datetimes as UTC; empty
-    values become :data:`~tagtorch.data.folksonomy.MISSING_TIME`.
-
-    Raises:
-        DataFormatError: a value that is neither a number nor a date, or a number that is
-            infinite or outside the signed 64-bit range.
-    """
-    values = table.frame[column]
-    expected = f"a Unix time in seconds or an ISO 8601 date in column {column!r}"
-    if pd.api.types.is_datetime64_any_dtype(values.dtype):
-        stamps = pd.to_datetime(values, utc=True)
-        return _stamps_to_seconds(stamps)
-    if pd.api.types.is_bool_dtype(values.dtype):
-        raise table.error(0, expected, _describe(values.iloc[0]))
-    if pd.api.types.is_integer_dtype(values.dtype) or pd.api.types.is_float_dtype(values.dtype):
-        seconds = table.optional_integers(column) if pd.api.types.is_integer_dtype(
-            values.dtype) else None
-        if seconds is not None:
-            return seconds.fillna(MISSING_TIME).to_numpy(dtype=np.int64)
-        return _float_seconds(table, column,
-                              values.to_numpy(dtype=np.float64, na_value=np.nan),
-                              np.ones(len(values), dtype=bool), expected)
-    text = _scalar_texts(table, column, expected).str.strip()
-    empty = (text.isna() | (text == "")).to_numpy(dtype=bool)
-    numbers = pd.to_numeric(text.where(~empty), errors="coerce").to_numpy(
-        dtype=np.float64, na_value=np.nan)
-    numeric = ~np.isnan(numbers)
-    out = _float_seconds(table, column, numbers, numeric, expected)
-    rest = ~numeric & ~empty
-    if rest.any():
-        try:
-            stamps = pd.to_datetime(text[rest], utc=True, errors="coerce", format="ISO8601")
-        except (ValueError, OverflowError, TypeError):
-            stamps = pd.Series([pd.NaT] * int(rest.sum()))
-        bad = stamps.isna().to_numpy(dtype=bool)
-        if bad.any():
-            position = int(np.flatnonzero(rest)[np.flatnonzero(bad)[0]])
-            raise table.error(position, expected, _describe(values.iloc[position]))
-        out[rest] = _stamps_to_seconds(stamps)
-    return out
-
-
-def _float_seconds(table: RawTable, column: str, numbers: np.ndarray, use: np.ndarray,
-                   expected: str) -> np.ndarray:
-    """Floors the finite ``numbers`` where ``use``; NaN is missing; others are an error."""
-    out = np.full(len(numbers), MISSING_TIME, dtype=np.int64)
-    known = use & ~np.isnan(numbers)
-    bad = known & (~np.isfinite(numbers) | (np.abs(numbers) >= _TWO_63))
-    if bad.any():
-        position = int(np.flatnonzero(bad)[0])
-        raise table.error(position, f"{expected}, within the signed 64-bit range",
-                          _describe(table.frame[column].iloc[position]))
-    out[known] = np.floor(numbers[known]).astype(np.int64)
-    return out
-
-
-def _stamps_to_seconds(stamps: pd.Series) -> np.ndarray:
-    known = stamps.notna().to_numpy(dtype=bool)
-    out = np.full(len(stamps), MISSING_TIME, dtype=np.int64)
-    epoch = pd.Timestamp(0, tz="UTC")
-    seconds = (stamps[known] - epoch) // pd.Timedelta(seconds=1)
-    out[known] = seconds.to_numpy(dtype=np.int64)
-    return out
-
-
-def local_time_seconds(table: RawTable, columns: Mapping[str, str], timezone: str) -> np.ndarray:
-    """``[n]`` int64 Unix seconds from date columns holding local time in ``timezone``.
-
-    Args:
-        table: the table.
-        columns: maps ``year``, ``month``, ``day`` and optionally ``hour``, ``minute``,
-            ``second`` to integer column names.
-        timezone: IANA zone of the local times; ambiguous times at the end of daylight
-            saving are read as daylight time, nonexistent ones are shifted forward.
-
-    Raises:
-        DataFormatError: a row whose fields do not form a valid date (years 1678 to 2261).
-    """
-    parts = pd.DataFrame({unit: table.frame[name].to_numpy() for unit, name in columns.items()})
-    bad = np.zeros(len(parts), dtype=bool)
-    for unit, (low, high) in _DATE_RANGES.items():
-        if unit in parts:
-            bad |= ((parts[unit] < low) | (parts[unit] > high)).to_numpy(dtype=bool)
-    valid = parts.where(pd.Series(~bad, index=parts.index), 1, axis=0)
-    try:
-        stamps = pd.to_datetime(valid, errors="coerce")
-    except (ValueError, OverflowError) as exc:  # pandas refuses some values without coercing
-        raise table.error(0, "valid calendar dates and times", _short(str(exc))) from exc
-    bad |= stamps.isna().to_numpy(dtype=bool)
-    if bad.any():
-        position = int(np.flatnonzero(bad)[0])
-        fields = ", ".join(f"{name}={table.frame[name].iloc[position]}"
-                           for name in columns.values())
-        raise table.error(position, "a valid calendar date and time", fields)
-    local = stamps.dt.tz_localize(timezone, ambiguous=np.ones(len(stamps), dtype=bool),
-                                  nonexistent="shift_forward")
-    return _stamps_to_seconds(local)
-
-
-def lookup(keys: pd.Series | np.ndarray, table: RawTable, key: str, value: str,
-           what: str) -> pd.Series:
-    """Maps ids to a value column of a lookup table with unique ids; unknown ids give NA.
-
-    Logs a warning with the number of rows whose id is not in the table.
-    """
-    ids = table.frame[key].to_numpy()
-    table.unique_key(key, ids)
-    mapping = pd.Series(table.frame[value].to_numpy(), index=ids)
-    result = pd.Series(np.asarray(keys)).map(mapping)
-    unknown = int(result.isna().sum())
-    if unknown:
-        log.warning("%s: %d rows refer to a %s that is not in %s; they are dropped",
-                    table.path.name, unknown, what, table.path)
-    return result
 
 
 # ---------------------------------------------------------------- load_table
@@ -672,7 +52,7 @@ def _detect_format(path: Path, format: str) -> str:
             raise ValueError(f"format must be auto, csv, tsv or parquet, got {format!r}")
         return format
     suffixes = [s.lower() for s in path.suffixes]
-    if suffixes and suffixes[-1] in _COMPRESSED_SUFFIXES:
+    if suffixes and suffixes[-1] in COMPRESSED_SUFFIXES:
         suffixes = suffixes[:-1]
     suffix = suffixes[-1] if suffixes else ""
     if suffix in (".parquet", ".pq"):
@@ -714,11 +94,11 @@ def _ids(table: RawTable, column: str, integer_ids: bool) -> pd.Series:
             out[position] = value.strip() or None
         elif isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
             out[position] = str(value)
-        elif _is_list(value):
-            raise table.error(position, f"a single id in column {column!r}", _describe(value))
+        elif is_list(value):
+            raise table.error(position, f"a single id in column {column!r}", describe_value(value))
         else:
             raise table.error(position, f"a text or integer id in column {column!r}",
-                              _describe(value))
+                              describe_value(value))
     return pd.Series(out, dtype="string")
 
 
@@ -740,11 +120,11 @@ def _tag_text(value: object) -> str | None:
 def _cell_texts(table: RawTable, position: int, value: object, expected: str) -> list[str | None]:
     """The texts of one cell: one for a scalar, one per element for a list."""
     try:
-        if _is_list(value):
+        if is_list(value):
             return [_tag_text(element) for element in value]  # type: ignore[union-attr]
         return [_tag_text(value)]
     except TypeError:
-        raise table.error(position, expected, _describe(value)) from None
+        raise table.error(position, expected, describe_value(value)) from None
 
 
 def _tags(table: RawTable, column: str) -> tuple[pd.Series, np.ndarray]:
@@ -780,7 +160,7 @@ def _texts(table: RawTable, column: str) -> pd.Series:
     if pd.api.types.is_numeric_dtype(values.dtype) or pd.api.types.is_datetime64_any_dtype(
             values.dtype):
         return values.astype("string").reset_index(drop=True)
-    return _scalar_texts(table, column, f"a text in column {column!r}")
+    return scalar_texts(table, column, f"a text in column {column!r}")
 
 
 def _category_lists(table: RawTable, column: str, separator: str | None) -> pd.Series:
@@ -794,7 +174,7 @@ def _category_lists(table: RawTable, column: str, separator: str | None) -> pd.S
     out: list[list[str]] = []
     for position, value in enumerate(array):
         names = _cell_texts(table, position, value, expected)
-        if separator is not None and not _is_list(value) and names[0] is not None:
+        if separator is not None and not is_list(value) and names[0] is not None:
             names = list(names[0].split(separator))
         out.append([n.strip() for n in names if n is not None and n.strip() != ""])
     return pd.Series(out, dtype=object)
