@@ -406,7 +406,6 @@ def read_delimited(
     raw = _read_bytes(path)
     content = _normalize_newlines(_decode(raw, path, encoding, fallback_encoding,
                                           encoding_setting))
-    sep_name = _SEPARATOR_NAMES.get(sep, repr(sep))
     if content.strip() == "":
         raise DataFormatError(path, f"a header line with the columns {list(required)}",
                               "an empty file", line=1)
@@ -414,6 +413,26 @@ def read_delimited(
         line = content.count("\n", 0, content.index("\x00")) + 1
         raise DataFormatError(path, "text without NUL characters", "a NUL character (is this "
                               "a binary file, or text in another encoding?)", line=line)
+    header = _checked_header(content, sep, quoting, required, optional, path)
+    data_lines = _checked_field_counts(content, sep, quoting, len(header), allow_empty, path)
+    wanted = list(required) + [c for c in optional if c in header and c not in required]
+    columns = [c for c in header if c in wanted]
+    frame = _parse(content, sep, quoting, [header.index(c) for c in columns], path)
+    frame.columns = columns
+    lines: np.ndarray | None = data_lines.astype(np.int64)
+    if len(frame) != len(data_lines):  # quoted line breaks: rows no longer match lines
+        lines = None
+    table = RawTable(frame.reset_index(drop=True), path, lines, tuple(header))
+    for column in integer:
+        if column in frame.columns:
+            table.frame[column] = table.integers(column)
+    return table
+
+
+def _checked_header(content: str, sep: str, quoting: bool, required: Sequence[str],
+                    optional: Sequence[str], path: Path) -> list[str]:
+    """The header's column names; a missing or repeated column is a DataFormatError."""
+    sep_name = _SEPARATOR_NAMES.get(sep, repr(sep))
     header_line = content.split("\n", 1)[0]
     if quoting:
         header = next(csv.reader([header_line], delimiter=sep), [])
@@ -438,10 +457,15 @@ def read_delimited(
     if repeated:
         raise DataFormatError(path, "each column name once in the header",
                               f"{repeated[0]!r} {header.count(repeated[0])} times", line=1)
+    return header
 
+
+def _checked_field_counts(content: str, sep: str, quoting: bool, n_fields: int,
+                          allow_empty: bool, path: Path) -> np.ndarray:
+    """``[rows]`` 1-based file lines of the data rows; a wrong field count is an error."""
+    sep_name = _SEPARATOR_NAMES.get(sep, repr(sep))
     # Field counts per line, vectorized over the characters of the decoded text.
     counts, blank = _line_layout(content, sep)
-    n_fields = len(header)
     data_lines = np.flatnonzero(~blank[1:]) + 2  # 1-based line numbers, header excluded
     wrong = counts[data_lines - 1] != n_fields - 1
     if wrong.any():
@@ -457,16 +481,20 @@ def read_delimited(
                 f"{bad[1]} field(s)", line=bad[0])
     if len(data_lines) == 0 and not allow_empty:
         raise DataFormatError(path, "data rows after the header line", "none", line=2)
+    return data_lines
 
-    wanted = list(required) + [c for c in optional if c in header and c not in required]
-    columns = [c for c in header if c in wanted]
+
+def _parse(content: str, sep: str, quoting: bool, usecols: list[int], path: Path
+           ) -> pd.DataFrame:
+    """The columns ``usecols`` of the text as strings (pandas' C parser, no type guessing)."""
+    sep_name = _SEPARATOR_NAMES.get(sep, repr(sep))
     # Every column is read as text: pandas' type guesses would wrap integers above 2**63
     # into negatives (uint64) or round long ones (float64); integers are parsed below.
     try:
         frame = pd.read_csv(
             io.StringIO(content),
             sep=sep,
-            usecols=[header.index(c) for c in columns],
+            usecols=usecols,
             header=0,
             dtype="string",
             keep_default_na=False,
@@ -484,15 +512,7 @@ def read_delimited(
         raise DataFormatError(
             path, f"well-formed {sep_name}-separated text", _short(message, 200),
             line=line) from exc
-    frame.columns = columns
-    lines: np.ndarray | None = data_lines.astype(np.int64)
-    if len(frame) != len(data_lines):  # quoted line breaks: rows no longer match lines
-        lines = None
-    table = RawTable(frame.reset_index(drop=True), path, lines, tuple(header))
-    for column in integer:
-        if column in frame.columns:
-            table.frame[column] = table.integers(column)
-    return table
+    return frame
 
 
 def read_parquet(path: str | Path, required: Sequence[str],
