@@ -187,6 +187,33 @@ def _first_per_object(objects: pd.Series, values: pd.Series) -> pd.Series:
     return text[keep].groupby(objects[keep].to_numpy(), sort=False).first()
 
 
+def _check_columns(columns: Mapping[str, str]) -> None:
+    """Refuses a column mapping without user, object and tag, or with two keys on a column."""
+    unknown = set(columns) - set(ASSIGNMENT_KEYS)
+    absent = {"user", "object", "tag"} - set(columns)
+    if unknown or absent:
+        raise ValueError(f"columns must map user, object, tag and optionally timestamp to "
+                         f"column names; unknown keys {sorted(unknown)}, missing {sorted(absent)}")
+    keys_of: dict[str, list[str]] = {}
+    for key, column in columns.items():
+        keys_of.setdefault(column, []).append(key)
+    for column, keys in keys_of.items():
+        if len(keys) > 1:
+            raise ValueError(f"columns: {' and '.join(map(repr, keys))} both map to the column "
+                             f"{column!r}; expected one column per key")
+
+
+def _object_categories(table: RawTable, objects: pd.Series, column: str,
+                       separator: str | None) -> pd.DataFrame:
+    """``object, category`` pairs: each object's first non-empty category cell, split."""
+    lists = _category_lists(table, column, separator)
+    keep = (lists.map(len) > 0).to_numpy(dtype=bool) & objects.notna().to_numpy(dtype=bool)
+    first = lists[keep].groupby(objects[keep].to_numpy(), sort=False).first()
+    pairs = first.explode()
+    return pd.DataFrame({"object": pairs.index.to_numpy(),
+                         "category": pairs.to_numpy(dtype=object)})
+
+
 def load_table(
     path: str | Path,
     columns: Mapping[str, str],
@@ -235,18 +262,7 @@ def load_table(
             maps two keys to one column; or ``encoding`` is unknown.
     """
     path = Path(path)
-    unknown = set(columns) - set(ASSIGNMENT_KEYS)
-    absent = {"user", "object", "tag"} - set(columns)
-    if unknown or absent:
-        raise ValueError(f"columns must map user, object, tag and optionally timestamp to "
-                         f"column names; unknown keys {sorted(unknown)}, missing {sorted(absent)}")
-    keys_of: dict[str, list[str]] = {}
-    for key, column in columns.items():
-        keys_of.setdefault(column, []).append(key)
-    for column, keys in keys_of.items():
-        if len(keys) > 1:
-            raise ValueError(f"columns: {' and '.join(map(repr, keys))} both map to the column "
-                             f"{column!r}; expected one column per key")
+    _check_columns(columns)
     encoding = check_encoding(encoding)
     text_columns = dict(text_columns or {})
     required = list(dict.fromkeys([*columns.values(), *text_columns.values()]
@@ -284,11 +300,6 @@ def load_table(
                               for field, column in text_columns.items()})
     categories = None
     if category_column:
-        lists = _category_lists(table, category_column, category_separator)
-        keep = (lists.map(len) > 0).to_numpy(dtype=bool) & objects.notna().to_numpy(dtype=bool)
-        first = lists[keep].groupby(objects[keep].to_numpy(), sort=False).first()
-        pairs = first.explode()
-        categories = pd.DataFrame({"object": pairs.index.to_numpy(),
-                                   "category": pairs.to_numpy(dtype=object)})
+        categories = _object_categories(table, objects, category_column, category_separator)
     dataset = name or path.name.split(".")[0] or path.name
     return Folksonomy.from_frame(assignments, texts, categories, name=dataset)
