@@ -517,6 +517,32 @@ class _Generator:
         c = self.config
         rng = np.random.default_rng(seed)
         m = stop - start
+        first, second, weight = self._object_topics(rng, m)
+        second_or_first = np.where(second >= 0, second, first)
+        post_object, post_user, post_time = self._posts(rng, start, m, first, second_or_first,
+                                                        weight)
+        post, tag = self._post_tags(rng, m, post_object, first, second_or_first, weight)
+        obj, user, tag, time = _distinct_assignments(
+            post_object[post], post_user[post], tag, post_time[post],
+            [m, c.n_users, len(self.tag_strings)])
+        counts = np.bincount(obj, minlength=m)
+        texts = {field: self._text_field(rng, m, first, tag, counts, words, tag_prob)
+                 for field, words, tag_prob in (
+                     ("title", c.title_words, c.title_tag_prob),
+                     ("description", c.description_words, c.description_tag_prob))}
+        return {
+            "user": user.astype(np.int32),
+            "object": (obj + start).astype(np.int32),
+            "tag": tag.astype(np.int32),
+            "timestamp": time,
+            "topics": np.stack([first, second], axis=1).astype(np.int32),
+            **texts,
+        }
+
+    def _object_topics(self, rng: np.random.Generator, m: int
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(first, second, weight)`` per object: its topics (second -1 if one) and mixture."""
+        c = self.config
         first = self.topics.draw(rng, m)
         second = self.topics.draw(rng, m)
         clash = second == first
@@ -526,9 +552,13 @@ class _Generator:
         has_two = (rng.random(m) < c.two_topic_prob) & (c.n_topics > 1)
         second[~has_two] = -1
         weight = np.where(has_two, rng.uniform(0.5, 0.9, m), 1.0)
-        second_or_first = np.where(has_two, second, first)
+        return first, second, weight
 
-        # Posts: count per object, topic, user, time.
+    def _posts(self, rng: np.random.Generator, start: int, m: int, first: np.ndarray,
+               second_or_first: np.ndarray, weight: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(object, user, time)`` of every post: a count per object, a topic, a user."""
+        c = self.config
         u = 1.0 - rng.random(m)
         n_posts = np.clip(np.ceil(self.posts_scale * u ** (-1.0 / c.object_popularity_exponent)),
                           1, c.max_posts_per_object).astype(np.int64)
@@ -541,13 +571,18 @@ class _Generator:
         end = c.time_start + c.time_span
         post_time = (created[post_object]
                      + (end - created[post_object]) * rng.random(n_all) ** 2).astype(np.int64)
+        return post_object, post_user, post_time
 
-        # Tags of each post: from the object's core or its mixture; some variant forms.
+    def _post_tags(self, rng: np.random.Generator, m: int, post_object: np.ndarray,
+                   first: np.ndarray, second_or_first: np.ndarray, weight: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray]:
+        """``(post, tag)``: 1-3 tags per post, from the object's core or its topic mixture."""
+        c = self.config
         core = self._mixture_tags(rng, np.repeat(first, c.core_size),
                                   np.repeat(second_or_first, c.core_size),
                                   np.repeat(weight, c.core_size)).reshape(m, c.core_size)
-        per_post = rng.choice(3, size=n_all, p=self.tags_per_post) + 1
-        post = np.repeat(np.arange(n_all), per_post)
+        per_post = rng.choice(3, size=len(post_object), p=self.tags_per_post) + 1
+        post = np.repeat(np.arange(len(post_object)), per_post)
         obj = post_object[post]
         tag = self._mixture_tags(rng, first[obj], second_or_first[obj], weight[obj])
         from_core = rng.random(len(tag)) < c.core_prob
@@ -555,56 +590,69 @@ class _Generator:
         variant = self.variant_of[tag]
         use_variant = (variant >= 0) & (rng.random(len(tag)) < c.variant_prob)
         tag[use_variant] = variant[use_variant]
-        user, time = post_user[post], post_time[post]
+        return post, tag
 
-        # Distinct (object, user, tag), earliest time; rows end up sorted by object.
-        order = _sort_key([obj, user, tag], [m, c.n_users, len(self.tag_strings)])
-        obj, user, tag, time = obj[order], user[order], tag[order], time[order]
-        first_row = np.ones(len(obj), dtype=bool)
-        first_row[1:] = (obj[1:] != obj[:-1]) | (user[1:] != user[:-1]) | (tag[1:] != tag[:-1])
-        starts = np.flatnonzero(first_row)
-        obj, user, tag = obj[starts], user[starts], tag[starts]
-        time = np.minimum.reduceat(time, starts)
+    def _text_field(self, rng: np.random.Generator, m: int, first: np.ndarray, tag: np.ndarray,
+                    counts: np.ndarray, words_range: tuple[int, int], tag_prob: float
+                    ) -> pd.Series:
+        """One text field per object: its own tags, other topics' tags and noise words.
 
-        counts = np.bincount(obj, minlength=m)
+        ``tag`` holds the chunk's distinct assignments sorted by object, ``counts`` their
+        number per object.
+        """
+        c = self.config
         offsets = np.cumsum(counts) - counts
-        texts = {}
-        for field, (low, high), tag_prob in (
-            ("title", c.title_words, c.title_tag_prob),
-            ("description", c.description_words, c.description_tag_prob),
-        ):
-            lengths = rng.integers(low, high + 1, size=m)
-            slot_object = np.repeat(np.arange(m), lengths)
-            n_slots = len(slot_object)
-            words = np.empty(n_slots, dtype=np.int64)
-            own = rng.random(n_slots) < tag_prob
-            owner = slot_object[own]
-            words[own] = tag[offsets[owner] + (rng.random(len(owner)) * counts[owner]).astype(
-                np.int64)]
-            other = ~own & (rng.random(n_slots) < c.text_other_topic_prob)
-            if c.n_topics > 1:
-                other_topic = (first[slot_object[other]] + 1
-                               + rng.integers(0, c.n_topics - 1, int(other.sum()))) % c.n_topics
-                words[other] = self.own_tags.sample(rng, other_topic)
-            else:
-                words[other] = self.global_tags.draw(rng, int(other.sum()))
-            rest = ~own & ~other
-            words[rest] = len(self.tag_strings) + self.noise_words.draw(rng, int(rest.sum()))
-            # A pandas string column per chunk (Arrow-backed under pandas 3): compact, and the
-            # Python strings of the chunk are freed at once.
-            texts[field] = pd.Series(np.array(_join_rows(self.text_vocabulary, words, lengths),
-                                              dtype=object))
-
-        return {
-            "user": user.astype(np.int32),
-            "object": (obj + start).astype(np.int32),
-            "tag": tag.astype(np.int32),
-            "timestamp": time,
-            "topics": np.stack([first, second], axis=1).astype(np.int32),
-            **texts,
-        }
+        low, high = words_range
+        lengths = rng.integers(low, high + 1, size=m)
+        slot_object = np.repeat(np.arange(m), lengths)
+        n_slots = len(slot_object)
+        words = np.empty(n_slots, dtype=np.int64)
+        own = rng.random(n_slots) < tag_prob
+        owner = slot_object[own]
+        words[own] = tag[offsets[owner] + (rng.random(len(owner)) * counts[owner]).astype(
+            np.int64)]
+        other = ~own & (rng.random(n_slots) < c.text_other_topic_prob)
+        if c.n_topics > 1:
+            other_topic = (first[slot_object[other]] + 1
+                           + rng.integers(0, c.n_topics - 1, int(other.sum()))) % c.n_topics
+            words[other] = self.own_tags.sample(rng, other_topic)
+        else:
+            words[other] = self.global_tags.draw(rng, int(other.sum()))
+        rest = ~own & ~other
+        words[rest] = len(self.tag_strings) + self.noise_words.draw(rng, int(rest.sum()))
+        # A pandas string column per chunk (Arrow-backed under pandas 3): compact, and the
+        # Python strings of the chunk are freed at once.
+        return pd.Series(np.array(_join_rows(self.text_vocabulary, words, lengths), dtype=object))
 
     # ------------------------------------------------------------------ all chunks
+    def _categories(self, topics: np.ndarray) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+        """The categories of the objects' topics ``[n_objects, 2]`` (second -1 if none).
+
+        Returns:
+            ``(object, category)`` rows, the mask of the categories in use, and each topic's
+            category code (-1 when its category is unused).
+        """
+        c = self.config
+        has_two = topics[:, 1] >= 0
+        cat_object = np.concatenate([np.arange(c.n_objects), np.flatnonzero(has_two)])
+        cat_code = self.topic_category[np.concatenate([topics[:, 0], topics[has_two, 1]])]
+        cat_code, used_categories = _compress(cat_code, c.n_categories)
+        categories = (pd.DataFrame({"object": cat_object, "category": cat_code})
+                      .drop_duplicates().sort_values(["object", "category"], ignore_index=True)
+                      .astype(np.int64))
+        topic_category = np.where(used_categories[self.topic_category],
+                                  np.cumsum(used_categories)[self.topic_category] - 1, -1)
+        return categories, used_categories, topic_category
+
+    def _tag_truth(self, tag_index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Ground truth by tag code: each tag's topic, and the code of its base form (or -1)."""
+        c = self.config
+        base_index = np.concatenate([np.arange(c.n_base_tags), self.variant_base])[tag_index]
+        code_of_index = np.full(len(self.tag_strings), -1, dtype=np.int64)
+        code_of_index[tag_index] = np.arange(len(tag_index))
+        base_of = np.where(tag_index >= c.n_base_tags, code_of_index[base_index], -1)
+        return self.tag_topic[base_index], base_of
+
     def run(self, progress: bool) -> Folksonomy:
         """Generates every chunk and assembles the folksonomy."""
         c = self.config
@@ -639,24 +687,9 @@ class _Generator:
                                     "tag": tag[order], "timestamp": time[order]})
         del user, obj, tag, time, order
 
-        # Categories of the objects' topics.
         topics = columns.pop("topics").astype(np.int64)
-        has_two = topics[:, 1] >= 0
-        cat_object = np.concatenate([np.arange(c.n_objects), np.flatnonzero(has_two)])
-        cat_code = self.topic_category[np.concatenate([topics[:, 0], topics[has_two, 1]])]
-        cat_code, used_categories = _compress(cat_code, c.n_categories)
-        categories = (pd.DataFrame({"object": cat_object, "category": cat_code})
-                      .drop_duplicates().sort_values(["object", "category"], ignore_index=True)
-                      .astype(np.int64))
-        topic_category = np.where(used_categories[self.topic_category],
-                                  np.cumsum(used_categories)[self.topic_category] - 1, -1)
-
-        # Ground truth by tag code.
-        base_index = np.concatenate([np.arange(c.n_base_tags), self.variant_base])[tag_index]
-        code_of_index = np.full(len(self.tag_strings), -1, dtype=np.int64)
-        code_of_index[tag_index] = np.arange(len(tag_index))
-        base_of = np.where(tag_index >= c.n_base_tags, code_of_index[base_index], -1)
-        tag_topic = self.tag_topic[base_index]
+        categories, used_categories, topic_category = self._categories(topics)
+        tag_topic, base_of = self._tag_truth(tag_index)
 
         folksonomy = Folksonomy(
             assignments=assignments,
@@ -693,3 +726,14 @@ def scaled_config(n_objects: int) -> dict[str, int]:
         "n_topics": max(30, n_objects // 10_000),
         "n_categories": 10,
     }
+
+
+def _distinct_assignments(obj: np.ndarray, user: np.ndarray, tag: np.ndarray, time: np.ndarray,
+                          sizes: list[int]) -> tuple[np.ndarray, ...]:
+    """Distinct ``(object, user, tag)`` rows with their earliest time, sorted by object."""
+    order = _sort_key([obj, user, tag], sizes)
+    obj, user, tag, time = obj[order], user[order], tag[order], time[order]
+    first_row = np.ones(len(obj), dtype=bool)
+    first_row[1:] = (obj[1:] != obj[:-1]) | (user[1:] != user[:-1]) | (tag[1:] != tag[:-1])
+    starts = np.flatnonzero(first_row)
+    return obj[starts], user[starts], tag[starts], np.minimum.reduceat(time, starts)
