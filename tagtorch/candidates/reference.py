@@ -124,8 +124,12 @@ class ReferenceFeatures:
         self.train_fields: set[str] = set()
         for text in self.texts:
             self.train_fields.update(text)
+        self._count_terms()
+        self._average_field_spread()
+        self._mine_one_tag_rules()
 
-        # f_tag, f_text, f_both
+    def _count_terms(self) -> None:
+        """``f_tag``, ``f_text`` and ``f_both`` of every term over D."""
         self.f_tag: Counter[int] = Counter()
         self.f_text: Counter[int] = Counter()
         self.f_both: Counter[int] = Counter()
@@ -140,7 +144,8 @@ class ReferenceFeatures:
                 if t in tags:
                     self.f_both[t] += 1
 
-        # AFS(F^i) = mean of FIS(F_d^i) over the D objects whose field i is not empty
+    def _average_field_spread(self) -> None:
+        """``AFS(F^i)``: the mean ``FIS(F_d^i)`` over D's objects whose field i is not empty."""
         self.afs: dict[str, float] = {}
         for field in self.train_fields:
             fis_values = []
@@ -155,6 +160,8 @@ class ReferenceFeatures:
                 fis_values.append(ts_sum / len(distinct))
             self.afs[field] = sum(fis_values) / len(fis_values) if fis_values else 0.0
 
+    def _mine_one_tag_rules(self) -> None:
+        """One-tag rules ``x -> c`` with their positions ``p(c, x)`` and entropies."""
         # one-tag rules x -> c: pair supports, then the thresholds
         pair_support: dict[int, Counter[int]] = {}
         for tags in self.tag_sets:
@@ -245,8 +252,31 @@ class ReferenceFeatures:
         fields = set(self.train_fields) | set(texts)
         target_text = {field: list(texts.get(field, [])) for field in fields}
 
-        # rules with antecedents X ⊆ I_o, 1 <= |X| <= ℓ; the one-tag ones are precomputed; the
-        # larger ones only from the max_antecedent_tags input tags most frequent in D
+        rules_by_antecedent = self._rules_of(i_o)
+        candidate_set: set[int] = set()
+        for rules in rules_by_antecedent.values():
+            candidate_set.update(rules)
+        for terms in target_text.values():
+            candidate_set.update(terms)
+        candidate_set -= i_o
+
+        result: dict[int, dict[str, float]] = {}
+        for c in sorted(candidate_set):
+            iff = math.log((self.n_objects + 1) / (self.f_tag[c] + 1))
+            stab = self.stab(c, self.k_s)
+            entropy = self.entropy.get(c, 0.0)
+            pred = self.f_both[c] / self.f_text[c] if self.f_text[c] > 0 else 0.0
+            values = [*self._rule_features(c, rules_by_antecedent),
+                      *self._text_features(c, target_text), iff, stab, entropy, pred]
+            result[c] = {name: float(v) for name, v in zip(FEATURE_NAMES, values, strict=True)}
+        return result
+
+    def _rules_of(self, i_o: set[int]) -> dict[tuple[int, ...], dict[int, float]]:
+        """Rules with antecedents ``X ⊆ I_o``, ``1 <= |X| <= ℓ``, by antecedent.
+
+        The one-tag ones are precomputed; the larger ones are formed only from the
+        ``max_antecedent_tags`` input tags most frequent in D.
+        """
         frequent = sorted(i_o, key=lambda t: (-self.f_tag[t], t))
         if self.max_antecedent_tags is not None:
             frequent = frequent[: self.max_antecedent_tags]
@@ -257,53 +287,36 @@ class ReferenceFeatures:
                     rules_by_antecedent[x_tuple] = self.one_tag_rules.get(x_tuple[0], {})
                 else:
                     rules_by_antecedent[x_tuple] = self.rules(x_tuple)
+        return rules_by_antecedent
 
-        candidate_set: set[int] = set()
-        for rules in rules_by_antecedent.values():
-            candidate_set.update(rules)
-        for terms in target_text.values():
-            candidate_set.update(terms)
-        candidate_set -= i_o
+    def _rule_features(self, c: int, rules_by_antecedent: Mapping[tuple[int, ...],
+                                                                  Mapping[int, float]]
+                       ) -> list[float]:
+        """``sum_1, sum_l, sum_plus, vote, vote_plus`` of candidate c."""
+        sum_1 = sum_l = sum_plus = vote = vote_plus = 0.0
+        for x_tuple, rules in rules_by_antecedent.items():
+            if c not in rules:
+                continue
+            theta = rules[c]
+            sum_l += theta
+            if len(x_tuple) == 1:
+                x = x_tuple[0]
+                weight = self.stab(x, self.k_x) * self.stab(c, self.k_c) * self.rank(c, x)
+                sum_1 += theta
+                sum_plus += theta * weight
+                vote += 1.0
+                vote_plus += weight
+        return [sum_1, sum_l, sum_plus, vote, vote_plus]
 
-        result: dict[int, dict[str, float]] = {}
-        for c in sorted(candidate_set):
-            sum_1 = 0.0
-            sum_l = 0.0
-            sum_plus = 0.0
-            vote = 0.0
-            vote_plus = 0.0
-            for x_tuple, rules in rules_by_antecedent.items():
-                if c not in rules:
-                    continue
-                theta = rules[c]
-                sum_l += theta
-                if len(x_tuple) == 1:
-                    x = x_tuple[0]
-                    weight = self.stab(x, self.k_x) * self.stab(c, self.k_c) * self.rank(c, x)
-                    sum_1 += theta
-                    sum_plus += theta * weight
-                    vote += 1.0
-                    vote_plus += weight
-
-            ts = 0.0
-            tf = 0.0
-            wts = 0.0
-            wtf = 0.0
-            for field, terms in target_text.items():
-                occurrences = terms.count(c)
-                afs = self.afs.get(field, 0.0)
-                if occurrences > 0:
-                    ts += 1.0
-                    wts += afs
-                tf += occurrences
-                wtf += afs * occurrences
-
-            iff = math.log((self.n_objects + 1) / (self.f_tag[c] + 1))
-            stab = self.stab(c, self.k_s)
-            entropy = self.entropy.get(c, 0.0)
-            pred = self.f_both[c] / self.f_text[c] if self.f_text[c] > 0 else 0.0
-
-            values = [sum_1, sum_l, sum_plus, vote, vote_plus, ts, tf, wts, wtf, iff, stab]
-            values += [entropy, pred]
-            result[c] = {name: float(v) for name, v in zip(FEATURE_NAMES, values, strict=True)}
-        return result
+    def _text_features(self, c: int, target_text: Mapping[str, list[int]]) -> list[float]:
+        """``ts, tf, wts, wtf`` of candidate c in the target's text fields."""
+        ts = tf = wts = wtf = 0.0
+        for field, terms in target_text.items():
+            occurrences = terms.count(c)
+            afs = self.afs.get(field, 0.0)
+            if occurrences > 0:
+                ts += 1.0
+                wts += afs
+            tf += occurrences
+            wtf += afs * occurrences
+        return [ts, tf, wts, wtf]
