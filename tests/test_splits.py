@@ -171,3 +171,23 @@ def test_temporal_user_split_takes_each_users_last_posts():
     a = f.assignments[s.test]
     # user 1: 20 posts -> the 2 latest (times 118, 119); user 2: 5 posts -> floor(0.5) = 0
     assert sorted(a["timestamp"].tolist()) == [118, 119]
+
+
+@pytest.mark.parametrize("unit", ["posts", "triples"])
+def test_random_post_split_with_validation_is_a_three_way_partition(unit):
+    f = random_folksonomy(seed=2)
+    s = random_post_split(f, 0.2, seed=4, val_fraction=0.25, unit=unit)
+    parts = np.stack([s.train, s.val, s.test]).astype(int)
+    assert (parts.sum(0) == 1).all()  # disjoint, and every assignment in one part
+    a = f.assignments.assign(part=parts.argmax(0))
+    units = a.groupby(["user", "object"])["part"] if unit == "posts" else a["part"]
+    if unit == "posts":
+        assert (units.nunique() == 1).all()  # posts stay whole
+        shares = units.first().value_counts(normalize=True)
+    else:
+        shares = units.value_counts(normalize=True)
+    assert abs(shares[2] - 0.2) < 0.01 and abs(shares[1] - 0.8 * 0.25) < 0.01
+    again = random_post_split(f, 0.2, seed=4, val_fraction=0.25, unit=unit)
+    assert np.array_equal(again.val, s.val) and np.array_equal(again.test, s.test)
+    with pytest.raises(ValueError, match="unit must be"):
+        random_post_split(f, 0.2, unit="users")

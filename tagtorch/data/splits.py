@@ -173,14 +173,17 @@ def tag_recommendation_folds(
 # ----------------------------------------------------------------------------- user-centric
 @dataclass(frozen=True)
 class PostSplit:
-    """A split of a folksonomy's assignments, whole posts at a time.
+    """A split of a folksonomy's assignments, whole posts (or single triples) at a time.
 
     Attributes:
         train: ``[n_assignments]`` bool mask of training assignments.
-        test: ``[n_assignments]`` bool mask of test assignments (disjoint from ``train``).
+        val: ``[n_assignments]`` bool mask of validation assignments (all False without one).
+        test: ``[n_assignments]`` bool mask of test assignments; the three are disjoint and
+            cover every assignment.
     """
 
     train: np.ndarray
+    val: np.ndarray
     test: np.ndarray
 
 
@@ -230,17 +233,46 @@ def p_core(folksonomy: Folksonomy, p: int, max_rounds: int = 100) -> Folksonomy:
     return folksonomy.select(keep)
 
 
-def random_post_split(folksonomy: Folksonomy, test_fraction: float = 0.2,
-                      seed: int = 0) -> PostSplit:
-    """Random split of posts: ``test_fraction`` of all posts (all their tags) go to test."""
+def random_post_split(folksonomy: Folksonomy, test_fraction: float = 0.2, seed: int = 0,
+                      val_fraction: float = 0.0, unit: str = "posts") -> PostSplit:
+    """Random split of posts (all their tags) into training, validation and test.
+
+    One seeded permutation of the units: its first ``round(test_fraction * n)`` go to test, the
+    next ``round(val_fraction * (n - n_test))`` to validation, the rest to training.
+
+    Args:
+        folksonomy: the assignments to split.
+        test_fraction: share of the units in test, in (0, 1).
+        seed: seed of the permutation.
+        val_fraction: share of the non-test units in validation, in [0, 1).
+        unit: ``"posts"`` (a user's tags on one object stay together) or ``"triples"`` (each
+            assignment on its own).
+
+    Raises:
+        ValueError: a fraction out of range, another unit, or too few units for a non-empty
+            test (and validation, if asked for) and training part.
+    """
     if not 0.0 < test_fraction < 1.0:
         raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
-    post, n_posts = _post_ids(folksonomy)
-    rng = np.random.default_rng(seed)
-    test_posts = np.zeros(n_posts, dtype=bool)
-    test_posts[rng.permutation(n_posts)[: round(test_fraction * n_posts)]] = True
-    test = test_posts[post]
-    return PostSplit(train=~test, test=test)
+    if not 0.0 <= val_fraction < 1.0:
+        raise ValueError(f"val_fraction must be in [0, 1), got {val_fraction}")
+    if unit == "posts":
+        units, n_units = _post_ids(folksonomy)
+    elif unit == "triples":
+        n_units = len(folksonomy.assignments)
+        units = np.arange(n_units)
+    else:
+        raise ValueError(f"unit must be 'posts' or 'triples', got {unit!r}")
+    order = np.random.default_rng(seed).permutation(n_units)
+    n_test = round(test_fraction * n_units)
+    n_val = round(val_fraction * (n_units - n_test))
+    if n_test == 0 or (val_fraction > 0 and n_val == 0) or n_test + n_val >= n_units:
+        raise ValueError(f"{n_units} {unit} are too few for the split")
+    part = np.zeros(n_units, dtype=np.int64)  # 0 train, 1 val, 2 test
+    part[order[:n_test]] = 2
+    part[order[n_test : n_test + n_val]] = 1
+    part = part[units]
+    return PostSplit(train=part == 0, val=part == 1, test=part == 2)
 
 
 def temporal_user_split(folksonomy: Folksonomy, test_fraction: float = 0.1) -> PostSplit:
@@ -268,4 +300,4 @@ def temporal_user_split(folksonomy: Folksonomy, test_fraction: float = 0.1) -> P
     test_posts = np.zeros(n_posts, dtype=bool)
     test_posts[order] = rank >= counts[sorted_user] - n_test[sorted_user]
     test = test_posts[post]
-    return PostSplit(train=~test, test=test)
+    return PostSplit(train=~test, val=np.zeros_like(test), test=test)

@@ -45,7 +45,7 @@ import torch
 
 from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.data.ragged import Ragged
-from tagtorch.data.splits import p_core
+from tagtorch.data.splits import p_core, random_post_split
 
 log = logging.getLogger(__name__)
 
@@ -262,31 +262,16 @@ def item_recommendation_data(
         >>> len(data.train) + len(data.val) + len(data.test) == 48, len(data.test)
         (True, 10)
     """
-    for name, value in [("test_fraction", test_fraction), ("val_fraction", val_fraction)]:
-        if not 0.0 < value < 1.0:
-            raise ValueError(f"{name} must be in (0, 1), got {value}")
+    if not 0.0 < val_fraction < 1.0:
+        raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction}")
     if split not in ("posts", "triples"):
         raise ValueError(f"split must be 'posts' or 'triples', got {split!r}")
     core = p_core(folksonomy, p)
     a = core.assignments
     triples = np.stack([a["user"].to_numpy(), a["object"].to_numpy(), a["tag"].to_numpy()],
                        axis=1).astype(np.int64)
-    if split == "posts":  # unit of each triple: its post's index
-        units = np.unique(triples[:, 0] * core.n_objects + triples[:, 1], return_inverse=True)[1]
-    else:
-        units = np.arange(len(triples))
-    n_units = int(units.max()) + 1 if len(units) else 0
-    rng = np.random.default_rng(seed)
-    order = rng.permutation(n_units)
-    n_test = round(test_fraction * n_units)
-    n_val = round(val_fraction * (n_units - n_test))
-    if n_test == 0 or n_val == 0 or n_test + n_val >= n_units:
-        raise ValueError(f"{n_units} {split} are too few for the split")
-    part = np.empty(n_units, dtype=np.int64)  # 0 train, 1 val, 2 test
-    part[order[:n_test]] = 2
-    part[order[n_test : n_test + n_val]] = 1
-    part[order[n_test + n_val :]] = 0
-    train, val, test = (triples[part[units] == k] for k in (0, 1, 2))
+    parts = random_post_split(core, test_fraction, seed, val_fraction=val_fraction, unit=split)
+    train, val, test = triples[parts.train], triples[parts.val], triples[parts.test]
     data = _assemble(core.name, core.n_users, core.n_objects, core.n_tags, train, val, test,
                      split)
     log.info("item recommendation on the %d-core of %s: %s", p, core.name, data.describe())
