@@ -127,7 +127,7 @@ class BaseRanker:
                 bound.apply_defaults()
                 self._init_args = dict(list(bound.arguments.items())[1:])  # without self
 
-        cls.__init__ = capture  # type: ignore[method-assign]
+        cls.__init__ = capture  # type: ignore[method-assign,assignment]
 
     # -- settings ---------------------------------------------------------------------------
 
