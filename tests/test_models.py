@@ -6,7 +6,8 @@ instantiated; slow settings are shrunk by their key names wherever a config has 
 ranker added with one module and one YAML is covered without touching this file). Tag rankers
 fit on small LATRE candidate lists of a synthetic folksonomy, item models on a small item
 split of it. Every ``conf/experiment/*.yaml`` is composed and its models, features and (for
-the synthetic generator, at a tiny size) data are instantiated.
+the synthetic generator, at a tiny size) data are instantiated. A minimal ranker checks what
+:class:`~tagtorch.rankers.base.BaseRanker` gives a new module.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from tagtorch.data.synthetic import generate_folksonomy
 from tagtorch.data.terms import TermIndex
 from tagtorch.data.text import TextProcessor
 from tagtorch.itemrec.data import ItemRecData, item_recommendation_data
+from tagtorch.rankers.base import BaseRanker, write_json
 from tagtorch.storage import MANIFEST_FILE, read_json
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -139,3 +141,60 @@ def test_every_experiment_composes_and_instantiates(tmp_path, path):
         assert len(instantiate(cfg.data).assignments) > 0
     else:  # a real-data loader: importable, not run
         assert callable(get_method(cfg.data._target_))
+
+
+class _Scaled(BaseRanker):
+    """A minimal ranker: one feature times a fitted factor (what a new module would add)."""
+
+    def __init__(self, feature: str = "sum_l", offset: float = 0.0) -> None:
+        self.feature = feature
+        self.offset = offset
+        self.feature_names_: tuple[str, ...] | None = None
+        self.factor_: float | None = None
+
+    def fit(self, train: CandidateSet, val: CandidateSet | None = None) -> _Scaled:
+        self.feature_names_ = tuple(train.feature_names)
+        self.factor_ = 2.0
+        return self
+
+    def score(self, batch: CandidateSet) -> torch.Tensor:
+        self.check_features(batch)
+        assert self.factor_ is not None
+        return self.factor_ * batch.feature(self.feature) + self.offset
+
+    def _save_files(self, folder: Path) -> list[str]:
+        write_json({"factor": self.factor_}, folder / "factor.json")
+        return ["factor.json"]
+
+    def _load_files(self, folder: Path, manifest: Any) -> None:
+        self.factor_ = read_json(folder / "factor.json")["factor"]
+
+
+class _Shifted(_Scaled):
+    def __init__(self, shift: float = 1.0, feature: str = "wts") -> None:
+        super().__init__(feature=feature, offset=shift)
+
+
+def test_the_base_captures_settings_checks_features_and_saves_a_folder(tmp_path,
+                                                                       candidate_lists):
+    train, test = candidate_lists
+    assert _Scaled(offset=0.5).settings() == {"feature": "sum_l", "offset": 0.5}
+    # a subclass's settings are its own constructor's, not those it passes on
+    assert _Shifted(shift=3.0).settings() == {"shift": 3.0, "feature": "wts"}
+    ranker = _Shifted(shift=3.0).fit(train)
+    ranker.save(tmp_path / "shifted")
+    manifest = read_json(tmp_path / "shifted" / MANIFEST_FILE)
+    assert manifest["class"].endswith("_Shifted") and list(manifest["files"]) == ["factor.json"]
+    assert manifest["settings"] == {"shift": 3.0, "feature": "wts"}
+    again = _Shifted.load(tmp_path / "shifted")
+    assert torch.equal(again.score(test), ranker.score(test))
+    reordered = CandidateSet(**(test.state() | {"features": test.features.flip(-1),
+                                                "feature_names": test.feature_names[::-1]}))
+    with pytest.raises(ValueError, match="differ"):  # never a silent reordering
+        again.score(reordered)
+    with pytest.raises(RuntimeError, match="not fitted"):
+        _Scaled().save(tmp_path / "unfitted")
+    with pytest.raises(ValueError, match="_Shifted"):
+        _Scaled.load(tmp_path / "shifted")
+    with pytest.raises(TypeError, match="named constructor arguments"):
+        type("Loose", (BaseRanker,), {"__init__": lambda self, **kwargs: None})
