@@ -43,7 +43,7 @@ from omegaconf.errors import InterpolationResolutionError, MissingMandatoryValue
 
 from tagtorch.metrics.functional import METRIC_NAMES
 
-__all__ = ["ConfigError", "check_config"]
+__all__ = ["ConfigError", "check_config", "model_kind"]
 
 #: The config groups whose settings are checked (the others are checked inside ``model``).
 CHECKED_GROUPS = ("task", "model", "features", "data")
@@ -162,10 +162,24 @@ def _model_kind(key: str, target: Any) -> str:
         cls = get_class(str(target))
     except Exception as error:  # hydra raises ImportError or ValueError, with varying texts
         raise ConfigError(key, target, f"an importable class ({error})") from None
-    score = getattr(cls, "score", None)
-    if score is None:
+    if getattr(cls, "score", None) is None:
         raise ConfigError(key, target, "a model class with a score method")
-    parameters = [p for p in inspect.signature(score).parameters.values()
+    return model_kind(cls)
+
+
+def model_kind(cls: type) -> str:
+    """The task a model class suits, read from the signature of its ``score``.
+
+    Returns:
+        ``"itemrec"`` for an item model (``score(users, tags)``), ``"tagrec"`` for a ranker of
+        candidate lists (``score(batch)``).
+
+    Example:
+        >>> from tagtorch.rankers.feature import FeatureRanker
+        >>> model_kind(FeatureRanker)
+        'tagrec'
+    """
+    parameters = [p for p in inspect.signature(cls.score).parameters.values()  # type: ignore[attr-defined]
                   if p.name != "self" and p.default is inspect.Parameter.empty
                   and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     return "itemrec" if len(parameters) == 2 else "tagrec"

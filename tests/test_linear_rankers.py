@@ -282,7 +282,7 @@ def test_toy_problem_held_out_ndcg(fitted, name):
 @pytest.mark.parametrize("name", ["ranksvm", "adarank", "rankboost"])
 def test_save_and_load_give_identical_scores(fitted, name, tmp_path):
     ranker = fitted[name]
-    path = tmp_path / f"{name}.json"
+    path = tmp_path / name
     ranker.save(path)
     again = type(ranker).load(path)
     assert torch.equal(again.score(TEST), ranker.score(TEST))

@@ -174,7 +174,7 @@ def test_save_and_load_score_identically(tmp_path):
                                                                      "weights.pt"]
     loaded = NeuralRanker.load(tmp_path / "model")
     torch.testing.assert_close(loaded.score(test), ranker.score(test))
-    assert loaded.feature_names == NAMES
+    assert loaded.feature_names_ == NAMES
     assert loaded.history_ == ranker.history_ and loaded.best_epoch_ == ranker.best_epoch_
     trainer = loaded.init_args["trainer"]  # rebuilt from its JSON config
     assert trainer.func is pl.Trainer and trainer.keywords == cpu_trainer(3).keywords

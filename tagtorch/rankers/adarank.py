@@ -9,18 +9,18 @@ and ``i = 300`` rounds (``i = 100`` for YouTube; Table III).
 
 from __future__ import annotations
 
-import json
 import logging
 import math
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal, Self
+from typing import Any, Literal, Self
 
 import torch
 
 from tagtorch.candidates.candidate_set import CandidateSet
 from tagtorch.metrics.functional import ndcg_at_k
-from tagtorch.rankers.base import check_feature_names
-from tagtorch.storage import read_json
+from tagtorch.rankers.base import BaseRanker
+from tagtorch.storage import UnreadableFileError, load_tensors, save_tensors
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,11 @@ def weak_ranker_ndcg(
     return ndcg_at_k(scores, flat_labels, flat_mask, k).reshape(b, f)
 
 
-class AdaRank:
+WEIGHTS_FILE = "weights.pt"
+"""Name of the tensors (weights, z-score statistics) in a saved AdaRank folder."""
+
+
+class AdaRank(BaseRanker):
     """AdaRank (Xu and Li 2007, Figure 1) with single-feature weak rankers and NDCG@k.
 
     The version implemented (on the training lists that hold at least one relevant and one
@@ -122,7 +126,7 @@ class AdaRank:
         self.normalization: Normalization = normalization
         self.negative_features = negative_features
         self.no_repeat = no_repeat
-        self.feature_names: tuple[str, ...] | None = None
+        self.feature_names_: tuple[str, ...] | None = None
         self.mean_: torch.Tensor | None = None
         self.std_: torch.Tensor | None = None
         self.weight_: torch.Tensor | None = None
@@ -132,7 +136,7 @@ class AdaRank:
     @property
     def weak_ranker_names(self) -> tuple[str, ...]:
         """Names of the weak rankers: the features, then (``-name``) the negated ones."""
-        names = tuple(self.feature_names or ())
+        names = tuple(self.feature_names_ or ())
         return names + tuple(f"-{n}" for n in names) if self.negative_features else names
 
     def _transform(
@@ -159,7 +163,7 @@ class AdaRank:
         Raises:
             ValueError: when no list holds both a relevant and an irrelevant candidate.
         """
-        self.feature_names = tuple(train.feature_names)
+        self.feature_names_ = tuple(train.feature_names)
         dtype = torch.float64
         if self.normalization == "zscore":
             real = train.features.to(dtype)[train.mask]
@@ -218,34 +222,37 @@ class AdaRank:
         """
         if self.weight_ is None:
             raise RuntimeError("AdaRank is not fitted: call fit() or load()")
-        check_feature_names(self.feature_names, batch)
+        self.check_features(batch)
         x = self._transform(batch.features, batch.mask, torch.float64)
         return (x @ self.weight_.to(x.device)).to(batch.features.dtype)
 
-    def save(self, path: str | Path) -> None:
-        """Writes the settings, the weights, the normalization statistics and the history."""
-        if self.weight_ is None:
-            raise RuntimeError("AdaRank is not fitted: nothing to save")
-        Path(path).write_text(json.dumps({
-            "params": {"n_iterations": self.n_iterations, "k": self.k,
-                       "normalization": self.normalization,
-                       "negative_features": self.negative_features,
-                       "no_repeat": self.no_repeat},
-            "feature_names": list(self.feature_names or ()),
-            "weight": self.weight_.tolist(),
-            "mean": None if self.mean_ is None else self.mean_.tolist(),
-            "std": None if self.std_ is None else self.std_.tolist(),
-            "history": self.history_}))
+    def is_fitted(self) -> bool:
+        """Whether the weights are fitted or loaded."""
+        return self.weight_ is not None
 
-    @classmethod
-    def load(cls, path: str | Path) -> Self:
-        """Reads a ranker written by :meth:`save`."""
-        state = read_json(path)
-        ranker = cls(**state["params"])
-        ranker.feature_names = tuple(state["feature_names"])
-        ranker.weight_ = torch.tensor(state["weight"], dtype=torch.float64)
-        if state["mean"] is not None:
-            ranker.mean_ = torch.tensor(state["mean"], dtype=torch.float64)
-            ranker.std_ = torch.tensor(state["std"], dtype=torch.float64)
-        ranker.history_ = state["history"]
-        return ranker
+    def _save_files(self, folder: Path) -> list[str]:
+        """Writes the weights and the z-score statistics (if any) to ``weights.pt``."""
+        assert self.weight_ is not None
+        tensors = {"weight": self.weight_}
+        if self.mean_ is not None and self.std_ is not None:
+            tensors.update(mean=self.mean_, std=self.std_)
+        save_tensors(tensors, folder / WEIGHTS_FILE)
+        return [WEIGHTS_FILE]
+
+    def _manifest_extras(self) -> dict[str, Any]:
+        return {"history": self.history_}
+
+    def _load_files(self, folder: Path, manifest: Mapping[str, Any]) -> None:
+        """Reads ``weights.pt`` and the rounds' history.
+
+        Raises:
+            ValueError: the file is not listed or lacks the weights (naming it).
+        """
+        path = folder / WEIGHTS_FILE
+        tensors = load_tensors(path) if WEIGHTS_FILE in manifest["files"] else {}
+        if "weight" not in tensors or (self.normalization == "zscore") != ("mean" in tensors):
+            raise UnreadableFileError(f"{path}: expected the weights of a {self.normalization} "
+                                      "AdaRank listed in the manifest")
+        self.weight_ = tensors["weight"]
+        self.mean_, self.std_ = tensors.get("mean"), tensors.get("std")
+        self.history_ = manifest.get("history", [])

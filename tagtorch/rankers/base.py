@@ -1,17 +1,45 @@
-"""The one ranker interface every method implements, so one evaluator compares them all.
+"""The one ranker contract: the interface every method implements and the base that saves them.
 
-Saved rankers are written and read through :mod:`tagtorch.storage` (a folder with a JSON
-manifest and model files in safe formats, or one JSON file; never a pickle).
+:class:`Ranker` is the interface (``fit``, ``score``, ``save``, ``load``) one evaluator compares
+all methods through. :class:`BaseRanker` implements the parts every ranker shares, once:
+
+- **Settings** are the constructor's arguments, bound to its signature (defaults filled in)
+  when an instance is built; :meth:`BaseRanker.settings` returns them and
+  ``type(r)(**r.settings())`` is an unfitted copy.
+- **Feature names**: a fitted ranker records its training features in ``feature_names_``
+  (scikit-learn's convention) and :func:`check_feature_names` refuses a batch whose features
+  differ (another order included: columns are never silently reordered).
+- **Save/load**: a saved ranker is a folder (:mod:`tagtorch.storage`)::
+
+      manifest.json   class, settings, feature_names, the files' sizes and SHA-256, extras
+      model files     the ranker's weights: tensors, JSON or a library's native model file
+
+  Subclasses write and read only their own model files (:meth:`BaseRanker._save_files`,
+  :meth:`BaseRanker._load_files`); nothing is ever unpickled.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
+import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Protocol, Self, runtime_checkable
+from typing import Any, Protocol, Self, runtime_checkable
 
 import torch
 
 from tagtorch.candidates.candidate_set import CandidateSet
+from tagtorch.storage import (
+    MANIFEST_FILE,
+    UnreadableFileError,
+    model_folder,
+    plain_json,
+    read_manifest,
+    write_manifest,
+)
+
+__all__ = ["BaseRanker", "Ranker", "check_feature_names", "write_json"]
 
 
 @runtime_checkable
@@ -43,9 +71,145 @@ class Ranker(Protocol):
 def check_feature_names(fitted: tuple[str, ...] | None, batch: CandidateSet) -> None:
     """Raises ValueError when a batch's features differ from those a ranker was fitted on.
 
+    The same names in another order differ too: a ranker never reorders columns silently.
+
+    Args:
+        fitted: the ranker's ``feature_names_`` (None: not fitted, nothing to compare).
+        batch: the candidate lists to score.
+
+    Raises:
+        ValueError: naming both feature tuples.
+
     Example:
         >>> check_feature_names(None, None)  # not fitted yet: nothing to compare
     """
     if fitted is not None and tuple(batch.feature_names) != tuple(fitted):
         raise ValueError(f"the batch's features {tuple(batch.feature_names)} differ from the "
                          f"fitted features {tuple(fitted)}")
+
+
+def write_json(value: Any, path: str | Path) -> None:
+    """Writes ``value`` (made plain by :func:`~tagtorch.storage.plain_json`) as a JSON file."""
+    Path(path).write_text(json.dumps(plain_json(value)), encoding="utf-8")
+
+
+class BaseRanker:
+    """Settings capture, the feature-name check and one save/load layout for every ranker.
+
+    A subclass stores its fitted features in ``feature_names_`` and overrides only what
+    differs: :meth:`_save_files` and :meth:`_load_files` (its model files), and where needed
+    :meth:`is_fitted`, :meth:`_manifest_extras` and the JSON form of its settings
+    (:meth:`_settings_to_json`, :meth:`_settings_from_json`). Constructors take named
+    arguments only (no ``*args`` or ``**kwargs``), so that the settings are the signature's.
+    """
+
+    feature_names_: tuple[str, ...] | None = None
+    _init_args: dict[str, Any]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Wraps a subclass's ``__init__`` to record its arguments, bound to its signature."""
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is None:
+            return
+        signature = inspect.signature(init)
+        variadic = [p.name for p in signature.parameters.values()
+                    if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        if variadic:
+            raise TypeError(f"{cls.__name__}.__init__ takes {variadic}: a ranker's settings "
+                            "must be named constructor arguments")
+
+        @functools.wraps(init)
+        def capture(self: BaseRanker, *args: Any, **kwargs: Any) -> None:
+            init(self, *args, **kwargs)
+            if type(self).__init__ is capture:  # the outermost constructor: its signature
+                bound = signature.bind(self, *args, **kwargs)
+                bound.apply_defaults()
+                self._init_args = dict(list(bound.arguments.items())[1:])  # without self
+
+        cls.__init__ = capture  # type: ignore[method-assign,assignment]
+
+    # -- settings ---------------------------------------------------------------------------
+
+    def settings(self) -> dict[str, Any]:
+        """The constructor arguments (containers made plain): ``type(self)(**settings())``."""
+        return {name: plain_json(value) for name, value in self._init_args.items()}
+
+    def _settings_to_json(self) -> dict[str, Any]:
+        """The settings as the manifest stores them (JSON values)."""
+        return self.settings()
+
+    @classmethod
+    def _settings_from_json(cls, settings: dict[str, Any]) -> dict[str, Any]:
+        """Constructor arguments from the manifest's settings (ValueError if refused)."""
+        return settings
+
+    # -- features ---------------------------------------------------------------------------
+
+    def check_features(self, batch: CandidateSet) -> None:
+        """Raises ValueError if ``batch``'s features differ from ``feature_names_``."""
+        check_feature_names(self.feature_names_, batch)
+
+    # -- save / load ------------------------------------------------------------------------
+
+    def is_fitted(self) -> bool:
+        """Whether there is a model to save (default: ``feature_names_`` is set)."""
+        return self.feature_names_ is not None
+
+    def _save_files(self, folder: Path) -> list[str]:
+        """Writes the model files into ``folder``; returns their names (default: none)."""
+        return []
+
+    def _load_files(self, folder: Path, manifest: Mapping[str, Any]) -> None:
+        """Reads the model files that :meth:`_save_files` wrote (checked by the manifest)."""
+
+    def _manifest_extras(self) -> dict[str, Any]:
+        """Further JSON entries of the manifest (best epoch, history, ...)."""
+        return {}
+
+    def save(self, path: str | Path) -> None:
+        """Writes the folder ``path``: ``manifest.json`` and the model files.
+
+        The manifest (:func:`~tagtorch.storage.write_manifest`) records the class, the
+        settings, the fitted feature names, each model file's size and SHA-256 and the
+        ranker's extras.
+
+        Raises:
+            RuntimeError: the ranker is not fitted.
+            ValueError: a setting cannot be saved as JSON.
+        """
+        if not self.is_fitted():
+            raise RuntimeError(f"{type(self).__name__} is not fitted: nothing to save")
+        settings = self._settings_to_json()
+        try:
+            json.dumps(settings)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"{type(self).__name__} settings cannot be saved as JSON: "
+                             f"{error}") from None
+        folder = model_folder(path)
+        files = self._save_files(folder)
+        names = None if self.feature_names_ is None else list(self.feature_names_)
+        write_manifest(folder, type(self), settings, files, feature_names=names,
+                       **self._manifest_extras())
+
+    @classmethod
+    def load(cls, path: str | Path) -> Self:
+        """Reads a ranker written by :meth:`save` (its folder).
+
+        Every file is checked against the manifest's size and SHA-256 before it is parsed.
+
+        Raises:
+            ValueError: another class's folder, a missing, truncated or altered file, or
+                refused settings (the message names the file).
+        """
+        folder = Path(path)
+        manifest = read_manifest(folder, cls)
+        try:
+            settings = cls._settings_from_json(dict(manifest["settings"]))
+            ranker = cls(**settings)
+        except (TypeError, ValueError) as error:
+            raise UnreadableFileError(f"{folder / MANIFEST_FILE}: {error}") from None
+        names = manifest.get("feature_names")
+        ranker.feature_names_ = None if names is None else tuple(names)
+        ranker._load_files(folder, manifest)
+        return ranker

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Self
 
 import torch
 
 from tagtorch.candidates.candidate_set import CandidateSet
-from tagtorch.storage import read_json
+from tagtorch.rankers.base import BaseRanker
 
 
-class FeatureRanker:
+class FeatureRanker(BaseRanker):
     """Ranks candidates by the value of one feature; learns nothing.
 
     With ``feature="sum_1"`` it is the *Sum* co-occurrence recommender of Sigurbjörnsson and
@@ -24,21 +22,19 @@ class FeatureRanker:
 
     def __init__(self, feature: str = "sum_1") -> None:
         self.feature = feature
+        self.feature_names_: tuple[str, ...] | None = None
 
     def fit(self, train: CandidateSet, val: CandidateSet | None = None) -> Self:
-        """Checks that the feature exists; there is nothing to learn."""
+        """Checks that the feature exists and records the features; there is nothing to learn."""
         train.feature(self.feature)
+        self.feature_names_ = tuple(train.feature_names)
         return self
 
     def score(self, batch: CandidateSet) -> torch.Tensor:
         """``[B, L]`` the feature's values."""
+        self.check_features(batch)
         return batch.feature(self.feature)
 
-    def save(self, path: str | Path) -> None:
-        """Writes the feature name as JSON."""
-        Path(path).write_text(json.dumps({"feature": self.feature}))
-
-    @classmethod
-    def load(cls, path: str | Path) -> Self:
-        """Reads a ranker written by :meth:`save`."""
-        return cls(**read_json(path))
+    def is_fitted(self) -> bool:
+        """Always: the ranker learns nothing, so an unfitted one can be saved too."""
+        return True

@@ -35,17 +35,18 @@ Choices the papers leave open, and deviations:
   evaluated on a fresh random sample of the training lists, and the final individual is the
   best, on all training lists, of the per-generation champions.
 - ``val`` is not used (the paper selects the best individual by its fitness on V).
+- **Features** are the tree's arguments by position: a batch must have the training features
+  in the training order (anything else is an error, never a silent reordering).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import operator
 import random
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Self
 
@@ -56,7 +57,8 @@ from torch import Tensor
 from tqdm import tqdm
 
 from tagtorch.candidates.candidate_set import CandidateSet
-from tagtorch.storage import read_json
+from tagtorch.rankers.base import BaseRanker, write_json
+from tagtorch.storage import UnreadableFileError, read_json
 
 log = logging.getLogger(__name__)
 
@@ -372,7 +374,11 @@ class _Individual(gp.PrimitiveTree):
         self.fitness = _Fitness()
 
 
-class GPRanker:
+MODEL_FILE = "model.json"
+"""Name of the file holding the evolved tree (prefix and infix) and its fitness."""
+
+
+class GPRanker(BaseRanker):
     """Genetic Programming ranker: evolves a ranking formula over the features (DEAP).
 
     Belém et al. (SIGIR 2011) introduced GP for tag recommendation; Canuto et al. (JIDM 2013,
@@ -439,22 +445,12 @@ class GPRanker:
         self.seed = seed
         self.num_threads = num_threads
         self.progress = progress
-        self.feature_names: tuple[str, ...] | None = None
+        self.feature_names_: tuple[str, ...] | None = None
         self.fitness: float | None = None
         self.history: list[dict[str, float]] = []
         self._pset: gp.PrimitiveSet | None = None
         self._tree: gp.PrimitiveTree | None = None
         self._function: Callable[[Tensor], Tensor] | None = None
-
-    def _settings(self) -> dict[str, Any]:
-        return {
-            "population": self.population, "generations": self.generations,
-            "tournament_size": self.tournament_size, "max_depth": self.max_depth,
-            "crossover_prob": self.crossover_prob, "mutation_prob": self.mutation_prob,
-            "init_depth": list(self.init_depth), "mutation_depth": list(self.mutation_depth),
-            "k": self.k, "fitness_sample": self.fitness_sample, "seed": self.seed,
-            "num_threads": self.num_threads, "progress": self.progress,
-        }
 
     def _toolbox(self, pset: gp.PrimitiveSet) -> base.Toolbox:
         toolbox = base.Toolbox()
@@ -509,8 +505,8 @@ class GPRanker:
         random.seed(self.seed)
         np.random.seed(self.seed)
         rng = np.random.default_rng(self.seed)
-        self.feature_names = tuple(train.feature_names)
-        pset = self._pset = make_primitive_set(self.feature_names)
+        self.feature_names_ = tuple(train.feature_names)
+        pset = self._pset = make_primitive_set(self.feature_names_)
         toolbox = self._toolbox(pset)
         counted = torch.nonzero(train.n_relevant > 0).squeeze(-1)
         sampling = self.fitness_sample is not None and self.fitness_sample < len(counted)
@@ -598,61 +594,59 @@ class GPRanker:
     def score(self, batch: CandidateSet) -> Tensor:
         """``[B, L]`` scores of the evolved function on the batch's device.
 
-        Features are matched by name, so the batch's columns may come in another order.
         Non-finite values are replaced by the largest finite magnitudes (NaN lowest); padding
         gets whatever its features give.
 
         Raises:
             RuntimeError: before :meth:`fit` or :meth:`load`.
-            KeyError: if a feature of the formula is missing from the batch.
+            ValueError: if the batch's features (names or order) differ from the training
+                features.
         """
-        if self._function is None or self.feature_names is None:
+        if self._function is None or self.feature_names_ is None:
             raise RuntimeError("the ranker is not fitted: call fit() or load()")
-        features = batch.features
-        if tuple(batch.feature_names) != self.feature_names:
-            index = [batch.feature_names.index(n) if n in batch.feature_names else -1
-                     for n in self.feature_names]
-            missing = [n for n, i in zip(self.feature_names, index, strict=True) if i < 0]
-            if missing:
-                raise KeyError(f"the batch lacks features {missing}; it has "
-                               f"{batch.feature_names}")
-            features = features[..., index]
+        self.check_features(batch)
         with torch.inference_mode():
-            scores = self._function(features)
+            scores = self._function(batch.features)
         info = torch.finfo(scores.dtype)
         return torch.nan_to_num(scores, nan=info.min, posinf=info.max, neginf=info.min)
 
-    def save(self, path: str | Path) -> None:
-        """Writes the settings, feature names, the tree (prefix and infix) and fitness as JSON.
+    def is_fitted(self) -> bool:
+        """Whether a tree is evolved or loaded."""
+        return self._tree is not None
+
+    def _save_files(self, folder: Path) -> list[str]:
+        """Writes ``model.json``: the tree (prefix and infix) and its fitness."""
+        write_json({"expression": self.expression, "formula": self.formula,
+                    "fitness": self.fitness}, folder / MODEL_FILE)
+        return [MODEL_FILE]
+
+    def _load_files(self, folder: Path, manifest: Mapping[str, Any]) -> None:
+        """Parses the tree back from ``model.json``'s ``expression``.
 
         Raises:
-            RuntimeError: before :meth:`fit`.
+            ValueError: the file is not listed, or its expression holds anything but
+                primitives, the features and decimal constants (the message names the file).
         """
-        Path(path).write_text(json.dumps({
-            "settings": self._settings(), "feature_names": list(self.feature_names or ()),
-            "expression": self.expression, "formula": self.formula, "fitness": self.fitness,
-        }, indent=1))
-
-    @classmethod
-    def load(cls, path: str | Path) -> Self:
-        """Reads a ranker written by :meth:`save` (the tree is parsed back from ``expression``)."""
+        path = folder / MODEL_FILE
+        if MODEL_FILE not in manifest["files"] or self.feature_names_ is None:
+            raise UnreadableFileError(f"{path}: not listed in the manifest, or no feature names")
         state = read_json(path)
-        ranker = cls(**state["settings"])
-        ranker.feature_names = tuple(state["feature_names"])
-        ranker.fitness = state["fitness"]
-        ranker._pset = make_primitive_set(ranker.feature_names)
-        expression = state["expression"]
+        expression = state.get("expression") if isinstance(state, dict) else None
+        if not isinstance(expression, str):
+            raise UnreadableFileError(f"{path}: expected an 'expression' string")
+        self.fitness = state.get("fitness")
+        self._pset = make_primitive_set(self.feature_names_)
         # DEAP's parser hands every token it does not know to Python's evaluator: admit only
         # primitives, the features and plain decimal constants (what save writes), so nothing
         # else is evaluated
         unknown = [token for token in re.split(r"[ \t\n\r\f\v(),]", expression)
-                   if token and token not in ranker._pset.mapping
+                   if token and token not in self._pset.mapping
                    and not _CONSTANT.fullmatch(token)]
         if unknown:
-            raise ValueError(f"{path}: the expression holds {unknown[:3]}, neither primitives, "
-                             f"features {ranker.feature_names} nor decimal constants")
-        ranker._set_tree(gp.PrimitiveTree.from_string(expression, ranker._pset))
-        return ranker
+            raise UnreadableFileError(
+                f"{path}: the expression holds {unknown[:3]}, neither primitives, features "
+                f"{self.feature_names_} nor decimal constants")
+        self._set_tree(gp.PrimitiveTree.from_string(expression, self._pset))
 
 
 _CONSTANT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")

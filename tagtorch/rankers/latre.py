@@ -8,23 +8,29 @@ MovieLens, 0.9 for the other datasets); a fixed α skips the tuning.
 
 from __future__ import annotations
 
-import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Self
+from typing import Any, Self
 
 import torch
 
 from tagtorch.candidates.candidate_set import CandidateSet
 from tagtorch.metrics.functional import ndcg_at_k
-from tagtorch.storage import read_json
+from tagtorch.rankers.base import BaseRanker, write_json
+from tagtorch.storage import UnreadableFileError, read_json
 
 log = logging.getLogger(__name__)
 
 
-class LatreWTS:
+WEIGHTS_FILE = "weights.json"
+"""Name of the file holding the (tuned) α in a saved LATRE+wTS folder."""
+
+
+class LatreWTS(BaseRanker):
     """``α · sum_l + (1 - α) · wts``, with α tuned on V.
+
+    ``alpha`` holds the weight in use: the given one, or the tuned one after :meth:`fit`.
 
     Args:
         alpha: a fixed weight in [0, 1], or None to tune it on the training lists.
@@ -51,6 +57,7 @@ class LatreWTS:
         self.k = k
         self.sum_feature = sum_feature
         self.text_feature = text_feature
+        self.feature_names_: tuple[str, ...] | None = None
 
     def _combine(self, batch: CandidateSet, alpha: float) -> torch.Tensor:
         return (alpha * batch.feature(self.sum_feature)
@@ -59,8 +66,9 @@ class LatreWTS:
     def fit(self, train: CandidateSet, val: CandidateSet | None = None) -> Self:
         """Picks the α of the grid with the best mean NDCG@k on ``train`` (first on ties).
 
-        Does nothing when α was given.
+        Only records the features when α was given.
         """
+        self.feature_names_ = tuple(train.feature_names)
         if not self.tune:
             return self
         best, best_alpha = -1.0, self.alpha_grid[0]
@@ -79,15 +87,28 @@ class LatreWTS:
         """``[B, L]`` α · Sum + (1 - α) · wTS."""
         if self.alpha is None:
             raise RuntimeError("alpha is not set: call fit() or pass alpha")
+        self.check_features(batch)
         return self._combine(batch, self.alpha)
 
-    def save(self, path: str | Path) -> None:
-        """Writes the settings and α as JSON."""
-        Path(path).write_text(json.dumps({
-            "alpha": self.alpha, "alpha_grid": list(self.alpha_grid), "k": self.k,
-            "sum_feature": self.sum_feature, "text_feature": self.text_feature}))
+    def is_fitted(self) -> bool:
+        """Whether α is set (given, or tuned by :meth:`fit`)."""
+        return self.alpha is not None
 
-    @classmethod
-    def load(cls, path: str | Path) -> Self:
-        """Reads a ranker written by :meth:`save`."""
-        return cls(**read_json(path))
+    def _save_files(self, folder: Path) -> list[str]:
+        """Writes α to ``weights.json``."""
+        write_json({"alpha": self.alpha}, folder / WEIGHTS_FILE)
+        return [WEIGHTS_FILE]
+
+    def _load_files(self, folder: Path, manifest: Mapping[str, Any]) -> None:
+        """Reads α from ``weights.json``.
+
+        Raises:
+            ValueError: the manifest does not list the file, or it holds no α in [0, 1].
+        """
+        if WEIGHTS_FILE not in manifest["files"]:
+            raise UnreadableFileError(f"{folder / WEIGHTS_FILE}: not listed in the manifest")
+        state = read_json(folder / WEIGHTS_FILE)
+        alpha = state.get("alpha") if isinstance(state, dict) else None
+        if not isinstance(alpha, int | float) or not 0.0 <= alpha <= 1.0:
+            raise UnreadableFileError(f"{folder / WEIGHTS_FILE}: expected an alpha in [0, 1]")
+        self.alpha = float(alpha)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import functools
 import importlib
-import json
 import logging
 import math
 import tempfile
@@ -39,16 +38,8 @@ from torch.utils.data import DataLoader, TensorDataset
 from tagtorch.candidates.candidate_set import CandidateSet
 from tagtorch.losses import get_loss
 from tagtorch.metrics.functional import ndcg_at_k
-from tagtorch.rankers.base import check_feature_names
-from tagtorch.storage import (
-    MANIFEST_FILE,
-    load_tensors,
-    model_folder,
-    plain_json,
-    read_manifest,
-    save_tensors,
-    write_manifest,
-)
+from tagtorch.rankers.base import BaseRanker, check_feature_names
+from tagtorch.storage import UnreadableFileError, load_tensors, plain_json, save_tensors
 
 log = logging.getLogger(__name__)
 
@@ -202,7 +193,7 @@ def _collate(items: list[tuple[Tensor, ...]]) -> list[Tensor]:
     return _trim([torch.stack(column) for column in zip(*items, strict=True)])
 
 
-class NeuralRanker(pl.LightningModule):
+class NeuralRanker(BaseRanker, pl.LightningModule):
     """A neural ranker trained on whole candidate lists with a loss of :mod:`tagtorch.losses`.
 
     ``fit(train, val)`` normalizes the features (statistics from ``train``'s real candidates),
@@ -267,12 +258,6 @@ class NeuralRanker(pl.LightningModule):
         if patience is not None and patience < 1:
             raise ValueError(f"patience must be >= 1 or None, got {patience}")
         FeatureNormalizer(1, normalization)  # validates the name
-        self.init_args: dict[str, Any] = {
-            "loss": loss, "loss_params": dict(loss_params or {}), "scorer": scorer,
-            "optimizer": optimizer, "scheduler": scheduler, "trainer": trainer,
-            "normalization": normalization, "batch_size": batch_size,
-            "holdout_fraction": holdout_fraction, "k": k, "patience": patience,
-            "checkpoint_dir": checkpoint_dir, "log_dir": log_dir, "seed": seed, "name": name}
         self.loss_params = dict(loss_params or {})
         self.normalization = normalization
         self.batch_size = batch_size
@@ -281,12 +266,17 @@ class NeuralRanker(pl.LightningModule):
         self.patience = patience
         self.seed = seed
         self.run_name = name or loss
-        self.feature_names: tuple[str, ...] | None = None
+        self.feature_names_: tuple[str, ...] | None = None
         self.normalizer: FeatureNormalizer | None = None
         self.scorer: nn.Module | None = None
         self.best_epoch_: int | None = None
         self.history_: list[dict[str, float]] = []
         self._val_sums = [0.0, 0.0, 0]  # NDCG sum, loss sum, lists
+
+    @property
+    def init_args(self) -> dict[str, Any]:
+        """The constructor arguments as given (factories as callables), captured by the base."""
+        return self._init_args
 
     @property
     def monitor(self) -> str:
@@ -373,8 +363,8 @@ class NeuralRanker(pl.LightningModule):
             train, val = self._split(train)
         check_feature_names(tuple(train.feature_names), val)
         pl.seed_everything(self.seed, workers=True, verbose=False)
-        self.feature_names = tuple(train.feature_names)
-        self._build(len(self.feature_names))
+        self.feature_names_ = tuple(train.feature_names)
+        self._build(len(self.feature_names_))
         assert self.normalizer is not None
         self.normalizer.fit(train.features, train.mask)
         useful = ((train.labels > 0) & train.mask).any(-1)
@@ -411,7 +401,7 @@ class NeuralRanker(pl.LightningModule):
     @torch.no_grad()
     def score(self, batch: CandidateSet) -> Tensor:
         """Scores ``[B, L]`` (0 at padding) on the batch's device."""
-        check_feature_names(self.feature_names, batch)
+        self.check_features(batch)
         was_training = self.training
         self.eval()
         self.to(batch.features.device)
@@ -419,68 +409,61 @@ class NeuralRanker(pl.LightningModule):
         self.train(was_training)
         return scores
 
-    def save(self, path: str | Path) -> None:
-        """Writes the folder ``path``: ``manifest.json`` and the weights ``weights.pt``.
+    # ----------------------------------------------------------------- saved folder
+    # The folder (:meth:`~tagtorch.rankers.base.BaseRanker.save`): ``manifest.json`` with the
+    # settings as JSON, the scorer, optimizer, scheduler and trainer as their Hydra config dicts
+    # (``_target_``, ``_partial_: true`` and the keyword arguments), the feature names, the
+    # best epoch and the validation history; and ``weights.pt``, a plain dict of tensors
+    # (``torch.load(..., weights_only=True)`` reads it).
 
-        The manifest (:func:`~tagtorch.rankers.base.write_manifest`) holds the settings as
-        JSON, with the scorer, optimizer, scheduler and trainer as their Hydra config dicts
-        (``_target_``, ``_partial_: true`` and the keyword arguments), the feature names, the
-        best epoch, the validation history and the weights file's size and SHA-256. The weights
-        are a plain dict of tensors (``torch.load(..., weights_only=True)`` reads it).
+    def _settings_to_json(self) -> dict[str, Any]:
+        """The settings with each factory as its Hydra config dict.
 
         Raises:
-            RuntimeError: before :meth:`fit`.
-            ValueError: a setting that is no ``functools.partial`` of a class (e.g. a lambda),
-                or not JSON-able, cannot be saved.
+            ValueError: a factory that is no ``functools.partial`` of a class (e.g. a lambda).
         """
-        if self.feature_names is None:
-            raise RuntimeError("NeuralRanker is not fitted: nothing to save")
-        settings = {name: _config_of(name, value) if name in _FACTORIES else value
-                    for name, value in self.init_args.items()}
-        try:
-            json.dumps(plain_json(settings))
-        except (TypeError, ValueError) as error:
-            raise ValueError(f"NeuralRanker settings cannot be saved as JSON: {error}") from None
-        folder = model_folder(path)
-        save_tensors(self.state_dict(), folder / WEIGHTS_FILE)
-        write_manifest(folder, type(self), settings, [WEIGHTS_FILE],
-                       feature_names=list(self.feature_names), best_epoch=self.best_epoch_,
-                       history=self.history_)
+        return plain_json({name: _config_of(name, value) if name in _FACTORIES else value
+                           for name, value in self.init_args.items()})
 
     @classmethod
-    def load(cls, path: str | Path) -> Self:
-        """Reads a ranker written by :meth:`save` (its folder).
+    def _settings_from_json(cls, settings: dict[str, Any]) -> dict[str, Any]:
+        """The settings with each factory rebuilt from its config dict.
 
-        The weights file is checked against the manifest's size and SHA-256 first; config
-        dicts are rebuilt only for classes of the expected kind (an ``nn.Module`` scorer, a
-        ``torch.optim`` optimizer or scheduler, a Lightning ``Trainer``) from tagtorch, torch
-        or Lightning.
+        Only classes of the expected kind (an ``nn.Module`` scorer, a ``torch.optim``
+        optimizer or scheduler, a Lightning ``Trainer``) from tagtorch, torch or Lightning are
+        imported.
+        """
+        return {**settings, **{name: _factory_of(name, settings.get(name))
+                               for name in _FACTORIES}}
+
+    def _save_files(self, folder: Path) -> list[str]:
+        """Writes the network's tensors to ``weights.pt``."""
+        save_tensors(self.state_dict(), folder / WEIGHTS_FILE)
+        return [WEIGHTS_FILE]
+
+    def _manifest_extras(self) -> dict[str, Any]:
+        return {"best_epoch": self.best_epoch_, "history": self.history_}
+
+    def _load_files(self, folder: Path, manifest: Mapping[str, Any]) -> None:
+        """Builds the network for the saved features and loads ``weights.pt`` into it.
 
         Raises:
-            ValueError: another class's folder, a missing, truncated or altered file, or a
-                config of an unexpected class (the message names the file).
+            ValueError: the file is not listed, or holds another network's tensors.
         """
-        folder = Path(path)
-        manifest = read_manifest(folder, cls)
-        settings = dict(manifest["settings"])
-        for name in _FACTORIES:
-            try:
-                settings[name] = _factory_of(name, settings.get(name))
-            except ValueError as error:
-                raise ValueError(f"{folder / MANIFEST_FILE}: {error}") from None
-        ranker = cls(**settings)
-        ranker.feature_names = tuple(manifest["feature_names"])
-        ranker._build(len(ranker.feature_names))
-        state = load_tensors(folder / WEIGHTS_FILE)
+        path = folder / WEIGHTS_FILE
+        if WEIGHTS_FILE not in manifest["files"] or self.feature_names_ is None:
+            raise UnreadableFileError(f"{path}: not listed in the manifest, or no feature names")
+        self._build(len(self.feature_names_))
+        state = load_tensors(path)
         try:
-            ranker.load_state_dict(state)
+            self.load_state_dict(state)
         except Exception as error:  # not this network's tensors
             reason = next(iter(str(error).splitlines()), "")  # torch's messages run long
-            raise ValueError(f"{folder / WEIGHTS_FILE}: not readable weights of this ranker "
-                             f"({type(error).__name__}: {reason})") from None
-        ranker.best_epoch_ = manifest["best_epoch"]
-        ranker.history_ = manifest["history"]
-        return ranker.eval()
+            raise UnreadableFileError(f"{path}: not readable weights of this ranker "
+                                      f"({type(error).__name__}: {reason})") from None
+        self.best_epoch_ = manifest["best_epoch"]
+        self.history_ = manifest["history"]
+        self.eval()
 
 
 WEIGHTS_FILE = "weights.pt"

@@ -9,18 +9,18 @@ rounds for LastFM, 500 for Bibsonomy and 300 for MovieLens, YahooVideo and YouTu
 
 from __future__ import annotations
 
-import json
 import logging
 import math
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Self
+from typing import Any, Self
 
 import torch
 
 from tagtorch.candidates.candidate_set import CandidateSet
-from tagtorch.rankers.base import check_feature_names
+from tagtorch.rankers.base import BaseRanker, write_json
 from tagtorch.rankers.ranksvm import crucial_pairs
-from tagtorch.storage import read_json
+from tagtorch.storage import UnreadableFileError, read_json
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,11 @@ def quantile_thresholds(values: torch.Tensor, n_thresholds: int) -> torch.Tensor
     return torch.sort(values, dim=0).values[index].T.contiguous()
 
 
-class RankBoost:
+ROUNDS_FILE = "rounds.json"
+"""Name of the rounds (feature, threshold, r, α) in a saved RankBoost folder."""
+
+
+class RankBoost(BaseRanker):
     """RankBoost on crucial pairs with ``{0, 1}`` feature-threshold weak rankers.
 
     The version implemented (Freund et al. 2003, Figure 2 with the weak learner of Section
@@ -94,7 +98,7 @@ class RankBoost:
             raise ValueError(f"n_thresholds must be >= 1, got {n_thresholds}")
         self.n_rounds = n_rounds
         self.n_thresholds = n_thresholds
-        self.feature_names: tuple[str, ...] | None = None
+        self.feature_names_: tuple[str, ...] | None = None
         self.rounds_: list[dict[str, float | int]] = []
         self.pair_weights_: torch.Tensor | None = None
         self._tables: list[tuple[torch.Tensor, torch.Tensor]] | None = None
@@ -159,7 +163,7 @@ class RankBoost:
             d = (d / d.sum()).clamp_(min=_D_MIN)
             if abs(r) >= _R_MAX:
                 break
-        self.feature_names = tuple(train.feature_names)
+        self.feature_names_ = tuple(train.feature_names)
         self.pair_weights_ = d.cpu()
         self._tables = None
         log.info("RankBoost: %d rounds on %d pairs of %d lists", len(self.rounds_), len(ci),
@@ -170,7 +174,7 @@ class RankBoost:
         """Per feature: sorted distinct thresholds ``[U]`` and cumulative α ``[U + 1]``."""
         if self._tables is None:
             tables: list[tuple[torch.Tensor, torch.Tensor]] = []
-            for f in range(len(self.feature_names or ())):
+            for f in range(len(self.feature_names_ or ())):
                 summed: dict[float, float] = {}
                 for r in self.rounds_:
                     if r["feature"] == f:
@@ -188,7 +192,7 @@ class RankBoost:
     @property
     def feature_importance(self) -> dict[str, float]:
         """Sum of ``|α|`` of the rounds that chose each feature."""
-        names = self.feature_names or ()
+        names = self.feature_names_ or ()
         total = dict.fromkeys(names, 0.0)
         for r in self.rounds_:
             total[names[int(r["feature"])]] += abs(float(r["alpha"]))
@@ -199,9 +203,9 @@ class RankBoost:
 
         Computed in float64, returned in the features' dtype; padding is meaningless.
         """
-        if self.feature_names is None:
+        if self.feature_names_ is None:
             raise RuntimeError("RankBoost is not fitted: call fit() or load()")
-        check_feature_names(self.feature_names, batch)
+        self.check_features(batch)
         x = batch.features
         out = torch.zeros(x.shape[:-1], dtype=torch.float64, device=x.device)
         for f, (theta, cumulative) in enumerate(self._compile()):
@@ -213,19 +217,24 @@ class RankBoost:
             out = out + step.reshape(count.shape)
         return out.to(x.dtype)
 
-    def save(self, path: str | Path) -> None:
-        """Writes the settings and the rounds (feature, threshold, r, α) as JSON."""
-        if self.feature_names is None:
-            raise RuntimeError("RankBoost is not fitted: nothing to save")
-        Path(path).write_text(json.dumps({
-            "params": {"n_rounds": self.n_rounds, "n_thresholds": self.n_thresholds},
-            "feature_names": list(self.feature_names), "rounds": self.rounds_}))
+    def _save_files(self, folder: Path) -> list[str]:
+        """Writes the rounds (feature, threshold, r, α) to ``rounds.json``."""
+        write_json({"rounds": self.rounds_}, folder / ROUNDS_FILE)
+        return [ROUNDS_FILE]
 
-    @classmethod
-    def load(cls, path: str | Path) -> Self:
-        """Reads a ranker written by :meth:`save`."""
-        state = read_json(path)
-        ranker = cls(**state["params"])
-        ranker.feature_names = tuple(state["feature_names"])
-        ranker.rounds_ = state["rounds"]
-        return ranker
+    def _load_files(self, folder: Path, manifest: Mapping[str, Any]) -> None:
+        """Reads ``rounds.json``.
+
+        Raises:
+            ValueError: the file is not listed or holds no list of rounds (naming it).
+        """
+        path = folder / ROUNDS_FILE
+        state = read_json(path) if ROUNDS_FILE in manifest["files"] else None
+        rounds = state.get("rounds") if isinstance(state, dict) else None
+        if not isinstance(rounds, list) or not all(
+                isinstance(r, dict) and {"feature", "threshold", "alpha"} <= set(r)
+                for r in rounds):
+            raise UnreadableFileError(f"{path}: expected the list of rounds listed in the "
+                                      "manifest")
+        self.rounds_ = rounds
+        self._tables = None

@@ -12,17 +12,17 @@ i.e. a linear SVM without intercept on the pairwise differences ``x_i - x_j``. C
 
 from __future__ import annotations
 
-import json
 import logging
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal, Self
+from typing import Any, Literal, Self
 
 import numpy as np
 import torch
 
 from tagtorch.candidates.candidate_set import CandidateSet
-from tagtorch.rankers.base import check_feature_names
-from tagtorch.storage import read_json
+from tagtorch.rankers.base import BaseRanker
+from tagtorch.storage import UnreadableFileError, load_tensors, save_tensors
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,11 @@ def crucial_pairs(
     return rows[keep], i[keep], j[keep]
 
 
-class RankSVM:
+WEIGHTS_FILE = "weights.pt"
+"""Name of the tensors (``weight``, ``mean``, ``std``) in a saved RankSVM folder."""
+
+
+class RankSVM(BaseRanker):
     """Linear RankSVM (Joachims 2002) on z-score normalized features.
 
     Training (Canuto et al. 2013, Section 4.3.1): features are z-score normalized with the
@@ -140,7 +144,7 @@ class RankSVM:
         self.seed = seed
         self.max_iter = max_iter
         self.tol = tol
-        self.feature_names: tuple[str, ...] | None = None
+        self.feature_names_: tuple[str, ...] | None = None
         self.mean_: torch.Tensor | None = None
         self.std_: torch.Tensor | None = None
         self.weight_: torch.Tensor | None = None
@@ -173,7 +177,7 @@ class RankSVM:
                         max_iter=self.max_iter,
                         tol=self.tol, random_state=self.seed)
         svm.fit(samples, targets)
-        self.feature_names = tuple(train.feature_names)
+        self.feature_names_ = tuple(train.feature_names)
         self.mean_ = mean.float()
         self.std_ = std.float()
         self.weight_ = torch.as_tensor(svm.coef_[0], dtype=torch.float32)
@@ -185,31 +189,31 @@ class RankSVM:
         """``[B, L]`` ``w · (x - mean) / std``, on the batch's device (padding is meaningless)."""
         if self.weight_ is None or self.mean_ is None or self.std_ is None:
             raise RuntimeError("RankSVM is not fitted: call fit() or load()")
-        check_feature_names(self.feature_names, batch)
+        self.check_features(batch)
         device, dtype = batch.features.device, batch.features.dtype
         z = (batch.features - self.mean_.to(device, dtype)) / self.std_.to(device, dtype)
         return z @ self.weight_.to(device, dtype)
 
-    def save(self, path: str | Path) -> None:
-        """Writes the settings, the normalization statistics and ``w`` as JSON."""
-        if self.weight_ is None or self.mean_ is None or self.std_ is None:
-            raise RuntimeError("RankSVM is not fitted: nothing to save")
-        Path(path).write_text(json.dumps({
-            "params": {"c": self.c, "loss": self.loss,
-                       "max_pairs_per_list": self.max_pairs_per_list, "seed": self.seed,
-                       "max_iter": self.max_iter, "tol": self.tol},
-            "feature_names": list(self.feature_names or ()),
-            "mean": self.mean_.tolist(), "std": self.std_.tolist(),
-            "weight": self.weight_.tolist()}))
+    def is_fitted(self) -> bool:
+        """Whether ``w`` is fitted or loaded."""
+        return self.weight_ is not None
 
-    @classmethod
-    def load(cls, path: str | Path) -> Self:
-        """Reads a ranker written by :meth:`save`."""
-        state = read_json(path)
-        ranker = cls(**state["params"])
-        ranker.feature_names = tuple(state["feature_names"])
-        ranker.mean_ = torch.tensor(state["mean"], dtype=torch.float32)
-        ranker.std_ = torch.tensor(state["std"], dtype=torch.float32)
-        ranker.weight_ = torch.tensor(state["weight"], dtype=torch.float32)
-        return ranker
+    def _save_files(self, folder: Path) -> list[str]:
+        """Writes ``w`` and the normalization statistics to ``weights.pt``."""
+        assert self.weight_ is not None and self.mean_ is not None and self.std_ is not None
+        save_tensors({"weight": self.weight_, "mean": self.mean_, "std": self.std_},
+                     folder / WEIGHTS_FILE)
+        return [WEIGHTS_FILE]
 
+    def _load_files(self, folder: Path, manifest: Mapping[str, Any]) -> None:
+        """Reads ``weights.pt``.
+
+        Raises:
+            ValueError: the file is not listed or lacks a tensor (naming it).
+        """
+        path = folder / WEIGHTS_FILE
+        tensors = load_tensors(path) if WEIGHTS_FILE in manifest["files"] else {}
+        if set(tensors) != {"weight", "mean", "std"}:
+            raise UnreadableFileError(f"{path}: expected the tensors weight, mean and std "
+                                      "listed in the manifest")
+        self.weight_, self.mean_, self.std_ = tensors["weight"], tensors["mean"], tensors["std"]

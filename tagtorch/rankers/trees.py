@@ -60,7 +60,6 @@ Example:
 
 from __future__ import annotations
 
-import inspect
 import math
 import os
 from collections.abc import Callable, Mapping
@@ -73,14 +72,8 @@ import numpy as np
 import torch
 
 from tagtorch.candidates.candidate_set import CandidateSet
-from tagtorch.storage import (
-    MANIFEST_FILE,
-    model_folder,
-    plain_json,
-    read_manifest,
-    save_arrays,
-    write_manifest,
-)
+from tagtorch.rankers.base import BaseRanker, check_feature_names
+from tagtorch.storage import MANIFEST_FILE, UnreadableFileError, plain_json, save_arrays
 
 __all__ = [
     "Backend",
@@ -261,11 +254,11 @@ def load_forest(path: str | Path, forest: Any, n_features: int) -> Any:
     return forest
 
 
-class _TreeRanker:
-    """Shared fit/score/save/load of the library-backed tree rankers.
+class _TreeRanker(BaseRanker):
+    """Shared fit/score and model files of the library-backed tree rankers.
 
-    Subclasses store every ``__init__`` argument under its own name (the saved settings are
-    read back from the signature) and provide the library parameters.
+    Subclasses provide the library parameters; settings, the feature check and the save/load
+    layout come from :class:`~tagtorch.rankers.base.BaseRanker`.
     """
 
     backends: ClassVar[tuple[str, ...]] = ()
@@ -299,13 +292,6 @@ class _TreeRanker:
         self.feature_names_: tuple[str, ...] | None = None
         self.best_iteration_: int | None = None
 
-    # -- settings ---------------------------------------------------------------------------
-
-    def settings(self) -> dict[str, Any]:
-        """The constructor arguments: ``type(self)(**settings())`` is an unfitted copy."""
-        names = [p for p in inspect.signature(type(self).__init__).parameters if p != "self"]
-        return {name: plain_json(getattr(self, name)) for name in names}
-
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.settings().items())
         return f"{type(self).__name__}({args})"
@@ -331,9 +317,7 @@ class _TreeRanker:
             raise ValueError("no real candidate to train on (every list is empty)")
         valid = None
         if val is not None and self.early_stopping_rounds is not None:
-            if tuple(val.feature_names) != tuple(train.feature_names):
-                raise ValueError(f"val features {val.feature_names} differ from train's "
-                                 f"{train.feature_names}")
+            check_feature_names(tuple(train.feature_names), val)
             valid = flatten_lists(val)
             if len(valid.labels) == 0:
                 valid = None
@@ -437,9 +421,7 @@ class _TreeRanker:
         """
         if self.model_ is None or self.feature_names_ is None:
             raise RuntimeError(f"{type(self).__name__} is not fitted: call fit() or load()")
-        if tuple(batch.feature_names) != self.feature_names_:
-            raise ValueError(f"the batch's features {batch.feature_names} differ from the "
-                             f"training features {self.feature_names_}")
+        self.check_features(batch)
         mask = batch.mask
         scores = torch.full(mask.shape, float("-inf"), dtype=torch.float32,
                             device=batch.features.device)
@@ -486,19 +468,18 @@ class _TreeRanker:
             values = [gains.get(f"f{i}", 0.0) for i in range(len(names))]
         return {name: float(v) for name, v in zip(names, values, strict=True)}
 
-    # -- save / load ------------------------------------------------------------------------
+    # -- model files ------------------------------------------------------------------------
 
-    def save(self, path: str | Path) -> None:
-        """Writes the model file and ``manifest.json`` into the folder ``path``.
+    def is_fitted(self) -> bool:
+        """Whether a library model is fitted or loaded."""
+        return self.model_ is not None
 
-        The model file is ``forest.npz`` (scikit-learn: every tree's node arrays, no pickle),
-        ``model.txt`` (LightGBM's text format) or ``model.json`` (XGBoost's JSON format). The
-        manifest (:func:`~tagtorch.rankers.base.write_manifest`) records the settings, the
-        feature names and the model file's size and SHA-256.
+    def _save_files(self, folder: Path) -> list[str]:
+        """Writes the library's model file.
+
+        ``forest.npz`` (scikit-learn: every tree's node arrays, no pickle), ``model.txt``
+        (LightGBM's text format) or ``model.json`` (XGBoost's JSON format).
         """
-        if self.model_ is None:
-            raise RuntimeError(f"{type(self).__name__} is not fitted: nothing to save")
-        folder = model_folder(path)
         model_file = folder / MODEL_FILES[self.backend]
         if self.backend == "sklearn":
             save_forest(self.model_, model_file)
@@ -506,40 +487,33 @@ class _TreeRanker:
             self.model_.save_model(str(model_file), num_iteration=-1)
         else:
             self.model_.save_model(str(model_file))
-        write_manifest(folder, type(self), self.settings(), [model_file.name],
-                       feature_names=list(self.feature_names_ or ()),
-                       best_iteration=self.best_iteration_,
-                       library_version=_library_version(self.backend))
+        return [model_file.name]
 
-    @classmethod
-    def load(cls, path: str | Path) -> Self:
-        """Reads a ranker written by :meth:`save` (its folder).
+    def _manifest_extras(self) -> dict[str, Any]:
+        return {"best_iteration": self.best_iteration_,
+                "library_version": _library_version(self.backend)}
 
-        The model file is checked against the size and SHA-256 in the manifest before the
-        library reads it (a truncated LightGBM file could crash the interpreter).
+    def _load_files(self, folder: Path, manifest: Mapping[str, Any]) -> None:
+        """Reads the library's model file (already checked against the manifest's digest).
 
         Raises:
-            ValueError: the folder holds another ranker class, or a file is missing,
-                truncated or altered (the message names it).
+            ValueError: the manifest does not list the model file, or the library cannot
+                read it (the message names the file).
         """
-        folder = Path(path)
-        manifest = read_manifest(folder, cls)
-        ranker = cls(**manifest["settings"])
-        model_file = folder / MODEL_FILES[ranker.backend]
-        if model_file.name not in manifest["files"]:
-            raise ValueError(f"{folder / MANIFEST_FILE}: does not list {model_file.name}")
-        if ranker.backend == "sklearn":
-            n_features = len(manifest["feature_names"])
-            ranker.model_ = load_forest(model_file, ranker._forest(n_features), n_features)
+        model_file = folder / MODEL_FILES[self.backend]
+        if model_file.name not in manifest["files"] or self.feature_names_ is None:
+            raise UnreadableFileError(f"{folder / MANIFEST_FILE}: does not list "
+                                      f"{model_file.name} or lacks the feature names")
+        if self.backend == "sklearn":
+            n_features = len(self.feature_names_)
+            self.model_ = load_forest(model_file, self._forest(n_features), n_features)
         else:
             try:
-                ranker.model_ = _load_booster(ranker.backend, model_file, ranker.n_jobs)
+                self.model_ = _load_booster(self.backend, model_file, self.n_jobs)
             except Exception as error:  # the library's own parse errors
-                raise ValueError(f"{model_file}: not a readable {ranker.backend} model "
+                raise ValueError(f"{model_file}: not a readable {self.backend} model "
                                  f"({type(error).__name__}: {error})") from None
-        ranker.feature_names_ = tuple(manifest["feature_names"])
-        ranker.best_iteration_ = manifest["best_iteration"]
-        return ranker
+        self.best_iteration_ = manifest["best_iteration"]
 
     def _forest(self, n_features: int) -> Any:
         raise NotImplementedError(f"{type(self).__name__} has no scikit-learn backend")
