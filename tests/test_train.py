@@ -150,11 +150,11 @@ def test_folds_and_methods_in_parallel_processes_give_the_same_results(tmp_path)
 
 
 def test_an_interrupted_run_resumes_from_its_finished_pieces(tmp_path, monkeypatch):
-    from tagtorch.evaluation import protocol
+    from tagtorch.evaluation import protocol, runs
 
     settings = ["data.n_objects=300", "task.protocol.folds=[0,1]", "model=[latre_wts,sum]",
                 "task.protocol.online_objects=0", "task.protocol.cache=false"]
-    monkeypatch.setattr(protocol._Journal, "clear", lambda self: None)  # as if interrupted
+    monkeypatch.setattr(runs.RunPieces, "clear", lambda self: None)  # as if interrupted
     first = train(compose_cfg(tmp_path, settings))
     pieces = tmp_path / "pieces"
     assert sorted(p.name for p in pieces.iterdir()) == [
@@ -177,7 +177,7 @@ def test_an_interrupted_run_resumes_from_its_finished_pieces(tmp_path, monkeypat
     assert (tmp_path / "run.sum.trec").read_text().count("\n") > 0
     assert not pieces.exists()  # the report is written: the pieces are gone
     # a piece of other settings is run again
-    monkeypatch.setattr(protocol._Journal, "clear", lambda self: None)
+    monkeypatch.setattr(runs.RunPieces, "clear", lambda self: None)
     train(compose_cfg(tmp_path, settings))
     calls.clear()
     train(compose_cfg(tmp_path, [*settings, "task.protocol.resume=true",
@@ -191,12 +191,12 @@ def test_an_interrupted_run_resumes_from_its_finished_pieces(tmp_path, monkeypat
 
 
 def test_a_parallel_run_resumes_too(tmp_path, monkeypatch):
-    from tagtorch.evaluation import protocol
+    from tagtorch.evaluation import runs
 
     settings = ["data.n_objects=300", "task.protocol.folds=[0,1]", "model=[latre_wts,sum]",
                 "task.protocol.online_objects=0", "task.protocol.cache=false",
                 "task.protocol.n_jobs=2"]
-    monkeypatch.setattr(protocol._Journal, "clear", lambda self: None)
+    monkeypatch.setattr(runs.RunPieces, "clear", lambda self: None)
     first = train(compose_cfg(tmp_path, settings))
     for name in ["fold0.sum.json.gz", "fold1.latre_wts.json.gz"]:
         (tmp_path / "pieces" / name).unlink()

@@ -14,12 +14,8 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from tagtorch.data.folksonomy import Folksonomy
-from tagtorch.evaluation.protocol import (
-    EvaluationResult,
-    MetricLogger,
-    TagRecommendationProtocol,
-    fold_sizes,
-)
+from tagtorch.evaluation.protocol import EvaluationResult, TagRecommendationProtocol, fold_sizes
+from tagtorch.evaluation.runs import MetricLogger
 
 log = logging.getLogger(__name__)
 
