@@ -1,5 +1,5 @@
 """The shared tail of every evaluation: atomic writes, TREC lines, outcomes, run pieces, the
-folksonomy fingerprint, item-recommendation resumption from pieces and ``optimized_metric``."""
+folksonomy fingerprint and item-recommendation resumption from pieces."""
 
 from __future__ import annotations
 
