@@ -40,7 +40,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from tagtorch.config_checks import ConfigError, check_config
 from tagtorch.data.loaders.errors import DataFormatError
-from tagtorch.storage import UnreadableFileError
+from tagtorch.storage import UnreadableFileError, atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +154,8 @@ def run_task(cfg: DictConfig) -> Any:
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
     output_dir = Path(cfg.paths.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
-    OmegaConf.save(cfg, output_dir / "config.yaml", resolve=True)
+    with atomic_write(output_dir / "config.yaml") as partial:
+        OmegaConf.save(cfg, partial, resolve=True)
 
     log.info("loading data: %s", cfg.data._target_)
     folksonomy = instantiate(cfg.data)
