@@ -23,7 +23,8 @@ import hashlib
 import json
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +32,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = ["MANIFEST_FILE", "UnreadableFileError", "class_name", "file_record", "load_arrays",
-           "load_tensors", "model_folder", "plain_json", "read_checkpoint", "read_json",
-           "read_manifest", "save_arrays", "save_tensors", "write_manifest"]
+__all__ = ["MANIFEST_FILE", "UnreadableFileError", "atomic_write", "class_name", "file_record",
+           "load_arrays", "load_tensors", "model_folder", "plain_json", "read_checkpoint",
+           "read_json", "read_manifest", "save_arrays", "save_tensors", "write_manifest"]
 
 log = logging.getLogger(__name__)
 
@@ -203,19 +204,44 @@ def load_tensors(path: str | Path) -> dict[str, Tensor]:
     return state
 
 
-def save_arrays(arrays: Mapping[str, np.ndarray], path: str | Path) -> None:
-    """Writes arrays (no object dtype) to an ``.npz`` file, atomically.
+@contextmanager
+def atomic_write(path: str | Path) -> Iterator[Path]:
+    """Writes a file that is never seen half-written: yields a temporary path beside ``path``.
 
-    The file appears whole or not at all (written beside, then renamed), so an interrupted
-    write never leaves a truncated entry; :func:`load_arrays` and ``np.load(path,
-    allow_pickle=False)`` read it.
+    The caller writes the whole file to the yielded path (hidden, ``.NAME.tmp`` in the same
+    folder, so the rename cannot cross file systems); when the block ends normally it replaces
+    ``path`` in one rename, and when it raises the temporary file is removed and ``path`` is
+    left as it was. The folder is created if missing. Writers that pick a format from the
+    file name (pandas' ``compression="infer"``) must be told the format explicitly.
+
+    Example:
+        >>> import tempfile
+        >>> target = Path(tempfile.mkdtemp()) / "numbers.txt"
+        >>> with atomic_write(target) as partial:
+        ...     _ = partial.write_text("1 2 3")
+        ...     target.exists()
+        False
+        >>> target.read_text(), sorted(p.name for p in target.parent.iterdir())
+        ('1 2 3', ['numbers.txt'])
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f".{path.name}.tmp")
-    with open(partial, "wb") as out:
+    try:
+        yield partial
+        partial.replace(path)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def save_arrays(arrays: Mapping[str, np.ndarray], path: str | Path) -> None:
+    """Writes arrays (no object dtype) to an ``.npz`` file, atomically (:func:`atomic_write`).
+
+    An interrupted write never leaves a truncated entry; :func:`load_arrays` and
+    ``np.load(path, allow_pickle=False)`` read it.
+    """
+    with atomic_write(path) as partial, open(partial, "wb") as out:
         np.savez(out, **arrays)
-    partial.replace(path)
 
 
 def load_arrays(path: str | Path, names: Sequence[str]) -> dict[str, np.ndarray]:

@@ -6,10 +6,21 @@ Examples:
     python -m tagtorch.train data=movielens task=describe
     python -m tagtorch.train logger=csv task.protocol.folds=[0]
 
-The composed configuration is checked before any work (:mod:`tagtorch.config_checks`). A bad
-setting, a malformed data file, a missing or unreadable file ends the run with one line on
-standard error naming the key or the file, and exit status 2; other errors keep their
-traceback (they are bugs to report).
+``train`` (and so Hydra's ``main``) returns the value of the configured ``optimized_metric`` (a
+float, as in lightning-hydra-template), so that a sweep (``python -m tagtorch.train -m ...``
+with an Optuna sweeper) can optimize it: ``METRIC`` is the first method's mean over the folds
+(seeds) of ``METRIC`` in ``results.csv``, ``METHOD/METRIC`` that method's. ``null`` takes the
+task's default: the first method's ``ndcg@K`` (K the first of ``task.protocol.ks``) for tag
+recommendation, the first method's ``val_dcg@10`` (its early-stopping score on held-out
+training posts: tune on it, never on test) for item recommendation; ``train`` returns None where
+the default does not exist (a first method that is not trained, the ``describe`` task). A
+configured metric that the run does not report is an error naming the key and the metrics
+available. :func:`run_task` returns the task's own result instead (frames, report).
+
+The composed configuration is checked before any work (:mod:`tagtorch.config_checks`, and
+``optimized_metric``'s method here). A bad setting, a malformed data file, a missing or
+unreadable file ends the run with one line on standard error naming the key or the file, and
+exit status 2; other errors keep their traceback (they are bugs to report).
 """
 
 from __future__ import annotations
@@ -20,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import hydra
+import pandas as pd
 import pytorch_lightning as pl
 from hydra.core.hydra_config import HydraConfig
 from hydra.errors import InstantiationException
@@ -28,7 +40,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from tagtorch.config_checks import ConfigError, check_config
 from tagtorch.data.loaders.errors import DataFormatError
-from tagtorch.storage import UnreadableFileError
+from tagtorch.storage import UnreadableFileError, atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +62,83 @@ def user_error(error: BaseException) -> BaseException | None:
     return None
 
 
-def train(cfg: DictConfig) -> Any:
+def _task_kind(cfg: DictConfig) -> str:
+    """``"tagrec"``, ``"itemrec"`` or another task's class name, from ``task._target_``."""
+    target = str(cfg.task.get("_target_", "")).rsplit(".", 1)[-1]
+    return {"TagRecommendationTask": "tagrec", "ItemRecommendationTask": "itemrec"}.get(
+        target, target)
+
+
+def default_metric(cfg: DictConfig) -> str | None:
+    """The task's metric to optimize when ``optimized_metric`` is null (None: it has none).
+
+    Tag recommendation: ``ndcg@K`` with K the first of ``task.protocol.ks``; item
+    recommendation: ``val_dcg@10`` (the validation score, never a test figure).
+    """
+    kind = _task_kind(cfg)
+    if kind == "tagrec":
+        protocol = cfg.task.protocol
+        if "ndcg" in list(protocol.metrics):
+            return f"ndcg@{protocol.ks[0]}"
+        return None
+    return "val_dcg@10" if kind == "itemrec" else None
+
+
+def check_optimized_metric(cfg: DictConfig) -> None:
+    """Checks ``optimized_metric`` before any work: its form, its method and its task.
+
+    Raises:
+        ConfigError: not a string of the form ``METRIC`` or ``METHOD/METRIC``, a method not in
+            ``model``, or a task that reports no metrics (``describe``).
+    """
+    name = cfg.get("optimized_metric")
+    if name is None:
+        return
+    expected = "null, METRIC or METHOD/METRIC (e.g. ndcg@5 or sum/ndcg@5), a metric of results.csv"
+    if not isinstance(name, str) or not name.strip("/") or name.count("/") > 1:
+        raise ConfigError("optimized_metric", name, expected)
+    kind = _task_kind(cfg)
+    if kind not in ("tagrec", "itemrec"):
+        raise ConfigError("optimized_metric", name,
+                          f"null: the task {cfg.task.get('_target_')} reports no metrics")
+    method, _, metric = name.rpartition("/")
+    methods = [str(m) for m in (cfg.get("model") or {})]
+    if not metric or (method and method not in methods):
+        raise ConfigError("optimized_metric", name,
+                          f"{expected}; the methods of this run are {methods}")
+
+
+def metric_value(results: pd.DataFrame, name: str) -> float:
+    """The mean over folds of one metric of a run's results.
+
+    Args:
+        results: ``method, fold, metric, value`` (``results.csv``).
+        name: ``METRIC`` (the first method's) or ``METHOD/METRIC``.
+
+    Raises:
+        ConfigError: naming ``optimized_metric`` and the available metrics, when the results
+            hold no such metric.
+
+    Example:
+        >>> table = pd.DataFrame({"method": ["a", "a", "b"], "fold": [0, 1, 0],
+        ...                       "metric": ["p@1", "p@1", "p@1"], "value": [0.25, 0.75, 1.0]})
+        >>> metric_value(table, "p@1"), metric_value(table, "b/p@1")
+        (0.5, 1.0)
+    """
+    method, _, metric = name.rpartition("/")
+    methods = list(dict.fromkeys(results["method"]))
+    method = method or (methods[0] if methods else "")
+    rows = results[(results["method"] == method) & (results["metric"] == metric)]
+    if rows.empty:
+        available = [f"{m}/{k}" for m, k in
+                     results[["method", "metric"]].drop_duplicates().itertuples(index=False)]
+        raise ConfigError("optimized_metric", name,
+                          f"a metric of this run (METRIC is the first method's, {method!r}): "
+                          f"one of {available}")
+    return float(rows["value"].mean())
+
+
+def run_task(cfg: DictConfig) -> Any:
     """Loads the data, normalizes its text, and runs the configured task.
 
     Args:
@@ -58,13 +146,16 @@ def train(cfg: DictConfig) -> Any:
 
     Returns:
         What the task returns (an :class:`~tagtorch.evaluation.protocol.EvaluationResult`
-        for tag recommendation).
+        for tag recommendation, the results frame for item recommendation, the statistics
+        for ``describe``).
     """
     check_config(cfg)
+    check_optimized_metric(cfg)
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
     output_dir = Path(cfg.paths.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
-    OmegaConf.save(cfg, output_dir / "config.yaml", resolve=True)
+    with atomic_write(output_dir / "config.yaml") as partial:
+        OmegaConf.save(cfg, partial, resolve=True)
 
     log.info("loading data: %s", cfg.data._target_)
     folksonomy = instantiate(cfg.data)
@@ -88,12 +179,48 @@ def train(cfg: DictConfig) -> Any:
                 finish()
 
 
+def train(cfg: DictConfig) -> float | None:
+    """Runs the configured task (:func:`run_task`) and returns its ``optimized_metric``.
+
+    Args:
+        cfg: the composed configuration (``conf/train.yaml``).
+
+    Returns:
+        The mean over folds (seeds) of ``optimized_metric``, or of the task's default
+        (:func:`default_metric`) when it is null; None when that default is not reported.
+
+    Raises:
+        ConfigError: ``optimized_metric`` is malformed or names a method of no run (before
+            any work), or names a metric the run does not report (after it).
+    """
+    result = run_task(cfg)
+    results = getattr(result, "results", result)
+    if not isinstance(results, pd.DataFrame):
+        return None
+    name = cfg.get("optimized_metric")
+    if name is not None:
+        value = metric_value(results, str(name))
+    else:
+        default = default_metric(cfg)
+        try:
+            value = metric_value(results, default) if default is not None else None
+        except ConfigError:
+            log.info("optimized_metric is null and the first method reports no %s: "
+                     "nothing to return", default)
+            return None
+    log.info("optimized_metric %s: %s", name or default, value)
+    return value
+
+
 @hydra.main(version_base="1.3", config_path="../conf", config_name="train")
-def main(cfg: DictConfig) -> None:
-    """Hydra entry point; the output folder is ``cfg.paths.output_dir``."""
+def main(cfg: DictConfig) -> float | None:
+    """Hydra entry point; returns ``optimized_metric``'s value (for sweepers).
+
+    The output folder is ``cfg.paths.output_dir``.
+    """
     log.info("output folder: %s", HydraConfig.get().runtime.output_dir)
     try:
-        train(cfg)
+        return train(cfg)
     except Exception as error:
         cause = user_error(error)
         if cause is None:

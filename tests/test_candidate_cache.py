@@ -1,6 +1,6 @@
 import torch
 
-from tagtorch.candidates.cache import CandidateCache, fingerprint
+from tagtorch.candidates.cache import CandidateCache
 from tagtorch.candidates.features import LatreCandidates
 from tagtorch.data.synthetic import generate_folksonomy
 from tagtorch.data.terms import TermIndex
@@ -19,14 +19,14 @@ def test_cache_returns_the_stored_set_and_separates_keys(tmp_path):
         built.append(1)
         return generator(fold.test)
 
-    cache = CandidateCache(tmp_path, {"data": fingerprint(folksonomy), "features": {"l": 3}})
+    cache = CandidateCache(tmp_path, {"data": folksonomy.fingerprint(), "features": {"l": 3}})
     first = cache.get(0, "test", build)
     second = cache.get(0, "test", build)
     assert len(built) == 1
     for name in ("objects", "tags", "features", "labels", "mask", "n_relevant"):
         assert torch.equal(getattr(first, name), getattr(second, name))
     assert second.feature_names == first.feature_names
-    other = CandidateCache(tmp_path, {"data": fingerprint(folksonomy), "features": {"l": 1}})
+    other = CandidateCache(tmp_path, {"data": folksonomy.fingerprint(), "features": {"l": 1}})
     other.get(0, "test", build)
     cache.get(1, "test", build)
     cache.get(0, "val", build)
@@ -37,5 +37,5 @@ def test_cache_returns_the_stored_set_and_separates_keys(tmp_path):
 def test_fingerprint_changes_with_the_data():
     a = generate_folksonomy(n_objects=100, seed=1)
     b = generate_folksonomy(n_objects=100, seed=2)
-    assert fingerprint(a) == fingerprint(generate_folksonomy(n_objects=100, seed=1))
-    assert fingerprint(a) != fingerprint(b)
+    assert a.fingerprint() == generate_folksonomy(n_objects=100, seed=1).fingerprint()
+    assert a.fingerprint() != b.fingerprint()

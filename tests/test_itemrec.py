@@ -365,13 +365,13 @@ def test_a_checkpoint_of_other_data_is_not_resumed(tmp_path, toy_data, caplog):
 def test_item_recommendation_experiment_runs_end_to_end(tmp_path):
     from test_train import compose_cfg
 
-    from tagtorch.train import train
+    from tagtorch.train import run_task
 
     cfg = compose_cfg(tmp_path, ["+experiment=dorank_synthetic", "data.n_objects=300",
                                  "task.seeds=[0,1]", "task.p=2", "trainer.max_epochs=2",
                                  "model.dorank.rank=8", "model.pitf.rank=8",
                                  "model.cp_trpr.rank=8"])
-    results = train(cfg)
+    results = run_task(cfg)
     assert set(results["method"]) == {"dorank", "pitf", "cp_trpr", "cts", "most_popular"}
     assert set(results["fold"]) == {0, 1}
     for name in ["results.csv", "report.md", "per_object.csv.gz", "qrels.trec",

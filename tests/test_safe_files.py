@@ -30,7 +30,7 @@ from tagtorch.candidates.cache import CandidateCache
 from tagtorch.candidates.candidate_set import CandidateSet
 from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.data.text import TextProcessor
-from tagtorch.evaluation.protocol import _FoldOutcome, _Journal
+from tagtorch.evaluation.runs import MethodOutcome, RunPieces
 from tagtorch.rankers.adarank import AdaRank
 from tagtorch.rankers.feature import FeatureRanker
 from tagtorch.rankers.gp import GPRanker
@@ -180,16 +180,16 @@ def test_a_planted_or_damaged_candidate_cache_entry_is_rebuilt_with_a_warning(tm
 
 # -- resume pieces ----------------------------------------------------------------------------
 
-def hand_made_outcome() -> _FoldOutcome:
+def hand_made_outcome() -> MethodOutcome:
     frame = pd.DataFrame({"object": np.array([5, 8], dtype=np.int64), "metric": ["ndcg@5"] * 2,
                           "value": np.array([0.25, np.nan], dtype=np.float32)})
-    return _FoldOutcome(results=[{"method": "m", "fold": 0, "metric": "ndcg@5", "value": 0.25}],
+    return MethodOutcome(results=[{"method": "m", "fold": 0, "metric": "ndcg@5", "value": 0.25}],
                         per_object=[frame.assign(method="m", fold=0)],
                         means={"m": {"ndcg@5": 0.25}}, run_lines={"m": ["5 Q0 t 1 2.0 m\n"]})
 
 
 def test_a_run_piece_is_json_and_reads_back_the_same_outcome(tmp_path):
-    journal = _Journal(tmp_path / "pieces", {"m": "settings"})
+    journal = RunPieces(tmp_path / "pieces", {"m": "settings"})
     journal.write(0, "m", hand_made_outcome())
     [path] = (tmp_path / "pieces").iterdir()
     with gzip.open(path, "rt") as handle:
@@ -199,12 +199,12 @@ def test_a_run_piece_is_json_and_reads_back_the_same_outcome(tmp_path):
     assert (back.results, back.means, back.run_lines) == (
         expected.results, expected.means, expected.run_lines)
     pd.testing.assert_frame_equal(back.per_object[0], expected.per_object[0])
-    assert _Journal(tmp_path / "pieces", {"m": "other settings"}).read(0, "m") is None
+    assert RunPieces(tmp_path / "pieces", {"m": "other settings"}).read(0, "m") is None
 
 
 @pytest.mark.parametrize("how", ["pickle", "torch", "truncate", "garble"])
 def test_a_planted_or_damaged_run_piece_is_run_again_with_a_warning(tmp_path, caplog, how):
-    journal = _Journal(tmp_path / "pieces", {"m": "settings"})
+    journal = RunPieces(tmp_path / "pieces", {"m": "settings"})
     path = journal._path(0, "m")
     marker = tmp_path / "marker"
     if how in ("pickle", "torch"):

@@ -11,7 +11,8 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import open_dict
 
-from tagtorch.train import train
+from tagtorch.config_checks import ConfigError
+from tagtorch.train import run_task, train
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
@@ -78,7 +79,7 @@ def reference_scores(run: Path, qrels: Path, k: int = 5) -> dict[str, float]:
 
 def test_trec_files_rescore_to_the_reported_figures(tmp_path):
     cfg = compose_cfg(tmp_path, ["data.n_objects=600", "task.protocol.folds=[0,1]"])
-    result = train(cfg)
+    result = run_task(cfg)
     per_object = result.per_object.pivot_table(index=["fold", "object"], columns="metric",
                                                values="value")
     reference = reference_scores(tmp_path / "run.trec", tmp_path / "qrels.trec")
@@ -88,7 +89,7 @@ def test_trec_files_rescore_to_the_reported_figures(tmp_path):
 
 def test_describe_task_prints_statistics_and_split_sizes(tmp_path, capsys):
     cfg = compose_cfg(tmp_path, ["task=describe", "data.n_objects=500"])
-    stats = train(cfg)
+    stats = run_task(cfg)
     out = capsys.readouterr().out
     for word in ["users", "objects", "tags", "assignments", "tags_per_object_mean", "D_objects"]:
         assert word in out
@@ -102,7 +103,7 @@ def test_describe_task_prints_statistics_and_split_sizes(tmp_path, capsys):
 def test_synthetic_experiment_runs(tmp_path):
     cfg = compose_cfg(tmp_path, ["+experiment=synthetic_sum", "data.n_objects=400",
                                  "task.protocol.folds=[0]"])
-    result = train(cfg)
+    result = run_task(cfg)
     assert set(result.results["fold"]) == {0}
 
 
@@ -110,7 +111,7 @@ def test_synthetic_experiment_runs(tmp_path):
 def test_real_data_experiment_one_fold(tmp_path, data_dir, experiment):
     cfg = compose_cfg(tmp_path, [f"+experiment={experiment}", f"paths.data_dir={data_dir}",
                                  "task.protocol.folds=[0]", "task.protocol.write_trec=false"])
-    result = train(cfg)
+    result = run_task(cfg)
     ndcg = result.results.query("metric == 'ndcg@5'")["value"].iloc[0]
     assert 0.05 < ndcg < 0.9
 
@@ -121,7 +122,7 @@ def test_real_data_experiment_one_fold(tmp_path, data_dir, experiment):
 def test_full_sum_experiment_on_real_data(tmp_path, data_dir, experiment, low, high):
     """All five folds; measured NDCG@5: LastFM 0.351 ± 0.010, MovieLens 0.144 ± 0.011."""
     cfg = compose_cfg(tmp_path, [f"+experiment={experiment}", f"paths.data_dir={data_dir}"])
-    result = train(cfg)
+    result = run_task(cfg)
     ndcg = result.results.query("metric == 'ndcg@5'")["value"]
     assert len(ndcg) == 5
     assert low < ndcg.mean() < high
@@ -130,8 +131,8 @@ def test_full_sum_experiment_on_real_data(tmp_path, data_dir, experiment, low, h
 def test_folds_and_methods_in_parallel_processes_give_the_same_results(tmp_path):
     settings = ["data.n_objects=300", "task.protocol.folds=[0,1]", "model=[latre_wts,sum]",
                 "task.protocol.online_objects=0", "task.protocol.cache=false"]
-    serial = train(compose_cfg(tmp_path / "serial", settings))
-    parallel = train(compose_cfg(tmp_path / "parallel", [*settings, "task.protocol.n_jobs=2"]))
+    serial = run_task(compose_cfg(tmp_path / "serial", settings))
+    parallel = run_task(compose_cfg(tmp_path / "parallel", [*settings, "task.protocol.n_jobs=2"]))
     assert set(serial.results["method"]) == {"latre_wts", "sum"}
     quality = ~serial.results["metric"].str.contains("ms_|seconds")
     left = serial.results[quality].reset_index(drop=True)
@@ -143,12 +144,12 @@ def test_folds_and_methods_in_parallel_processes_give_the_same_results(tmp_path)
 
 
 def test_an_interrupted_run_resumes_from_its_finished_pieces(tmp_path, monkeypatch):
-    from tagtorch.evaluation import protocol
+    from tagtorch.evaluation import protocol, runs
 
     settings = ["data.n_objects=300", "task.protocol.folds=[0,1]", "model=[latre_wts,sum]",
                 "task.protocol.online_objects=0", "task.protocol.cache=false"]
-    monkeypatch.setattr(protocol._Journal, "clear", lambda self: None)  # as if interrupted
-    first = train(compose_cfg(tmp_path, settings))
+    monkeypatch.setattr(runs.RunPieces, "clear", lambda self: None)  # as if interrupted
+    first = run_task(compose_cfg(tmp_path, settings))
     pieces = tmp_path / "pieces"
     assert sorted(p.name for p in pieces.iterdir()) == [
         "fold0.latre_wts.json.gz", "fold0.sum.json.gz", "fold1.latre_wts.json.gz",
@@ -163,38 +164,71 @@ def test_an_interrupted_run_resumes_from_its_finished_pieces(tmp_path, monkeypat
         return original(self, ready, name, *args, **kwargs)
 
     monkeypatch.setattr(protocol.TagRecommendationProtocol, "_run_method", counting)
-    resumed = train(compose_cfg(tmp_path, [*settings, "task.protocol.resume=true"]))
+    resumed = run_task(compose_cfg(tmp_path, [*settings, "task.protocol.resume=true"]))
     assert calls == [(1, "sum")]
     quality = ~first.results["metric"].str.contains("ms_|seconds")  # timings are measured anew
     pd.testing.assert_frame_equal(first.results[quality], resumed.results[quality])
     assert (tmp_path / "run.sum.trec").read_text().count("\n") > 0
     assert not pieces.exists()  # the report is written: the pieces are gone
     # a piece of other settings is run again
-    monkeypatch.setattr(protocol._Journal, "clear", lambda self: None)
-    train(compose_cfg(tmp_path, settings))
+    monkeypatch.setattr(runs.RunPieces, "clear", lambda self: None)
+    run_task(compose_cfg(tmp_path, settings))
     calls.clear()
-    train(compose_cfg(tmp_path, [*settings, "task.protocol.resume=true",
+    run_task(compose_cfg(tmp_path, [*settings, "task.protocol.resume=true",
                                  "model.sum.feature=sum_l"]))
     assert sorted(calls) == [(0, "sum"), (1, "sum")]
     # and so is every piece of other data
     calls.clear()
-    train(compose_cfg(tmp_path, [*settings, "task.protocol.resume=true", "data.n_objects=301",
+    run_task(compose_cfg(tmp_path, [*settings, "task.protocol.resume=true", "data.n_objects=301",
                                  "model.sum.feature=sum_l"]))
     assert len(calls) == 4
 
 
 def test_a_parallel_run_resumes_too(tmp_path, monkeypatch):
-    from tagtorch.evaluation import protocol
+    from tagtorch.evaluation import runs
 
     settings = ["data.n_objects=300", "task.protocol.folds=[0,1]", "model=[latre_wts,sum]",
                 "task.protocol.online_objects=0", "task.protocol.cache=false",
                 "task.protocol.n_jobs=2"]
-    monkeypatch.setattr(protocol._Journal, "clear", lambda self: None)
-    first = train(compose_cfg(tmp_path, settings))
+    monkeypatch.setattr(runs.RunPieces, "clear", lambda self: None)
+    first = run_task(compose_cfg(tmp_path, settings))
     for name in ["fold0.sum.json.gz", "fold1.latre_wts.json.gz"]:
         (tmp_path / "pieces" / name).unlink()
     monkeypatch.undo()
-    resumed = train(compose_cfg(tmp_path, [*settings, "task.protocol.resume=true"]))
+    resumed = run_task(compose_cfg(tmp_path, [*settings, "task.protocol.resume=true"]))
     quality = ~first.results["metric"].str.contains("ms_|seconds")
     pd.testing.assert_frame_equal(first.results[quality], resumed.results[quality])
     assert not (tmp_path / "pieces").exists()
+
+
+def test_train_returns_the_optimized_metric(tmp_path):
+    """The mean over folds of the configured metric, as in results.csv; the default likewise."""
+    settings = ["data.n_objects=300", "task.protocol.folds=[0,1]", "model=[latre_wts,sum]",
+                "task.protocol.online_objects=0", "task.protocol.cache=false"]
+    value = train(compose_cfg(tmp_path, [*settings, "optimized_metric=sum/map"]))
+    results = pd.read_csv(tmp_path / "results.csv")
+    maps = results.query("method == 'sum' and metric == 'map'")["value"].tolist()
+    assert len(maps) == 2 and value == pytest.approx((maps[0] + maps[1]) / 2, abs=1e-12)
+    default = train(compose_cfg(tmp_path, settings))  # null: the first method's ndcg@5
+    results = pd.read_csv(tmp_path / "results.csv")
+    ndcg = results.query("method == 'latre_wts' and metric == 'ndcg@5'")["value"]
+    assert isinstance(default, float) and default == pytest.approx(ndcg.sum() / 2, abs=1e-12)
+    with pytest.raises(ConfigError, match=r"optimized_metric='ndcg@7'.*'latre_wts/ndcg@5'"):
+        train(compose_cfg(tmp_path, [*settings, "optimized_metric=ndcg@7"]))
+
+
+@pytest.mark.parametrize("value", ["nope/ndcg@5", "a/b/c", "/"])
+def test_a_bad_optimized_metric_fails_before_any_work(tmp_path, value):
+    with pytest.raises(ConfigError, match="optimized_metric"):
+        train(compose_cfg(tmp_path, ["model=[latre_wts,sum]", f"optimized_metric={value}"]))
+    assert not (tmp_path / "config.yaml").exists()
+    with pytest.raises(ConfigError, match="reports no metrics"):
+        train(compose_cfg(tmp_path, ["task=describe", "optimized_metric=ndcg@5"]))
+
+
+def test_the_command_line_names_a_bad_optimized_metric(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "tagtorch.train", "logger=none", f"hydra.run.dir={tmp_path}",
+         "optimized_metric=nope/ndcg@5"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2
+    assert "optimized_metric='nope/ndcg@5'" in done.stderr and "latre_wts" in done.stderr

@@ -11,27 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import torch
 
 from tagtorch.candidates.candidate_set import CandidateSet
-from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.storage import save_arrays
 
 log = logging.getLogger(__name__)
-
-
-def fingerprint(folksonomy: Folksonomy) -> str:
-    """A digest of the assignments, tag strings and texts (what candidates depend on)."""
-    digest = hashlib.sha256()
-    digest.update(pd.util.hash_pandas_object(folksonomy.assignments, index=False)
-                  .to_numpy().tobytes())
-    digest.update(pd.util.hash_array(np.asarray(folksonomy.tags, dtype=object)).tobytes())
-    if folksonomy.text_fields:
-        digest.update(repr(folksonomy.text_fields).encode())
-        digest.update(pd.util.hash_pandas_object(folksonomy.texts, index=False)
-                      .to_numpy().tobytes())
-    return digest.hexdigest()
 
 
 def code_version() -> str:
@@ -52,8 +37,9 @@ class CandidateCache:
 
     Args:
         folder: the cache folder (created on first write).
-        key: what the candidates depend on besides the fold and split (data fingerprint,
-            split settings, feature configuration); any JSON-serializable mapping. The
+        key: what the candidates depend on besides the fold and split (the data's
+            :meth:`~tagtorch.data.folksonomy.Folksonomy.fingerprint`, split settings, feature
+            configuration); any JSON-serializable mapping. The
             digest of the candidate-generation code is added to it.
     """
 

@@ -8,6 +8,7 @@ Every entity gets a contiguous integer id; the raw ids and tag strings are kept 
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -162,6 +163,58 @@ class Folksonomy:
     def text_fields(self) -> list[str]:
         """Names of the per-object text fields."""
         return list(self.texts.columns)
+
+    # ------------------------------------------------------------ identity
+    def fingerprint(self) -> str:
+        """A stable SHA-256 hex digest of the folksonomy's content, the key of every cache.
+
+        It covers the assignments (user, object and tag codes and timestamps, in row order),
+        the vocabularies those codes name (raw user ids, raw object ids, tag strings), the text
+        fields (names and every object's strings) and the categories (the (object, category)
+        rows and the category names). It leaves out the dataset's ``name`` (a label for logs)
+        and ``meta`` (free-form source facts). Two folksonomies with equal digests have equal
+        content, so the candidate cache, the text cache and the evaluation's run pieces key
+        their entries by it; the digest is the same in every process and on every run (pandas'
+        value hashing with its fixed key, never Python's salted ``hash``). It is computed once
+        per object (a folksonomy is not modified in place; transforms return new ones).
+
+        Example:
+            >>> frame = pd.DataFrame({"user": ["u", "u"], "object": ["a", "b"],
+            ...                       "tag": ["rock", "pop"]})
+            >>> one = Folksonomy.from_frame(frame, name="one")
+            >>> one.fingerprint() == Folksonomy.from_frame(frame, name="two").fingerprint()
+            True
+            >>> one.fingerprint() == one.with_tags(np.array(["pop", "jazz"])).fingerprint()
+            False
+        """
+        cached = self.__dict__.get("_fingerprint")
+        if cached is not None:
+            return cached
+        digest = hashlib.sha256()
+
+        def part(label: str, hashes: np.ndarray) -> None:
+            # the label and the length separate the parts (no two contents give one stream)
+            digest.update(f"{label}:{len(hashes)};".encode())
+            digest.update(np.ascontiguousarray(hashes, dtype=np.uint64).tobytes())
+
+        def table(label: str, frame: pd.DataFrame) -> None:
+            digest.update(f"{label} columns {list(map(str, frame.columns))!r};".encode())
+            part(label, pd.util.hash_pandas_object(frame, index=False).to_numpy())
+
+        def strings(label: str, values: np.ndarray) -> None:
+            part(label, pd.util.hash_array(np.asarray(values, dtype=object).astype(str)
+                                           .astype(object)))
+
+        table("assignments", self.assignments[list(ASSIGNMENT_COLUMNS)])
+        strings("users", self.users)
+        strings("objects", self.objects)
+        strings("tags", self.tags)
+        table("texts", self.texts)
+        table("categories", self.categories[["object", "category"]])
+        strings("category_names", self.category_names)
+        value = digest.hexdigest()
+        self.__dict__["_fingerprint"] = value  # frozen dataclass: memoized beside the fields
+        return value
 
     # ------------------------------------------------------------------ views
     def object_tags(self) -> Ragged:

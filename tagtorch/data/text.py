@@ -16,7 +16,8 @@ A tag made only of stopwords ("The Who") keeps its words rather than vanishing: 
 literal reading of the paper, which did not say how such tags were handled. Each distinct token
 is stemmed once (a per-processor cache), so processing millions of texts costs one pass of the
 regular expression plus one stemmer call per distinct word. The processed tags and texts are
-also cached on disk, keyed by the processor's settings and a hash of the raw tags and texts (so
+also cached on disk, keyed by the processor's settings and the raw folksonomy's
+:meth:`~tagtorch.data.folksonomy.Folksonomy.fingerprint` (its tags, texts and the rest, so
 an edited file or a changed option never reads a stale entry): a second run on the same data skips
 text processing. An entry is a ``.npz`` file of UTF-8 bytes (read with ``allow_pickle=False``,
 so it cannot run code); one that cannot be read (truncated, garbled) is discarded with a warning
@@ -141,15 +142,10 @@ class TextProcessor:
 
     def _cache_path(self, folksonomy: Folksonomy) -> Path:
         """Cache file of this processor's output on these raw tags and texts."""
-        digest = hashlib.sha256()
         settings = (self.lowercase, self.token_pattern, self.remove_stopwords, self.stemmer,
                     self.min_token_length, sorted(self._stop), Stemmer.version())
-        digest.update(repr(settings).encode())
-        digest.update(pd.util.hash_array(np.asarray(folksonomy.tags, dtype=object)).tobytes())
-        digest.update(repr(folksonomy.text_fields).encode())
-        if folksonomy.text_fields:
-            digest.update(pd.util.hash_pandas_object(folksonomy.texts, index=False).to_numpy()
-                          .tobytes())
+        digest = hashlib.sha256(repr(settings).encode())
+        digest.update(folksonomy.fingerprint().encode())
         folder = Path(self.cache_dir) if self.cache_dir else user_cache_dir() / "text"
         return folder / f"{folksonomy.name}-{digest.hexdigest()[:24]}.npz"
 

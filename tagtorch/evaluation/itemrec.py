@@ -12,7 +12,17 @@ every pair of methods, Holm-corrected), ``run.METHOD.trec`` (``run.trec`` for a 
 top ``trec_depth`` items per test query of the first seed; query ids ``u{user}t{tag}``),
 ``qrels.trec`` (the first seed's test queries), the learning curves of
 the trained models (``curves.csv``: train and validation DCG@10 per epoch;
-``learning_curve.png``), and each fitted model into the checkpoint folder.
+``learning_curve.png``), and each fitted model into the checkpoint folder
+(:func:`tagtorch.evaluation.runs.write_run` writes the run folder, as for tag recommendation).
+
+Resumption works on two levels. Each finished (seed, method) outcome is kept in ``pieces/`` of
+the output folder as soon as it is evaluated (gzipped JSON with its settings key: the data's
+fingerprint, the method's configuration and the protocol settings;
+:class:`~tagtorch.evaluation.runs.RunPieces`); with ``resume=True`` a rerun into that folder
+reads the pieces whose settings match instead of fitting those models again (a piece that
+cannot be read is run again, with a warning naming it; the pieces are deleted once the report
+is written). A training that was interrupted before its outcome was kept resumes from its
+``last.ckpt`` (below), whatever ``resume`` says.
 
 Checkpoint layout, per dataset, method and seed, under
 ``{checkpoint_dir}/itemrec/{dataset}/{method}/seed{k}/``:
@@ -27,6 +37,7 @@ Checkpoint layout, per dataset, method and seed, under
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -42,12 +53,12 @@ from tqdm.auto import tqdm
 
 from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.evaluation.plots import plot_learning_curves
-from tagtorch.evaluation.protocol import MetricLogger
-from tagtorch.evaluation.runs import write_run
-from tagtorch.evaluation.trec import run_file_names
+from tagtorch.evaluation.runs import MethodOutcome, MetricLogger, RunPieces, log_outcome, write_run
+from tagtorch.evaluation.trec import qrels_lines, ranked_lines, run_file_names
 from tagtorch.itemrec.base import ItemRanker, score_queries
 from tagtorch.itemrec.data import ItemRecData, Queries, item_recommendation_data
 from tagtorch.metrics.functional import ranking_metrics
+from tagtorch.storage import atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +81,10 @@ class ItemRecommendationTask:
         metrics: metric families (``ndcg``, ``precision``, ``map``, ...).
         batch_size: queries scored per batch.
         trec_depth: items per query written to the TREC run files (0: no TREC files).
-        checkpoint_dir: root folder of the fitted models (None: nothing saved, no resumption).
+        checkpoint_dir: root folder of the fitted models (None: nothing saved, no resumption
+            of interrupted trainings).
+        resume: reuse the finished (seed, method) outcomes kept in ``pieces/`` of the output
+            folder by an interrupted run into the same folder, when their settings match.
     """
 
     def __init__(
@@ -85,6 +99,7 @@ class ItemRecommendationTask:
         batch_size: int = 1024,
         trec_depth: int = 100,
         checkpoint_dir: str | Path | None = None,
+        resume: bool = False,
     ) -> None:
         if not seeds:
             raise ValueError("no seed to evaluate")
@@ -98,6 +113,7 @@ class ItemRecommendationTask:
         self.batch_size = batch_size
         self.trec_depth = trec_depth
         self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir else None
+        self.resume = resume
 
     def split(self, folksonomy: Folksonomy, seed: int) -> ItemRecData:
         """The split of one seed."""
@@ -120,109 +136,121 @@ class ItemRecommendationTask:
 
     def run(self, folksonomy: Folksonomy, cfg: DictConfig, output_dir: Path,
             loggers: Sequence[MetricLogger] = ()) -> pd.DataFrame:
-        """Evaluates every model on every seed; writes and prints the report."""
+        """Evaluates every model on every seed; writes and prints the report.
+
+        Returns:
+            The results (``method, fold, metric, value``; ``fold`` is the seed).
+        """
         models = {str(name): OmegaConf.to_container(node, resolve=True)
                   for name, node in cfg.model.items()}
         if not models:
             raise ValueError("no model to evaluate")
         output_dir.mkdir(parents=True, exist_ok=True)
-        for old in output_dir.glob("run*.trec"):
-            old.unlink()
-        run_files = run_file_names(list(models))
-        results: list[dict[str, Any]] = []
-        per_query: list[pd.DataFrame] = []
-        curves: list[pd.DataFrame] = []
+        pieces = RunPieces(output_dir / "pieces", self._piece_keys(folksonomy, models),
+                           unit="seed")
+        done = pieces.read_all(self.seeds, list(models)) if self.resume else {}
+        first = self.seeds[0]
+        qrels: list[str] | None = None
         for seed in tqdm(self.seeds, desc="seeds", unit="seed"):
+            write_trec = seed == first and self.trec_depth > 0
+            if not write_trec and all((seed, name) in done for name in models):
+                continue
             data = self.split(folksonomy, seed)
-            if seed == self.seeds[0] and self.trec_depth:
-                _write_qrels(output_dir / "qrels.trec", data.test_queries)
+            if write_trec:
+                queries = data.test_queries
+                qrels = qrels_lines(_query_ids(queries, range(len(queries))), queries.gold)
             for name, node in models.items():
-                model, folder = self._make(node, name, folksonomy.name, seed)
-                start = time.perf_counter()
-                model.fit(data)
-                fit_seconds = time.perf_counter() - start
-                if folder is not None:
-                    model.save(folder / "model")
-                run_file = (output_dir / run_files[name]
-                            if seed == self.seeds[0] and self.trec_depth else None)
-                values, seconds = self._evaluate(model, data, name, run_file)
-                frame = pd.DataFrame({k: v.numpy() for k, v in values.items()})
-                frame.insert(0, "object", np.arange(len(frame)))
-                per_query.append(frame.melt(id_vars="object", var_name="metric",
-                                            value_name="value").assign(method=name, fold=seed))
-                means = {k: float(torch.nanmean(v)) for k, v in values.items()}
-                history = getattr(model, "history_", None)
-                if history:
-                    curves.append(pd.DataFrame(history).assign(method=name, seed=seed))
-                    means["best_epoch"] = float(getattr(model, "best_epoch_", None) or 0)
-                    # the early-stopping score: select hyperparameters on it, never on test
-                    means["val_dcg@10"] = max(float(h["val_dcg@10"]) for h in history)
-                means.update(fit_seconds=fit_seconds, ms_model=1000 * seconds / len(frame))
-                for logger in loggers:
-                    logger.log_metrics({f"{name}/test/{k}": v for k, v in means.items()},
-                                       step=seed)
-                log.info("seed %d, %s: %s (fit %.1f s)", seed, name, ", ".join(
-                    f"{k} {means[k]:.4f}" for k in ("ndcg@10", "p@10", "map") if k in means),
-                    fit_seconds)
-                results += [{"method": name, "fold": seed, "metric": k, "value": v}
-                            for k, v in means.items()]
-        result_frame = pd.DataFrame(results, columns=["method", "fold", "metric", "value"])
-        object_frame = pd.concat(per_query, ignore_index=True)[
-            ["method", "fold", "object", "metric", "value"]]
+                if (seed, name) not in done:
+                    done[seed, name] = self._run_model(folksonomy, data, seed, name, node,
+                                                       write_trec)
+                    pieces.write(seed, name, done[seed, name])
+        for seed in self.seeds:
+            log_outcome(loggers, MethodOutcome.merge([done[seed, name] for name in models]),
+                        step=seed)
+        whole = MethodOutcome.merge([done[seed, name] for seed in self.seeds for name in models])
+        result_frame, object_frame = whole.frames()
+        runs = ({file: whole.run_lines[name] for name, file in run_file_names(list(models)).items()}
+                if self.trec_depth else None)
         report = write_run(output_dir, result_frame, object_frame, title=(
             f"Tag-based item recommendation on the {self.p}-core of {folksonomy.name} "
             f"({len(self.seeds)} seeds as folds)"),
-            plot_metric=f"ndcg@{max(self.ks)}" if "ndcg" in self.metrics else None)
-        if curves:
-            curve_frame = pd.concat(curves, ignore_index=True)
-            curve_frame.to_csv(output_dir / "curves.csv", index=False)
+            plot_metric=f"ndcg@{max(self.ks)}" if "ndcg" in self.metrics else None,
+            qrels=qrels, runs=runs)
+        if whole.curves:
+            curve_frame = pd.concat(whole.curves, ignore_index=True)
+            with atomic_write(output_dir / "curves.csv") as partial:
+                curve_frame.to_csv(partial, index=False)
             plot_learning_curves(curve_frame, output_dir / "learning_curve.png")
+        pieces.clear()
         print(report)
         return result_frame
 
-    def _evaluate(self, model: ItemRanker, data: ItemRecData, name: str,
-                  run_file: Path | None) -> tuple[dict[str, torch.Tensor], float]:
-        """Per-query metrics of the test queries, and the seconds spent scoring.
+    def _piece_keys(self, folksonomy: Folksonomy,
+                    models: Mapping[str, Any]) -> dict[str, str]:
+        """Per method, everything its outcome on a seed depends on, as one JSON string.
 
-        The top ``trec_depth`` items of each query are appended to ``run_file`` (None: not).
+        The seed whose rankings go to the TREC files is part of it: its pieces hold them.
+        """
+        protocol = [self.p, self.test_fraction, self.val_fraction, self.split_by, self.ks,
+                    self.metrics, self.trec_depth, self.seeds[0] if self.trec_depth else None]
+        data = folksonomy.fingerprint()
+        return {name: json.dumps({"data": data, "method": config, "protocol": protocol},
+                                 sort_keys=True, default=str)
+                for name, config in models.items()}
+
+    def _run_model(self, folksonomy: Folksonomy, data: ItemRecData, seed: int, name: str,
+                   node: Mapping[str, Any], write_trec: bool) -> MethodOutcome:
+        """One model's fit on a seed's training data and its evaluation on the test queries."""
+        model, folder = self._make(node, name, folksonomy.name, seed)
+        start = time.perf_counter()
+        model.fit(data)
+        fit_seconds = time.perf_counter() - start
+        if folder is not None:
+            model.save(folder / "model")
+        values, seconds, lines = self._evaluate(model, data, name, write_trec)
+        n_queries = len(next(iter(values.values())))
+        extra: dict[str, float] = {}
+        history = getattr(model, "history_", None)
+        curve = None
+        if history:
+            curve = pd.DataFrame(history).assign(method=name, seed=seed)
+            extra["best_epoch"] = float(getattr(model, "best_epoch_", None) or 0)
+            # the early-stopping score: select hyperparameters on it, never on test
+            extra["val_dcg@10"] = max(float(h["val_dcg@10"]) for h in history)
+        extra.update(fit_seconds=fit_seconds, ms_model=1000 * seconds / n_queries)
+        outcome = MethodOutcome.from_values(name, seed, np.arange(n_queries), values,
+                                            extra=extra, run_lines=lines, curve=curve)
+        means = outcome.means[name]
+        log.info("seed %d, %s: %s (fit %.1f s)", seed, name, ", ".join(
+            f"{k} {means[k]:.4f}" for k in ("ndcg@10", "p@10", "map") if k in means),
+            fit_seconds)
+        return outcome
+
+    def _evaluate(self, model: ItemRanker, data: ItemRecData, name: str, write_trec: bool
+                  ) -> tuple[dict[str, torch.Tensor], float, list[str] | None]:
+        """Per-query metrics of the test queries, the seconds spent scoring, the run lines.
+
+        With ``write_trec``, the TREC run lines of the top ``trec_depth`` items of each query
+        (scores as ``depth - rank``; else None).
         """
         parts: list[dict[str, torch.Tensor]] = []
+        lines: list[str] | None = [] if write_trec else None
         seconds = 0.0
         start = time.perf_counter()
         for rows, scores, labels, mask in score_queries(model, data.test_queries, data.n_items,
                                                         self.batch_size):
             seconds += time.perf_counter() - start
             parts.append(ranking_metrics(scores, labels, mask, ks=self.ks, metrics=self.metrics))
-            if run_file is not None:
-                with open(run_file, "a") as out:
-                    out.writelines(_run_lines(data.test_queries, rows, scores, mask,
-                                              self.trec_depth, name))
+            if lines is not None:
+                masked = scores.masked_fill(~mask, -torch.inf)
+                depth = min(self.trec_depth, scores.shape[-1])
+                top = torch.topk(masked, depth, dim=-1, sorted=True)
+                lines += ranked_lines(_query_ids(data.test_queries, rows), top.indices.numpy(),
+                                      np.isfinite(top.values.numpy()), name, depth)
             start = time.perf_counter()
-        return {k: torch.cat([p[k] for p in parts]) for k in parts[0]}, seconds
+        return {k: torch.cat([p[k] for p in parts]) for k in parts[0]}, seconds, lines
 
 
-def _query_id(user: int, tag: int) -> str:
-    return f"u{user}t{tag}"
-
-
-def _run_lines(queries: Queries, rows: np.ndarray, scores: torch.Tensor, mask: torch.Tensor,
-               depth: int, name: str) -> list[str]:
-    """TREC run lines of the top ``depth`` items of each query (scores as ``depth - rank``)."""
-    masked = scores.masked_fill(~mask, -torch.inf)
-    depth = min(depth, scores.shape[-1])
-    top = torch.topk(masked, depth, dim=-1, sorted=True)
-    lines = []
-    for row, items, values in zip(rows, top.indices.numpy(), top.values.numpy(), strict=True):
-        qid = _query_id(int(queries.users[row]), int(queries.tags[row]))
-        lines += [f"{qid} Q0 {item} {rank + 1} {depth - rank} {name}\n"
-                  for rank, (item, value) in enumerate(zip(items, values, strict=True))
-                  if np.isfinite(value)]
-    return lines
-
-
-def _write_qrels(path: Path, queries: Queries) -> None:
-    """``qid 0 item 1`` for every gold item of every query."""
-    with open(path, "w") as out:
-        for row in range(len(queries)):
-            qid = _query_id(int(queries.users[row]), int(queries.tags[row]))
-            out.writelines(f"{qid} 0 {item} 1\n" for item in queries.gold[row])
+def _query_ids(queries: Queries, rows: Sequence[int] | np.ndarray) -> list[str]:
+    """TREC query ids ``u{user}t{tag}`` of the queries at ``rows``."""
+    return [f"u{int(queries.users[row])}t{int(queries.tags[row])}" for row in rows]

@@ -12,6 +12,15 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from tagtorch.evaluation.report import summarize
+from tagtorch.storage import atomic_write
+
+
+def _save(fig: plt.Figure, path: str | Path) -> Path:
+    """Writes a figure as a PNG file, whole or not at all, and closes it."""
+    with atomic_write(path) as partial:
+        fig.savefig(partial, dpi=120, format="png")
+    plt.close(fig)
+    return Path(path)
 
 
 def plot_comparison(results: pd.DataFrame, metric: str, path: str | Path,
@@ -41,10 +50,7 @@ def plot_comparison(results: pd.DataFrame, metric: str, path: str | Path,
     ax.set_title(title or metric)
     ax.set_xlim(0, min(1.0, float((summary["mean"] + summary["ci"]).max()) * 1.25))
     fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def plot_learning_curves(curves: pd.DataFrame, path: str | Path) -> Path:
@@ -67,6 +73,4 @@ def plot_learning_curves(curves: pd.DataFrame, path: str | Path) -> Path:
         ax.set_ylabel("DCG@10")
         ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return Path(path)
+    return _save(fig, path)

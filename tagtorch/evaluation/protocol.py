@@ -15,24 +15,22 @@ in single-object mode, one object at a time as an online recommender serves it, 
 ``online_objects`` test objects of each fold (``online_ms_median`` is the median total).
 
 While a run goes, each finished (fold, method) outcome is kept in ``pieces/`` of the output
-folder (gzipped JSON, never a pickle); with ``resume=True`` a rerun into that folder reuses those
-whose settings match, so an interrupted comparison continues where it stopped. A piece that
-cannot be read is run again, with a warning naming it.
+folder (gzipped JSON, never a pickle; :class:`~tagtorch.evaluation.runs.RunPieces`); with
+``resume=True`` a rerun into that folder reuses those whose settings match, so an interrupted
+comparison continues where it stopped. A piece that cannot be read is run again, with a warning
+naming it.
 """
 
 from __future__ import annotations
 
-import gzip
 import json
 import logging
-import re
-import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -40,45 +38,22 @@ import torch
 from joblib import Parallel, delayed
 from tqdm.auto import tqdm
 
-from tagtorch.candidates.cache import CandidateCache, fingerprint
+from tagtorch.candidates.cache import CandidateCache
 from tagtorch.candidates.candidate_set import CandidateSet
+from tagtorch.candidates.generator import CandidateGenerator
 from tagtorch.data.download import user_cache_dir
 from tagtorch.data.folksonomy import Folksonomy
-from tagtorch.data.ragged import Ragged
 from tagtorch.data.splits import TagQueries, TagRecFold, tag_recommendation_folds
 from tagtorch.data.terms import TermIndex
 from tagtorch.evaluation.report import markdown_report
-from tagtorch.evaluation.runs import write_run
-from tagtorch.evaluation.trec import run_file_names, run_lines, write_qrels
+from tagtorch.evaluation.runs import MethodOutcome, MetricLogger, RunPieces, log_outcome, write_run
+from tagtorch.evaluation.trec import qrels_lines, ranked_lines, run_file_names
 from tagtorch.metrics.functional import ranking_metrics
 from tagtorch.rankers.base import Ranker
 
 log = logging.getLogger(__name__)
 
 STAGES = ("rules", "features", "model", "sort")
-
-
-class CandidateGenerator(Protocol):
-    """Mines D, then turns V or T queries into candidate sets."""
-
-    stage_seconds: dict[str, float]
-
-    def fit(self, train_objects: np.ndarray, train_tags: Ragged,
-            terms: TermIndex) -> CandidateGenerator:
-        """Mines rules and statistics from D."""
-        ...
-
-    def __call__(self, queries: TagQueries) -> CandidateSet:
-        """Candidate sets with features and labels."""
-        ...
-
-
-class MetricLogger(Protocol):
-    """What the protocol needs of a Lightning logger."""
-
-    def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
-        """Logs scalar metrics."""
-        ...
 
 
 @dataclass(frozen=True)
@@ -94,107 +69,6 @@ class EvaluationResult:
     results: pd.DataFrame
     per_object: pd.DataFrame
     report: str
-
-
-@dataclass
-class _FoldOutcome:
-    """What one fold, or one method on one fold, sends back (from a worker process in parallel)."""
-
-    results: list[dict[str, Any]] = field(default_factory=list)
-    per_object: list[pd.DataFrame] = field(default_factory=list)
-    means: dict[str, dict[str, float]] = field(default_factory=dict)
-    run_lines: dict[str, list[str]] = field(default_factory=dict)
-
-    @classmethod
-    def merge(cls, parts: Sequence[_FoldOutcome]) -> _FoldOutcome:
-        """One fold's outcome from those of its methods (in method order)."""
-        merged = cls()
-        for part in parts:
-            merged.results += part.results
-            merged.per_object += part.per_object
-            merged.means.update(part.means)
-            merged.run_lines.update(part.run_lines)
-        return merged
-
-
-class _Journal:
-    """Finished (fold, method) outcomes of a run, on disk, each with its settings key.
-
-    A piece is gzipped JSON (``fold{k}.{method}.json.gz``): the key, the results, the means,
-    the TREC lines and the per-object frames as columns with their dtypes, so a resumed run
-    reports exactly the same numbers. A piece that cannot be read is run again, with a warning
-    naming it.
-    """
-
-    def __init__(self, folder: Path, keys: Mapping[str, str]) -> None:
-        self.folder = folder
-        self.keys = dict(keys)
-
-    def _path(self, fold: int, name: str) -> Path:
-        safe = re.sub(r"[^\w.-]", "_", name)
-        return self.folder / f"fold{fold}.{safe}.json.gz"
-
-    def write(self, fold: int, name: str, outcome: _FoldOutcome) -> None:
-        if name not in self.keys:  # a method without settings is not kept
-            return
-        self.folder.mkdir(parents=True, exist_ok=True)
-        path = self._path(fold, name)
-        piece = {"key": self.keys[name], "results": outcome.results, "means": outcome.means,
-                 "run_lines": outcome.run_lines,
-                 "per_object": [_frame_to_json(frame) for frame in outcome.per_object]}
-        partial_path = path.with_suffix(".tmp")
-        with gzip.open(partial_path, "wt", encoding="utf-8") as out:
-            json.dump(piece, out, default=_json_scalar)
-        partial_path.replace(path)
-
-    def read(self, fold: int, name: str) -> _FoldOutcome | None:
-        """The kept outcome, or None if there is none, it is unreadable or its settings differ."""
-        path = self._path(fold, name)
-        if name not in self.keys or not path.is_file():
-            return None
-        try:
-            with gzip.open(path, "rt", encoding="utf-8") as handle:
-                saved = json.load(handle)
-            if saved["key"] != self.keys[name]:
-                log.info("fold %d, %s: the kept outcome has other settings; running it again",
-                         fold, name)
-                return None
-            return _FoldOutcome(results=list(saved["results"]),
-                                per_object=[_frame_from_json(f) for f in saved["per_object"]],
-                                means=dict(saved["means"]), run_lines=dict(saved["run_lines"]))
-        except Exception as error:  # any unreadable piece is run again
-            log.warning("%s: unreadable run piece, running fold %d, %s again (%s: %s)", path,
-                        fold, name, type(error).__name__, error)
-            return None
-
-    def clear(self) -> None:
-        shutil.rmtree(self.folder, ignore_errors=True)
-
-
-def _json_scalar(value: Any) -> Any:
-    """A numpy scalar as the Python number JSON writes (``json.dump``'s ``default``)."""
-    if isinstance(value, np.generic):
-        return value.item()
-    raise TypeError(f"{type(value).__name__} is not JSON serializable")
-
-
-def _frame_to_json(frame: pd.DataFrame) -> dict[str, Any]:
-    """A frame as JSON-able columns and dtypes (:func:`_frame_from_json` restores it).
-
-    Example:
-        >>> frame = pd.DataFrame({"object": [4, 5], "value": np.array([0.5, np.nan], "float32")})
-        >>> back = _frame_from_json(json.loads(json.dumps(_frame_to_json(frame))))
-        >>> back.dtypes.astype(str).tolist(), back["object"].tolist()
-        (['int64', 'float32'], [4, 5])
-    """
-    return {"columns": {str(c): frame[c].tolist() for c in frame.columns},
-            "dtypes": {str(c): str(frame[c].dtype) for c in frame.columns}}
-
-
-def _frame_from_json(data: Mapping[str, Any]) -> pd.DataFrame:
-    """The frame of :func:`_frame_to_json`."""
-    return pd.DataFrame({c: pd.Series(values, dtype=data["dtypes"][c])
-                         for c, values in data["columns"].items()})
 
 
 @dataclass(frozen=True)
@@ -317,67 +191,52 @@ class TagRecommendationProtocol:
         if not rankers:
             raise ValueError("no ranker to evaluate")
         out = Path(output_dir) if output_dir is not None else None
-        run_files = run_file_names(list(rankers))
-        if out is not None:
-            out.mkdir(parents=True, exist_ok=True)
-            for name in ["qrels.trec", *run_files.values()]:
-                (out / name).unlink(missing_ok=True)
         terms = TermIndex.from_folksonomy(folksonomy)
         prepare = partial(self._prepare_fold, terms=terms, candidates=candidates,
                           cache=self._cache(folksonomy, candidate_config))
         run_method = partial(self._run_method, checkpoints=self.checkpoint_dir / folksonomy.name
                              if self.checkpoint_dir else None)
         folds = [self.splits(folksonomy)[f] for f in self.folds]
-        journal = _Journal(out / "pieces",
+        pieces = RunPieces(out / "pieces",
                            self._piece_keys(folksonomy, ranker_configs, candidate_config)) \
             if out is not None and ranker_configs is not None else None
-        done: dict[tuple[int, str], _FoldOutcome] = {}
-        if journal is not None and self.resume:
-            done = {(fold.fold, name): piece for fold in folds for name in rankers
-                    if (piece := journal.read(fold.fold, name)) is not None}
-            if done:
-                log.info("resuming: %d of %d (fold, method) outcomes read from %s", len(done),
-                         len(folds) * len(rankers), journal.folder)
+        done: dict[tuple[int, str], MethodOutcome] = {}
+        if pieces is not None and self.resume:
+            done = pieces.read_all([fold.fold for fold in folds], list(rankers))
         todo = [fold for fold in folds if any((fold.fold, name) not in done for name in rankers)]
         if self.n_jobs == 1:
             for fold in tqdm(todo, desc="folds", unit="fold"):
                 ready = prepare(fold)
                 for name, make in rankers.items():
                     if (fold.fold, name) not in done:
-                        done[fold.fold, name] = run_method(ready, name, make, journal=journal)
+                        done[fold.fold, name] = run_method(ready, name, make, pieces=pieces)
         else:  # candidates of each fold, then every (fold, method) pair, in parallel processes
             parallel = Parallel(n_jobs=self.n_jobs)
             prepared = parallel(delayed(prepare)(fold) for fold in todo)
             pairs = [(ready, name, make) for ready in prepared for name, make in rankers.items()
                      if (ready.fold.fold, name) not in done]
-            pieces = parallel(delayed(run_method)(ready, name, make, journal=journal)
-                              for ready, name, make in pairs)
-            done.update({(ready.fold.fold, name): piece
-                         for (ready, name, _), piece in zip(pairs, pieces, strict=True)})
-        outcomes = [_FoldOutcome.merge([done[fold.fold, name] for name in rankers])
-                    for fold in folds]
-        results: list[dict[str, Any]] = []
-        per_object: list[pd.DataFrame] = []
-        for fold, outcome in zip(folds, outcomes, strict=True):
-            if out is not None and self.write_trec:
-                write_qrels(out / "qrels.trec", fold.test.objects, fold.test.gold_tags)
-                for name, lines in outcome.run_lines.items():
-                    with open(out / run_files[name], "a") as run_file:
-                        run_file.writelines(lines)
-            per_object += outcome.per_object
-            results += outcome.results
-            for name, means in outcome.means.items():
-                for logger in loggers:
-                    logger.log_metrics({f"{name}/test/{k}": v for k, v in means.items()},
-                                       step=fold.fold)
-        result_frame = pd.DataFrame(results, columns=["method", "fold", "metric", "value"])
-        object_frame = pd.concat(per_object, ignore_index=True)[
-            ["method", "fold", "object", "metric", "value"]]
+            outcomes = parallel(delayed(run_method)(ready, name, make, pieces=pieces)
+                                for ready, name, make in pairs)
+            done.update({(ready.fold.fold, name): outcome
+                         for (ready, name, _), outcome in zip(pairs, outcomes, strict=True)})
+        for fold in folds:
+            log_outcome(loggers, MethodOutcome.merge([done[fold.fold, name] for name in rankers]),
+                        step=fold.fold)
+        whole = MethodOutcome.merge([done[fold.fold, name] for fold in folds for name in rankers])
+        result_frame, object_frame = whole.frames()
         title = f"Tag recommendation on {folksonomy.name}"
-        report = (write_run(out, result_frame, object_frame, title) if out is not None
-                  else markdown_report(result_frame, object_frame, title=title))
-        if journal is not None:
-            journal.clear()
+        if out is None:
+            report = markdown_report(result_frame, object_frame, title=title)
+        elif self.write_trec:
+            qrels = [line for fold in folds
+                     for line in qrels_lines(fold.test.objects, fold.test.gold_tags)]
+            runs = {file: [line for fold in folds for line in done[fold.fold, name].run_lines[name]]
+                    for name, file in run_file_names(list(rankers)).items()}
+            report = write_run(out, result_frame, object_frame, title, qrels=qrels, runs=runs)
+        else:
+            report = write_run(out, result_frame, object_frame, title)
+        if pieces is not None:
+            pieces.clear()
         return EvaluationResult(result_frame, object_frame, report)
 
     def _prepare_fold(
@@ -413,17 +272,16 @@ class TagRecommendationProtocol:
         """Per method, everything its outcome on a fold depends on, as one JSON string."""
         protocol = [*self._split_settings(), self.ks, self.metrics, self.write_trec,
                     self.online_objects]
-        data = fingerprint(folksonomy)
+        data = folksonomy.fingerprint()
         return {name: json.dumps({"data": data, "method": config, "features": candidate_config,
                                   "protocol": protocol}, sort_keys=True, default=str)
                 for name, config in (ranker_configs or {}).items()}
 
     def _run_method(self, ready: _PreparedFold, name: str, make: Callable[[], Ranker],
                     checkpoints: Path | None = None,
-                    journal: _Journal | None = None) -> _FoldOutcome:
-        """One ranker's fit on a fold's V and its evaluation on T (kept in ``journal``)."""
+                    pieces: RunPieces | None = None) -> MethodOutcome:
+        """One ranker's fit on a fold's V and its evaluation on T (kept in ``pieces``)."""
         fold, test = ready.fold, ready.test
-        outcome = _FoldOutcome()
         ranker = make()
         start = time.perf_counter()
         ranker.fit(ready.val, None)
@@ -434,29 +292,23 @@ class TagRecommendationProtocol:
         scores, timings = self._score(ranker, test)
         values = ranking_metrics(scores, test.labels, test.mask, n_relevant=test.n_relevant,
                                  ks=self.ks, metrics=self.metrics)
-        if self.write_trec:
-            outcome.run_lines[name] = list(run_lines(test, scores, name.replace(" ", "_")))
-        frame = pd.DataFrame({k: v.cpu().numpy() for k, v in values.items()})
-        frame.insert(0, "object", test.objects.numpy())
-        frame = frame.melt(id_vars="object", var_name="metric", value_name="value")
-        outcome.per_object.append(frame.assign(method=name, fold=fold.fold))
-        means = {k: float(torch.nanmean(v).item()) for k, v in values.items()}
-        means.update(ready.shared, fit_seconds=fit_seconds, **timings)
-        means.update(self._online_timing(ready.generator, ranker, fold.test))
-        outcome.means[name] = means
+        means = {**ready.shared, "fit_seconds": fit_seconds, **timings,
+                 **self._online_timing(ready.generator, ranker, fold.test)}
+        outcome = MethodOutcome.from_values(
+            name, fold.fold, test.objects.numpy(), values, extra=means,
+            run_lines=_run_lines(test, scores, name.replace(" ", "_")) if self.write_trec
+            else None)
         log.info("fold %d, %s: %s (fit %.1f s)", fold.fold, name,
-                 ", ".join(f"{k} {means[k]:.4f}" for k in values), fit_seconds)
-        outcome.results += [{"method": name, "fold": fold.fold, "metric": k, "value": v}
-                            for k, v in means.items()]
-        if journal is not None:
-            journal.write(fold.fold, name, outcome)
+                 ", ".join(f"{k} {outcome.means[name][k]:.4f}" for k in values), fit_seconds)
+        if pieces is not None:
+            pieces.write(fold.fold, name, outcome)
         return outcome
 
     def _cache(self, folksonomy: Folksonomy,
                candidate_config: Mapping[str, Any] | None) -> CandidateCache | None:
         if not self.cache or candidate_config is None:
             return None
-        key = {"data": fingerprint(folksonomy), "features": dict(candidate_config),
+        key = {"data": folksonomy.fingerprint(), "features": dict(candidate_config),
                "split": self._split_settings()}
         return CandidateCache(self.cache_dir, key)
 
@@ -528,6 +380,23 @@ class TagRecommendationProtocol:
         timing = {f"online_ms_{stage}": 1000 * value / n for stage, value in totals.items()}
         timing["online_ms_median"] = 1000 * float(np.median(latencies))
         return timing
+
+
+def _run_lines(test: CandidateSet, scores: torch.Tensor, run_name: str) -> list[str]:
+    """TREC run lines of every candidate of ``test``, ranked as the metrics rank them.
+
+    Args:
+        test: the candidate sets (``B`` objects, ``L`` slots).
+        scores: ``[B, L]`` ranker scores; rank by score descending, ties in candidate order
+            (a stable sort). Scores are written as ``L - rank``.
+        run_name: the run tag.
+    """
+    masked = scores.detach().float().cpu().masked_fill(~test.mask.cpu(), float("-inf"))
+    order = torch.sort(masked, dim=-1, descending=True, stable=True).indices
+    tags = torch.gather(test.tags.cpu(), 1, order).numpy()
+    counts = test.mask.sum(-1).cpu().numpy()
+    keep = np.arange(tags.shape[1])[None, :] < counts[:, None]
+    return ranked_lines(test.objects.cpu().numpy(), tags, keep, run_name, tags.shape[1])
 
 
 def fold_sizes(folksonomy: Folksonomy, protocol: TagRecommendationProtocol) -> pd.DataFrame:

@@ -1,12 +1,21 @@
-"""Evaluation run folders: writing one, and merging several into one report.
+"""Evaluation run folders: the per-method outcomes, resumption pieces, writing and merging.
 
-A tag-recommendation run writes ``results.csv`` (``method, fold, metric, value``),
-``per_object.csv.gz`` (the per-object values behind the paired tests), ``report.md`` and a bar
-chart of NDCG@k (:func:`write_run`), plus the TREC files ``qrels.trec`` and
-``run.METHOD.trec``. A comparison split over several runs (some folds with
-``task.protocol.folds=[3,4]``, some methods with a subset of ``model=[...]``, or an interrupted
-run finished by another) is joined by :func:`merge_runs` into one folder with the same files, as
-one run over all those folds and methods would have written them::
+Every evaluation task (tag recommendation, item recommendation) ends the same way, here: each
+method's evaluation on one fold (or seed) becomes a :class:`MethodOutcome` (its per-object
+values, fold means, result rows, TREC run lines and learning curve;
+:meth:`MethodOutcome.from_values`), which is kept on disk in ``pieces/`` of the run folder as
+soon as it is finished (:class:`RunPieces`), so that a rerun with ``resume`` reuses it, sent to
+the metric loggers (:func:`log_outcome`), and the outcomes of all folds and methods are written
+as one run folder (:func:`write_run`): ``results.csv`` (``method, fold, metric, value``),
+``per_object.csv.gz`` (the per-object values behind the paired tests), ``report.md``, a bar
+chart of NDCG@k, and the TREC files ``qrels.trec`` and ``run.METHOD.trec``
+(:mod:`tagtorch.evaluation.trec`). Every file is written whole or not at all
+(:func:`tagtorch.storage.atomic_write`).
+
+A comparison split over several runs (some folds with ``task.protocol.folds=[3,4]``, some
+methods with a subset of ``model=[...]``, or an interrupted run finished by another) is joined
+by :func:`merge_runs` into one folder with the same files, as one run over all those folds and
+methods would have written them::
 
     python -m tagtorch.evaluation.runs OUTPUT RUN [RUN ...] [--title TITLE]
 
@@ -26,20 +35,31 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import json
+import logging
 import re
+import shutil
 import sys
 import zlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Protocol
 
+import numpy as np
 import pandas as pd
+import torch
 import yaml
 
 from tagtorch.evaluation.plots import plot_comparison
 from tagtorch.evaluation.report import markdown_report
 from tagtorch.evaluation.trec import run_file_names
+from tagtorch.storage import atomic_write
 
-__all__ = ["merge_runs", "write_run"]
+__all__ = ["MethodOutcome", "MetricLogger", "RunPieces", "log_outcome", "merge_runs",
+           "write_run"]
+
+log = logging.getLogger(__name__)
 
 #: Settings a merged run's folders must share (dotted paths into their ``config.yaml``).
 SHARED_SETTINGS = (
@@ -51,9 +71,210 @@ _RESULT_COLUMNS = ["method", "fold", "metric", "value"]
 _OBJECT_COLUMNS = ["method", "fold", "object", "metric", "value"]
 
 
+class MetricLogger(Protocol):
+    """What an evaluation needs of a Lightning logger."""
+
+    def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
+        """Logs scalar metrics."""
+        ...
+
+
+@dataclass
+class MethodOutcome:
+    """What one method's evaluation on one fold (or seed) yields; several merge into one.
+
+    Attributes:
+        results: rows ``{"method", "fold", "metric", "value"}`` (the fold means).
+        per_object: frames with the columns ``object, metric, value, method, fold``.
+        means: method -> metric -> fold mean (what the loggers receive).
+        run_lines: method -> its TREC run lines on this fold.
+        curves: frames of per-epoch training records (``epoch, train_loss, ...``, ``method``,
+            ``seed``) of the methods that keep a learning curve.
+    """
+
+    results: list[dict[str, Any]] = field(default_factory=list)
+    per_object: list[pd.DataFrame] = field(default_factory=list)
+    means: dict[str, dict[str, float]] = field(default_factory=dict)
+    run_lines: dict[str, list[str]] = field(default_factory=dict)
+    curves: list[pd.DataFrame] = field(default_factory=list)
+
+    @classmethod
+    def from_values(cls, method: str, fold: int, objects: np.ndarray,
+                    values: Mapping[str, torch.Tensor], extra: Mapping[str, float] = (),
+                    run_lines: Sequence[str] | None = None,
+                    curve: pd.DataFrame | None = None) -> MethodOutcome:
+        """The outcome of per-object metric values.
+
+        Args:
+            method: the method's name.
+            fold: the fold (or seed).
+            objects: ``[N]`` the evaluated objects' ids (object codes, query numbers).
+            values: metric -> ``[N]`` per-object values (NaN: not counted in the mean).
+            extra: further fold figures (timings, training facts), reported after the
+                means of ``values`` in their order.
+            run_lines: the method's TREC run lines (None: none).
+            curve: the method's learning curve (None: none).
+
+        Example:
+            >>> out = MethodOutcome.from_values("m", 3, np.array([7, 9]),
+            ...     {"p@1": torch.tensor([1.0, 0.0]), "map": torch.tensor([0.5, float("nan")])},
+            ...     extra={"fit_seconds": 2.0})
+            >>> out.means
+            {'m': {'p@1': 0.5, 'map': 0.5, 'fit_seconds': 2.0}}
+            >>> out.per_object[0].values.tolist()[:2]
+            [[7, 'p@1', 1.0, 'm', 3], [9, 'p@1', 0.0, 'm', 3]]
+        """
+        frame = pd.DataFrame({k: v.cpu().numpy() for k, v in values.items()})
+        frame.insert(0, "object", objects)
+        frame = frame.melt(id_vars="object", var_name="metric", value_name="value")
+        means = {k: float(torch.nanmean(v).item()) for k, v in values.items()}
+        means.update(extra)
+        return cls(results=[{"method": method, "fold": fold, "metric": k, "value": v}
+                            for k, v in means.items()],
+                   per_object=[frame.assign(method=method, fold=fold)],
+                   means={method: means},
+                   run_lines={} if run_lines is None else {method: list(run_lines)},
+                   curves=[] if curve is None else [curve])
+
+    @classmethod
+    def merge(cls, parts: Sequence[MethodOutcome]) -> MethodOutcome:
+        """One outcome of several (in their order)."""
+        merged = cls()
+        for part in parts:
+            merged.results += part.results
+            merged.per_object += part.per_object
+            merged.means.update(part.means)
+            merged.run_lines.update(part.run_lines)
+            merged.curves += part.curves
+        return merged
+
+    def frames(self) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """The outcome as the frames ``results`` and ``per_object``.
+
+        Returns:
+            ``results`` (``method, fold, metric, value``) and ``per_object`` (``method, fold,
+            object, metric, value``).
+        """
+        results = pd.DataFrame(self.results, columns=_RESULT_COLUMNS)
+        per_object = pd.concat(self.per_object, ignore_index=True)[_OBJECT_COLUMNS]
+        return results, per_object
+
+
+def log_outcome(loggers: Sequence[MetricLogger], outcome: MethodOutcome, step: int) -> None:
+    """Sends each method's means to every logger as ``{method}/test/{metric}`` at ``step``."""
+    for name, means in outcome.means.items():
+        for logger in loggers:
+            logger.log_metrics({f"{name}/test/{k}": v for k, v in means.items()}, step=step)
+
+
+class RunPieces:
+    """Finished (fold, method) outcomes of a run, on disk, each with its settings key.
+
+    A piece is gzipped JSON (``{unit}{k}.{method}.json.gz``, never a pickle): the key, the
+    results, the means, the TREC lines and the per-object frames and learning curves as
+    columns with their dtypes, so a resumed run reports exactly the same numbers. A piece
+    whose key differs from the method's current one is run again; one that cannot be read is
+    run again with a warning naming it.
+
+    Args:
+        folder: the pieces' folder (``pieces/`` of the run folder).
+        keys: method -> everything its outcome on a fold depends on (one string: data
+            fingerprint, method settings, protocol settings); methods without a key are not
+            kept.
+        unit: what a piece's number counts (``"fold"``, ``"seed"``).
+    """
+
+    def __init__(self, folder: Path, keys: Mapping[str, str], unit: str = "fold") -> None:
+        self.folder = folder
+        self.keys = dict(keys)
+        self.unit = unit
+
+    def _path(self, fold: int, name: str) -> Path:
+        safe = re.sub(r"[^\w.-]", "_", name)
+        return self.folder / f"{self.unit}{fold}.{safe}.json.gz"
+
+    def write(self, fold: int, name: str, outcome: MethodOutcome) -> None:
+        """Keeps a finished outcome (atomically: a piece is whole or absent)."""
+        if name not in self.keys:  # a method without settings is not kept
+            return
+        piece = {"key": self.keys[name], "results": outcome.results, "means": outcome.means,
+                 "run_lines": outcome.run_lines,
+                 "per_object": [_frame_to_json(frame) for frame in outcome.per_object],
+                 "curves": [_frame_to_json(frame) for frame in outcome.curves]}
+        with atomic_write(self._path(fold, name)) as partial, \
+                gzip.open(partial, "wt", encoding="utf-8") as out:
+            json.dump(piece, out, default=_json_scalar)
+
+    def read(self, fold: int, name: str) -> MethodOutcome | None:
+        """The kept outcome, or None if there is none, it is unreadable or its settings differ."""
+        path = self._path(fold, name)
+        if name not in self.keys or not path.is_file():
+            return None
+        try:
+            with gzip.open(path, "rt", encoding="utf-8") as handle:
+                saved = json.load(handle)
+            if saved["key"] != self.keys[name]:
+                log.info("%s %d, %s: the kept outcome has other settings; running it again",
+                         self.unit, fold, name)
+                return None
+            return MethodOutcome(results=list(saved["results"]),
+                                 per_object=[_frame_from_json(f) for f in saved["per_object"]],
+                                 means=dict(saved["means"]), run_lines=dict(saved["run_lines"]),
+                                 curves=[_frame_from_json(f) for f in saved["curves"]])
+        except Exception as error:  # any unreadable piece is run again
+            log.warning("%s: unreadable run piece, running %s %d, %s again (%s: %s)", path,
+                        self.unit, fold, name, type(error).__name__, error)
+            return None
+
+    def read_all(self, folds: Sequence[int], names: Sequence[str]) -> dict[tuple[int, str],
+                                                                         MethodOutcome]:
+        """The readable pieces of these folds and methods whose settings match."""
+        done = {(fold, name): piece for fold in folds for name in names
+                if (piece := self.read(fold, name)) is not None}
+        if done:
+            log.info("resuming: %d of %d (%s, method) outcomes read from %s", len(done),
+                     len(folds) * len(names), self.unit, self.folder)
+        return done
+
+    def clear(self) -> None:
+        """Deletes the pieces (once the run's report is written)."""
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _json_scalar(value: Any) -> Any:
+    """A numpy scalar as the Python number JSON writes (``json.dump``'s ``default``)."""
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def _frame_to_json(frame: pd.DataFrame) -> dict[str, Any]:
+    """A frame as JSON-able columns and dtypes (:func:`_frame_from_json` restores it).
+
+    Example:
+        >>> frame = pd.DataFrame({"object": [4, 5], "value": np.array([0.5, np.nan], "float32")})
+        >>> back = _frame_from_json(json.loads(json.dumps(_frame_to_json(frame))))
+        >>> back.dtypes.astype(str).tolist(), back["object"].tolist()
+        (['int64', 'float32'], [4, 5])
+    """
+    return {"columns": {str(c): frame[c].tolist() for c in frame.columns},
+            "dtypes": {str(c): str(frame[c].dtype) for c in frame.columns}}
+
+
+def _frame_from_json(data: Mapping[str, Any]) -> pd.DataFrame:
+    """The frame of :func:`_frame_to_json`."""
+    return pd.DataFrame({c: pd.Series(values, dtype=data["dtypes"][c])
+                         for c, values in data["columns"].items()})
+
+
 def write_run(output_dir: str | Path, results: pd.DataFrame, per_object: pd.DataFrame,
-              title: str, plot_metric: str | None = None) -> str:
-    """Writes a run's ``results.csv``, ``per_object.csv.gz``, ``report.md`` and NDCG chart.
+              title: str, plot_metric: str | None = None, qrels: Sequence[str] | None = None,
+              runs: Mapping[str, Sequence[str]] | None = None) -> str:
+    """Writes a run folder: results, per-object values, report, chart and TREC files.
+
+    Every file is written whole or not at all (:func:`tagtorch.storage.atomic_write`). TREC
+    files of an earlier run into the same folder (``qrels.trec``, ``run*.trec``) that this run
+    does not write are removed, so the folder never mixes two runs' rankings.
 
     Args:
         output_dir: the run folder (created if missing).
@@ -62,6 +283,9 @@ def write_run(output_dir: str | Path, results: pd.DataFrame, per_object: pd.Data
         title: the report's title.
         plot_metric: the metric of the bar chart (``METRIC.png``); default: the first
             ``ndcg@K`` of ``results`` (no chart without one).
+        qrels: the lines of ``qrels.trec`` (None: no file).
+        runs: run file name (:func:`~tagtorch.evaluation.trec.run_file_names`) -> its lines
+            (None: no run files).
 
     Returns:
         The markdown report.
@@ -69,9 +293,19 @@ def write_run(output_dir: str | Path, results: pd.DataFrame, per_object: pd.Data
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     report = markdown_report(results, per_object, title=title)
-    results.to_csv(out / "results.csv", index=False)
-    per_object.to_csv(out / "per_object.csv.gz", index=False)
-    (out / "report.md").write_text(report)
+    with atomic_write(out / "results.csv") as partial:
+        results.to_csv(partial, index=False)
+    with atomic_write(out / "per_object.csv.gz") as partial:
+        per_object.to_csv(partial, index=False, compression="gzip")
+    with atomic_write(out / "report.md") as partial:
+        partial.write_text(report)
+    trec = {**({"qrels.trec": qrels} if qrels is not None else {}), **(runs or {})}
+    for old in [*out.glob("run*.trec"), out / "qrels.trec"]:
+        if old.name not in trec:
+            old.unlink(missing_ok=True)
+    for name, lines in trec.items():
+        with atomic_write(out / name) as partial, open(partial, "w") as handle:
+            handle.writelines(lines)
     if plot_metric is None:
         plot_metric = next((m for m in dict.fromkeys(results["metric"])
                             if re.fullmatch(r"ndcg@\d+", str(m))), None)
@@ -167,31 +401,34 @@ def _read(run: Path, name: str, columns: list[str]) -> pd.DataFrame:
     return frame
 
 
-def _merge_trec(runs: Sequence[Path], run_methods: Sequence[list[str]], methods: list[str],
-                out: Path) -> None:
-    """Concatenates the run files of ``methods``; qrels of each query once (its first run).
+def _merge_trec(runs: Sequence[Path], run_methods: Sequence[list[str]],
+                methods: list[str]) -> tuple[list[str] | None, dict[str, list[str]]]:
+    """The merged TREC files' lines.
 
     ``run_methods`` are each run's own methods, which name its run files.
+
+    Returns:
+        The qrels lines (each query's from its first run; None: no run has qrels) and run file
+        name -> lines (the runs' lines of ``methods``, in run order).
     """
     merged = run_file_names(methods)
-    for name in merged.values():
-        (out / name).unlink(missing_ok=True)
+    run_files: dict[str, list[str]] = {}
     for run, own in zip(runs, run_methods, strict=True):
         for method, name in run_file_names(own).items():
             if method in merged and (run / name).is_file():
-                with open(out / merged[method], "a") as run_file:
-                    run_file.write((run / name).read_text())
+                run_files.setdefault(merged[method], []).extend(
+                    (run / name).read_text().splitlines(keepends=True))
     qrels = [run / "qrels.trec" for run in runs if (run / "qrels.trec").is_file()]
     if not qrels:
-        return
+        return None, run_files
     seen: set[str] = set()
-    with open(out / "qrels.trec", "w") as qrels_file:
-        for path in qrels:
-            lines = path.read_text().splitlines(keepends=True)
-            queries = {line.split(maxsplit=1)[0] for line in lines if line.strip()}
-            qrels_file.writelines(line for line in lines
-                                  if line.strip() and line.split(maxsplit=1)[0] not in seen)
-            seen |= queries
+    kept: list[str] = []
+    for path in qrels:
+        lines = path.read_text().splitlines(keepends=True)
+        queries = {line.split(maxsplit=1)[0] for line in lines if line.strip()}
+        kept += [line for line in lines if line.strip() and line.split(maxsplit=1)[0] not in seen]
+        seen |= queries
+    return kept, run_files
 
 
 def merge_runs(runs: Sequence[str | Path], output_dir: str | Path,
@@ -249,10 +486,12 @@ def merge_runs(runs: Sequence[str | Path], output_dir: str | Path,
         order = {method: i for i, method in enumerate(methods)}
         merged = [frame.sort_values("method", key=lambda m: m.map(order), kind="stable")
                   for frame in merged]
-    _merge_trec(folders, run_methods, list(dict.fromkeys(merged[0]["method"])), out)
+    qrels, run_files = _merge_trec(folders, run_methods,
+                                   list(dict.fromkeys(merged[0]["method"])))
     config = {**configs[folders[0]], "merged_from": [str(run.resolve()) for run in folders]}
-    (out / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-    return write_run(out, merged[0], merged[1], title)
+    with atomic_write(out / "config.yaml") as partial:
+        partial.write_text(yaml.safe_dump(config, sort_keys=False))
+    return write_run(out, merged[0], merged[1], title, qrels=qrels, runs=run_files)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

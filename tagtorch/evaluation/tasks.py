@@ -14,12 +14,9 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from tagtorch.data.folksonomy import Folksonomy
-from tagtorch.evaluation.protocol import (
-    EvaluationResult,
-    MetricLogger,
-    TagRecommendationProtocol,
-    fold_sizes,
-)
+from tagtorch.evaluation.protocol import EvaluationResult, TagRecommendationProtocol, fold_sizes
+from tagtorch.evaluation.runs import MetricLogger
+from tagtorch.storage import atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +75,6 @@ class DescribeTask:
               f"(objects with >= {self.protocol.min_tags} tags)\n")
         print(sizes.to_string(index=False))
         stats["folds"] = sizes.to_dict(orient="records")
-        output_dir.mkdir(parents=True, exist_ok=True)
-        (output_dir / "describe.json").write_text(json.dumps(stats, indent=2))
+        with atomic_write(output_dir / "describe.json") as partial:
+            partial.write_text(json.dumps(stats, indent=2))
         return stats
