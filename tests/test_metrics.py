@@ -517,3 +517,21 @@ def test_dcg_metric_is_the_mean_over_every_list() -> None:
         metric.update(scores, labels, mask)
         values += dcg_at_k(scores, labels.float(), mask, 3).tolist()
     assert metric.compute().item() == pytest.approx(sum(values) / len(values), rel=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_dcg_at_k_of_long_lists_with_ties_follows_candidate_order(seed) -> None:
+    g = torch.Generator().manual_seed(seed)
+    scores = torch.randint(0, 5, (16, 60), generator=g).float()  # many ties, some at the cut
+    scores[torch.rand(16, 60, generator=g) < 0.1] = -math.inf
+    scores[torch.arange(16) % 5 == 0] = torch.rand(60, generator=g)  # some rows without ties
+    labels = torch.randint(0, 3, (16, 60), generator=g).float()
+    mask = torch.rand(16, 60, generator=g) < 0.8
+    for k in (1, 3, 10):
+        got = dcg_at_k(scores, labels, mask, k)
+        for row in range(16):
+            real = [j for j in range(60) if mask[row, j]]
+            ranked = sorted(real, key=lambda j: -scores[row, j].item())  # stable
+            expected = sum(labels[row, j].item() / math.log2(r + 2)
+                           for r, j in enumerate(ranked[:k]))
+            assert got[row].item() == pytest.approx(expected, rel=1e-6, abs=1e-9)
