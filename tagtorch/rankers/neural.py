@@ -203,6 +203,11 @@ def _collate(items: list[tuple[Tensor, ...]]) -> list[Tensor]:
     return _trim([torch.stack(column) for column in zip(*items, strict=True)])
 
 
+def _mean(metric: Metric) -> float:
+    """The metric's mean over the epoch, 0.0 if it saw no list (the sanity check may not)."""
+    return float(metric.compute()) if metric.update_count else 0.0
+
+
 class NeuralRanker(pl.LightningModule):
     """A neural ranker trained on whole candidate lists with a loss of :mod:`tagtorch.losses`.
 
@@ -532,8 +537,3 @@ def _factory_of(name: str, config: Any) -> functools.partial | None:
                          f"{' or '.join(kind.__name__ for kind in _FACTORIES[name])}")
     keywords = {k: v for k, v in config.items() if k not in ("_target_", "_partial_")}
     return functools.partial(found, **keywords)
-
-
-def _mean(metric: Metric) -> float:
-    """The metric's mean over the epoch, 0.0 if it saw no list (the sanity check may not)."""
-    return float(metric.compute()) if metric.update_count else 0.0
