@@ -27,10 +27,30 @@ import pytorch_lightning as pl
 from pytorch_lightning.callbacks import EarlyStopping, ModelCheckpoint
 from pytorch_lightning.loggers import Logger
 from torch.utils.data import DataLoader
+from torchmetrics import Metric
 
 from tagtorch.storage import read_checkpoint
 
-__all__ = ["BestEpoch", "fit_best"]
+__all__ = ["BestEpoch", "epoch_mean", "fit_best"]
+
+
+def epoch_mean(metric: Metric) -> float:
+    """A validation metric's value over the epoch, 0.0 if it saw no batch.
+
+    The validation hooks log it and keep it in the models' ``history_`` (a Python float, as
+    the early-stopping monitor).
+
+    Example:
+        >>> from torchmetrics import MeanMetric
+        >>> metric = MeanMetric()
+        >>> epoch_mean(metric)
+        0.0
+        >>> metric.update(0.5, 2)
+        >>> metric.update(0.2, 3)
+        >>> round(epoch_mean(metric), 4)
+        0.32
+    """
+    return float(metric.compute()) if metric.update_count else 0.0
 
 
 class BestEpoch(NamedTuple):

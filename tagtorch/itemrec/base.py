@@ -46,7 +46,7 @@ from tagtorch.storage import (
     save_tensors,
     write_manifest,
 )
-from tagtorch.training import fit_best
+from tagtorch.training import epoch_mean, fit_best
 
 log = logging.getLogger(__name__)
 
@@ -132,11 +132,6 @@ def _quiet_deterministic() -> Iterator[None]:
     with warnings.catch_warnings(), _deterministic_algorithms():
         warnings.filterwarnings("ignore", "Checkpoint directory .* is not empty")
         yield
-
-
-def _mean(metric: DCG) -> float:
-    """The metric's mean over the epoch, 0.0 if it saw no list."""
-    return float(metric.compute()) if metric.update_count else 0.0
 
 
 class _SetIndex(torch.utils.data.Dataset):
@@ -306,7 +301,7 @@ class FactorModel(pl.LightningModule):
 
     def on_validation_epoch_end(self) -> None:
         """Logs ``val/dcg@10`` (the early-stopping monitor) and ``train/dcg@10``."""
-        val, train = _mean(self.val_dcg), _mean(self.train_dcg)
+        val, train = epoch_mean(self.val_dcg), epoch_mean(self.train_dcg)
         self.log("val/dcg@10", val)
         self.log("train/dcg@10", train)
         if not self.trainer.sanity_checking:

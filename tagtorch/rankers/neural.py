@@ -34,7 +34,7 @@ import torch
 from pytorch_lightning.loggers import CSVLogger
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, TensorDataset
-from torchmetrics import MeanMetric, Metric
+from torchmetrics import MeanMetric
 
 from tagtorch.candidates.candidate_set import CandidateSet
 from tagtorch.losses import get_loss
@@ -49,7 +49,7 @@ from tagtorch.storage import (
     save_tensors,
     write_manifest,
 )
-from tagtorch.training import fit_best
+from tagtorch.training import epoch_mean, fit_best
 
 log = logging.getLogger(__name__)
 
@@ -203,11 +203,6 @@ def _collate(items: list[tuple[Tensor, ...]]) -> list[Tensor]:
     return _trim([torch.stack(column) for column in zip(*items, strict=True)])
 
 
-def _mean(metric: Metric) -> float:
-    """The metric's mean over the epoch, 0.0 if it saw no list (the sanity check may not)."""
-    return float(metric.compute()) if metric.update_count else 0.0
-
-
 class NeuralRanker(pl.LightningModule):
     """A neural ranker trained on whole candidate lists with a loss of :mod:`tagtorch.losses`.
 
@@ -335,7 +330,7 @@ class NeuralRanker(pl.LightningModule):
 
     def on_validation_epoch_end(self) -> None:
         """Logs ``val/ndcg@k`` (the early-stopping monitor) and ``val/loss``."""
-        ndcg, loss = _mean(self.val_ndcg), _mean(self.val_loss)
+        ndcg, loss = epoch_mean(self.val_ndcg), epoch_mean(self.val_loss)
         self.log(self.monitor, ndcg, prog_bar=True)
         self.log("val/loss", loss)
         if not self.trainer.sanity_checking:
