@@ -34,7 +34,6 @@ import torch
 from pytorch_lightning.loggers import CSVLogger
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, TensorDataset
-from torchmetrics import MeanMetric
 
 from tagtorch.candidates.candidate_set import CandidateSet
 from tagtorch.losses import get_loss
@@ -288,7 +287,7 @@ class NeuralRanker(pl.LightningModule):
         self.best_epoch_: int | None = None
         self.history_: list[dict[str, float]] = []
         self.val_ndcg = NDCG(k, empty_target_action="neg")  # gold tags outside count
-        self.val_loss = MeanMetric(nan_strategy="disable").set_dtype(torch.float64)
+        self._val_loss = (0.0, 0)  # the held-out lists' loss sum, and their number
 
     @property
     def monitor(self) -> str:
@@ -318,7 +317,7 @@ class NeuralRanker(pl.LightningModule):
     def on_validation_epoch_start(self) -> None:
         """Resets the held-out metrics."""
         self.val_ndcg.reset()
-        self.val_loss.reset()
+        self._val_loss = (0.0, 0)
 
     def validation_step(self, batch: ListBatch, batch_idx: int) -> None:
         """Accumulates the loss and NDCG@k (with the gold tags outside the list) of a batch."""
@@ -326,11 +325,13 @@ class NeuralRanker(pl.LightningModule):
         scores = self(features, mask).float()
         loss = self.loss_fn(scores, labels, mask, **self.loss_params)
         self.val_ndcg.update(scores, labels, mask, n_relevant)
-        self.val_loss.update(float(loss), len(features))
+        total, lists = self._val_loss
+        self._val_loss = (total + float(loss) * len(features), lists + len(features))
 
     def on_validation_epoch_end(self) -> None:
         """Logs ``val/ndcg@k`` (the early-stopping monitor) and ``val/loss``."""
-        ndcg, loss = epoch_mean(self.val_ndcg), epoch_mean(self.val_loss)
+        total, lists = self._val_loss
+        ndcg, loss = epoch_mean(self.val_ndcg), total / max(lists, 1)
         self.log(self.monitor, ndcg, prog_bar=True)
         self.log("val/loss", loss)
         if not self.trainer.sanity_checking:
