@@ -10,7 +10,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sklearn.metrics import average_precision_score, ndcg_score
+from sklearn.metrics import average_precision_score, dcg_score, ndcg_score
 from torchmetrics.functional.retrieval import (
     retrieval_average_precision,
     retrieval_hit_rate,
@@ -21,6 +21,7 @@ from torchmetrics.functional.retrieval import (
 )
 
 from tagtorch.metrics import (
+    DCG,
     MAP,
     MRR,
     NDCG,
@@ -28,6 +29,8 @@ from tagtorch.metrics import (
     Recall,
     Success,
     average_precision,
+    dcg_at_k,
+    ideal_dcg,
     ndcg_at_k,
     precision_at_k,
     ranking_metrics,
@@ -478,3 +481,57 @@ def test_wrapper_requires_k() -> None:
         NDCG()
     with pytest.raises(ValueError, match="empty_target_action"):
         MRR(empty_target_action="drop")
+
+
+# --------------------------------------------------------------------------------------------
+# the DCG pieces the other modules share (GP fitness, item models, losses)
+
+
+def test_dcg_at_k_matches_sklearn_and_breaks_ties_by_candidate_order() -> None:
+    scores, labels, mask, lengths = random_batch(7, b=20, width=9, graded=True)
+    dcg = dcg_at_k(scores, labels.float(), mask, 5)
+    for row in range(len(scores)):
+        n = int(lengths[row])
+        y, s = labels[row, :n].numpy()[None], scores[row, :n].numpy()[None]
+        expected = dcg_score(y, s, k=5, ignore_ties=True) if n > 1 else float(y[0, 0])
+        assert dcg[row].item() == pytest.approx(expected, rel=1e-5)
+    tied = dcg_at_k(t([0.5, 0.5, 0.5]), t([0.0, 1.0, 2.0]), full_mask(1, 3), 2)
+    assert tied.item() == pytest.approx(1 / math.log2(3))  # candidates 0 and 1 come first
+
+
+def test_ndcg_is_dcg_over_ideal_dcg() -> None:
+    scores, labels, mask, _ = random_batch(8, b=30, width=10, graded=True)
+    n_rel = ((labels > 0) & mask).sum(-1) + torch.arange(30) % 3
+    for k in (1, 3, 5, 12):
+        ratio = dcg_at_k(scores, labels.float(), mask, k) / ideal_dcg(labels.float(), mask, k,
+                                                                       n_rel)
+        torch.testing.assert_close(ratio, ndcg_at_k(scores, labels, mask, k, n_rel),
+                                   equal_nan=True)
+
+
+def test_dcg_metric_is_the_mean_over_every_list() -> None:
+    metric = DCG(k=3)
+    parts = [random_batch(20 + i, b=4, width=5 + i) for i in range(3)]
+    values = []
+    for scores, labels, mask, _ in parts:
+        metric.update(scores, labels, mask)
+        values += dcg_at_k(scores, labels.float(), mask, 3).tolist()
+    assert metric.compute().item() == pytest.approx(sum(values) / len(values), rel=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_dcg_at_k_of_long_lists_with_ties_follows_candidate_order(seed) -> None:
+    g = torch.Generator().manual_seed(seed)
+    scores = torch.randint(0, 5, (16, 60), generator=g).float()  # many ties, some at the cut
+    scores[torch.rand(16, 60, generator=g) < 0.1] = -math.inf
+    scores[torch.arange(16) % 5 == 0] = torch.rand(60, generator=g)  # some rows without ties
+    labels = torch.randint(0, 3, (16, 60), generator=g).float()
+    mask = torch.rand(16, 60, generator=g) < 0.8
+    for k in (1, 3, 10):
+        got = dcg_at_k(scores, labels, mask, k)
+        for row in range(16):
+            real = [j for j in range(60) if mask[row, j]]
+            ranked = sorted(real, key=lambda j: -scores[row, j].item())  # stable
+            expected = sum(labels[row, j].item() / math.log2(r + 2)
+                           for r, j in enumerate(ranked[:k]))
+            assert got[row].item() == pytest.approx(expected, rel=1e-6, abs=1e-9)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import inspect
 import json
 import logging
 import random
@@ -30,11 +29,13 @@ from typing import Any, Protocol, Self, runtime_checkable
 import numpy as np
 import pytorch_lightning as pl
 import torch
-from pytorch_lightning.callbacks import EarlyStopping, ModelCheckpoint
+from pytorch_lightning.callbacks import ModelCheckpoint
 from torch import Tensor, nn
 from torch.utils.data import DataLoader
 
 from tagtorch.itemrec.data import ItemRecData, Queries, UserTagSets
+from tagtorch.metrics import functional
+from tagtorch.metrics.retrieval import DCG
 from tagtorch.storage import (
     UnreadableFileError,
     class_name,
@@ -45,6 +46,7 @@ from tagtorch.storage import (
     save_tensors,
     write_manifest,
 )
+from tagtorch.training import epoch_mean, fit_best
 
 log = logging.getLogger(__name__)
 
@@ -74,10 +76,10 @@ class ItemRanker(Protocol):
 
 
 def dcg_at_k(scores: Tensor, labels: Tensor, mask: Tensor, k: int = 10) -> Tensor:
-    """DCG@k ``[B]`` with linear gain, ``sum_{r <= k} label_r / log2(r + 1)``.
+    """DCG@k ``[B]`` of item rankings ``[B, I]``: :func:`tagtorch.metrics.functional.dcg_at_k`.
 
-    Items are ranked by score among those where ``mask [B, I]`` is True (by ``torch.topk``:
-    the order of tied scores is unspecified).
+    Linear gain, ``sum_{r <= k} label_r / log2(r + 1)`` over the items where ``mask`` is True,
+    ranked by score, ties by item order; ``k = 10`` as in the Do-Rank paper's curves.
 
     Example:
         >>> dcg = dcg_at_k(torch.tensor([[0.1, 0.9, 0.5]]), torch.tensor([[1.0, 0.0, 1.0]]),
@@ -85,12 +87,7 @@ def dcg_at_k(scores: Tensor, labels: Tensor, mask: Tensor, k: int = 10) -> Tenso
         >>> [round(v, 4) for v in dcg.tolist()]
         [0.6309]
     """
-    masked = scores.masked_fill(~mask, -torch.inf)
-    k = min(k, scores.shape[-1])
-    top = torch.topk(masked, k, dim=-1, sorted=True).indices
-    gains = labels.gather(1, top) * mask.gather(1, top)
-    discount = 1.0 / torch.log2(torch.arange(2, k + 2, device=scores.device, dtype=scores.dtype))
-    return (gains * discount).sum(-1)
+    return functional.dcg_at_k(scores, labels.to(scores.dtype), mask, k)
 
 
 def score_queries(ranker: ItemRanker, queries: Queries, n_items: int, batch_size: int = 1024,
@@ -123,6 +120,18 @@ def _deterministic_algorithms() -> Iterator[None]:
         yield
     finally:
         torch.use_deterministic_algorithms(enabled, warn_only=warn_only)
+
+
+@contextlib.contextmanager
+def _quiet_deterministic() -> Iterator[None]:
+    """Training's context: deterministic algorithms, no warning about the run folder's files.
+
+    The folder is the training's own (:meth:`FactorModel.run_folder`): its checkpoints are no
+    surprise to Lightning's "not empty" check.
+    """
+    with warnings.catch_warnings(), _deterministic_algorithms():
+        warnings.filterwarnings("ignore", "Checkpoint directory .* is not empty")
+        yield
 
 
 class _SetIndex(torch.utils.data.Dataset):
@@ -230,7 +239,8 @@ class FactorModel(pl.LightningModule):
         self.data: ItemRecData | None = None
         self.best_epoch_: int | None = None
         self.history_: list[dict[str, float]] = []
-        self._sums = [0.0, 0, 0.0, 0]
+        self.val_dcg = DCG(10)  # the validation queries' DCG@10: early stopping
+        self.train_dcg = DCG(10)  # a sample of the training sets': the learning curve
         self._loss_sum: Tensor | float = 0.0
         self._loss_count = 0
 
@@ -278,22 +288,20 @@ class FactorModel(pl.LightningModule):
         return loss
 
     def on_validation_epoch_start(self) -> None:
-        """Resets the DCG sums."""
-        self._sums = [0.0, 0, 0.0, 0]
+        """Resets the DCG metrics."""
+        self.val_dcg.reset()
+        self.train_dcg.reset()
 
     def validation_step(self, batch: list[Tensor], batch_idx: int,
                         dataloader_idx: int = 0) -> None:
         """DCG@10 of validation queries (loader 0) or of training sets (loader 1)."""
         users, tags, labels, mask = batch
-        dcg = dcg_at_k(self.score(users, tags), labels, mask, 10)
-        slot = 0 if dataloader_idx == 0 else 2
-        self._sums[slot] += float(dcg.sum())
-        self._sums[slot + 1] += len(users)
+        metric = self.val_dcg if dataloader_idx == 0 else self.train_dcg
+        metric.update(self.score(users, tags), labels, mask)
 
     def on_validation_epoch_end(self) -> None:
         """Logs ``val/dcg@10`` (the early-stopping monitor) and ``train/dcg@10``."""
-        val = self._sums[0] / max(int(self._sums[1]), 1)
-        train = self._sums[2] / max(int(self._sums[3]), 1)
+        val, train = epoch_mean(self.val_dcg), epoch_mean(self.train_dcg)
         self.log("val/dcg@10", val)
         self.log("train/dcg@10", train)
         if not self.trainer.sanity_checking:
@@ -511,15 +519,9 @@ class FactorModel(pl.LightningModule):
             folder = Path(scratch.name)
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "settings.json").write_text(json.dumps(json.loads(self._key), indent=1))
-        best = ModelCheckpoint(dirpath=folder, filename="best", monitor="val/dcg@10",
-                               mode="max", save_top_k=1, enable_version_counter=False)
         # every epoch (no monitor: the newest is kept), for resuming after an interruption
         latest = ModelCheckpoint(dirpath=folder, filename="last", save_top_k=1,
                                  enable_version_counter=False)
-        stop = EarlyStopping("val/dcg@10", mode="max", patience=self.patience)
-        make = self.init_args["trainer"] or (lambda **kw: pl.Trainer(max_epochs=50, **kw))
-        trainer = make(callbacks=[best, latest, stop], logger=False, enable_checkpointing=True,
-                       enable_model_summary=False, num_sanity_val_steps=0)
         resume = self._resumable(folder)
         if resume is not None:
             log.info("%s: resuming from %s", self.run_name, resume)
@@ -528,20 +530,15 @@ class FactorModel(pl.LightningModule):
                 (folder / name).unlink(missing_ok=True)
         # the batch order's generator: its state is checkpointed and restored on resumption
         self._loader_generator = torch.Generator().manual_seed(self.seed)
-        safe = ({"weights_only": True}
-                if "weights_only" in inspect.signature(trainer.fit).parameters else {})
         try:
-            with warnings.catch_warnings(), _deterministic_algorithms():
-                # the folder is this training's own: its files are no surprise
-                warnings.filterwarnings("ignore", "Checkpoint directory .* is not empty")
-                trainer.fit(self, self._train_loader(data.train_sets, self._loader_generator),
-                            [self._query_loader(data.val_queries, data.n_items),
-                             self._query_loader(self._train_queries(data), data.n_items)],
-                            ckpt_path=None if resume is None else str(resume), **safe)
-            if (folder / "best.ckpt").is_file():
-                state = read_checkpoint(folder / "best.ckpt")
-                self.load_state_dict(state["state_dict"])
-                self.best_epoch_ = int(state["epoch"])
+            best = fit_best(
+                self, self._train_loader(data.train_sets, self._loader_generator),
+                [self._query_loader(data.val_queries, data.n_items),
+                 self._query_loader(self._train_queries(data), data.n_items)],
+                monitor="val/dcg@10", folder=folder, best_name="best", patience=self.patience,
+                trainer=self.init_args["trainer"], max_epochs=50, extra_callbacks=[latest],
+                ckpt_path=resume, fit_context=_quiet_deterministic, num_sanity_val_steps=0)
+            self.best_epoch_ = best.epoch
             (folder / "last.ckpt").unlink(missing_ok=True)  # finished: a later fit starts over
         finally:
             self.data = None

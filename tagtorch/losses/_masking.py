@@ -1,5 +1,8 @@
 """Shared private helpers of :mod:`tagtorch.losses`: input checks, masking, pairs, gains, DCG.
 
+The DCG discount and the ideal order come from :mod:`tagtorch.metrics.functional`, the one
+NDCG implementation.
+
 Every helper works on a batch of ``B`` padded candidate lists of width ``L`` with a bool
 ``mask [B, L]`` that is ``True`` at real candidates.
 
@@ -17,6 +20,8 @@ from typing import Literal, NamedTuple
 import torch
 import torch.nn.functional as F  # noqa: N812
 from torch import Tensor
+
+from tagtorch.metrics.functional import dcg_discount, ideal_gains
 
 Gain = Literal["linear", "exp"]
 """Gain of a relevance label ``y``: ``"linear"`` is ``y``, ``"exp"`` is ``2^y - 1``."""
@@ -114,14 +119,6 @@ def gain_values(labels: Tensor, gain: str) -> Tensor:
     raise ValueError(f"gain must be 'linear' or 'exp', got {gain!r}")
 
 
-def dcg_discount(ranks: Tensor, k: int | None = None) -> Tensor:
-    """DCG discount ``1 / log2(1 + rank)`` of ranks ``>= 1`` (any shape), ``0`` beyond ``k``."""
-    discount = 1.0 / torch.log2(1.0 + ranks)
-    if k is None:
-        return discount
-    return torch.where(ranks <= k, discount, torch.zeros_like(discount))
-
-
 def position_discount(width: int, k: int | None, like: Tensor) -> Tensor:
     """Discounts ``[width]`` of the positions ``1..width`` (dtype and device of ``like``)."""
     positions = torch.arange(1, width + 1, dtype=like.dtype, device=like.device)
@@ -129,9 +126,16 @@ def position_discount(width: int, k: int | None, like: Tensor) -> Tensor:
 
 
 def ideal_dcg(gains: Tensor, k: int | None = None) -> Tensor:
-    """Ideal DCG(@k) ``[B]`` of gains ``[B, L]`` (``>= 0``, ``0`` at padding)."""
-    ordered = gains.sort(dim=-1, descending=True).values
-    return (ordered * position_discount(gains.shape[-1], k, gains)).sum(-1)
+    """Ideal DCG(@k) ``[B]`` of gains ``[B, L]`` (``>= 0``, ``0`` at padding).
+
+    The ideal order and the discounts are those of :mod:`tagtorch.metrics.functional`
+    (:func:`~tagtorch.metrics.functional.ideal_gains`,
+    :func:`~tagtorch.metrics.functional.dcg_discount`). Unlike
+    :func:`~tagtorch.metrics.functional.ideal_dcg` (the metrics' normalizer: linear gain, the
+    list cut at ``k`` before summing), the gains may be exponential and the sum runs over the
+    whole width with zero discounts beyond ``k``: the losses' values keep their rounding.
+    """
+    return (ideal_gains(gains) * position_discount(gains.shape[-1], k, gains)).sum(-1)
 
 
 def ndcg_ratio(dcg: Tensor, idcg: Tensor) -> tuple[Tensor, Tensor]:

@@ -9,7 +9,6 @@ from tagtorch.losses._masking import (
     Gain,
     check_positive,
     check_shapes,
-    dcg_discount,
     gain_values,
     ideal_dcg,
     mean_over_lists,
@@ -18,6 +17,7 @@ from tagtorch.losses._masking import (
     prepare,
     zero_padding,
 )
+from tagtorch.metrics.functional import dcg_discount
 
 __all__ = ["approx_ranks", "approxndcg_loss"]
 

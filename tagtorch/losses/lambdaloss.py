@@ -11,7 +11,6 @@ from tagtorch.losses._masking import (
     Reduction,
     check_k,
     check_positive,
-    dcg_discount,
     gain_values,
     ideal_dcg,
     mean_over_lists,
@@ -23,6 +22,7 @@ from tagtorch.losses._masking import (
     ranks_by_score,
     reduce_pairs,
 )
+from tagtorch.metrics.functional import dcg_discount
 
 __all__ = ["lambdaloss"]
 

@@ -9,7 +9,6 @@ from tagtorch.losses._masking import (
     Reduction,
     check_k,
     check_positive,
-    dcg_discount,
     gain_values,
     ideal_dcg,
     mean_over_lists,
@@ -21,6 +20,7 @@ from tagtorch.losses._masking import (
     ranks_by_score,
     reduce_pairs,
 )
+from tagtorch.metrics.functional import dcg_discount
 
 __all__ = ["lambdarank_loss"]
 

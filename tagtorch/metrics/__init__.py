@@ -7,6 +7,10 @@ from tagtorch.metrics.functional import (
     METRIC_NAMES,
     EmptyTargetAction,
     average_precision,
+    dcg_at_k,
+    dcg_discount,
+    ideal_dcg,
+    ideal_gains,
     ndcg_at_k,
     precision_at_k,
     ranking_metrics,
@@ -14,9 +18,19 @@ from tagtorch.metrics.functional import (
     reciprocal_rank,
     success_at_k,
 )
-from tagtorch.metrics.retrieval import MAP, MRR, NDCG, Precision, RankingMetric, Recall, Success
+from tagtorch.metrics.retrieval import (
+    DCG,
+    MAP,
+    MRR,
+    NDCG,
+    Precision,
+    RankingMetric,
+    Recall,
+    Success,
+)
 
 __all__ = [
+    "DCG",
     "MAP",
     "METRIC_NAMES",
     "MRR",
@@ -27,6 +41,10 @@ __all__ = [
     "Recall",
     "Success",
     "average_precision",
+    "dcg_at_k",
+    "dcg_discount",
+    "ideal_dcg",
+    "ideal_gains",
     "ndcg_at_k",
     "precision_at_k",
     "ranking_metrics",

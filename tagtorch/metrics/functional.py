@@ -61,6 +61,10 @@ __all__ = [
     "METRIC_NAMES",
     "EmptyTargetAction",
     "average_precision",
+    "dcg_at_k",
+    "dcg_discount",
+    "ideal_dcg",
+    "ideal_gains",
     "ndcg_at_k",
     "precision_at_k",
     "ranking_metrics",
@@ -152,6 +156,149 @@ def _validate(
     return scores, labels_f, n_rel, n_present
 
 
+def _order(scores: Tensor, mask: Tensor) -> Tensor:
+    """``[B, L]`` candidate indices in rank order: by score, ties by position, padding last."""
+    # Sort by score (descending, stable: ties keep candidate order), then move padding last
+    # with a second stable sort, which keeps the order of the real candidates.
+    order = torch.sort(scores.detach(), dim=-1, descending=True, stable=True).indices
+    real_first = torch.sort(
+        mask.gather(-1, order).to(torch.uint8), dim=-1, descending=True, stable=True
+    ).indices
+    return order.gather(-1, real_first)
+
+
+def _top_order(scores: Tensor, mask: Tensor, k: int) -> Tensor:
+    """``[B, min(k, L)]``: the first ``k`` columns of :func:`_order`, without a full sort.
+
+    ``torch.topk`` finds the top ``k`` of long lists (e.g. every item) much faster than a sort,
+    but leaves the order of equal scores unspecified. Its result is put in candidate order
+    among equal scores; a list where scores equal to the ``k``-th one fall outside the top
+    ``k`` (a tie at the cut), or with a NaN, or with fewer than ``k`` finite real scores, is
+    ranked by :func:`_order` instead.
+    """
+    s = scores.detach()
+    low = torch.full((), -math.inf, dtype=s.dtype, device=s.device)
+    masked = torch.where(mask, s, low)
+    width = min(k, s.shape[-1])
+    extra = int(width < s.shape[-1])  # one more score: is there a tie at the cut?
+    top = torch.topk(masked, width + extra, dim=-1, sorted=True)
+    cut = top.values[:, width - 1]
+    clean = (cut > low) & ~torch.isnan(top.values).any(-1)  # topk ranks NaN first
+    if extra:
+        clean &= top.values[:, width] < cut
+    index = top.indices[:, :width].sort(dim=-1).values
+    ranked = masked.gather(-1, index).sort(dim=-1, descending=True, stable=True).indices
+    order = index.gather(-1, ranked)
+    if not bool(clean.all()):
+        rows = ~clean
+        order[rows] = _order(s[rows], mask[rows])[:, :width]
+    return order
+
+
+def dcg_discount(ranks: Tensor, k: int | None = None) -> Tensor:
+    """DCG discount ``1 / log2(rank + 1)`` of ranks ``>= 1`` (any shape), ``0`` beyond ``k``.
+
+    Args:
+        ranks: float ranks, starting at 1 (any shape; the losses pass smoothed ranks).
+        k: cut-off: ranks above ``k`` get 0; None: no cut-off.
+
+    Returns:
+        The discounts, of the shape and dtype of ``ranks``.
+
+    Example:
+        >>> [round(v, 4) for v in dcg_discount(torch.tensor([1.0, 2.0, 3.0]), k=2).tolist()]
+        [1.0, 0.6309, 0.0]
+    """
+    discount = 1.0 / torch.log2(1.0 + ranks)
+    if k is None:
+        return discount
+    return torch.where(ranks <= k, discount, torch.zeros_like(discount))
+
+
+def ideal_gains(gains: Tensor, n_missing: Tensor | None = None, k: int = 0) -> Tensor:
+    """The ideal ranking's gains: ``gains`` sorted descending, with the missing items.
+
+    Args:
+        gains: ``[B, L]`` gains, ``>= 0``, 0 at padding.
+        n_missing: ``[B]`` relevant items absent from the list (``>= 0``), each of gain 1;
+            None: none.
+        k: how many missing items at most may count (those beyond rank ``k`` do not matter
+            at cut-off ``k``).
+
+    Returns:
+        ``[B, L + k]`` (``[B, L]`` without ``n_missing``) gains in ideal rank order.
+
+    Example:
+        >>> ideal_gains(torch.tensor([[0.0, 2.0, 1.0]]), torch.tensor([1]), k=2).tolist()
+        [[2.0, 1.0, 1.0, 0.0, 0.0]]
+    """
+    if n_missing is not None:
+        ones = torch.arange(k, device=gains.device) < n_missing.unsqueeze(-1)
+        gains = torch.cat([gains, ones.to(gains.dtype)], dim=-1)
+    return torch.sort(gains, dim=-1, descending=True).values
+
+
+def ideal_dcg(labels: Tensor, mask: Tensor, k: int, n_relevant: Tensor | None = None) -> Tensor:
+    """Ideal DCG@k of each list, the normalizer of :func:`ndcg_at_k` (linear gain).
+
+    The list's own labels with ``n_relevant - (relevant candidates present)`` missing relevant
+    items of gain 1, sorted descending, cut at ``k``. Inputs are not validated.
+
+    Args:
+        labels: ``[B, L]`` float relevance grades, ``>= 0``.
+        mask: ``[B, L]`` bool, ``True`` for real candidates.
+        k: cut-off, ``>= 1``.
+        n_relevant: ``[B]`` relevant items per list, including missing ones; default: present.
+
+    Returns:
+        ``[B]`` ideal DCG@k, in the dtype of ``labels``.
+
+    Example:
+        >>> labels = torch.tensor([[1.0, 0.0, 1.0]])
+        >>> mask = torch.ones(1, 3, dtype=torch.bool)
+        >>> [round(v, 4) for v in ideal_dcg(labels, mask, k=3).tolist()]  # 1 + 1 / log2(3)
+        [1.6309]
+        >>> [round(v, 4) for v in ideal_dcg(labels, mask, 3, torch.tensor([3])).tolist()]
+        [2.1309]
+    """
+    labels = torch.where(mask, labels, torch.zeros_like(labels))
+    present = (labels > 0).sum(-1)
+    missing = torch.zeros_like(present) if n_relevant is None else (n_relevant - present).clamp(
+        min=0)
+    ideal = ideal_gains(labels, missing, k)[:, :k]
+    positions = torch.arange(1, k + 1, device=labels.device, dtype=labels.dtype)
+    return (ideal * dcg_discount(positions)).sum(-1)
+
+
+def dcg_at_k(scores: Tensor, labels: Tensor, mask: Tensor, k: int) -> Tensor:
+    """DCG@k of each list, ``sum over rank r <= k of label_r / log2(r + 1)`` (linear gain).
+
+    The convention of this module: real candidates ranked by score, ties by candidate order,
+    padding never ranked (a list shorter than ``k`` sums over its real candidates). Inputs are
+    not validated.
+
+    Args:
+        scores: ``[B, L]`` candidate scores.
+        labels: ``[B, L]`` float relevance grades, ``>= 0``.
+        mask: ``[B, L]`` bool, ``True`` for real candidates.
+        k: cut-off, ``>= 1``.
+
+    Returns:
+        ``[B]`` DCG@k, in the dtype of ``labels``.
+
+    Example:
+        >>> scores = torch.tensor([[0.1, 0.9, 0.5], [0.5, 0.5, 0.5]])
+        >>> labels = torch.tensor([[1.0, 0.0, 1.0], [0.0, 1.0, 0.0]])
+        >>> dcg = dcg_at_k(scores, labels, torch.ones(2, 3, dtype=torch.bool), k=2)
+        >>> [round(v, 4) for v in dcg.tolist()]  # ties: candidate order
+        [0.6309, 0.6309]
+    """
+    top = _top_order(scores, mask, k)
+    gains = labels.gather(1, top) * mask.gather(1, top)
+    positions = torch.arange(1, top.shape[1] + 1, device=labels.device, dtype=labels.dtype)
+    return (gains * dcg_discount(positions)).sum(-1)
+
+
 def _rank(
     scores: Tensor,
     labels: Tensor,
@@ -169,18 +316,11 @@ def _rank(
         labels_f = labels_f.new_zeros((labels_f.shape[0], 1))
         mask = mask.new_zeros((mask.shape[0], 1))
     dtype, device = labels_f.dtype, labels_f.device
-    # Sort by score (descending, stable: ties keep candidate order), then move padding last
-    # with a second stable sort, which keeps the order of the real candidates.
-    order = torch.sort(scores.detach(), dim=-1, descending=True, stable=True).indices
-    real_first = torch.sort(
-        mask.gather(-1, order).to(torch.uint8), dim=-1, descending=True, stable=True
-    ).indices
-    order = order.gather(-1, real_first)
-    gains = labels_f.gather(-1, order)
+    gains = labels_f.gather(-1, _order(scores, mask))
     length = scores.shape[1]
     width = max(length, length + ideal_width)
     positions = torch.arange(1, width + 1, device=device, dtype=dtype)
-    discount = 1.0 / torch.log2(positions + 1.0)
+    discount = dcg_discount(positions)
     return _Ranked(
         gains=gains,
         rel=(gains > 0).to(dtype),
@@ -205,8 +345,7 @@ def _empty(values: Tensor, n_relevant: Tensor, action: str) -> Tensor:
 
 def _ideal_prefix(r: _Ranked, k: int) -> Tensor:
     """Cumulative ideal DCG ``[B, L + k]`` (own labels plus missing items of gain 1)."""
-    ones = (torch.arange(k, device=r.labels.device) < r.n_missing.unsqueeze(-1)).to(r.labels.dtype)
-    ideal = torch.sort(torch.cat([r.labels, ones], dim=-1), dim=-1, descending=True).values
+    ideal = ideal_gains(r.labels, r.n_missing, k)
     return torch.cumsum(ideal * r.discount[: ideal.shape[1]], dim=-1)
 
 

@@ -29,6 +29,7 @@ from tagtorch.metrics.functional import (
     EmptyTargetAction,
     _check_k,
     average_precision,
+    dcg_at_k,
     ndcg_at_k,
     precision_at_k,
     recall_at_k,
@@ -36,7 +37,7 @@ from tagtorch.metrics.functional import (
     success_at_k,
 )
 
-__all__ = ["MAP", "MRR", "NDCG", "Precision", "RankingMetric", "Recall", "Success"]
+__all__ = ["DCG", "MAP", "MRR", "NDCG", "Precision", "RankingMetric", "Recall", "Success"]
 
 
 class RankingMetric(Metric):
@@ -72,9 +73,9 @@ class RankingMetric(Metric):
             raise ValueError(f"unknown empty_target_action {empty_target_action!r}")
         self.k = k
         self.empty_target_action: EmptyTargetAction = empty_target_action
-        self.add_state("total", torch.tensor(0.0), dist_reduce_fx="sum")
+        # float64: the sum of many float32 per-list values loses no precision
+        self.add_state("total", torch.tensor(0.0, dtype=torch.float64), dist_reduce_fx="sum")
         self.add_state("count", torch.tensor(0, dtype=torch.long), dist_reduce_fx="sum")
-
 
     def update(
         self, scores: Tensor, labels: Tensor, mask: Tensor, n_relevant: Tensor | None = None
@@ -87,16 +88,50 @@ class RankingMetric(Metric):
             mask: ``[B, L]`` bool, ``True`` for real candidates.
             n_relevant: ``[B]`` relevant items per list, including missing ones.
         """
-        values = type(self).function(
-            scores.detach(), labels, mask, self.k, n_relevant, self.empty_target_action
-        )
+        values = self._values(scores.detach(), labels, mask, n_relevant)
         kept = ~torch.isnan(values)
         self.total += values[kept].sum().to(self.total.dtype)
         self.count += kept.sum()
 
+    def _values(
+        self, scores: Tensor, labels: Tensor, mask: Tensor, n_relevant: Tensor | None
+    ) -> Tensor:
+        """Per-list values ``[B]`` (NaN for the lists left out)."""
+        return type(self).function(
+            scores, labels, mask, self.k, n_relevant, self.empty_target_action
+        )
+
     def compute(self) -> Tensor:
         """Mean of the per-list values seen so far (NaN if none was counted)."""
         return self.total / self.count
+
+
+class DCG(RankingMetric):
+    """Mean DCG@k (:func:`~tagtorch.metrics.functional.dcg_at_k`), over every list.
+
+    Not normalized, so a list with no relevant item counts, with DCG 0 (there is no
+    ``empty_target_action``); ``n_relevant`` is ignored.
+
+    Example:
+        >>> m = DCG(k=2)
+        >>> m.update(torch.tensor([[0.1, 0.9, 0.5]]), torch.tensor([[1.0, 0.0, 1.0]]),
+        ...          torch.ones(1, 3, dtype=torch.bool))
+        >>> m.update(torch.tensor([[0.1, 0.9]]), torch.tensor([[0.0, 0.0]]),
+        ...          torch.ones(1, 2, dtype=torch.bool))
+        >>> round(float(m.compute()), 4)  # (1 / log2(3) + 0) / 2
+        0.3155
+    """
+
+    function = staticmethod(dcg_at_k)
+
+    def __init__(self, k: int, **kwargs: object) -> None:
+        super().__init__(k, "neg", **kwargs)
+
+    def _values(
+        self, scores: Tensor, labels: Tensor, mask: Tensor, n_relevant: Tensor | None
+    ) -> Tensor:
+        assert self.k is not None
+        return dcg_at_k(scores, labels.to(scores.dtype), mask, self.k)
 
 
 class NDCG(RankingMetric):

@@ -57,6 +57,7 @@ from torch import Tensor
 from tqdm import tqdm
 
 from tagtorch.candidates.candidate_set import CandidateSet
+from tagtorch.metrics.functional import ideal_dcg
 from tagtorch.rankers.base import BaseRanker, write_json
 from tagtorch.storage import UnreadableFileError, read_json
 
@@ -269,21 +270,14 @@ def _guard(scores: Tensor, mask: Tensor) -> Tensor:
     return torch.where(mask, finite, torch.full_like(finite, -math.inf))
 
 
-def _ideal_dcg(labels: Tensor, mask: Tensor, n_relevant: Tensor, k: int) -> Tensor:
-    """``[B]`` ideal DCG@k: own labels plus the missing relevant items (gain 1)."""
-    labels = torch.where(mask, labels, torch.zeros_like(labels))
-    missing = (n_relevant - (labels > 0).sum(-1)).clamp(min=0)
-    ones = (torch.arange(k, device=labels.device) < missing.unsqueeze(-1)).to(labels.dtype)
-    ideal = torch.sort(torch.cat([labels, ones], -1), -1, descending=True).values[:, :k]
-    discount = 1.0 / torch.log2(torch.arange(2, k + 2, device=labels.device, dtype=labels.dtype))
-    return (ideal * discount).sum(-1)
-
-
 def _dcg_top_k(guarded: Tensor, labels: Tensor, k: int) -> Tensor:
     """``[B]`` DCG@k of guarded scores (finite, -inf at padding), by ``k`` arg-max passes.
 
     ``argmax`` returns the first maximum, so ties go to the earlier candidate, as in a stable
-    descending sort. ``guarded`` is overwritten.
+    descending sort (the ranking of :func:`tagtorch.metrics.functional.dcg_at_k`, whose sort
+    of whole lists this avoids). ``guarded`` is overwritten. The DCG is accumulated rank by
+    rank, as the GP fitness always was: another summation order would round differently and
+    could change which individuals survive.
     """
     b, length = guarded.shape
     dcg = torch.zeros(b, dtype=labels.dtype, device=labels.device)
@@ -304,8 +298,9 @@ def ndcg_top_k(
     """NDCG@k of each list, as :func:`~tagtorch.metrics.functional.ndcg_at_k`, without a sort.
 
     The GP fitness: ``k`` arg-max passes find the top ``k`` (ties by candidate order), which is
-    much cheaper than sorting whole lists when ``k`` is small. Inputs are not validated;
-    non-finite scores rank as the largest finite magnitudes (NaN last).
+    much cheaper than sorting whole lists when ``k`` is small; the ideal DCG is
+    :func:`~tagtorch.metrics.functional.ideal_dcg`. Inputs are not validated; non-finite
+    scores rank as the largest finite magnitudes (NaN last).
 
     Args:
         scores: ``[B, L]`` candidate scores.
@@ -328,7 +323,7 @@ def ndcg_top_k(
     labels = torch.where(mask, labels.to(scores.dtype), torch.zeros((), dtype=scores.dtype))
     if n_relevant is None:
         n_relevant = (labels > 0).sum(-1)
-    idcg = _ideal_dcg(labels, mask, n_relevant, k)
+    idcg = ideal_dcg(labels, mask, k, n_relevant)
     dcg = _dcg_top_k(_guard(scores, mask), labels, k)
     ndcg = dcg / torch.where(idcg > 0, idcg, torch.ones_like(idcg))
     return torch.where(n_relevant > 0, ndcg, torch.full_like(ndcg, math.nan))
@@ -350,7 +345,7 @@ class _Lists:
         self.columns = features[useful].movedim(-1, 0).contiguous()  # [F, B', L]
         self.labels = labels[useful]
         self.mask = mask[useful]
-        self.idcg = _ideal_dcg(self.labels, self.mask, lists.n_relevant[useful], k)
+        self.idcg = ideal_dcg(self.labels, self.mask, k, lists.n_relevant[useful])
         self.k = k
 
     def fitness(self, function: Callable[[Tensor], Tensor]) -> float:

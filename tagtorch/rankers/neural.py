@@ -30,16 +30,16 @@ from typing import Any, Literal, Self
 
 import pytorch_lightning as pl
 import torch
-from pytorch_lightning.callbacks import EarlyStopping, ModelCheckpoint
 from pytorch_lightning.loggers import CSVLogger
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from tagtorch.candidates.candidate_set import CandidateSet
 from tagtorch.losses import get_loss
-from tagtorch.metrics.functional import ndcg_at_k
+from tagtorch.metrics.retrieval import NDCG
 from tagtorch.rankers.base import BaseRanker, check_feature_names
 from tagtorch.storage import UnreadableFileError, load_tensors, plain_json, save_tensors
+from tagtorch.training import epoch_mean, fit_best
 
 log = logging.getLogger(__name__)
 
@@ -271,7 +271,8 @@ class NeuralRanker(BaseRanker, pl.LightningModule):
         self.scorer: nn.Module | None = None
         self.best_epoch_: int | None = None
         self.history_: list[dict[str, float]] = []
-        self._val_sums = [0.0, 0.0, 0]  # NDCG sum, loss sum, lists
+        self.val_ndcg = NDCG(k, empty_target_action="neg")  # gold tags outside count
+        self._val_loss = (0.0, 0)  # the held-out lists' loss sum, and their number
 
     @property
     def init_args(self) -> dict[str, Any]:
@@ -304,29 +305,28 @@ class NeuralRanker(BaseRanker, pl.LightningModule):
         return loss
 
     def on_validation_epoch_start(self) -> None:
-        """Resets the held-out sums."""
-        self._val_sums = [0.0, 0.0, 0]
+        """Resets the held-out metrics."""
+        self.val_ndcg.reset()
+        self._val_loss = (0.0, 0)
 
     def validation_step(self, batch: ListBatch, batch_idx: int) -> None:
         """Accumulates the loss and NDCG@k (with the gold tags outside the list) of a batch."""
         features, labels, mask, n_relevant = batch
         scores = self(features, mask).float()
         loss = self.loss_fn(scores, labels, mask, **self.loss_params)
-        ndcg = ndcg_at_k(scores, labels, mask, self.k, n_relevant=n_relevant,
-                         empty_target_action="neg")
-        self._val_sums[0] += float(ndcg.sum())
-        self._val_sums[1] += float(loss) * len(features)
-        self._val_sums[2] += len(features)
+        self.val_ndcg.update(scores, labels, mask, n_relevant)
+        total, lists = self._val_loss
+        self._val_loss = (total + float(loss) * len(features), lists + len(features))
 
     def on_validation_epoch_end(self) -> None:
         """Logs ``val/ndcg@k`` (the early-stopping monitor) and ``val/loss``."""
-        ndcg_sum, loss_sum, n = self._val_sums
-        n = max(int(n), 1)
-        self.log(self.monitor, ndcg_sum / n, prog_bar=True)
-        self.log("val/loss", loss_sum / n)
+        total, lists = self._val_loss
+        ndcg, loss = epoch_mean(self.val_ndcg), total / max(lists, 1)
+        self.log(self.monitor, ndcg, prog_bar=True)
+        self.log("val/loss", loss)
         if not self.trainer.sanity_checking:
-            self.history_.append({"epoch": float(self.current_epoch), "val_ndcg": ndcg_sum / n,
-                                  "val_loss": loss_sum / n})
+            self.history_.append({"epoch": float(self.current_epoch), "val_ndcg": ndcg,
+                                  "val_loss": loss})
 
     def configure_optimizers(self) -> Any:
         """The optimizer (default AdamW, lr 1e-3) and the optional per-epoch scheduler."""
@@ -373,29 +373,18 @@ class NeuralRanker(BaseRanker, pl.LightningModule):
         train = train[useful]
         self.history_ = []
         with tempfile.TemporaryDirectory(prefix="tagtorch-ckpt-") as scratch:
-            directory = Path(self.init_args["checkpoint_dir"] or scratch)
-            checkpoint = ModelCheckpoint(
-                dirpath=directory, filename=f"{self.run_name}-{uuid.uuid4().hex[:8]}",
-                monitor=self.monitor, mode="max", save_top_k=1, enable_version_counter=False)
-            callbacks: list[pl.Callback] = [checkpoint]
-            if self.patience is not None:
-                callbacks.append(EarlyStopping(self.monitor, mode="max", patience=self.patience))
             log_dir = self.init_args["log_dir"]
-            logger = CSVLogger(log_dir, name=self.run_name) if log_dir else False
-            make = self.init_args["trainer"] or (lambda **kw: pl.Trainer(max_epochs=40, **kw))
-            trainer = make(callbacks=callbacks, logger=logger, enable_checkpointing=True,
-                           enable_model_summary=False)
-            trainer.fit(self, self._loader(train, shuffle=True), self._loader(val, False))
-            best = checkpoint.best_model_path
-            if best:  # restore the best epoch (fast_dev_run writes no checkpoint)
-                state = torch.load(best, map_location="cpu", weights_only=True)["state_dict"]
-                self.load_state_dict(state)
-                self.best_epoch_ = _epoch_of(self.history_, checkpoint.best_model_score)
-                if not self.init_args["checkpoint_dir"]:
-                    Path(best).unlink(missing_ok=True)
+            best = fit_best(
+                self, self._loader(train, shuffle=True), self._loader(val, False),
+                monitor=self.monitor, folder=Path(self.init_args["checkpoint_dir"] or scratch),
+                best_name=f"{self.run_name}-{uuid.uuid4().hex[:8]}", patience=self.patience,
+                trainer=self.init_args["trainer"], max_epochs=40,
+                logger=CSVLogger(log_dir, name=self.run_name) if log_dir else False)
+            if best.path is not None:  # fast_dev_run writes no checkpoint
+                self.best_epoch_ = best.epoch
         self.cpu().eval()
         log.info("%s: best %s %.4f at epoch %s", self.run_name, self.monitor,
-                 float(checkpoint.best_model_score or math.nan), self.best_epoch_)
+                 math.nan if best.score is None else best.score, self.best_epoch_)
         return self
 
     @torch.no_grad()
@@ -527,13 +516,3 @@ def _factory_of(name: str, config: Any) -> functools.partial | None:
                          f"{' or '.join(kind.__name__ for kind in _FACTORIES[name])}")
     keywords = {k: v for k, v in config.items() if k not in ("_target_", "_partial_")}
     return functools.partial(found, **keywords)
-
-
-def _epoch_of(history: list[dict[str, float]], best: Tensor | None) -> int | None:
-    """The first epoch whose validation NDCG equals the checkpoint's best score."""
-    if best is None:
-        return None
-    for row in history:
-        if math.isclose(row["val_ndcg"], float(best), rel_tol=1e-6, abs_tol=1e-9):
-            return int(row["epoch"])
-    return None
