@@ -535,11 +535,7 @@ class GPRanker(BaseRanker):
         for generation in bar:
             lists, cache = lists_of_generation()
             if generation > 0:
-                elite = toolbox.clone(tools.selBest(population, 1)[0])
-                offspring = toolbox.select(population, self.population - 1)
-                offspring = algorithms.varAnd(offspring, toolbox, self.crossover_prob,
-                                              self.mutation_prob)
-                population = [*offspring, elite]
+                population = self._next_generation(toolbox, population)
             if sampling:
                 for individual in population:
                     del individual.fitness.values
@@ -547,11 +543,7 @@ class GPRanker(BaseRanker):
             hall.update(population)
             best = tools.selBest(population, 1)[0]
             champions.setdefault(str(best), toolbox.clone(best))
-            values = [individual.fitness.values[0] for individual in population]
-            self.history.append({"generation": generation, "best": max(values),
-                                 "mean": float(np.mean(values)),
-                                 "size": float(np.mean([len(i) for i in population]))})
-            bar.set_postfix(best=f"{max(values):.4f}")
+            bar.set_postfix(best=f"{self._record(generation, population):.4f}")
         bar.close()
         if sampling:  # the champion of the most generations' samples is not the best on V
             candidates = list(champions.values())
@@ -563,6 +555,23 @@ class GPRanker(BaseRanker):
             best = hall[0]
         self._set_tree(best)
         self.fitness = best.fitness.values[0]
+
+    def _next_generation(self, toolbox: base.Toolbox, population: list[_Individual]
+                         ) -> list[_Individual]:
+        """Tournament selection, crossover and mutation; the best individual survives as is."""
+        elite = toolbox.clone(tools.selBest(population, 1)[0])
+        offspring = toolbox.select(population, self.population - 1)
+        offspring = algorithms.varAnd(offspring, toolbox, self.crossover_prob,
+                                      self.mutation_prob)
+        return [*offspring, elite]
+
+    def _record(self, generation: int, population: list[_Individual]) -> float:
+        """Appends a generation's best and mean fitness and mean size to ``history``."""
+        values = [individual.fitness.values[0] for individual in population]
+        self.history.append({"generation": generation, "best": max(values),
+                             "mean": float(np.mean(values)),
+                             "size": float(np.mean([len(i) for i in population]))})
+        return max(values)
 
     @property
     def expression(self) -> str:
