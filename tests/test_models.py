@@ -17,11 +17,9 @@ from typing import Any
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
-from hydra.core.hydra_config import HydraConfig
 from hydra.utils import get_class, get_method, instantiate
-from omegaconf import DictConfig, open_dict
+from omegaconf import open_dict
+from test_train import compose_cfg
 
 from tagtorch.candidates.candidate_set import CandidateSet
 from tagtorch.candidates.features import LatreCandidates
@@ -50,19 +48,6 @@ SMALL: dict[str, Any] = {
 
 TINY_DATA = {"n_objects": 60, "n_users": 20, "n_tags": 40, "n_topics": 4, "n_categories": 3}
 """Sizes of the synthetic generator where an experiment uses it."""
-
-
-def compose_cfg(tmp_path: Path, overrides: list[str]) -> DictConfig:
-    """The ``train`` config with ``overrides``, as a run sees it (outputs under ``tmp_path``)."""
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(version_base="1.3", config_dir=str(CONF)):
-        cfg = compose("train", overrides=["logger=none", *overrides], return_hydra_config=True)
-    HydraConfig().set_config(cfg)
-    with open_dict(cfg):
-        cfg.paths.output_dir = str(tmp_path)
-        cfg.paths.checkpoint_dir = str(tmp_path / "checkpoints")
-        del cfg.hydra
-    return cfg
 
 
 @pytest.fixture(scope="module")
