@@ -46,7 +46,7 @@ from tagtorch.metrics.functional import METRIC_NAMES
 __all__ = ["ConfigError", "check_config", "model_kind"]
 
 #: The config groups whose settings are checked (the others are checked inside ``model``).
-CHECKED_GROUPS = ("task", "model", "features", "data")
+CHECKED_GROUPS = ("task", "model", "candidates", "data")
 
 
 class ConfigError(ValueError):

@@ -57,7 +57,7 @@ def test_bad_settings_are_named_before_any_work(tmp_path, overrides, key, expect
 @NO_GPU
 @pytest.mark.parametrize("overrides, key", [
     (["task.protocol.device=cuda"], "task.protocol.device"),
-    (["features.device=cuda:0"], "features.device"),
+    (["candidates.device=cuda:0"], "candidates.device"),
     (["model=lambdarank", "trainer=gpu"], "model.lambdarank.trainer.accelerator"),
     (["task=itemrec", "model=pitf", "trainer.accelerator=gpu"], "model.pitf.trainer.accelerator"),
 ])
@@ -99,10 +99,10 @@ def test_a_missing_data_file_is_one_line_naming_it(tmp_path):
 def test_the_caps_on_heavily_tagged_objects_are_config_settings(tmp_path):
     from hydra.utils import instantiate
 
-    default = instantiate(compose_cfg(tmp_path, []).features)
+    default = instantiate(compose_cfg(tmp_path, []).candidates)
     assert (default.max_antecedent_tags, default.max_train_tags) == (64, 1000)
-    cfg = compose_cfg(tmp_path, ["features.max_antecedent_tags=null",
-                                 "features.max_train_tags=null"])
+    cfg = compose_cfg(tmp_path, ["candidates.max_antecedent_tags=null",
+                                 "candidates.max_train_tags=null"])
     check_config(cfg)
-    off = instantiate(cfg.features)
+    off = instantiate(cfg.candidates)
     assert (off.max_antecedent_tags, off.max_train_tags) == (None, None)

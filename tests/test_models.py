@@ -5,7 +5,7 @@ the signature of its ``score``, as :func:`tagtorch.config_checks.model_kind` doe
 instantiated; slow settings are shrunk by their key names wherever a config has them (so a new
 ranker added with one module and one YAML is covered without touching this file). Tag rankers
 fit on small LATRE candidate lists of a synthetic folksonomy, item models on a small item
-split of it. Every ``conf/experiment/*.yaml`` is composed and its models, features and (for
+split of it. Every ``conf/experiment/*.yaml`` is composed and its models, candidates and (for
 the synthetic generator, at a tiny size) data are instantiated. A minimal ranker checks what
 :class:`~tagtorch.rankers.base.BaseRanker` gives a new module.
 """
@@ -118,8 +118,8 @@ def test_every_experiment_composes_and_instantiates(tmp_path, path):
         model = instantiate(node)
         assert model_kind(type(model)) == ("itemrec" if "itemrec" in cfg.task._target_
                                            else "tagrec"), name
-    if "features" in cfg and cfg.task._target_.endswith("TagRecommendationTask"):
-        assert isinstance(instantiate(cfg.features), LatreCandidates)
+    if "candidates" in cfg and cfg.task._target_.endswith("TagRecommendationTask"):
+        assert isinstance(instantiate(cfg.candidates), LatreCandidates)
     if cfg.data._target_ == "tagtorch.data.synthetic.generate_folksonomy":
         with open_dict(cfg):
             cfg.data.update(TINY_DATA)

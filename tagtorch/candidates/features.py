@@ -247,7 +247,7 @@ class LatreCandidates:
         train_tags, n_capped = most_frequent_per_row(train_tags, full_frequency,
                                                      self.max_train_tags)
         if n_capped:
-            log.warning("features.max_train_tags: %d of %d D objects have more than %d tags; "
+            log.warning("candidates.max_train_tags: %d of %d D objects have more than %d tags; "
                         "rules and statistics of D use only their %d most frequent tags",
                         n_capped, len(train_objects), self.max_train_tags, self.max_train_tags)
         self.terms = terms
@@ -329,7 +329,7 @@ class LatreCandidates:
         if self.max_antecedent > 1 and self.max_antecedent_tags is not None:
             n_capped = int((queries.input_tags.lengths > self.max_antecedent_tags).sum())
             if n_capped:
-                log.warning("features.max_antecedent_tags: %d of %d objects have more than %d "
+                log.warning("candidates.max_antecedent_tags: %d of %d objects have more than %d "
                             "input tags; their rules with 2..%d antecedent tags use only their "
                             "%d input tags most frequent in D", n_capped, len(queries),
                             self.max_antecedent_tags, self.max_antecedent,

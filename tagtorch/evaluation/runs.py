@@ -63,7 +63,7 @@ log = logging.getLogger(__name__)
 
 #: Settings a merged run's folders must share (dotted paths into their ``config.yaml``).
 SHARED_SETTINGS = (
-    "data", "text", "features", "task.protocol.n_folds", "task.protocol.input_fraction",
+    "data", "text", "candidates", "task.protocol.n_folds", "task.protocol.input_fraction",
     "task.protocol.min_tags", "task.protocol.sample_size", "task.protocol.seed",
     "task.protocol.ks", "task.protocol.metrics",
 )

@@ -42,13 +42,13 @@ class TagRecommendationTask:
                    for name, node in cfg.model.items()}
         result = self.protocol.evaluate(
             folksonomy,
-            candidates=partial(instantiate, cfg.features),
+            candidates=partial(instantiate, cfg.candidates),
             rankers={name: partial(instantiate, config) for name, config in configs.items()},
             ranker_configs=configs,
             output_dir=output_dir,
             loggers=loggers,
             candidate_config=cast(dict[str, Any],
-                                  OmegaConf.to_container(cfg.features, resolve=True)),
+                                  OmegaConf.to_container(cfg.candidates, resolve=True)),
         )
         print(result.report)
         return result
