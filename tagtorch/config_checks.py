@@ -175,7 +175,7 @@ def model_kind(cls: type) -> str:
         candidate lists (``score(batch)``).
 
     Example:
-        >>> from tagtorch.rankers.feature import FeatureRanker
+        >>> from tagtorch.rankers.single_feature import FeatureRanker
         >>> model_kind(FeatureRanker)
         'tagrec'
     """

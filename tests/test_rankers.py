@@ -3,8 +3,8 @@ import torch
 
 from tagtorch.candidates.candidate_set import CandidateSet
 from tagtorch.rankers.base import Ranker
-from tagtorch.rankers.feature import FeatureRanker
 from tagtorch.rankers.latre import LatreWTS
+from tagtorch.rankers.single_feature import FeatureRanker
 
 NAMES = ("sum_l", "wts")
 

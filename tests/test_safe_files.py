@@ -32,12 +32,12 @@ from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.data.text import TextProcessor
 from tagtorch.evaluation.runs import MethodOutcome, RunPieces
 from tagtorch.rankers.adarank import AdaRank
-from tagtorch.rankers.feature import FeatureRanker
 from tagtorch.rankers.gp import GPRanker
 from tagtorch.rankers.latre import LatreWTS
 from tagtorch.rankers.neural import ListScorer, NeuralRanker
 from tagtorch.rankers.rankboost import RankBoost
 from tagtorch.rankers.ranksvm import RankSVM
+from tagtorch.rankers.single_feature import FeatureRanker
 from tagtorch.rankers.trees import LambdaMARTRanker, MARTRanker, RandomForestRanker
 from tagtorch.storage import MANIFEST_FILE
 
