@@ -145,7 +145,7 @@ def run_task(cfg: DictConfig) -> Any:
         cfg: the composed configuration (``conf/train.yaml``).
 
     Returns:
-        What the task returns (an :class:`~tagtorch.evaluation.protocol.EvaluationResult`
+        What the task returns (an :class:`~tagtorch.evaluation.tag_recommendation.EvaluationResult`
         for tag recommendation, the results frame for item recommendation, the statistics
         for ``describe``).
     """

@@ -5,7 +5,7 @@ from tagtorch.candidates.features import LatreCandidates
 from tagtorch.data.synthetic import generate_folksonomy
 from tagtorch.data.terms import TermIndex
 from tagtorch.data.text import TextProcessor
-from tagtorch.evaluation.protocol import TagRecommendationProtocol
+from tagtorch.evaluation.tag_recommendation import TagRecommendationProtocol
 
 
 def test_cache_returns_the_stored_set_and_separates_keys(tmp_path):

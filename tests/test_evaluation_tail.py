@@ -15,7 +15,7 @@ from test_itemrec import toy_folksonomy
 
 from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.evaluation import runs
-from tagtorch.evaluation.itemrec import ItemRecommendationTask
+from tagtorch.evaluation.item_recommendation import ItemRecommendationTask
 from tagtorch.evaluation.runs import MethodOutcome, RunPieces, write_run
 from tagtorch.evaluation.trec import qrels_lines, ranked_lines
 from tagtorch.storage import atomic_write

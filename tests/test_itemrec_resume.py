@@ -15,7 +15,7 @@ import torch
 from omegaconf import OmegaConf
 from test_itemrec import interrupted_trainer, toy_folksonomy, trainer
 
-from tagtorch.evaluation.itemrec import ItemRecommendationTask
+from tagtorch.evaluation.item_recommendation import ItemRecommendationTask
 from tagtorch.itemrec.base import FactorModel, dcg_at_k
 from tagtorch.itemrec.baselines import MostPopular
 from tagtorch.itemrec.data import item_recommendation_data

@@ -114,10 +114,10 @@ def test_every_model_config_fits_scores_saves_and_loads(tmp_path, path, candidat
 @pytest.mark.parametrize("path", EXPERIMENTS, ids=[p.stem for p in EXPERIMENTS])
 def test_every_experiment_composes_and_instantiates(tmp_path, path):
     cfg = compose_cfg(tmp_path, [f"+experiment={path.stem}"])
+    task = "itemrec" if cfg.task._target_.endswith("ItemRecommendationTask") else "tagrec"
     for name, node in cfg.model.items():
         model = instantiate(node)
-        assert model_kind(type(model)) == ("itemrec" if "itemrec" in cfg.task._target_
-                                           else "tagrec"), name
+        assert model_kind(type(model)) == task, name
     if "candidates" in cfg and cfg.task._target_.endswith("TagRecommendationTask"):
         assert isinstance(instantiate(cfg.candidates), LatreCandidates)
     if cfg.data._target_ == "tagtorch.data.synthetic.generate_folksonomy":

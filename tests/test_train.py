@@ -144,7 +144,7 @@ def test_folds_and_methods_in_parallel_processes_give_the_same_results(tmp_path)
 
 
 def test_an_interrupted_run_resumes_from_its_finished_pieces(tmp_path, monkeypatch):
-    from tagtorch.evaluation import protocol, runs
+    from tagtorch.evaluation import runs, tag_recommendation
 
     settings = ["data.n_objects=300", "task.protocol.folds=[0,1]", "model=[latre_wts,sum]",
                 "task.protocol.online_objects=0", "task.protocol.cache=false"]
@@ -157,13 +157,13 @@ def test_an_interrupted_run_resumes_from_its_finished_pieces(tmp_path, monkeypat
     (pieces / "fold1.sum.json.gz").unlink()  # the run stopped before this pair finished
     monkeypatch.undo()
     calls = []
-    original = protocol.TagRecommendationProtocol._run_method
+    original = tag_recommendation.TagRecommendationProtocol._run_method
 
     def counting(self, ready, name, *args, **kwargs):
         calls.append((ready.fold.fold, name))
         return original(self, ready, name, *args, **kwargs)
 
-    monkeypatch.setattr(protocol.TagRecommendationProtocol, "_run_method", counting)
+    monkeypatch.setattr(tag_recommendation.TagRecommendationProtocol, "_run_method", counting)
     resumed = run_task(compose_cfg(tmp_path, [*settings, "task.protocol.resume=true"]))
     assert calls == [(1, "sum")]
     quality = ~first.results["metric"].str.contains("ms_|seconds")  # timings are measured anew

@@ -2,7 +2,7 @@
 
 Every tag-based item recommender offers ``fit(data)``, ``score(users, tags) -> [B, n_items]``,
 ``save(path)`` and ``load(path)``, so one evaluator compares them all
-(:class:`tagtorch.evaluation.itemrec.ItemRecommendationTask`). The factorization models
+(:class:`tagtorch.evaluation.item_recommendation.ItemRecommendationTask`). The factorization models
 (Do-Rank, PITF, the probabilistic CP baseline) share :class:`FactorModel`, a Lightning module
 that trains on batches of User-Tag-Set sets, measures DCG@10 on the training sets and on the
 validation queries after every epoch, stops early when the validation DCG@10 stops rising,

@@ -30,12 +30,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
 import torch
+from hydra.utils import instantiate
 from joblib import Parallel, delayed
+from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
 from tagtorch.candidates.cache import CandidateCache
@@ -408,3 +410,36 @@ def fold_sizes(folksonomy: Folksonomy, protocol: TagRecommendationProtocol) -> p
         "T_input_tags": int(f.test.input_tags.lengths.sum()),
         "T_gold_tags": int(f.test.gold_tags.lengths.sum()),
     } for f in protocol.splits(folksonomy)])
+
+
+class TagRecommendationTask:
+    """Evaluates the configured rankers (``model``: method name -> ranker config) by the protocol.
+
+    The first method is the baseline of the significance tests; candidates come from
+    ``candidates``.
+
+    Args:
+        protocol: the D/V/T evaluation protocol.
+    """
+
+    def __init__(self, protocol: TagRecommendationProtocol) -> None:
+        self.protocol = protocol
+
+    def run(self, folksonomy: Folksonomy, cfg: DictConfig, output_dir: Path,
+            loggers: Sequence[MetricLogger] = ()) -> EvaluationResult:
+        """Runs the protocol and prints the report."""
+        # resolved here: worker processes of parallel folds have no Hydra resolvers
+        configs = {str(name): OmegaConf.to_container(node, resolve=True)
+                   for name, node in cfg.model.items()}
+        result = self.protocol.evaluate(
+            folksonomy,
+            candidates=partial(instantiate, cfg.candidates),
+            rankers={name: partial(instantiate, config) for name, config in configs.items()},
+            ranker_configs=configs,
+            output_dir=output_dir,
+            loggers=loggers,
+            candidate_config=cast(dict[str, Any],
+                                  OmegaConf.to_container(cfg.candidates, resolve=True)),
+        )
+        print(result.report)
+        return result

@@ -1,0 +1,41 @@
+"""The ``describe`` task: a dataset's statistics and the sizes of the protocol's folds."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+from omegaconf import DictConfig
+
+from tagtorch.data.folksonomy import Folksonomy
+from tagtorch.evaluation.runs import MetricLogger
+from tagtorch.evaluation.tag_recommendation import TagRecommendationProtocol, fold_sizes
+from tagtorch.storage import atomic_write
+
+
+class DescribeTask:
+    """Prints a dataset's statistics and the sizes of the protocol's folds.
+
+    Args:
+        protocol: the protocol whose splits are described.
+    """
+
+    def __init__(self, protocol: TagRecommendationProtocol) -> None:
+        self.protocol = protocol
+
+    def run(self, folksonomy: Folksonomy, cfg: DictConfig, output_dir: Path,
+            loggers: Sequence[MetricLogger] = ()) -> dict[str, object]:
+        """Prints and writes ``describe.json`` with the statistics and split sizes."""
+        stats: dict[str, object] = dict(folksonomy.describe())
+        sizes = fold_sizes(folksonomy, self.protocol)
+        print(f"# {folksonomy.name}\n")
+        print(pd.Series(stats, dtype=object).to_string())
+        print(f"\n## {self.protocol.n_folds}-fold D/V/T splits "
+              f"(objects with >= {self.protocol.min_tags} tags)\n")
+        print(sizes.to_string(index=False))
+        stats["folds"] = sizes.to_dict(orient="records")
+        with atomic_write(output_dir / "describe.json") as partial:
+            partial.write_text(json.dumps(stats, indent=2))
+        return stats
