@@ -34,7 +34,8 @@ from torch import Tensor
 
 __all__ = ["MANIFEST_FILE", "UnreadableFileError", "atomic_write", "class_name", "file_record",
            "load_arrays", "load_tensors", "model_folder", "plain_json", "read_checkpoint",
-           "read_json", "read_manifest", "save_arrays", "save_tensors", "write_manifest"]
+           "read_json", "read_manifest", "save_arrays", "save_tensors", "write_json",
+           "write_manifest"]
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +89,12 @@ def read_json(path: str | Path) -> Any:
                                   f"({_describe(error)})") from None
 
 
+def write_json(value: Any, path: str | Path) -> None:
+    """Writes ``value`` (made plain by :func:`plain_json`) as a JSON file, atomically."""
+    with atomic_write(path) as partial:
+        partial.write_text(json.dumps(plain_json(value)), encoding="utf-8")
+
+
 def file_record(path: str | Path) -> dict[str, Any]:
     """``{"size": bytes, "sha256": hex digest}`` of a file."""
     with open(path, "rb") as handle:
@@ -125,7 +132,8 @@ def write_manifest(folder: str | Path, kind: type, settings: Mapping[str, Any],
                 "files": {name: file_record(folder / name) for name in files},
                 **plain_json(extra)}
     path = folder / MANIFEST_FILE
-    path.write_text(json.dumps(manifest, indent=1), encoding="utf-8")
+    with atomic_write(path) as partial:
+        partial.write_text(json.dumps(manifest, indent=1), encoding="utf-8")
     return path
 
 
@@ -171,8 +179,9 @@ def read_manifest(folder: str | Path, kind: type) -> dict[str, Any]:
 
 def save_tensors(tensors: Mapping[str, Tensor], path: str | Path) -> None:
     """Writes a flat ``{name: tensor}`` (on CPU) that :func:`load_tensors` reads back."""
-    torch.save({name: value.detach().cpu().contiguous() for name, value in tensors.items()},
-               path)
+    with atomic_write(path) as partial:
+        torch.save({name: value.detach().cpu().contiguous() for name, value in tensors.items()},
+                   partial)
 
 
 def read_checkpoint(path: str | Path) -> dict[str, Any]:

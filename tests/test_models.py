@@ -29,8 +29,8 @@ from tagtorch.data.synthetic import generate_folksonomy
 from tagtorch.data.terms import TermIndex
 from tagtorch.data.text import TextProcessor
 from tagtorch.itemrec.data import ItemRecData, item_recommendation_data
-from tagtorch.rankers.base import BaseRanker, write_json
-from tagtorch.storage import MANIFEST_FILE, read_json
+from tagtorch.rankers.base import BaseRanker
+from tagtorch.storage import MANIFEST_FILE, read_json, write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"

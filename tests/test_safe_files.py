@@ -355,3 +355,23 @@ def test_a_forest_file_with_malformed_trees_is_refused(saved, tmp_path):
         resign(forest)
         with pytest.raises(ValueError, match=re.escape(str(forest)) + ": tree 0"):
             RandomForestRanker.load(copy)
+
+
+def test_a_save_that_dies_half_way_leaves_the_earlier_file_whole(tmp_path, monkeypatch):
+    from tagtorch import storage
+
+    path = tmp_path / "model" / "weights.pt"
+    path.parent.mkdir()
+    storage.save_tensors({"w": torch.ones(3)}, path)
+    before = path.read_bytes()
+
+    def dying_save(obj, target):  # writes part of a file, then the process "dies"
+        Path(target).write_bytes(b"PK\x03\x04 half a file")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(storage.torch, "save", dying_save)
+    with pytest.raises(KeyboardInterrupt):
+        storage.save_tensors({"w": torch.zeros(3)}, path)
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in path.parent.iterdir()) == ["weights.pt"]
+    assert torch.equal(storage.load_tensors(path)["w"], torch.ones(3))

@@ -39,7 +39,7 @@ from tagtorch.storage import (
     write_manifest,
 )
 
-__all__ = ["BaseRanker", "Ranker", "check_feature_names", "write_json"]
+__all__ = ["BaseRanker", "Ranker", "check_feature_names"]
 
 
 @runtime_checkable
@@ -86,11 +86,6 @@ def check_feature_names(fitted: tuple[str, ...] | None, batch: CandidateSet) -> 
     if fitted is not None and tuple(batch.feature_names) != tuple(fitted):
         raise ValueError(f"the batch's features {tuple(batch.feature_names)} differ from the "
                          f"fitted features {tuple(fitted)}")
-
-
-def write_json(value: Any, path: str | Path) -> None:
-    """Writes ``value`` (made plain by :func:`~tagtorch.storage.plain_json`) as a JSON file."""
-    Path(path).write_text(json.dumps(plain_json(value)), encoding="utf-8")
 
 
 class BaseRanker:

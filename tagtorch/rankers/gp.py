@@ -58,8 +58,8 @@ from tqdm import tqdm
 
 from tagtorch.candidates.candidate_set import CandidateSet
 from tagtorch.metrics.functional import ideal_dcg
-from tagtorch.rankers.base import BaseRanker, write_json
-from tagtorch.storage import UnreadableFileError, read_json
+from tagtorch.rankers.base import BaseRanker
+from tagtorch.storage import UnreadableFileError, read_json, write_json
 
 log = logging.getLogger(__name__)
 

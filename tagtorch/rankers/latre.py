@@ -17,8 +17,8 @@ import torch
 
 from tagtorch.candidates.candidate_set import CandidateSet
 from tagtorch.metrics.functional import ndcg_at_k
-from tagtorch.rankers.base import BaseRanker, write_json
-from tagtorch.storage import UnreadableFileError, read_json
+from tagtorch.rankers.base import BaseRanker
+from tagtorch.storage import UnreadableFileError, read_json, write_json
 
 log = logging.getLogger(__name__)
 

@@ -18,9 +18,9 @@ from typing import Any, Self
 import torch
 
 from tagtorch.candidates.candidate_set import CandidateSet
-from tagtorch.rankers.base import BaseRanker, write_json
+from tagtorch.rankers.base import BaseRanker
 from tagtorch.rankers.ranksvm import crucial_pairs
-from tagtorch.storage import UnreadableFileError, read_json
+from tagtorch.storage import UnreadableFileError, read_json, write_json
 
 log = logging.getLogger(__name__)
 
