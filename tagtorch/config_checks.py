@@ -41,7 +41,7 @@ from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError, MissingMandatoryValue
 
-from tagtorch.metrics.functional import METRIC_NAMES
+from tagtorch.metrics.functional import METRIC_NAMES, parse_metric
 
 __all__ = ["ConfigError", "check_config", "model_kind"]
 
@@ -73,9 +73,14 @@ def _check_k(key: str, value: Any) -> None:
 
 
 def _check_metrics(key: str, value: Any) -> None:
-    if (not isinstance(value, list) or not value
-            or not all(isinstance(m, str) and m in METRIC_NAMES for m in value)):
-        raise ConfigError(key, value, f"a non-empty list of metric names from {list(METRIC_NAMES)}")
+    try:
+        if not isinstance(value, list) or not value:
+            raise ValueError(value)
+        for name in value:
+            parse_metric(name)
+    except ValueError:
+        raise ConfigError(key, value, f"a non-empty list of metric names from "
+                          f"{list(METRIC_NAMES)} (or mrr@K, map@K)") from None
 
 
 def _check_batch_size(key: str, value: Any) -> None:

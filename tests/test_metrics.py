@@ -38,6 +38,7 @@ from tagtorch.metrics import (
     reciprocal_rank,
     success_at_k,
 )
+from tagtorch.metrics.functional import parse_metric
 
 L2_3 = 1 / math.log2(3)  # discount at rank 2
 L2_5 = 1 / math.log2(5)  # discount at rank 4
@@ -421,7 +422,7 @@ def test_validation_errors(fn) -> None:
 
 def test_ranking_metrics_validation() -> None:
     scores, labels, mask = torch.rand(2, 3), torch.ones(2, 3), full_mask(2, 3)
-    with pytest.raises(ValueError, match="unknown metrics"):
+    with pytest.raises(ValueError, match="unknown metric"):
         ranking_metrics(scores, labels, mask, metrics=("ndcg", "auc"))
     with pytest.raises(ValueError, match="k"):
         ranking_metrics(scores, labels, mask, ks=(5, 0))
@@ -535,3 +536,44 @@ def test_dcg_at_k_of_long_lists_with_ties_follows_candidate_order(seed) -> None:
             expected = sum(labels[row, j].item() / math.log2(r + 2)
                            for r, j in enumerate(ranked[:k]))
             assert got[row].item() == pytest.approx(expected, rel=1e-6, abs=1e-9)
+
+
+def test_success_and_mrr_at_k_hand_computed() -> None:
+    """One relevant resource per query, as in resource ranking: S@k and MRR@k by hand."""
+    scores = torch.tensor([[0.9, 0.5, 0.7, 0.1], [0.2, 0.4, 0.3, 0.8], [0.5, 0.5, 0.5, 0.5]])
+    labels = torch.tensor([[0, 1, 0, 0], [1, 0, 0, 0], [0, 0, 1, 0]])
+    mask = torch.ones(3, 4, dtype=torch.bool)
+    # ranks of the relevant item: 3; 4; 3 (ties by candidate order)
+    out = ranking_metrics(scores, labels, mask, ks=(1, 3), metrics=("success", "mrr@3", "mrr"))
+    assert out["s@1"].tolist() == [0.0, 0.0, 0.0]
+    assert out["s@3"].tolist() == [1.0, 0.0, 1.0]
+    assert [round(v, 6) for v in out["mrr@3"].tolist()] == [round(1 / 3, 6), 0.0, round(1 / 3, 6)]
+    assert [round(v, 6) for v in out["mrr"].tolist()] == [round(1 / 3, 6), 0.25, round(1 / 3, 6)]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_success_and_mrr_at_k_against_ranx(seed: int) -> None:
+    ranx = pytest.importorskip("ranx")
+    rng = np.random.default_rng(seed)
+    n_queries, n_docs = 40, 30
+    scores = torch.from_numpy(rng.permutation(n_queries * n_docs).reshape(n_queries, n_docs)
+                              .astype(np.float64))  # distinct scores: no tie conventions involved
+    relevant = rng.integers(0, n_docs, n_queries)
+    labels = torch.zeros(n_queries, n_docs)
+    labels[torch.arange(n_queries), torch.from_numpy(relevant)] = 1
+    mask = torch.ones(n_queries, n_docs, dtype=torch.bool)
+    ours = ranking_metrics(scores, labels, mask, ks=(1, 5, 10), metrics=("success", "mrr@10"))
+    qrels = ranx.Qrels({f"q{q}": {f"d{relevant[q]}": 1} for q in range(n_queries)})
+    run = ranx.Run({f"q{q}": {f"d{d}": float(scores[q, d]) for d in range(n_docs)}
+                    for q in range(n_queries)})
+    theirs = ranx.evaluate(qrels, run, ["hit_rate@1", "hit_rate@5", "hit_rate@10", "mrr@10"])
+    for ours_key, ranx_key in (("s@1", "hit_rate@1"), ("s@5", "hit_rate@5"),
+                               ("s@10", "hit_rate@10"), ("mrr@10", "mrr@10")):
+        assert ours[ours_key].mean().item() == pytest.approx(theirs[ranx_key], abs=1e-9)
+
+
+def test_metric_names_with_a_cut_off() -> None:
+    assert parse_metric("map@5") == ("map", 5)
+    for bad in ("mrr@0", "ndcg@5", "mrr@", "auc"):
+        with pytest.raises(ValueError, match="unknown metric"):
+            parse_metric(bad)

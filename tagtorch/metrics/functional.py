@@ -51,6 +51,7 @@ Example:
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from typing import Literal, NamedTuple
 
@@ -66,6 +67,7 @@ __all__ = [
     "ideal_dcg",
     "ideal_gains",
     "ndcg_at_k",
+    "parse_metric",
     "precision_at_k",
     "ranking_metrics",
     "recall_at_k",
@@ -77,7 +79,8 @@ EmptyTargetAction = Literal["skip", "neg", "pos", "error"]
 """What a list with no relevant item (``n_relevant == 0``) gets: NaN, 0, 1 or an error."""
 
 METRIC_NAMES: tuple[str, ...] = ("ndcg", "precision", "recall", "success", "mrr", "map")
-"""Metric names accepted by :func:`ranking_metrics`."""
+"""Metric names accepted by :func:`ranking_metrics` (``mrr`` and ``map`` also as ``mrr@K``,
+``map@K``: with their own cut-off)."""
 
 _EMPTY_ACTIONS = ("skip", "neg", "pos", "error")
 _KEY_PREFIX = {"ndcg": "ndcg", "precision": "p", "recall": "r", "success": "s"}
@@ -93,6 +96,25 @@ class _Ranked(NamedTuple):
     ranks: Tensor  # [L] float 1..L
     labels: Tensor  # [B, L] label values in candidate order, 0 for padding
     n_missing: Tensor  # [B] long, relevant items absent from the list
+
+
+def parse_metric(name: str) -> tuple[str, int | None]:
+    """A metric name of :func:`ranking_metrics` as ``(family, cut-off)``.
+
+    Raises:
+        ValueError: a name that is neither in :data:`METRIC_NAMES` nor ``mrr@K`` / ``map@K``
+            with ``K >= 1``.
+
+    Example:
+        >>> parse_metric("mrr@10"), parse_metric("success")
+        (('mrr', 10), ('success', None))
+    """
+    match = re.fullmatch(r"(mrr|map)@([1-9]\d*)", name) if isinstance(name, str) else None
+    if match:
+        return match.group(1), int(match.group(2))
+    if name in METRIC_NAMES:
+        return name, None
+    raise ValueError(f"unknown metric {name!r}; known: {METRIC_NAMES}, or mrr@K, map@K")
 
 
 def _check_k(k: int | None, name: str = "k", optional: bool = False) -> None:
@@ -610,7 +632,8 @@ def ranking_metrics(
 
     Keys: ``"ndcg@k"``, ``"p@k"``, ``"r@k"``, ``"s@k"`` for each ``k`` in ``ks`` (for the
     metrics ``"ndcg"``, ``"precision"``, ``"recall"``, ``"success"``), and ``"mrr"`` (reciprocal
-    rank) and ``"map"`` (average precision), both without cut-off.
+    rank) and ``"map"`` (average precision), both without cut-off, or ``"mrr@K"``, ``"map@K"``
+    with the cut-off ``K`` of their name (not of ``ks``).
 
     Args:
         scores: ``[B, L]`` candidate scores.
@@ -618,7 +641,8 @@ def ranking_metrics(
         mask: ``[B, L]`` bool, ``True`` for real candidates.
         n_relevant: ``[B]`` relevant items per list, including missing ones; default: present.
         ks: cut-offs, each ``>= 1``.
-        metrics: names among :data:`METRIC_NAMES`.
+        metrics: names among :data:`METRIC_NAMES`, or ``mrr@K`` / ``map@K``
+            (:func:`parse_metric`).
         empty_target_action: value for lists with ``n_relevant == 0`` (see the module).
 
     Returns:
@@ -635,10 +659,11 @@ def ranking_metrics(
         >>> {key: round(v.item(), 4) for key, v in out.items()}  # doctest: +NORMALIZE_WHITESPACE
         {'ndcg@1': 1.0, 'ndcg@3': 0.9197, 'p@1': 1.0, 'p@3': 0.6667, 'r@1': 0.5, 'r@3': 1.0,
          's@1': 1.0, 's@3': 1.0, 'mrr': 1.0, 'map': 0.8333}
+        >>> out = ranking_metrics(scores, labels, mask, ks=(1,), metrics=("success", "map@2"))
+        >>> {key: round(v.item(), 4) for key, v in out.items()}
+        {'s@1': 1.0, 'map@2': 0.5}
     """
-    unknown = [m for m in metrics if m not in METRIC_NAMES]
-    if unknown:
-        raise ValueError(f"unknown metrics {unknown}; known: {METRIC_NAMES}")
+    parsed = [parse_metric(m) for m in metrics]
     ks = tuple(ks)
     for k in ks:
         _check_k(k, name="each k in ks")
@@ -646,10 +671,10 @@ def ranking_metrics(
     r = _rank(scores, labels, mask, n_relevant, empty_target_action, ideal_width=k_max)
     ideal = _ideal_prefix(r, k_max) if k_max else None
     out: dict[str, Tensor] = {}
-    for name in metrics:
+    for (name, cut), key in zip(parsed, metrics, strict=True):
         if name in ("mrr", "map"):
-            value = _rr(r, None) if name == "mrr" else _ap(r, None)
-            out[name] = _empty(value, r.n_relevant, empty_target_action)
+            value = _rr(r, cut) if name == "mrr" else _ap(r, cut)
+            out[key] = _empty(value, r.n_relevant, empty_target_action)
             continue
         for k in ks:
             if name == "ndcg":
