@@ -6,6 +6,7 @@ from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.data.ragged import Ragged
 from tagtorch.data.splits import (
     p_core,
+    post_filter,
     random_post_split,
     split_input_gold,
     tag_recommendation_folds,
@@ -191,3 +192,50 @@ def test_random_post_split_with_validation_is_a_three_way_partition(unit):
     assert np.array_equal(again.val, s.val) and np.array_equal(again.test, s.test)
     with pytest.raises(ValueError, match="unit must be"):
         random_post_split(f, 0.2, unit="users")
+
+
+def test_temporal_user_split_with_validation_and_seeded_ties():
+    # user 1: 20 posts at 10 distinct times (pairs tie); test = the 2 last, val = floor(0.25*18)=4
+    frame = pd.DataFrame({"user": [1] * 20, "object": list(range(20)), "tag": ["x"] * 20,
+                          "timestamp": [t // 2 for t in range(20)]})
+    f = Folksonomy.from_frame(frame)
+    tests, vals = set(), set()
+    for seed in range(8):
+        s = temporal_user_split(f, 0.1, val_fraction=0.25, seed=seed)
+        assert sorted(f.assignments["timestamp"][s.test].tolist()) == [9, 9]
+        val_times = sorted(f.assignments["timestamp"][s.val].tolist())
+        assert val_times == [7, 7, 8, 8]
+        # ties at time 6 never reach val: both posts of time 6 stay in training
+        assert not (s.train & (s.val | s.test)).any() and (s.train | s.val | s.test).all()
+        again = temporal_user_split(f, 0.1, val_fraction=0.25, seed=seed)
+        assert (again.val == s.val).all()
+        tests.add(tuple(np.flatnonzero(s.test)))
+        vals.add(tuple(np.flatnonzero(s.val)))
+    # 4 val posts are exactly times 7-8 (no tie at the boundary): same set for every seed
+    assert len(vals) == 1 and len(tests) == 1
+    # a tie at the boundary: 3 posts at the last time, 1 test post -> the seed picks which
+    frame = pd.DataFrame({"user": [1] * 10, "object": list(range(10)), "tag": ["x"] * 10,
+                          "timestamp": [0] * 7 + [5] * 3})
+    f = Folksonomy.from_frame(frame)
+    picked = {int(np.flatnonzero(temporal_user_split(f, 0.1, seed=seed).test)[0])
+              for seed in range(20)}
+    assert picked == {7, 8, 9}
+
+
+def test_post_filter_follows_the_papers_order():
+    rows = []
+    # objects 0-2 posted by 3 users (kept), object 9 by 1 user (dropped)
+    for user in (1, 2, 3):
+        rows += [(user, obj, tag) for obj in (0, 1, 2) for tag in ("a", "b")]
+    rows += [(1, 9, "a"), (1, 9, "rare")]
+    rows += [(4, 0, "a"), (4, 1, "single")]  # user 4: 2 objects of the kept ones
+    frame = pd.DataFrame(rows, columns=["user", "object", "tag"])
+    f = Folksonomy.from_frame(frame)
+    out = post_filter(f, min_object_users=3, min_user_objects=3, min_tag_uses=2)
+    assert set(out.users.tolist()) == {1, 2, 3}  # user 4 has only 2 kept objects
+    assert set(out.objects.tolist()) == {0, 1, 2}
+    assert set(out.tags.tolist()) == {"a", "b"}  # "rare" left with object 9, "single" with user 4
+    with pytest.raises(ValueError, match="min_user_objects"):
+        post_filter(f, min_user_objects=0)
+    with pytest.raises(ValueError, match="nothing"):
+        post_filter(f, min_object_users=5)
