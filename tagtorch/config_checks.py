@@ -173,17 +173,21 @@ def _model_kind(key: str, target: Any) -> str:
 
 
 def model_kind(cls: type) -> str:
-    """The task a model class suits, read from the signature of its ``score``.
+    """The task a model class suits: its ``task`` attribute, else read from its ``score``.
 
     Returns:
-        ``"itemrec"`` for an item model (``score(users, tags)``), ``"tagrec"`` for a ranker of
-        candidate lists (``score(batch)``).
+        The class's ``task`` where it declares one (``"resources"`` for resource rankers),
+        else ``"itemrec"`` for an item model (``score(users, tags)``) and ``"tagrec"`` for a
+        ranker of candidate lists (``score(batch)``).
 
     Example:
         >>> from tagtorch.rankers.single_feature import FeatureRanker
         >>> model_kind(FeatureRanker)
         'tagrec'
     """
+    declared = getattr(cls, "task", None)
+    if isinstance(declared, str):
+        return declared
     parameters = [p for p in inspect.signature(cls.score).parameters.values()  # type: ignore[attr-defined]
                   if p.name != "self" and p.default is inspect.Parameter.empty
                   and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
@@ -196,6 +200,8 @@ def _task_kind(cfg: dict[str, Any]) -> str | None:
         return "itemrec"
     if target.endswith("TagRecommendationTask"):
         return "tagrec"
+    if target.endswith("ResourceRankingTask"):
+        return "resources"
     return None  # describe: no model is used
 
 
@@ -230,7 +236,8 @@ of integers >= 1, e.g. [5] or [1,5,10]
     if not models:
         raise ConfigError("model", models, "at least one method (model=NAME or model=[A,B])")
     allowed = {"tagrec": "a tag ranker (latre_wts, sum, rf, lambdamart, gp, lambdarank, ...)",
-               "itemrec": "an item model (dorank, pitf, cp_trpr, cts, most_popular)"}
+               "itemrec": "an item model (dorank, pitf, cp_trpr, cts, most_popular)",
+               "resources": "a resource ranker (lda, smatch, bm25, bayeslm)"}
     for name, node in models.items():
         target = node.get("_target_") if isinstance(node, dict) else None
         if target is None:

@@ -11,8 +11,9 @@ float, as in lightning-hydra-template), so that a sweep (``python -m tagtorch.tr
 with an Optuna sweeper) can optimize it: ``METRIC`` is the first method's mean over the folds
 (seeds) of ``METRIC`` in ``results.csv``, ``METHOD/METRIC`` that method's. ``null`` takes the
 task's default: the first method's ``ndcg@K`` (K the first of ``task.protocol.ks``) for tag
-recommendation, the first method's ``val_dcg@10`` (its early-stopping score on held-out
-training posts: tune on it, never on test) for item recommendation; ``train`` returns None where
+recommendation, the first method's ``val_dcg@10`` for item recommendation and its
+``val_{task.tune_metric}`` for resource ranking (scores on held-out training posts: tune on
+them, never on test); ``train`` returns None where
 the default does not exist (a first method that is not trained, the ``describe`` task). A
 configured metric that the run does not report is an error naming the key and the metrics
 available. :func:`run_task` returns the task's own result instead (frames, report).
@@ -65,15 +66,16 @@ def user_error(error: BaseException) -> BaseException | None:
 def _task_kind(cfg: DictConfig) -> str:
     """``"tagrec"``, ``"itemrec"`` or another task's class name, from ``task._target_``."""
     target = str(cfg.task.get("_target_", "")).rsplit(".", 1)[-1]
-    return {"TagRecommendationTask": "tagrec", "ItemRecommendationTask": "itemrec"}.get(
-        target, target)
+    return {"TagRecommendationTask": "tagrec", "ItemRecommendationTask": "itemrec",
+            "ResourceRankingTask": "resources"}.get(target, target)
 
 
 def default_metric(cfg: DictConfig) -> str | None:
     """The task's metric to optimize when ``optimized_metric`` is null (None: it has none).
 
     Tag recommendation: ``ndcg@K`` with K the first of ``task.protocol.ks``; item
-    recommendation: ``val_dcg@10`` (the validation score, never a test figure).
+    recommendation: ``val_dcg@10``, resource ranking ``val_{task.tune_metric}`` (validation
+    scores, never a test figure).
     """
     kind = _task_kind(cfg)
     if kind == "tagrec":
@@ -81,6 +83,8 @@ def default_metric(cfg: DictConfig) -> str | None:
         if "ndcg" in list(protocol.metrics):
             return f"ndcg@{protocol.ks[0]}"
         return None
+    if kind == "resources":
+        return f"val_{cfg.task.get('tune_metric', 'mrr@10')}"
     return "val_dcg@10" if kind == "itemrec" else None
 
 
@@ -98,7 +102,7 @@ def check_optimized_metric(cfg: DictConfig) -> None:
     if not isinstance(name, str) or not name.strip("/") or name.count("/") > 1:
         raise ConfigError("optimized_metric", name, expected)
     kind = _task_kind(cfg)
-    if kind not in ("tagrec", "itemrec"):
+    if kind not in ("tagrec", "itemrec", "resources"):
         raise ConfigError("optimized_metric", name,
                           f"null: the task {cfg.task.get('_target_')} reports no metrics")
     method, _, metric = name.rpartition("/")

@@ -5,7 +5,7 @@ the signature of its ``score``, as :func:`tagtorch.config_checks.model_kind` doe
 instantiated; slow settings are shrunk by their key names wherever a config has them (so a new
 ranker added with one module and one YAML is covered without touching this file). Tag rankers
 fit on small LATRE candidate lists of a synthetic folksonomy, item models on a small item
-split of it. Every ``conf/experiment/*.yaml`` is composed and its models, candidates and (for
+split of it, resource rankers on the training documents of a small resource-ranking split. Every ``conf/experiment/*.yaml`` is composed and its models, candidates and (for
 the synthetic generator, at a tiny size) data are instantiated. A minimal ranker checks what
 :class:`~tagtorch.rankers.base.BaseRanker` gives a new module.
 """
@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 from hydra.utils import get_class, get_method, instantiate
@@ -30,6 +31,7 @@ from tagtorch.data.terms import TermIndex
 from tagtorch.data.text import TextProcessor
 from tagtorch.itemrec.data import ItemRecData, item_recommendation_data
 from tagtorch.rankers.base import BaseRanker
+from tagtorch.resources.data import ResourceSplit, resource_ranking_data
 from tagtorch.storage import MANIFEST_FILE, read_json, write_json
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,8 +45,13 @@ SMALL: dict[str, Any] = {
     "max_iter": 500,
     # factorization rank and threads: small
     "rank": 4, "n_jobs": 1, "num_threads": 1, "progress": False,
+    # topic models: a few topics and sweeps
+    "n_topics": 4, "iterations": 6, "burn_in": 3,
 }
 """Settings shrunk wherever a model config has them (the rest keep their shipped values)."""
+
+TASK_CONFIGS = {"tagrec": "tagrec", "itemrec": "itemrec", "resources": "resources"}
+"""The ``conf/task`` option of each kind of model (:func:`~tagtorch.config_checks.model_kind`)."""
 
 TINY_DATA = {"n_objects": 60, "n_users": 20, "n_tags": 40, "n_topics": 4, "n_categories": 3}
 """Sizes of the synthetic generator where an experiment uses it."""
@@ -74,8 +81,9 @@ def build_model(tmp_path: Path, path: Path) -> Any:
     overrides = [f"model={path.stem}", "trainer.max_epochs=2", "trainer.accelerator=cpu"]
     cfg = compose_cfg(tmp_path, overrides)
     [node] = cfg.model.values()  # one method per file
-    if model_kind(get_class(node._target_)) == "itemrec":  # the task its class suits
-        cfg = compose_cfg(tmp_path, [*overrides, "task=itemrec"])
+    kind = model_kind(get_class(node._target_))  # the task its class suits
+    if kind != "tagrec":
+        cfg = compose_cfg(tmp_path, [*overrides, f"task={TASK_CONFIGS[kind]}"])
         [node] = cfg.model.values()
     with open_dict(node):
         for key, value in SMALL.items():
@@ -84,12 +92,24 @@ def build_model(tmp_path: Path, path: Path) -> Any:
     return instantiate(node)
 
 
+@pytest.fixture(scope="module")
+def resource_split(folksonomy) -> ResourceSplit:
+    return resource_ranking_data(folksonomy, test_fraction=0.2, val_fraction=0.1)
+
+
 @pytest.mark.parametrize("path", MODELS, ids=[p.stem for p in MODELS])
 def test_every_model_config_fits_scores_saves_and_loads(tmp_path, path, candidate_lists,
-                                                        item_split):
+                                                        item_split, resource_split):
     model = build_model(tmp_path, path)
     folder = tmp_path / "saved"
-    if model_kind(type(model)) == "itemrec":
+    if model_kind(type(model)) == "resources":
+        queries = resource_split.test.words.take(np.arange(20))
+        scores = model.fit(resource_split.documents, resource_split.n_words).score(queries)
+        assert scores.shape == (20, len(resource_split.documents))
+        model.save(folder)
+        again = type(model).load(folder)
+        torch.testing.assert_close(again.score(queries), scores, rtol=1e-6, atol=1e-6)
+    elif model_kind(type(model)) == "itemrec":
         users = torch.from_numpy(item_split.test[:20, 0])  # (user, item, tag) triples
         tags = torch.from_numpy(item_split.test[:20, 2])
         model.fit(item_split)
@@ -114,7 +134,8 @@ def test_every_model_config_fits_scores_saves_and_loads(tmp_path, path, candidat
 @pytest.mark.parametrize("path", EXPERIMENTS, ids=[p.stem for p in EXPERIMENTS])
 def test_every_experiment_composes_and_instantiates(tmp_path, path):
     cfg = compose_cfg(tmp_path, [f"+experiment={path.stem}"])
-    task = "itemrec" if cfg.task._target_.endswith("ItemRecommendationTask") else "tagrec"
+    task = {"ItemRecommendationTask": "itemrec", "ResourceRankingTask": "resources"}.get(
+        cfg.task._target_.rsplit(".", 1)[-1], "tagrec")
     for name, node in cfg.model.items():
         model = instantiate(node)
         assert model_kind(type(model)) == task, name

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import matplotlib
@@ -53,24 +54,30 @@ def plot_comparison(results: pd.DataFrame, metric: str, path: str | Path,
     return _save(fig, path)
 
 
-def plot_learning_curves(curves: pd.DataFrame, path: str | Path) -> Path:
-    """Train and validation DCG@10 per epoch of every trained method and seed (one PNG).
+def plot_learning_curves(curves: pd.DataFrame, path: str | Path, x: str = "epoch",
+                         series: Mapping[str, str] | None = None,
+                         ylabel: str = "DCG@10") -> Path:
+    """Per-epoch (or per-iteration) curves of every trained method and seed (one PNG).
 
     Args:
-        curves: columns ``method, seed, epoch, train_dcg@10, val_dcg@10``.
+        curves: columns ``method, seed``, ``x`` and the columns of ``series``.
         path: the PNG file to write.
+        x: the column on the horizontal axis.
+        series: legend label -> column (default: ``train_dcg@10`` and ``val_dcg@10``).
+        ylabel: the vertical axis' label.
     """
+    series = dict(series or {"train": "train_dcg@10", "validation": "val_dcg@10"})
+    colors = ("#4c72b0", "#dd8452", "#55a868")
     methods = list(dict.fromkeys(curves["method"]))
     fig, axes = plt.subplots(1, len(methods), figsize=(4.2 * len(methods), 3.4), squeeze=False)
     for ax, method in zip(axes[0], methods, strict=True):
         for seed, group in curves[curves["method"] == method].groupby("seed"):
-            ax.plot(group["epoch"], group["train_dcg@10"], color="#4c72b0", alpha=0.8,
-                    label="train" if seed == curves["seed"].min() else None)
-            ax.plot(group["epoch"], group["val_dcg@10"], color="#dd8452", alpha=0.8,
-                    label="validation" if seed == curves["seed"].min() else None)
+            for (label, column), color in zip(series.items(), colors, strict=False):
+                ax.plot(group[x], group[column], color=color, alpha=0.8,
+                        label=label if seed == curves["seed"].min() else None)
         ax.set_title(method)
-        ax.set_xlabel("epoch")
-        ax.set_ylabel("DCG@10")
+        ax.set_xlabel(x)
+        ax.set_ylabel(ylabel)
         ax.legend()
     fig.tight_layout()
     return _save(fig, path)

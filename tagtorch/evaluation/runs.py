@@ -269,7 +269,7 @@ def _frame_from_json(data: Mapping[str, Any]) -> pd.DataFrame:
 
 def write_run(output_dir: str | Path, results: pd.DataFrame, per_object: pd.DataFrame,
               title: str, plot_metric: str | None = None, qrels: Sequence[str] | None = None,
-              runs: Mapping[str, Sequence[str]] | None = None) -> str:
+              runs: Mapping[str, Sequence[str]] | None = None, notes: Sequence[str] = ()) -> str:
     """Writes a run folder: results, per-object values, report, chart and TREC files.
 
     Every file is written whole or not at all (:func:`tagtorch.storage.atomic_write`). TREC
@@ -286,6 +286,7 @@ def write_run(output_dir: str | Path, results: pd.DataFrame, per_object: pd.Data
         qrels: the lines of ``qrels.trec`` (None: no file).
         runs: run file name (:func:`~tagtorch.evaluation.trec.run_file_names`) -> its lines
             (None: no run files).
+        notes: paragraphs added to the report after its tables (facts of the task's run).
 
     Returns:
         The markdown report.
@@ -293,6 +294,8 @@ def write_run(output_dir: str | Path, results: pd.DataFrame, per_object: pd.Data
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     report = markdown_report(results, per_object, title=title)
+    if notes:
+        report += "\n## Notes\n\n" + "\n\n".join(notes) + "\n"
     with atomic_write(out / "results.csv") as partial:
         results.to_csv(partial, index=False)
     with atomic_write(out / "per_object.csv.gz") as partial:

@@ -1,0 +1,311 @@
+"""Resource ranking: objects ranked for a query of tags (Harvey, Ruthven and Carman 2011).
+
+For each seed: the folksonomy, cleaned once as the paper does
+(:func:`tagtorch.data.splits.post_filter`), is split per user by time
+(:func:`tagtorch.resources.data.resource_ranking_data`: last 10% of each user's posts for test,
+the last 10% of the rest for validation); every configured resource ranker learns from the
+training documents and ranks every candidate object for each test query. Metrics per query: S@1,
+S@5, S@10 and MRR@10, the paper's Table 1 (one relevant object per query, so P@k = S@k / k is
+not reported separately). Equal scores are broken by object code for every method.
+
+Tuning: the settings listed for a method in ``tune`` (a grid: ``{method: {setting: [values]}}``)
+are chosen on the validation queries by ``tune_metric``, fitting on the training documents; the
+chosen model (already fitted on those documents) is then evaluated on test. Every method reports
+its validation score (``val_{tune_metric}``), the value to optimize in a sweep. The grid, each
+setting's validation score and the choices are written to ``tuning.csv``.
+
+The run folder holds, like every tagtorch evaluation (:func:`tagtorch.evaluation.runs.write_run`):
+``results.csv``, ``per_object.csv.gz`` (per query; ``object`` is the post key ``user *
+n_objects + object``), ``report.md`` (mean ± 95% CI over seeds, paired tests over queries,
+Holm-corrected), ``run.METHOD.trec`` and ``qrels.trec`` (the first seed's test queries, query ids
+``q{post key}``), plus ``queries.csv`` (per seed: posts, unanswerable and tagless queries),
+``tuning.csv`` and, for topic models, ``curves.csv`` and ``log_likelihood.png`` (the sampler's
+log-likelihood per token and iteration). Finished (seed, method) outcomes are kept in
+``pieces/`` and reused by a rerun with ``resume=True``
+(:class:`~tagtorch.evaluation.runs.RunPieces`); with a ``checkpoint_dir``, each fitted model is
+saved to
+``{checkpoint_dir}/resources/{dataset}/{method}/seed{k}``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+from tqdm.auto import tqdm
+
+from tagtorch.data.folksonomy import Folksonomy
+from tagtorch.data.splits import post_filter
+from tagtorch.evaluation.plots import plot_learning_curves
+from tagtorch.evaluation.runs import MethodOutcome, MetricLogger, RunPieces, log_outcome, write_run
+from tagtorch.evaluation.trec import qrels_lines, ranked_lines, run_file_names
+from tagtorch.metrics.functional import ranking_metrics
+from tagtorch.resources.base import ResourceRanker
+from tagtorch.resources.data import ResourceQueries, ResourceSplit, resource_ranking_data
+from tagtorch.storage import atomic_write
+
+log = logging.getLogger(__name__)
+
+__all__ = ["ResourceRankingTask"]
+
+
+class ResourceRankingTask:
+    """Evaluates the configured resource rankers (``model``: name -> config) over seeds.
+
+    Args:
+        seeds: one split (ties in time) and sampler seed each (the paper's LDA: 5 here).
+        test_fraction: share of each user's posts in test (the paper: 0.1).
+        val_fraction: share of each user's remaining posts in validation.
+        min_object_users: keep objects posted by at least this many users (the paper: > 2).
+        min_user_objects: then users with at least this many objects (the paper: > 60).
+        min_tag_uses: then tags used at least this many times (the paper: 2).
+        ks: cut-offs of S@k.
+        metrics: metric names (:func:`~tagtorch.metrics.functional.ranking_metrics`).
+        tune: per method, a grid of settings chosen on the validation queries (grids of
+            methods that are not run are ignored).
+        tune_metric: the validation metric that chooses.
+        batch_size: queries scored per block (memory: ``batch_size x n_objects`` scores).
+        trec_depth: objects per query in the TREC run files (0: none).
+        checkpoint_dir: root folder of the fitted models (None: not saved).
+        resume: reuse finished (seed, method) outcomes kept in ``pieces/`` of the output folder.
+    """
+
+    def __init__(
+        self,
+        seeds: Sequence[int] = (0, 1, 2, 3, 4),
+        test_fraction: float = 0.1,
+        val_fraction: float = 0.1,
+        min_object_users: int = 3,
+        min_user_objects: int = 61,
+        min_tag_uses: int = 2,
+        ks: Sequence[int] = (1, 5, 10),
+        metrics: Sequence[str] = ("success", "mrr@10"),
+        tune: Mapping[str, Mapping[str, Sequence[Any]]] | None = None,
+        tune_metric: str = "mrr@10",
+        batch_size: int = 256,
+        trec_depth: int = 100,
+        checkpoint_dir: str | Path | None = None,
+        resume: bool = False,
+    ) -> None:
+        if not seeds:
+            raise ValueError("no seed to evaluate")
+        self.seeds = list(seeds)
+        self.test_fraction = test_fraction
+        self.val_fraction = val_fraction
+        self.filters = {"min_object_users": min_object_users,
+                        "min_user_objects": min_user_objects, "min_tag_uses": min_tag_uses}
+        self.ks = tuple(ks)
+        self.metrics = tuple(metrics)
+        self.tune = {str(k): {str(s): list(v) for s, v in grid.items()}
+                     for k, grid in (tune or {}).items()}
+        self.tune_metric = tune_metric
+        self.batch_size = batch_size
+        self.trec_depth = trec_depth
+        self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir else None
+        self.resume = resume
+
+    # -- the run ------------------------------------------------------------------------
+
+    def run(self, folksonomy: Folksonomy, cfg: DictConfig, output_dir: Path,
+            loggers: Sequence[MetricLogger] = ()) -> pd.DataFrame:
+        """Evaluates every method on every seed; writes and prints the report.
+
+        Returns:
+            The results (``method, fold, metric, value``; ``fold`` is the seed).
+        """
+        models = {str(name): OmegaConf.to_container(node, resolve=True)
+                  for name, node in cfg.model.items()}
+        if not models:
+            raise ValueError("no model to evaluate")
+        data = post_filter(folksonomy, **self.filters)
+        output_dir.mkdir(parents=True, exist_ok=True)
+        pieces = RunPieces(output_dir / "pieces", self._piece_keys(data, models), unit="seed")
+        done = pieces.read_all(self.seeds, list(models)) if self.resume else {}
+        query_counts: list[dict[str, int]] = []
+        qrels: list[str] | None = None
+        for seed in tqdm(self.seeds, desc="seeds", unit="seed"):
+            split = resource_ranking_data(data, self.test_fraction, self.val_fraction, seed)
+            query_counts.append({"seed": seed, **split.counts})
+            if seed == self.seeds[0] and self.trec_depth > 0:
+                qrels = qrels_lines(_query_ids(split.test), [[o] for o in split.test.relevant])
+            for name, node in models.items():
+                if (seed, name) not in done:
+                    done[seed, name] = self._run_method(data, split, seed, name, node)
+                    pieces.write(seed, name, done[seed, name])
+        for seed in self.seeds:
+            log_outcome(loggers, MethodOutcome.merge([done[seed, name] for name in models]),
+                        step=seed)
+        return self._write(data, output_dir, models, done, query_counts, qrels, pieces)
+
+    def _write(self, data: Folksonomy, output_dir: Path, models: Mapping[str, Any],
+               done: Mapping[tuple[int, str], MethodOutcome],
+               query_counts: Sequence[Mapping[str, int]], qrels: list[str] | None,
+               pieces: RunPieces) -> pd.DataFrame:
+        """The run folder: results, report, TREC files, query counts, tuning and curves."""
+        whole = MethodOutcome.merge([done[seed, name] for seed in self.seeds for name in models])
+        result_frame, object_frame = whole.frames()
+        counts = pd.DataFrame(query_counts)
+        with atomic_write(output_dir / "queries.csv") as partial:
+            counts.to_csv(partial, index=False)
+        tuning = [frame for frame in whole.curves if "setting" in frame.columns]
+        curves = [frame for frame in whole.curves if "iteration" in frame.columns]
+        if tuning:
+            with atomic_write(output_dir / "tuning.csv") as partial:
+                pd.concat(tuning, ignore_index=True).to_csv(partial, index=False)
+        if curves:
+            frame = pd.concat(curves, ignore_index=True)
+            with atomic_write(output_dir / "curves.csv") as partial:
+                frame.to_csv(partial, index=False)
+            plot_learning_curves(frame, output_dir / "log_likelihood.png", x="iteration",
+                                 series={"train": "log_likelihood"},
+                                 ylabel="log-likelihood per token")
+        runs = ({file: whole.run_lines[name] for name, file in run_file_names(list(models)).items()}
+                if self.trec_depth else None)
+        report = write_run(
+            output_dir, result_frame, object_frame,
+            title=f"Resource ranking on {data.name} ({len(self.seeds)} seeds as folds)",
+            plot_metric=self.tune_metric, qrels=qrels, runs=runs,
+            notes=[_counts_note(counts), *([_tuning_note(pd.concat(tuning))] if tuning else [])])
+        pieces.clear()
+        print(report)
+        return result_frame
+
+    def _piece_keys(self, data: Folksonomy, models: Mapping[str, Any]) -> dict[str, str]:
+        """Per method, everything its outcome on a seed depends on, as one JSON string."""
+        protocol = [self.test_fraction, self.val_fraction, self.ks, self.metrics,
+                    self.tune_metric, self.trec_depth, self.seeds[0] if self.trec_depth else None]
+        return {name: json.dumps({"data": data.fingerprint(), "method": config,
+                                  "tune": self.tune.get(name), "protocol": protocol},
+                                 sort_keys=True, default=str)
+                for name, config in models.items()}
+
+    # -- one method on one seed -----------------------------------------------------------
+
+    def _make(self, node: Mapping[str, Any], seed: int, **settings: Any) -> ResourceRanker:
+        params = {**node, **settings}
+        if "seed" in params:
+            params["seed"] = seed
+        return instantiate(params)
+
+    def _run_method(self, data: Folksonomy, split: ResourceSplit, seed: int, name: str,
+                    node: Mapping[str, Any]) -> MethodOutcome:
+        """Tunes (if asked), fits and evaluates one method on one seed's split."""
+        grid = self.tune.get(name, {})
+        rows = []
+        best: tuple[float, ResourceRanker, float, int] | None = None
+        start = time.perf_counter()
+        for values in itertools.product(*grid.values()):
+            settings = dict(zip(grid, values, strict=True))
+            fit_start = time.perf_counter()
+            model = self._make(node, seed, **settings).fit(split.documents, split.n_words)
+            fit_seconds = time.perf_counter() - fit_start
+            score = self._validate(model, split)
+            rows.append({"method": name, "seed": seed, "setting": json.dumps(settings),
+                         f"val_{self.tune_metric}": score})
+            if best is None or score > best[0]:  # the first of equal scores is kept
+                best = (score, model, fit_seconds, len(rows) - 1)
+        assert best is not None  # product() of an empty grid yields one empty setting
+        val_score, model, fit_seconds, chosen = best
+        tuning = None
+        if grid:
+            tuning = pd.DataFrame(rows).assign(chosen=np.arange(len(rows)) == chosen)
+            log.info("seed %d, %s: chose %s on validation (%s %.4f); %.1f s for %d settings",
+                     seed, name, tuning.loc[tuning["chosen"], "setting"].iloc[0],
+                     self.tune_metric, val_score, time.perf_counter() - start, len(rows))
+        if self.checkpoint_dir is not None:
+            model.save(self.checkpoint_dir / "resources" / data.name / name / f"seed{seed}")
+        values, seconds, lines = self._evaluate(model, split, split.test, name,
+                                                write_trec=seed == self.seeds[0])
+        extra = {f"val_{self.tune_metric}": val_score, "fit_seconds": fit_seconds,
+                 "ms_model": 1000 * seconds / max(len(split.test), 1)}
+        curves = [frame for frame in (tuning, _sampler_curve(model, name, seed))
+                  if frame is not None]
+        outcome = MethodOutcome.from_values(name, seed, split.test.ids, values, extra=extra,
+                                            run_lines=lines)
+        outcome.curves += curves
+        means = outcome.means[name]
+        log.info("seed %d, %s: %s", seed, name,
+                 ", ".join(f"{k} {means[k]:.4f}" for k in values))
+        return outcome
+
+    def _validate(self, model: ResourceRanker, split: ResourceSplit) -> float:
+        """The mean of ``tune_metric`` over the validation queries."""
+        if len(split.val) == 0:
+            raise ValueError("no validation query to tune on: raise task.val_fraction")
+        values, _, _ = self._evaluate(model, split, split.val, "", write_trec=False,
+                                      metrics=(self.tune_metric,))
+        return float(torch.nanmean(values[self.tune_metric]).item())
+
+    def _evaluate(self, model: ResourceRanker, split: ResourceSplit, queries: ResourceQueries,
+                  name: str, write_trec: bool, metrics: Sequence[str] | None = None
+                  ) -> tuple[dict[str, torch.Tensor], float, list[str] | None]:
+        """Per-query metrics, the seconds spent scoring and (with ``write_trec``) run lines."""
+        parts: list[dict[str, torch.Tensor]] = []
+        lines: list[str] | None = [] if write_trec and self.trec_depth > 0 else None
+        candidates = torch.as_tensor(split.candidates)
+        seconds = 0.0
+        for first in range(0, len(queries), self.batch_size):
+            block = queries.take(np.arange(first, min(first + self.batch_size, len(queries))))
+            start = time.perf_counter()
+            scores = model.score(block.words).cpu()
+            seconds += time.perf_counter() - start
+            labels = torch.zeros(scores.shape, dtype=torch.bool)
+            labels[torch.arange(len(block)), torch.as_tensor(block.relevant)] = True
+            mask = candidates.expand_as(scores)
+            parts.append(ranking_metrics(scores, labels, mask, ks=self.ks,
+                                         metrics=metrics or self.metrics))
+            if lines is not None:
+                lines += _run_lines(block, scores, mask, name, self.trec_depth)
+        values = {k: torch.cat([p[k] for p in parts]) for k in parts[0]} if parts else {}
+        return values, seconds, lines
+
+
+def _run_lines(block: ResourceQueries, scores: torch.Tensor, mask: torch.Tensor, name: str,
+               depth: int) -> list[str]:
+    """TREC lines of the top ``depth`` candidates (equal scores by object code)."""
+    masked = scores.masked_fill(~mask, -torch.inf)
+    order = torch.sort(masked, dim=-1, descending=True, stable=True).indices[:, :depth]
+    keep = mask.gather(-1, order)
+    return ranked_lines(_query_ids(block), order.numpy(), keep.numpy(), name, depth)
+
+
+def _query_ids(queries: ResourceQueries) -> list[str]:
+    return [f"q{int(i)}" for i in queries.ids]
+
+
+def _sampler_curve(model: ResourceRanker, name: str, seed: int) -> pd.DataFrame | None:
+    """A topic model's log-likelihood per token and iteration (None for other models)."""
+    history = getattr(getattr(model, "model_", None), "log_likelihood_", None)
+    if not history:
+        return None
+    return pd.DataFrame({"iteration": np.arange(1, len(history) + 1),
+                         "log_likelihood": np.asarray(history, dtype=float),
+                         "method": name, "seed": seed})
+
+
+def _counts_note(counts: pd.DataFrame) -> str:
+    """The report's paragraph on the queries (answerable, left out, tagless)."""
+    first = counts.iloc[0]
+    return (f"Queries (seed {int(first['seed'])}): {int(first['test_posts'])} test posts, of which "
+            f"{int(first['test_unanswerable'])} are left out because their object has no "
+            f"training post; {int(first['test_tagless'])} answerable ones have no tag seen in "
+            f"training. {int(first['candidates'])} candidate objects, "
+            f"{int(first['train_posts'])} training and {int(first['val_posts'])} validation "
+            "posts. Every seed's counts: queries.csv.")
+
+
+def _tuning_note(tuning: pd.DataFrame) -> str:
+    """The report's paragraph on the settings chosen on validation."""
+    chosen = tuning[tuning["chosen"]]
+    parts = [f"{row.method} seed {row.seed}: {row.setting}" for row in chosen.itertuples()]
+    return "Settings chosen on the validation queries (all: tuning.csv): " + "; ".join(parts) + "."

@@ -1,0 +1,228 @@
+"""The resource ranker contract, and the term-matching models every baseline shares.
+
+A resource ranker learns from the training documents, one per object: all the training tags of
+all its posts, with repeats (Harvey, Ruthven and Carman 2011, Section 3: "each URL is now
+represented by the complete set of tags used to describe it by users"), and scores every object
+for a query, the tag set of a post: ``score(queries) -> [B, D]``, higher is better. The
+evaluation (:mod:`tagtorch.evaluation.resource_ranking`) ranks only objects with a training
+document, breaks equal scores by object code (the candidate order of
+:mod:`tagtorch.metrics.functional`) for every method alike, and gives queries only the tags
+that occur in training (an unseen tag would score every object alike, or zero them all in a
+query likelihood).
+
+The three baselines of the paper are term-matching models of one form,
+``score(d, q) = const(q) + sum_{w in q} M[w, d] + |q| * bias[d]`` with a sparse ``M``
+(:class:`TermMatchRanker`): ``score`` multiplies a block of queries with ``M`` as a sparse
+matrix product, on the CPU or a CUDA device.
+
+A saved resource ranker is a folder (:mod:`tagtorch.storage`): ``manifest.json`` (class,
+settings, file digests) and ``arrays.npz``; nothing is ever unpickled.
+"""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import Any, ClassVar, Self
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+from torch import Tensor
+
+from tagtorch.data.ragged import Ragged
+from tagtorch.storage import (
+    MANIFEST_FILE,
+    UnreadableFileError,
+    load_arrays,
+    model_folder,
+    read_manifest,
+    save_arrays,
+    write_manifest,
+)
+
+__all__ = ["ResourceRanker", "TermMatchRanker", "document_counts", "query_matrix",
+           "seen_constant"]
+
+_ARRAYS = "arrays.npz"
+
+
+def document_counts(documents: Ragged, n_words: int) -> sp.csr_matrix:
+    """``N [D, W]``: how often each word occurs in each document (float64, CSR).
+
+    Example:
+        >>> document_counts(Ragged.from_lists([[2, 0, 2], []]), 3).toarray().tolist()
+        [[1.0, 0.0, 2.0], [0.0, 0.0, 0.0]]
+    """
+    words = documents.values
+    if len(words) and (words.min() < 0 or words.max() >= n_words):
+        raise ValueError(f"word ids must lie in [0, {n_words})")
+    counts = sp.csr_matrix((np.ones(len(words)), (documents.row_ids, words)),
+                           shape=(len(documents), n_words))
+    counts.sum_duplicates()
+    return counts
+
+
+def seen_constant(counts: sp.csr_matrix) -> np.ndarray:
+    """``[W]``: 0 for the words of some document, ``-inf`` for the others (dropped from queries).
+
+    Example:
+        >>> seen_constant(sp.csr_matrix(np.array([[1.0, 0.0]]))).tolist()
+        [0.0, -inf]
+    """
+    return np.where(np.asarray(counts.sum(0)).ravel() > 0, 0.0, -np.inf)
+
+
+def query_matrix(queries: Ragged, n_words: int, device: torch.device | str = "cpu",
+                 dtype: torch.dtype = torch.float32) -> Tensor:
+    """``[W, B]`` dense: column ``b`` counts the words of query ``b`` (ids >= W are dropped)."""
+    words = torch.as_tensor(queries.values, dtype=torch.long)
+    rows = torch.as_tensor(queries.row_ids, dtype=torch.long)
+    keep = (words >= 0) & (words < n_words)
+    out = torch.zeros(n_words, len(queries), dtype=dtype)
+    out.index_put_((words[keep], rows[keep]), torch.ones(int(keep.sum()), dtype=dtype),
+                   accumulate=True)
+    return out.to(device)
+
+
+class ResourceRanker:
+    """Base of the resource rankers: settings, fit/score interface, save and load.
+
+    Settings are the constructor's arguments, stored under the same names (the scikit-learn
+    convention); :meth:`settings` reads them back, so ``type(r)(**r.settings())`` is an
+    unfitted copy. A subclass implements :meth:`fit` and :meth:`score` and names its fitted
+    arrays in :meth:`_arrays` / :meth:`_set_arrays`.
+    """
+
+    task: ClassVar[str] = "resources"
+    """The evaluation task these models belong to (read by the config checks)."""
+
+    def settings(self) -> dict[str, Any]:
+        """The constructor arguments, as attributes of the same names."""
+        names = [p for p in inspect.signature(type(self).__init__).parameters if p != "self"]
+        return {name: getattr(self, name) for name in names}
+
+    def fit(self, documents: Ragged, n_words: int) -> Self:
+        """Learns from the training documents (rows of word ids, one per object)."""
+        raise NotImplementedError
+
+    def score(self, queries: Ragged) -> Tensor:
+        """``[B, D]`` scores of every object for each query (rows of word ids < ``n_words``)."""
+        raise NotImplementedError
+
+    def _arrays(self) -> dict[str, np.ndarray]:
+        """The fitted state as named arrays (empty before :meth:`fit`)."""
+        raise NotImplementedError
+
+    def _set_arrays(self, arrays: dict[str, np.ndarray]) -> None:
+        """Restores the fitted state of :meth:`_arrays`."""
+        raise NotImplementedError
+
+    def save(self, path: str | Path) -> None:
+        """Writes the folder ``path``: ``manifest.json`` and ``arrays.npz``.
+
+        Raises:
+            RuntimeError: the ranker is not fitted.
+        """
+        arrays = self._arrays()
+        if not arrays:
+            raise RuntimeError(f"{type(self).__name__} is not fitted: nothing to save")
+        folder = model_folder(path)
+        save_arrays(arrays, folder / _ARRAYS)
+        write_manifest(folder, type(self), self.settings(), [_ARRAYS], arrays=sorted(arrays))
+
+    @classmethod
+    def load(cls, path: str | Path) -> Self:
+        """Reads a ranker written by :meth:`save`; every file is checked against the manifest.
+
+        Raises:
+            UnreadableFileError: another class's folder, an altered file or refused settings.
+        """
+        folder = Path(path)
+        manifest = read_manifest(folder, cls)
+        try:
+            ranker = cls(**manifest["settings"])
+            names = [str(name) for name in manifest["arrays"]]
+        except (TypeError, ValueError, KeyError) as error:
+            raise UnreadableFileError(f"{folder / MANIFEST_FILE}: {error}") from None
+        ranker._set_arrays(load_arrays(folder / _ARRAYS, names))
+        return ranker
+
+
+class TermMatchRanker(ResourceRanker):
+    """``score(d, q) = const(q) + sum_{w in q} M[w, d] + |q| * bias[d]`` with a sparse ``M``.
+
+    Subclasses compute ``M`` (:meth:`_weights`), ``bias`` and the per-word constant from the
+    document counts; scoring is shared.
+
+    Args:
+        device: where queries are scored (``"cpu"``, ``"cuda"``; ``"auto"``: CUDA when present).
+    """
+
+    def __init__(self, device: str = "auto") -> None:
+        self.device = device
+        self.weights_: sp.csr_matrix | None = None  # [W, D]
+        self.bias_: np.ndarray | None = None  # [D]
+        self.word_constant_: np.ndarray | None = None  # [W]
+        self._cache: tuple[Tensor, Tensor, Tensor] | None = None
+
+    def _weights(self, counts: sp.csr_matrix) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray]:
+        """``(M [D, W], bias [D], word constant [W])`` of the document counts ``N [D, W]``.
+
+        The constant of a word absent from every document is ``-inf``: query words never
+        seen in training are dropped by :meth:`score`.
+        """
+        raise NotImplementedError
+
+    def fit(self, documents: Ragged, n_words: int) -> Self:
+        """Computes the model's term weights from the documents' word counts."""
+        weights, bias, constant = self._weights(document_counts(documents, n_words))
+        self.weights_ = sp.csr_matrix(weights.T)
+        self.bias_, self.word_constant_ = bias, constant
+        self._cache = None
+        return self
+
+    def _device(self) -> torch.device:
+        if self.device == "auto":
+            return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        return torch.device(self.device)
+
+    def _tensors(self) -> tuple[Tensor, Tensor, Tensor]:
+        """``M^T`` as a sparse CSR tensor ``[D, W]``, ``bias [D]`` and the constants ``[W]``."""
+        if self._cache is None:
+            if self.weights_ is None or self.bias_ is None or self.word_constant_ is None:
+                raise RuntimeError(f"{type(self).__name__} is not fitted")
+            device = self._device()
+            m = self.weights_.T.tocsr()
+            matrix = torch.sparse_csr_tensor(
+                torch.as_tensor(m.indptr, dtype=torch.long),
+                torch.as_tensor(m.indices, dtype=torch.long),
+                torch.as_tensor(m.data, dtype=torch.float64), size=m.shape,
+                check_invariants=False).to(device)  # built from a valid scipy CSR
+            self._cache = (matrix, torch.as_tensor(self.bias_, device=device),
+                           torch.as_tensor(self.word_constant_, device=device))
+        return self._cache
+
+    def score(self, queries: Ragged) -> Tensor:
+        """``[B, D]`` float64 scores (on the ranker's device)."""
+        matrix, bias, constant = self._tensors()
+        q = query_matrix(queries, len(constant), matrix.device, torch.float64)  # [W, B]
+        q = q * torch.isfinite(constant)[:, None]  # words never seen in training: dropped
+        matched = torch.sparse.mm(matrix, q).T  # [B, D]
+        known = torch.where(torch.isfinite(constant), constant, torch.zeros_like(constant))
+        return matched + q.sum(0)[:, None] * bias[None, :] + (known @ q)[:, None]
+
+    def _arrays(self) -> dict[str, np.ndarray]:
+        if self.weights_ is None or self.bias_ is None or self.word_constant_ is None:
+            return {}
+        w = self.weights_
+        return {"indptr": w.indptr, "indices": w.indices, "data": w.data,
+                "shape": np.asarray(w.shape), "bias": self.bias_,
+                "word_constant": self.word_constant_}
+
+    def _set_arrays(self, arrays: dict[str, np.ndarray]) -> None:
+        shape = tuple(int(v) for v in arrays["shape"])
+        self.weights_ = sp.csr_matrix((arrays["data"], arrays["indices"], arrays["indptr"]),
+                                      shape=shape)
+        self.bias_, self.word_constant_ = arrays["bias"], arrays["word_constant"]
+        self._cache = None
