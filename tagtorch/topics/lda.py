@@ -66,7 +66,9 @@ SAMPLERS = ("exact", "batched")
 """The samplers :class:`LDA` offers (:mod:`tagtorch.topics.gibbs`)."""
 
 _ARRAYS_FILE = "lda.npz"
-_CHUNK_ELEMENTS = 1 << 24  # batched sampler: conditionals computed per [chunk, Z] of ~16M floats
+# batched sampler: the conditionals are computed [chunk, Z] at a time, about this many floats
+# (small on the CPU, to stay in its caches; large on a GPU, to fill it)
+_CHUNK_ELEMENTS = {"cpu": 1 << 21, "cuda": 1 << 24}
 
 
 class LDA:
@@ -231,7 +233,7 @@ class LDA:
         ndz.index_add_(0, d * n_topics + z, torch.ones_like(z, dtype=torch.int32))
         ndz = ndz.view(n_docs, n_topics)
         nz = nwz.sum(0, dtype=torch.int32)
-        chunk = max(1, _CHUNK_ELEMENTS // n_topics)
+        chunk = max(1, _CHUNK_ELEMENTS.get(device.type, 1 << 24) // n_topics)
         phi_sum = torch.zeros(n_words, n_topics, dtype=torch.float64, device=device)
         ndz_sum = torch.zeros(n_docs, n_topics, dtype=torch.float64, device=device)
         self.log_likelihood_ = []
