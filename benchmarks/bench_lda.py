@@ -1,0 +1,214 @@
+"""Benchmark of LDA training speed: our Gibbs samplers against tomotopy (and gensim), side by side.
+
+On the same corpora, measured in one run, it prints the tokens per second of one Gibbs sweep
+(one pass over every token) for
+
+- **ours, exact**: the sequential collapsed Gibbs sampler (:mod:`tagtorch.topics.gibbs`,
+  numba, one thread);
+- **ours, batched**: the approximate block-parallel sampler in torch, on ``--device`` (CUDA
+  when available, else the CPU);
+- **tomotopy** ``LDAModel`` with ``workers=1`` and with all cores;
+- **gensim** ``LdaModel``: online variational Bayes, a different algorithm; its figure is the
+  tokens per second of one pass over (a seeded sample of ``--gensim-docs`` documents of) the
+  corpus, for orientation only;
+
+and each one's ratio to tomotopy on the same number of threads (one thread for ours, gensim;
+all cores for tomotopy's row with all cores; the batched sampler against one thread).
+
+Our sweeps are timed as the difference between a fit of ``1 + --iterations`` sweeps and a fit
+of one sweep, so the initialization is excluded and every timed sweep includes the
+log-likelihood our fit computes after each sweep (tomotopy computes none while training). The
+numba compilation is timed on its own, on a tiny corpus, before anything else. tomotopy runs
+one untimed sweep (its initialization) before its ``--iterations`` timed sweeps.
+
+Corpora: (a) HetRec LastFM's artists as documents of their tags, repeats kept (when
+``$TAGTORCH_DATA_DIR`` is set), (b) a synthetic LDA corpus of ``--tokens`` tokens (default 10
+million, 10,000 words, documents of 100 tokens drawn from 100 true topics).
+
+Usage::
+
+    TAGTORCH_DATA_DIR=/path/to/data python benchmarks/bench_lda.py
+    python benchmarks/bench_lda.py --tokens 1000000 --topics 100 --skip-gensim
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from tagtorch.data.ragged import Ragged
+from tagtorch.topics import LDA
+
+
+@dataclass
+class Corpus:
+    """Documents (rows of word ids) and the vocabulary size."""
+
+    name: str
+    documents: Ragged
+    n_words: int
+
+    @property
+    def n_tokens(self) -> int:
+        return int(self.documents.offsets[-1])
+
+
+def lastfm_corpus(data_dir: str) -> Corpus:
+    """LastFM's artists, each a document of its tags with repeats (one token per assignment)."""
+    from tagtorch.data.loaders.hetrec import load_lastfm
+
+    folksonomy = load_lastfm(data_dir, download=False)
+    table = folksonomy.assignments
+    documents = Ragged.from_groups(table["object"].to_numpy(), table["tag"].to_numpy(),
+                                   folksonomy.n_objects)
+    return Corpus("LastFM", documents, folksonomy.n_tags)
+
+
+def synthetic_corpus(n_tokens: int, n_words: int = 10_000, length: int = 100,
+                     true_topics: int = 100, seed: int = 0) -> Corpus:
+    """An LDA corpus: Dirichlet(0.1) mixtures of Dirichlet(0.05) topics, ``length``-token docs."""
+    rng = np.random.default_rng(seed)
+    n_docs = max(1, n_tokens // length)
+    phi_cum = np.cumsum(rng.dirichlet(np.full(n_words, 0.05), size=true_topics), axis=1)
+    theta_cum = np.cumsum(rng.dirichlet(np.full(true_topics, 0.1), size=n_docs), axis=1)
+    docs = np.repeat(np.arange(n_docs), length)
+    topics = np.empty(len(docs), dtype=np.int64)
+    for lo in range(0, n_docs, 10_000):  # bounded memory
+        rows = np.arange(lo, min(n_docs, lo + 10_000))
+        u = rng.random((len(rows), length))
+        drawn = np.stack([np.searchsorted(theta_cum[r], u[i]) for i, r in enumerate(rows)])
+        topics[lo * length:(lo + len(rows)) * length] = drawn.ravel()
+    words = np.empty(len(docs), dtype=np.int64)
+    u = rng.random(len(docs))
+    for k in range(true_topics):
+        at = np.flatnonzero(topics == k)
+        words[at] = np.searchsorted(phi_cum[k], u[at])
+    words = np.minimum(words, n_words - 1)
+    offsets = np.arange(n_docs + 1, dtype=np.int64) * length
+    return Corpus(f"synthetic {len(words) / 1e6:g}M", Ragged(offsets, words), n_words)
+
+
+def ours_seconds_per_sweep(corpus: Corpus, args: argparse.Namespace, sampler: str,
+                           device: str) -> float:
+    """Seconds of one sweep of our sampler: (fit of 1 + n sweeps - fit of 1 sweep) / n."""
+
+    def fit_seconds(iterations: int) -> float:
+        model = LDA(n_topics=args.topics, iterations=iterations, burn_in=iterations - 1,
+                    sampler=sampler, device=device, block_tokens=args.block_tokens,
+                    progress=False)
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        model.fit(corpus.documents, corpus.n_words)
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        return time.perf_counter() - start
+
+    one = fit_seconds(1)
+    return max(fit_seconds(1 + args.iterations) - one, 1e-9) / args.iterations
+
+
+def tomotopy_seconds_per_sweep(corpus: Corpus, args: argparse.Namespace, workers: int) -> float:
+    """Seconds of one tomotopy sweep (after one untimed sweep)."""
+    import tomotopy
+
+    model = tomotopy.LDAModel(k=args.topics, alpha=25.0 / args.topics, eta=0.1, seed=0,
+                              tw=tomotopy.TermWeight.ONE)
+    model.optim_interval = 0
+    vocabulary = [str(w) for w in range(corpus.n_words)]
+    for row in corpus.documents:
+        if len(row):
+            model.add_doc([vocabulary[w] for w in row])
+    model.train(1, workers=workers)
+    start = time.perf_counter()
+    model.train(args.iterations, workers=workers)
+    return (time.perf_counter() - start) / args.iterations
+
+
+def gensim_tokens_per_second(corpus: Corpus, args: argparse.Namespace) -> tuple[float, int]:
+    """Tokens per second of one online-VB pass of gensim's LdaModel over a document sample."""
+    from gensim.models import LdaModel
+
+    rng = np.random.default_rng(0)
+    n_docs = len(corpus.documents)
+    rows = np.sort(rng.choice(n_docs, size=min(n_docs, args.gensim_docs), replace=False))
+    bows = []
+    for r in rows:
+        ids, counts = np.unique(corpus.documents[r], return_counts=True)
+        if len(ids):
+            bows.append(list(zip(ids.tolist(), counts.tolist(), strict=True)))
+    tokens = sum(c for bow in bows for _, c in bow)
+    start = time.perf_counter()
+    LdaModel(bows, num_topics=args.topics, id2word={w: str(w) for w in range(corpus.n_words)},
+             passes=1, alpha=25.0 / args.topics, eta=0.1, random_state=0)
+    return tokens / (time.perf_counter() - start), tokens
+
+
+def compile_seconds() -> float:
+    """Seconds of the first tiny fit (numba compiles the exact sampler's kernels)."""
+    docs = Ragged.from_lists([[0, 1, 2], [2, 3]])
+    start = time.perf_counter()
+    model = LDA(n_topics=2, iterations=2, burn_in=1, progress=False).fit(docs, 4)
+    model.perplexity(Ragged.from_lists([[0, 1, 2, 3]]))
+    return time.perf_counter() - start
+
+
+def bench(corpus: Corpus, args: argparse.Namespace) -> None:
+    """Prints the table of one corpus."""
+    cores = os.cpu_count() or 1
+    n = corpus.n_tokens
+    print(f"\n{corpus.name}: {len(corpus.documents)} documents, {n} tokens, "
+          f"{corpus.n_words} words; Z = {args.topics}; {args.iterations} timed sweeps")
+    rows: list[tuple[str, float, str]] = []
+    tt1 = n / tomotopy_seconds_per_sweep(corpus, args, 1)
+    ttn = n / tomotopy_seconds_per_sweep(corpus, args, cores) if cores > 1 else tt1
+    exact = n / ours_seconds_per_sweep(corpus, args, "exact", "cpu")
+    rows.append(("ours, exact (numba, 1 thread)", exact, f"{exact / tt1:.2f}x tomotopy 1"))
+    batched = n / ours_seconds_per_sweep(corpus, args, "batched", args.device)
+    rows.append((f"ours, batched (torch, {args.device})", batched,
+                 f"{batched / tt1:.2f}x tomotopy 1"))
+    rows.append(("tomotopy, workers=1", tt1, "1.00x"))
+    rows.append((f"tomotopy, workers={cores}", ttn, "1.00x"))
+    if not args.skip_gensim:
+        speed, tokens = gensim_tokens_per_second(corpus, args)
+        rows.append((f"gensim LdaModel (online VB, 1 pass, {tokens} tokens)", speed,
+                     f"{speed / tt1:.2f}x tomotopy 1"))
+    width = max(len(name) for name, _, _ in rows)
+    header = f"{'method':<{width}} {'tokens/s per sweep':>19} {'ratio':>18}"
+    print(header)
+    print("-" * len(header))
+    for name, speed, ratio in rows:
+        print(f"{name:<{width}} {speed:>19,.0f} {ratio:>18}")
+
+
+def main() -> None:
+    """Parses the options and prints one table per corpus."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--tokens", type=int, default=10_000_000,
+                        help="tokens of the synthetic corpus (0: skip it)")
+    parser.add_argument("--topics", type=int, default=250)
+    parser.add_argument("--iterations", type=int, default=3, help="timed sweeps")
+    parser.add_argument("--block-tokens", type=int, default=1_000_000,
+                        help="batched sampler: tokens per block")
+    parser.add_argument("--gensim-docs", type=int, default=20_000,
+                        help="documents of gensim's timed pass (a seeded sample)")
+    parser.add_argument("--skip-gensim", action="store_true")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    args = parser.parse_args()
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} torch threads, "
+          f"{os.cpu_count()} cores; batched sampler on {args.device}")
+    print(f"numba compilation of the exact sampler (first tiny fit): {compile_seconds():.1f} s")
+    data_dir = os.environ.get("TAGTORCH_DATA_DIR")
+    if data_dir:
+        bench(lastfm_corpus(data_dir), args)
+    if args.tokens:
+        bench(synthetic_corpus(args.tokens), args)
+
+
+if __name__ == "__main__":
+    main()
