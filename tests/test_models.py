@@ -5,7 +5,8 @@ the signature of its ``score``, as :func:`tagtorch.config_checks.model_kind` doe
 instantiated; slow settings are shrunk by their key names wherever a config has them (so a new
 ranker added with one module and one YAML is covered without touching this file). Tag rankers
 fit on small LATRE candidate lists of a synthetic folksonomy, item models on a small item
-split of it, resource rankers on the training documents of a small resource-ranking split. Every ``conf/experiment/*.yaml`` is composed and its models, candidates and (for
+split of it, resource rankers on the training documents of a small resource-ranking split.
+Every ``conf/experiment/*.yaml`` is composed and its models, candidates and (for
 the synthetic generator, at a tiny size) data are instantiated. A minimal ranker checks what
 :class:`~tagtorch.rankers.base.BaseRanker` gives a new module.
 """

@@ -22,6 +22,7 @@ settings, file digests) and ``arrays.npz``; nothing is ever unpickled.
 from __future__ import annotations
 
 import inspect
+import warnings
 from pathlib import Path
 from typing import Any, ClassVar, Self
 
@@ -194,11 +195,13 @@ class TermMatchRanker(ResourceRanker):
                 raise RuntimeError(f"{type(self).__name__} is not fitted")
             device = self._device()
             m = self.weights_.T.tocsr()
-            matrix = torch.sparse_csr_tensor(
-                torch.as_tensor(m.indptr, dtype=torch.long),
-                torch.as_tensor(m.indices, dtype=torch.long),
-                torch.as_tensor(m.data, dtype=torch.float64), size=m.shape,
-                check_invariants=False).to(device)  # built from a valid scipy CSR
+            with warnings.catch_warnings():  # "sparse CSR support is in beta": it is tested here
+                warnings.simplefilter("ignore", UserWarning)
+                matrix = torch.sparse_csr_tensor(
+                    torch.as_tensor(m.indptr, dtype=torch.long),
+                    torch.as_tensor(m.indices, dtype=torch.long),
+                    torch.as_tensor(m.data, dtype=torch.float64), size=m.shape,
+                    check_invariants=False).to(device)  # built from a valid scipy CSR
             self._cache = (matrix, torch.as_tensor(self.bias_, device=device),
                            torch.as_tensor(self.word_constant_, device=device))
         return self._cache

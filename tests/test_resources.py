@@ -1,0 +1,205 @@
+"""Resource ranking: the baselines against plain per-document formulas, the split, the task.
+
+References are written here independently of :mod:`tagtorch.resources`: loops over documents and
+query words computing SMatch, BM25 (Robertson and Zaragoza 2009) and the Dirichlet-smoothed query
+likelihood (Zhai and Lafferty 2001) from raw counts, and the rank of the relevant object counted
+by hand.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from hydra.utils import instantiate
+from test_train import compose_cfg
+
+from tagtorch.data.folksonomy import Folksonomy
+from tagtorch.data.ragged import Ragged
+from tagtorch.data.splits import post_filter
+from tagtorch.resources.bayeslm import BayesLM
+from tagtorch.resources.bm25 import BM25
+from tagtorch.resources.data import resource_ranking_data
+from tagtorch.resources.lda import LDARanker
+from tagtorch.resources.smatch import SMatch
+from tagtorch.storage import UnreadableFileError
+from tagtorch.train import run_task
+
+N_WORDS = 12
+
+
+@pytest.fixture(scope="module")
+def corpus() -> tuple[Ragged, Ragged]:
+    rng = np.random.default_rng(0)
+    docs = [list(rng.integers(0, N_WORDS - 2, rng.integers(0, 15))) for _ in range(30)]
+    docs[3] = []  # an empty document
+    queries = [sorted(set(rng.integers(0, N_WORDS, rng.integers(1, 4)).tolist()))
+               for _ in range(25)]
+    queries[0] = [N_WORDS - 1]  # a word no document holds
+    return Ragged.from_lists(docs), Ragged.from_lists(queries)
+
+
+def plain_scores(docs: Ragged, queries: Ragged, score_one) -> np.ndarray:
+    counts = [Counter(d.tolist()) for d in docs]
+    seen = set().union(*counts)
+    out = np.zeros((len(queries), len(docs)))
+    for q, query in enumerate(queries):
+        words = [w for w in query.tolist() if w in seen]  # unseen words are dropped
+        for d, c in enumerate(counts):
+            out[q, d] = score_one(words, c, counts)
+    return out
+
+
+def smatch_one(words, c, counts):
+    return sum(c[w] for w in words)
+
+
+def bm25_one(words, c, counts, k1=1.2, b=0.75):
+    docs = [x for x in counts if sum(x.values())]
+    avgdl = sum(sum(x.values()) for x in docs) / len(docs)
+    total = 0.0
+    for w in words:
+        n_w = sum(1 for x in docs if w in x)
+        idf = math.log(1 + (len(docs) - n_w + 0.5) / (n_w + 0.5))
+        tf = c[w]
+        total += idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * sum(c.values()) / avgdl))
+    return total
+
+
+def bayeslm_one(words, c, counts, mu=7.0):
+    collection = Counter()
+    for x in counts:
+        collection.update(x)
+    n = sum(collection.values())
+    return sum(math.log((c[w] + mu * collection[w] / n) / (sum(c.values()) + mu))
+               for w in words)
+
+
+@pytest.mark.parametrize(("ranker", "reference"), [
+    (SMatch(device="cpu"), smatch_one),
+    (BM25(k1=1.2, b=0.75, device="cpu"), bm25_one),
+    (BM25(k1=0.5, b=0.3, device="cpu"), lambda w, c, cs: bm25_one(w, c, cs, k1=0.5, b=0.3)),
+    (BayesLM(mu=7.0, device="cpu"), bayeslm_one),
+], ids=["smatch", "bm25", "bm25-other", "bayeslm"])
+def test_baselines_against_plain_formulas(corpus, ranker, reference, tmp_path):
+    docs, queries = corpus
+    scores = ranker.fit(docs, N_WORDS).score(queries)
+    assert scores.shape == (len(queries), len(docs))
+    np.testing.assert_allclose(scores.numpy(), plain_scores(docs, queries, reference),
+                               rtol=1e-9, atol=1e-9)
+    ranker.save(tmp_path / "model")
+    again = type(ranker).load(tmp_path / "model")
+    assert again.settings() == ranker.settings()
+    assert torch.equal(again.score(queries), scores)
+
+
+def test_lda_ranker_is_the_smoothed_query_likelihood(corpus, tmp_path):
+    docs, queries = corpus
+    ranker = LDARanker(n_topics=3, iterations=8, burn_in=4, prior_weight=0.3, device="cpu",
+                       progress=False).fit(docs, N_WORDS)
+    phi, theta = ranker.model_.phi_, ranker.model_.theta_  # [Z, W], [D, Z]
+    lengths = docs.lengths
+    n_docs = int((lengths > 0).sum())
+    expected = np.zeros((len(queries), len(docs)))
+    for q, query in enumerate(queries):
+        for d in range(len(docs)):
+            prior = 0.3 * lengths[d] / lengths.sum() + 0.7 / n_docs
+            expected[q, d] = math.log(prior) + sum(
+                math.log(sum(phi[z, w] * theta[d, z] for z in range(3))) for w in query)
+    np.testing.assert_allclose(ranker.score(queries).numpy(), expected, rtol=1e-5, atol=1e-5)
+    ranker.save(tmp_path / "lda")
+    again = LDARanker.load(tmp_path / "lda")
+    assert torch.equal(again.score(queries), ranker.score(queries))
+
+
+def test_saved_ranker_refuses_altered_files(corpus, tmp_path):
+    docs, _ = corpus
+    BM25(device="cpu").fit(docs, N_WORDS).save(tmp_path / "m")
+    arrays = tmp_path / "m" / "arrays.npz"
+    arrays.write_bytes(arrays.read_bytes()[:-10])
+    with pytest.raises(UnreadableFileError, match=r"arrays\.npz"):
+        BM25.load(tmp_path / "m")
+    with pytest.raises(UnreadableFileError, match="BM25"):
+        SMatch.load(tmp_path / "m")
+    with pytest.raises(RuntimeError, match="not fitted"):
+        SMatch().save(tmp_path / "unfitted")
+
+
+def test_settings_are_checked():
+    with pytest.raises(ValueError, match="b must"):
+        BM25(b=1.5)
+    with pytest.raises(ValueError, match="mu must"):
+        BayesLM(mu=0)
+
+
+def posts_frame() -> pd.DataFrame:
+    """User 1 posts o0..o5 at times 0..5, user 2 o5..o0 then an object nobody posted before."""
+    rows = []
+    for t in range(6):
+        rows += [(1, f"o{t}", "rock", t), (1, f"o{t}", f"g{t % 3}", t)]
+        rows += [(2, f"o{5 - t}", "pop", t)]
+    rows += [(1, "o5", "later", 5), (2, "new", "fresh", 9)]
+    return pd.DataFrame(rows, columns=["user", "object", "tag", "timestamp"])
+
+
+def test_split_documents_and_queries():
+    f = Folksonomy.from_frame(posts_frame())
+    obj = {name: code for code, name in enumerate(f.objects)}
+    split = resource_ranking_data(f, test_fraction=0.34, val_fraction=0.25, seed=0)
+    # user 1: 6 posts -> test o4, o5; val floor(0.25 * 4) = 1: o3; train o0, o1, o2
+    # user 2: 7 posts -> test o0 (time 5), new (time 9); val floor(1.25) = 1: o1; train o5..o2
+    assert split.counts["test_posts"] == 4 and split.counts["val_posts"] == 2
+    assert split.counts["test_unanswerable"] == 1  # "new" has no training post
+    assert sorted(f.objects[split.test.relevant].tolist()) == ["o0", "o4", "o5"]
+    assert sorted(f.objects[split.val.relevant].tolist()) == ["o1", "o3"]
+    assert sorted(f.tags[split.documents[obj["o2"]]].tolist()) == ["g2", "pop", "rock"]
+    assert sorted(f.tags[split.documents[obj["o0"]]].tolist()) == ["g0", "rock"]
+    assert split.candidates.sum() == 6 and not split.candidates[obj["new"]]
+    row = int(np.flatnonzero(f.objects[split.test.relevant] == "o5")[0])
+    assert sorted(f.tags[split.test.words[row]].tolist()) == ["g2", "rock"]  # "later": unseen
+    assert split.test.ids[row] == 0 * f.n_objects + obj["o5"]  # user code 0, object o5
+
+
+def plain_rank(scores: np.ndarray, candidates: np.ndarray, relevant: int) -> int:
+    """1-based rank of the relevant object: higher scores first, equal scores by object code."""
+    rank = 1
+    for d in np.flatnonzero(candidates):
+        if scores[d] > scores[relevant] or (scores[d] == scores[relevant] and d < relevant):
+            rank += 1
+    return rank
+
+
+def test_task_end_to_end_against_a_plain_evaluation(tmp_path):
+    out = tmp_path
+    cfg = compose_cfg(tmp_path, ["+experiment=lda_synthetic", "model=[smatch,bm25,bayeslm]",
+                                 "~model.lda", "task.seeds=[3]", "data.n_objects=800"])
+    results = run_task(cfg)
+    assert list(dict.fromkeys(results["method"])) == ["smatch", "bm25", "bayeslm"]
+    quality = ["s@1", "s@5", "s@10", "mrr@10"]
+    assert list(dict.fromkeys(results["metric"]))[:4] == quality
+    for name in ("report.md", "per_object.csv.gz", "qrels.trec", "run.bm25.trec",
+                 "queries.csv", "tuning.csv", "mrr@10.png"):
+        assert (out / name).is_file(), name
+    # the chosen BM25 setting has the best validation score of the grid
+    tuning = pd.read_csv(out / "tuning.csv")
+    bm25 = tuning[tuning["method"] == "bm25"]
+    assert bm25["chosen"].sum() == 1
+    assert bm25.loc[bm25["chosen"], "val_mrr@10"].iloc[0] == bm25["val_mrr@10"].max()
+    # SMatch's per-query values from a plain evaluation of the same split
+    folksonomy = post_filter(instantiate(cfg.data), min_user_objects=10)
+    split = resource_ranking_data(folksonomy, 0.1, 0.1, seed=3)
+    scores = SMatch(device="cpu").fit(split.documents, split.n_words).score(split.test.words)
+    ranks = np.array([plain_rank(scores[q].numpy(), split.candidates, split.test.relevant[q])
+                      for q in range(len(split.test))])
+    per_object = pd.read_csv(out / "per_object.csv.gz")
+    ours = per_object[(per_object["method"] == "smatch")].pivot(index="object", columns="metric",
+                                                                   values="value")
+    ours = ours.loc[split.test.ids]
+    np.testing.assert_allclose(ours["s@5"], ranks <= 5)
+    np.testing.assert_allclose(ours["mrr@10"], np.where(ranks <= 10, 1.0 / ranks, 0.0))
+    assert len((out / "qrels.trec").read_text().splitlines()) == len(split.test)
+
