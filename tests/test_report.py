@@ -43,6 +43,22 @@ def test_significance_pairs_objects_across_folds():
     assert row["mean_difference"] == pytest.approx((base.to_numpy() - better.to_numpy()).mean())
 
 
+def test_significance_on_means_over_folds_counts_each_object_once():
+    rng = np.random.default_rng(1)
+    rows = []
+    for fold in range(3):  # the same 20 objects on every fold (sampler seeds)
+        for method, shift in (("a", 0.0), ("b", 0.05)):
+            rows += [{"method": method, "fold": fold, "object": i, "metric": "mrr",
+                      "value": float(rng.random() + shift)} for i in range(20)]
+    per_object = pd.DataFrame(rows)
+    row = significance(per_object, average_folds=True).iloc[0]
+    means = per_object.groupby(["method", "object"])["value"].mean()
+    expected = stats.ttest_rel(means["a"].to_numpy(), means["b"].to_numpy())
+    assert row["n"] == 20
+    assert row["p_value"] == pytest.approx(expected.pvalue)
+    assert significance(per_object).iloc[0]["n"] == 60
+
+
 def test_holm_by_hand():
     # sorted p: 0.01 (x3 = 0.03), 0.02 (x2 = 0.04), 0.04 (x1 = 0.04); monotone max
     assert holm([0.04, 0.01, 0.02]).tolist() == pytest.approx([0.04, 0.03, 0.04])

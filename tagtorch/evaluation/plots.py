@@ -54,6 +54,49 @@ def plot_comparison(results: pd.DataFrame, metric: str, path: str | Path,
     return _save(fig, path)
 
 
+def plot_against_setting(results: pd.DataFrame, metric: str, setting: str,
+                         values: Mapping[str, float], path: str | Path,
+                         confidence: float = 0.95) -> Path:
+    """A metric against one setting (e.g. topics), other methods as horizontal lines.
+
+    The methods of ``values`` are points of one line at their setting's value (Harvey et al.
+    2011, Figure 1: MRR@10 against the number of topics); every other method of ``results`` is
+    a horizontal line at its mean. Whiskers and bands: the ``confidence`` t interval over folds.
+
+    Args:
+        results: columns ``method, fold, metric, value``.
+        metric: the metric to draw.
+        setting: the setting's name (the horizontal axis' label).
+        values: method -> its value of the setting.
+        path: the PNG file to write.
+        confidence: level of the intervals.
+    """
+    summary = summarize(results[results["metric"] == metric], confidence).set_index("method")
+    if summary.empty:
+        raise ValueError(f"no values of {metric!r} in the results")
+    points = sorted((float(x), name) for name, x in values.items() if name in summary.index)
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    xs = [x for x, _ in points]
+    ys = [summary.loc[name, "mean"] for _, name in points]
+    ax.errorbar(xs, ys, yerr=[summary.loc[name, "ci"] for _, name in points], marker="o",
+                capsize=3, label=", ".join(dict.fromkeys(n.rstrip("0123456789_z") for _, n in
+                                                          points)) or "varied")
+    others = [name for name in summary.index if name not in values]
+    for name, color in zip(others, plt.rcParams["axes.prop_cycle"].by_key()["color"][1:],
+                           strict=False):
+        mean, half = summary.loc[name, "mean"], summary.loc[name, "ci"]
+        ax.axhline(mean, color=color, linestyle="--", label=name)
+        if xs:
+            ax.fill_between([min(xs), max(xs)], mean - half, mean + half, color=color,
+                            alpha=0.15)
+    ax.set_xlabel(setting)
+    ax.set_ylabel(f"{metric} (mean over folds, {confidence:.0%} CI)")
+    ax.set_title(f"{metric} against {setting}")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
 def plot_learning_curves(curves: pd.DataFrame, path: str | Path, x: str = "epoch",
                          series: Mapping[str, str] | None = None,
                          ylabel: str = "DCG@10") -> Path:

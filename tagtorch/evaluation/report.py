@@ -44,19 +44,25 @@ def holm(p_values: Sequence[float]) -> np.ndarray:
     return adjusted
 
 
-def significance(per_object: pd.DataFrame, method: TestMethod = "ttest") -> pd.DataFrame:
+def significance(per_object: pd.DataFrame, method: TestMethod = "ttest",
+                 average_folds: bool = False) -> pd.DataFrame:
     """Paired tests of every pair of methods on per-object values, Holm-corrected per metric.
 
     Args:
         per_object: columns ``method, fold, object, metric, value``; pairs are formed in the
             methods' first-seen order (``method_a`` before ``method_b``).
         method: ``"ttest"`` (paired t-test) or ``"wilcoxon"`` (signed-rank test).
+        average_folds: pair each object's mean over the folds (seeds) instead of its value on
+            each fold: for repeated runs over the same objects (sampler seeds), where pairing
+            every (fold, object) would count one query several times.
 
     Returns:
         Columns ``method_a, method_b, metric, mean_difference`` (a minus b), ``statistic,
         p_value, p_holm, n``; ``p_holm`` adjusts over all pairs of one metric. Pairs of methods
         with fewer than two objects in common (evaluated on different folds) are left out.
     """
+    if average_folds:
+        per_object = per_object.assign(fold=0)  # pivot_table's mean averages the folds
     wide = per_object.pivot_table(index=["fold", "object", "metric"], columns="method",
                                   values="value", dropna=False)
     methods = list(dict.fromkeys(per_object["method"]))
@@ -85,6 +91,7 @@ def markdown_report(
     title: str = "Results",
     confidence: float = 0.95,
     test: TestMethod = "ttest",
+    average_folds: bool = False,
 ) -> str:
     """A markdown report: tables of ``mean ± half-width`` per method and metric.
 
@@ -111,10 +118,12 @@ def markdown_report(
                   "", _summary_table(summary[is_timing])]
     methods = list(dict.fromkeys(results["method"]))
     if per_object is not None and len(methods) > 1:
-        tests = significance(per_object, method=test)
+        tests = significance(per_object, method=test, average_folds=average_folds)
         tests = tests.assign(**{c: tests[c].map(lambda p: f"{p:.2e}")
                                 for c in ("p_value", "p_holm")})
-        lines += ["", f"## Paired {test} of every pair of methods (per-object values, all folds; "
+        pairs = ("per-object means over the folds" if average_folds
+                 else "per-object values, all folds")
+        lines += ["", f"## Paired {test} of every pair of methods ({pairs}; "
                   "p_holm: Holm-corrected over the pairs of each metric)", "",
                   _markdown_table(tests.round(4))]
     return "\n".join(lines) + "\n"

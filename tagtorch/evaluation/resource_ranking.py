@@ -14,17 +14,16 @@ chosen model (already fitted on those documents) is then evaluated on test. Ever
 its validation score (``val_{tune_metric}``), the value to optimize in a sweep. The grid, each
 setting's validation score and the choices are written to ``tuning.csv``.
 
-The run folder holds, like every tagtorch evaluation (:func:`tagtorch.evaluation.runs.write_run`):
-``results.csv``, ``per_object.csv.gz`` (per query; ``object`` is the post key ``user *
-n_objects + object``), ``report.md`` (mean ± 95% CI over seeds, paired tests over queries,
-Holm-corrected), ``run.METHOD.trec`` and ``qrels.trec`` (the first seed's test queries, query ids
-``q{post key}``), plus ``queries.csv`` (per seed: posts, unanswerable and tagless queries),
-``tuning.csv`` and, for topic models, ``curves.csv`` and ``log_likelihood.png`` (the sampler's
-log-likelihood per token and iteration). Finished (seed, method) outcomes are kept in
-``pieces/`` and reused by a rerun with ``resume=True``
+The run folder holds, like every tagtorch evaluation (:func:`~.runs.write_run`): ``results.csv``,
+``per_object.csv.gz`` (per query; ``object`` is the post key ``user * n_objects + object``),
+``report.md`` (mean ± 95% CI over seeds; paired tests over queries, each query's values averaged
+over the seeds, so a query counts once; Holm-corrected), ``run.METHOD.trec`` and ``qrels.trec``
+(the first seed's test queries, query ids ``q{post key}``), plus ``queries.csv`` (per seed:
+posts, unanswerable and tagless queries), ``tuning.csv`` and, for topic models, ``curves.csv``
+and ``log_likelihood.png`` (the sampler's log-likelihood per token and iteration). Finished
+(seed, method) outcomes are kept in ``pieces/`` and reused by a rerun with ``resume=True``
 (:class:`~tagtorch.evaluation.runs.RunPieces`); with a ``checkpoint_dir``, each fitted model is
-saved to
-``{checkpoint_dir}/resources/{dataset}/{method}/seed{k}``.
+saved to ``{checkpoint_dir}/resources/{dataset}/{method}/seed{k}``.
 """
 
 from __future__ import annotations
@@ -46,7 +45,7 @@ from tqdm.auto import tqdm
 
 from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.data.splits import post_filter
-from tagtorch.evaluation.plots import plot_learning_curves
+from tagtorch.evaluation.plots import plot_against_setting, plot_learning_curves
 from tagtorch.evaluation.runs import MethodOutcome, MetricLogger, RunPieces, log_outcome, write_run
 from tagtorch.evaluation.trec import qrels_lines, ranked_lines, run_file_names
 from tagtorch.metrics.functional import ranking_metrics
@@ -78,6 +77,9 @@ class ResourceRankingTask:
         trec_depth: objects per query in the TREC run files (0: none).
         checkpoint_dir: root folder of the fitted models (None: not saved).
         resume: reuse finished (seed, method) outcomes kept in ``pieces/`` of the output folder.
+        figure_setting: a model setting (e.g. ``n_topics``): the methods configured with it
+            become one line of ``tune_metric`` against it, the others horizontal lines
+            (``{tune_metric}_by_{setting}.png``; Harvey et al.'s Figure 1). None: no figure.
     """
 
     def __init__(
@@ -96,6 +98,7 @@ class ResourceRankingTask:
         trec_depth: int = 100,
         checkpoint_dir: str | Path | None = None,
         resume: bool = False,
+        figure_setting: str | None = None,
     ) -> None:
         if not seeds:
             raise ValueError("no seed to evaluate")
@@ -113,6 +116,7 @@ class ResourceRankingTask:
         self.trec_depth = trec_depth
         self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir else None
         self.resume = resume
+        self.figure_setting = figure_setting
 
     # -- the run ------------------------------------------------------------------------
 
@@ -169,12 +173,17 @@ class ResourceRankingTask:
             plot_learning_curves(frame, output_dir / "log_likelihood.png", x="iteration",
                                  series={"train": "log_likelihood"},
                                  ylabel="log-likelihood per token")
+        if self.figure_setting is not None:
+            values = {name: node[self.figure_setting] for name, node in models.items()
+                      if isinstance(node, dict) and self.figure_setting in node}
+            plot_against_setting(result_frame, self.tune_metric, self.figure_setting, values,
+                                 output_dir / f"{self.tune_metric}_by_{self.figure_setting}.png")
         runs = ({file: whole.run_lines[name] for name, file in run_file_names(list(models)).items()}
                 if self.trec_depth else None)
         report = write_run(
             output_dir, result_frame, object_frame,
             title=f"Resource ranking on {data.name} ({len(self.seeds)} seeds as folds)",
-            plot_metric=self.tune_metric, qrels=qrels, runs=runs,
+            plot_metric=self.tune_metric, qrels=qrels, runs=runs, average_folds=True,
             notes=[_counts_note(counts), *([_tuning_note(pd.concat(tuning))] if tuning else [])])
         pieces.clear()
         print(report)

@@ -269,7 +269,8 @@ def _frame_from_json(data: Mapping[str, Any]) -> pd.DataFrame:
 
 def write_run(output_dir: str | Path, results: pd.DataFrame, per_object: pd.DataFrame,
               title: str, plot_metric: str | None = None, qrels: Sequence[str] | None = None,
-              runs: Mapping[str, Sequence[str]] | None = None, notes: Sequence[str] = ()) -> str:
+              runs: Mapping[str, Sequence[str]] | None = None, notes: Sequence[str] = (),
+              average_folds: bool = False) -> str:
     """Writes a run folder: results, per-object values, report, chart and TREC files.
 
     Every file is written whole or not at all (:func:`tagtorch.storage.atomic_write`). TREC
@@ -287,13 +288,15 @@ def write_run(output_dir: str | Path, results: pd.DataFrame, per_object: pd.Data
         runs: run file name (:func:`~tagtorch.evaluation.trec.run_file_names`) -> its lines
             (None: no run files).
         notes: paragraphs added to the report after its tables (facts of the task's run).
+        average_folds: paired tests on each object's mean over the folds
+            (:func:`~tagtorch.evaluation.report.significance`).
 
     Returns:
         The markdown report.
     """
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    report = markdown_report(results, per_object, title=title)
+    report = markdown_report(results, per_object, title=title, average_folds=average_folds)
     if notes:
         report += "\n## Notes\n\n" + "\n\n".join(notes) + "\n"
     with atomic_write(out / "results.csv") as partial:
