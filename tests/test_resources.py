@@ -25,6 +25,7 @@ from tagtorch.resources.bayeslm import BayesLM
 from tagtorch.resources.bm25 import BM25
 from tagtorch.resources.data import resource_ranking_data
 from tagtorch.resources.lda import LDARanker
+from tagtorch.resources.lda_lm import LDALanguageModel
 from tagtorch.resources.smatch import SMatch
 from tagtorch.storage import UnreadableFileError
 from tagtorch.train import run_task
@@ -114,6 +115,41 @@ def test_lda_ranker_is_the_smoothed_query_likelihood(corpus, tmp_path):
     ranker.save(tmp_path / "lda")
     again = LDARanker.load(tmp_path / "lda")
     assert torch.equal(again.score(queries), ranker.score(queries))
+
+
+def test_lda_lm_mixes_the_smoothed_language_model_and_the_topics(corpus, tmp_path):
+    docs, queries = corpus
+    ranker = LDALanguageModel(lam=0.3, mu=5.0, n_topics=3, iterations=8, burn_in=4,
+                              device="cpu", progress=False).fit(docs, N_WORDS)
+    phi, theta = ranker.model_.phi_, ranker.model_.theta_
+    counts = [Counter(d.tolist()) for d in docs]
+    collection = Counter()
+    for c in counts:
+        collection.update(c)
+    n = sum(collection.values())
+    lengths = docs.lengths
+    n_docs = int((lengths > 0).sum())
+    expected = np.zeros((len(queries), len(docs)))
+    for q, query in enumerate(queries):
+        for d, c in enumerate(counts):
+            total = math.log(0.5 * lengths[d] / lengths.sum() + 0.5 / n_docs)
+            for w in query.tolist():
+                language = (c[w] + 5.0 * collection[w] / n) / (sum(c.values()) + 5.0)
+                topics = sum(phi[z, w] * theta[d, z] for z in range(3))
+                total += math.log(0.3 * language + 0.7 * topics)
+            expected[q, d] = total
+    np.testing.assert_allclose(ranker.score(queries).numpy(), expected, rtol=1e-5, atol=1e-5)
+    # the scoring settings change without resampling; lam = 0 is the LDA ranker itself
+    pure = ranker.with_scoring(lam=0.0)
+    assert pure.model_.phi_ is not None and pure.lam == 0.0 and ranker.lam == 0.3
+    lda = LDARanker(n_topics=3, iterations=8, burn_in=4, device="cpu", progress=False)
+    lda._set_arrays(ranker._arrays())
+    torch.testing.assert_close(pure.score(queries), lda.score(queries))
+    with pytest.raises(ValueError, match="not scoring settings"):
+        ranker.with_scoring(n_topics=5)
+    ranker.save(tmp_path / "lda_lm")
+    assert torch.equal(LDALanguageModel.load(tmp_path / "lda_lm").score(queries),
+                       ranker.score(queries))
 
 
 def test_saved_ranker_refuses_altered_files(corpus, tmp_path):

@@ -10,7 +10,9 @@ not reported separately). Equal scores are broken by object code for every metho
 
 Tuning: the settings listed for a method in ``tune`` (a grid: ``{method: {setting: [values]}}``)
 are chosen on the validation queries by ``tune_metric``, fitting on the training documents; the
-chosen model (already fitted on those documents) is then evaluated on test. Every method reports
+chosen model (already fitted on those documents) is then evaluated on test. A grid over settings
+that only enter the scoring (a model's ``scoring_settings``, e.g. the mixing weights of
+``lda_lm``) fits once and rescores. Every method reports
 its validation score (``val_{tune_metric}``), the value to optimize in a sweep. The grid, each
 setting's validation score and the choices are written to ``tuning.csv``.
 
@@ -213,11 +215,15 @@ class ResourceRankingTask:
         rows = []
         best: tuple[float, ResourceRanker, float, int] | None = None
         start = time.perf_counter()
+        fitted: ResourceRanker | None = None  # reused when the grid only changes scoring
         for values in itertools.product(*grid.values()):
             settings = dict(zip(grid, values, strict=True))
-            fit_start = time.perf_counter()
-            model = self._make(node, seed, **settings).fit(split.documents, split.n_words)
-            fit_seconds = time.perf_counter() - fit_start
+            if fitted is not None and set(settings) <= set(fitted.scoring_settings):
+                model = fitted.with_scoring(**settings)
+            else:
+                fit_start = time.perf_counter()
+                model = self._make(node, seed, **settings).fit(split.documents, split.n_words)
+                fitted, fit_seconds = model, time.perf_counter() - fit_start
             score = self._validate(model, split)
             rows.append({"method": name, "seed": seed, "setting": json.dumps(settings),
                          f"val_{self.tune_metric}": score})

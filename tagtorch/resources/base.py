@@ -98,6 +98,9 @@ class ResourceRanker:
     task: ClassVar[str] = "resources"
     """The evaluation task these models belong to (read by the config checks)."""
 
+    scoring_settings: ClassVar[tuple[str, ...]] = ()
+    """Settings that only enter :meth:`score`: changing them needs no new :meth:`fit`."""
+
     def settings(self) -> dict[str, Any]:
         """The constructor arguments, as attributes of the same names."""
         names = [p for p in inspect.signature(type(self).__init__).parameters if p != "self"]
@@ -110,6 +113,20 @@ class ResourceRanker:
     def score(self, queries: Ragged) -> Tensor:
         """``[B, D]`` scores of every object for each query (rows of word ids < ``n_words``)."""
         raise NotImplementedError
+
+    def with_scoring(self, **settings: Any) -> Self:
+        """This fitted ranker with other :attr:`scoring_settings` (the fitted state is shared).
+
+        Raises:
+            ValueError: a setting that is not a scoring setting.
+        """
+        other = set(settings) - set(self.scoring_settings)
+        if other:
+            raise ValueError(f"{sorted(other)} are not scoring settings of "
+                             f"{type(self).__name__} (those are {self.scoring_settings})")
+        copy = type(self)(**(self.settings() | settings))  # checks the values
+        copy._set_arrays(self._arrays())
+        return copy
 
     def _arrays(self) -> dict[str, np.ndarray]:
         """The fitted state as named arrays (empty before :meth:`fit`)."""

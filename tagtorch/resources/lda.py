@@ -19,7 +19,7 @@ query length.
 
 from __future__ import annotations
 
-from typing import Self
+from typing import ClassVar, Self
 
 import numpy as np
 import torch
@@ -50,6 +50,8 @@ class LDARanker(ResourceRanker):
         progress: show a progress bar over the sweeps.
     """
 
+    scoring_settings: ClassVar[tuple[str, ...]] = ("prior_weight",)
+
     def __init__(self, n_topics: int = 250, alpha: float | None = None, beta: float = 0.1,
                  iterations: int = 300, burn_in: int = 200, sampler: str = "exact",
                  prior_weight: float = 0.5, seed: int = 0, device: str = "auto",
@@ -67,7 +69,7 @@ class LDARanker(ResourceRanker):
         self.device = device
         self.progress = progress
         self.model_: LDA | None = None
-        self.log_prior_: np.ndarray | None = None  # [D]
+        self.lengths_: np.ndarray | None = None  # [D] document lengths in tokens
         self._cache: tuple[Tensor, Tensor, Tensor] | None = None
 
     def _device(self) -> torch.device:
@@ -81,25 +83,30 @@ class LDARanker(ResourceRanker):
                    device=str(self._device()), seed=self.seed, progress=self.progress)
 
     def fit(self, documents: Ragged, n_words: int) -> Self:
-        """Samples the topic model and computes the smoothed document prior."""
+        """Samples the topic model and keeps the document lengths (for the prior)."""
         self.model_ = self._make_model().fit(documents, n_words)
-        lengths = documents.lengths.astype(np.float64)
-        n_docs = max(int((lengths > 0).sum()), 1)
-        prior = (self.prior_weight * lengths / max(lengths.sum(), 1.0)
-                 + (1.0 - self.prior_weight) / n_docs)
-        self.log_prior_ = np.log(prior)
+        self.lengths_ = documents.lengths.astype(np.float64)
         self._cache = None
         return self
+
+    def log_prior(self) -> np.ndarray:
+        """``[D]`` ``log P(d)``, ``P(d) = lambda N_d / N + (1 - lambda) / |D|``."""
+        if self.lengths_ is None:
+            raise RuntimeError(f"{type(self).__name__} is not fitted")
+        lengths = self.lengths_
+        n_docs = max(int((lengths > 0).sum()), 1)
+        return np.log(self.prior_weight * lengths / max(lengths.sum(), 1.0)
+                      + (1.0 - self.prior_weight) / n_docs)
 
     def _tensors(self) -> tuple[Tensor, Tensor, Tensor]:
         """``phi^T [W, Z]``, ``theta^T [Z, D]`` and ``log P(d) [D]`` on the device."""
         if self._cache is None:
-            if self.model_ is None or self.log_prior_ is None:
-                raise RuntimeError("LDARanker is not fitted")
+            if self.model_ is None:
+                raise RuntimeError(f"{type(self).__name__} is not fitted")
             device = self._device()
             self._cache = (torch.as_tensor(self.model_.phi_.T, dtype=torch.float32).to(device),
                            torch.as_tensor(self.model_.theta_.T, dtype=torch.float32).to(device),
-                           torch.as_tensor(self.log_prior_, dtype=torch.float32).to(device))
+                           torch.as_tensor(self.log_prior(), dtype=torch.float32).to(device))
         return self._cache
 
     def score(self, queries: Ragged) -> Tensor:
@@ -115,18 +122,21 @@ class LDARanker(ResourceRanker):
             rows, words = rows[keep], words[keep]
             if len(rows) == 0:
                 continue
-            likelihood = phi_t[torch.as_tensor(words, device=phi_t.device)] @ theta_t
+            likelihood = self._word_likelihood(words, theta_t, phi_t)
             out[torch.as_tensor(rows, device=out.device)] += torch.log(likelihood)
         return out
 
+    def _word_likelihood(self, words: np.ndarray, theta_t: Tensor, phi_t: Tensor) -> Tensor:
+        """``[n, D]`` ``P(w | d) = Σ_z φ_{w|z} θ_{z|d}`` of each word for every document."""
+        return phi_t[torch.as_tensor(words, device=phi_t.device)] @ theta_t
+
     def _arrays(self) -> dict[str, np.ndarray]:
-        if self.model_ is None or self.log_prior_ is None:
+        if self.model_ is None or self.lengths_ is None:
             return {}
-        return {"phi": self.model_.phi_, "theta": self.model_.theta_,
-                "log_prior": self.log_prior_}
+        return {"phi": self.model_.phi_, "theta": self.model_.theta_, "lengths": self.lengths_}
 
     def _set_arrays(self, arrays: dict[str, np.ndarray]) -> None:
         model = self._make_model()
         model.phi_, model.theta_ = arrays["phi"], arrays["theta"]
-        self.model_, self.log_prior_ = model, arrays["log_prior"]
+        self.model_, self.lengths_ = model, arrays["lengths"]
         self._cache = None
