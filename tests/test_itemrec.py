@@ -370,9 +370,10 @@ def test_item_recommendation_experiment_runs_end_to_end(tmp_path):
     cfg = compose_cfg(tmp_path, ["+experiment=dorank_synthetic", "data.n_objects=300",
                                  "task.seeds=[0,1]", "task.p=2", "trainer.max_epochs=2",
                                  "model.dorank.rank=8", "model.pitf.rank=8",
-                                 "model.cp_trpr.rank=8"])
+                                 "model.probabilistic_cp.rank=8"])
     results = run_task(cfg)
-    assert set(results["method"]) == {"dorank", "pitf", "cp_trpr", "cts", "most_popular"}
+    assert set(results["method"]) == {"dorank", "pitf", "probabilistic_cp", "two_dimensional",
+                                        "most_popular"}
     assert set(results["fold"]) == {0, 1}
     for name in ["results.csv", "report.md", "per_object.csv.gz", "qrels.trec",
                  "run.dorank.trec", "curves.csv", "learning_curve.png", "ndcg@10.png"]:
