@@ -275,11 +275,6 @@ class NeuralRanker(BaseRanker, pl.LightningModule):
         self._val_loss = (0.0, 0)  # the held-out lists' loss sum, and their number
 
     @property
-    def init_args(self) -> dict[str, Any]:
-        """The constructor arguments as given (factories as callables), captured by the base."""
-        return self._init_args
-
-    @property
     def monitor(self) -> str:
         """The early-stopping quantity, ``val/ndcg@k``."""
         return f"val/ndcg@{self.k}"
