@@ -12,6 +12,11 @@ them on to its parent's constructor, whose captured settings (the parent's defau
 and whatever the subclass set as its own defaults) are merged under the subclass's named
 arguments. ``*args`` are never allowed: settings are named.
 
+A class that sets ``_settings_as_attributes = True`` also gets each setting as an attribute of
+the same name, once its constructor has returned, unless the constructor stored that attribute
+itself (a converted value, for example ``self.c = float(c)``): constructors then check their
+arguments and keep only what they transform, instead of copying every argument by hand.
+
 Layer 1 (:mod:`tagtorch.storage` below it): ``rankers`` and ``itemrec`` both build on it.
 """
 
@@ -40,6 +45,8 @@ class SignatureSettings:
     _init_args: dict[str, Any]
     #: whether a constructor may take ``**kwargs`` (passed on to the parent's constructor)
     _forwards_kwargs: bool = False
+    #: whether the settings become attributes (those the constructor did not set itself)
+    _settings_as_attributes: bool = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """Wraps a subclass's own ``__init__`` to record its arguments, bound to its signature."""
@@ -66,6 +73,10 @@ class SignatureSettings:
                    if kinds[name] != inspect.Parameter.VAR_KEYWORD}  # without self, **kwargs
             inherited = getattr(self, "_init_args", {}) if forwards else {}
             self._init_args = {**inherited, **own}
+            if self._settings_as_attributes:
+                for name, value in own.items():
+                    if name not in vars(self):
+                        setattr(self, name, value)
 
         cls.__init__ = capture  # type: ignore[method-assign,assignment]
 

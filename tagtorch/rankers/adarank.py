@@ -106,6 +106,8 @@ class AdaRank(BaseRanker):
         no_repeat: never choose the previous round's weak ranker (RankLib's rule).
     """
 
+    _settings_as_attributes = True  # the checked arguments are kept as attributes
+
     def __init__(
         self,
         n_iterations: int = 300,
@@ -121,11 +123,7 @@ class AdaRank(BaseRanker):
         if normalization not in ("list", "zscore", "none"):
             raise ValueError(f"normalization must be 'list', 'zscore' or 'none', "
                              f"got {normalization!r}")
-        self.n_iterations = n_iterations
-        self.k = k
         self.normalization: Normalization = normalization
-        self.negative_features = negative_features
-        self.no_repeat = no_repeat
         self.feature_names_: tuple[str, ...] | None = None
         self.mean_: torch.Tensor | None = None
         self.std_: torch.Tensor | None = None

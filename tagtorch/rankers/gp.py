@@ -398,6 +398,8 @@ class GPRanker(BaseRanker):
         progress: show a tqdm bar over the generations.
     """
 
+    _settings_as_attributes = True  # the checked arguments are kept as attributes
+
     def __init__(
         self,
         population: int = 200,
@@ -427,19 +429,7 @@ class GPRanker(BaseRanker):
             raise ValueError(f"mutation_depth must satisfy 0 <= min <= max, got {mutation_depth}")
         if fitness_sample is not None and fitness_sample < 1:
             raise ValueError(f"fitness_sample must be >= 1 or None, got {fitness_sample}")
-        self.population = population
-        self.generations = generations
-        self.tournament_size = tournament_size
-        self.max_depth = max_depth
-        self.crossover_prob = crossover_prob
-        self.mutation_prob = mutation_prob
-        self.init_depth = init_depth
-        self.mutation_depth = mutation_depth
-        self.k = k
-        self.fitness_sample = fitness_sample
-        self.seed = seed
-        self.num_threads = num_threads
-        self.progress = progress
+        self.init_depth, self.mutation_depth = init_depth, mutation_depth  # as tuples
         self.feature_names_: tuple[str, ...] | None = None
         self.fitness: float | None = None
         self.history: list[dict[str, float]] = []
