@@ -12,12 +12,14 @@ them on to its parent's constructor, whose captured settings (the parent's defau
 and whatever the subclass set as its own defaults) are merged under the subclass's named
 arguments. ``*args`` are never allowed: settings are named.
 
-A class that sets ``_settings_as_attributes = True`` also gets each setting as an attribute of
-the same name, once its constructor has returned, unless the constructor stored that attribute
-itself (a converted value, for example ``self.c = float(c)``): constructors then check their
-arguments and keep only what they transform, instead of copying every argument by hand.
+Each setting also becomes an attribute of the same name once the constructor has returned,
+unless the constructor stored that attribute itself (a converted value, for example
+``self.c = float(c)``), the class defines the name as a method or property (Lightning's
+``trainer``) or registers it as a submodule: constructors check their arguments and keep only
+what they transform, instead of copying every argument by hand.
 
-Layer 1 (:mod:`tagtorch.storage` below it): ``rankers`` and ``itemrec`` both build on it.
+Layer 1 (:mod:`tagtorch.storage` below it): ``candidates``, ``rankers`` and ``itemrec`` build on
+it.
 """
 
 from __future__ import annotations
@@ -31,6 +33,16 @@ from tagtorch.storage import plain_json
 __all__ = ["SignatureSettings"]
 
 
+def _free_attribute(obj: object, name: str) -> bool:
+    """Whether a setting may become ``obj``'s attribute: not set yet, no method, no module."""
+    defined = inspect.getattr_static(type(obj), name, None)
+    if name in vars(obj) or isinstance(defined, property | staticmethod | classmethod) \
+            or inspect.isfunction(defined):
+        return False
+    registered = ("_modules", "_parameters", "_buffers")  # torch.nn.Module's own stores
+    return not any(name in vars(obj).get(store, {}) for store in registered)
+
+
 class SignatureSettings:
     """Records the constructor's arguments of every subclass instance (see the module docstring).
 
@@ -38,15 +50,14 @@ class SignatureSettings:
         >>> class Model(SignatureSettings):
         ...     def __init__(self, rank: int = 8, name: str | None = None) -> None:
         ...         self.rank = rank
-        >>> Model(rank=4).settings()
-        {'rank': 4, 'name': None}
+        >>> model = Model(rank=4)
+        >>> model.settings(), model.name
+        ({'rank': 4, 'name': None}, None)
     """
 
     _init_args: dict[str, Any]
     #: whether a constructor may take ``**kwargs`` (passed on to the parent's constructor)
     _forwards_kwargs: bool = False
-    #: whether the settings become attributes (those the constructor did not set itself)
-    _settings_as_attributes: bool = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """Wraps a subclass's own ``__init__`` to record its arguments, bound to its signature."""
@@ -73,10 +84,9 @@ class SignatureSettings:
                    if kinds[name] != inspect.Parameter.VAR_KEYWORD}  # without self, **kwargs
             inherited = getattr(self, "_init_args", {}) if forwards else {}
             self._init_args = {**inherited, **own}
-            if self._settings_as_attributes:
-                for name, value in own.items():
-                    if name not in vars(self):
-                        setattr(self, name, value)
+            for name, value in own.items():
+                if _free_attribute(self, name):
+                    setattr(self, name, value)
 
         cls.__init__ = capture  # type: ignore[method-assign,assignment]
 

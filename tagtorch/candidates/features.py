@@ -193,7 +193,6 @@ class LatreCandidates(SignatureSettings):
     """
 
     feature_names = FEATURE_NAMES
-    _settings_as_attributes = True  # the checked arguments are kept as attributes
 
     def __init__(
         self,

@@ -225,13 +225,6 @@ class FactorModel(SignatureSettings, pl.LightningModule):
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if patience < 1:
             raise ValueError(f"patience must be >= 1, got {patience}")
-        self.rank = rank
-        self.regularization = regularization
-        self.batch_size = batch_size
-        self.patience = patience
-        self.init_std = init_std
-        self.train_sample = train_sample
-        self.seed = seed
         self.run_name = name or type(self).__name__.lower()
         self.sizes: tuple[int, int, int] | None = None
         self._key: str | None = None

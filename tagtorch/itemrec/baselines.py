@@ -50,7 +50,6 @@ class ProbabilisticCP(CPModel):
         super().__init__(**kwargs)
         if negatives < 1:
             raise ValueError(f"negatives must be >= 1, got {negatives}")
-        self.negatives = negatives
 
     def set_loss(self, users: Tensor, tags: Tensor, items: Tensor, item_mask: Tensor) -> Tensor:
         """Logistic loss: positives as 1, drawn items outside the set as 0."""
@@ -138,8 +137,6 @@ class TwoDimensional(_CountModel):
             raise ValueError(f"beta must be in [0, 1], got {beta}")
         if alpha < 0:
             raise ValueError(f"alpha must be >= 0, got {alpha}")
-        self.beta = beta
-        self.alpha = alpha
         self.user_item: np.ndarray | None = None
         self.tag_item: np.ndarray | None = None
 

@@ -106,8 +106,6 @@ class AdaRank(BaseRanker):
         no_repeat: never choose the previous round's weak ranker (RankLib's rule).
     """
 
-    _settings_as_attributes = True  # the checked arguments are kept as attributes
-
     def __init__(
         self,
         n_iterations: int = 300,

@@ -398,8 +398,6 @@ class GPRanker(BaseRanker):
         progress: show a tqdm bar over the generations.
     """
 
-    _settings_as_attributes = True  # the checked arguments are kept as attributes
-
     def __init__(
         self,
         population: int = 200,

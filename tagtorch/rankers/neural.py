@@ -259,12 +259,6 @@ class NeuralRanker(BaseRanker, pl.LightningModule):
             raise ValueError(f"patience must be >= 1 or None, got {patience}")
         FeatureNormalizer(1, normalization)  # validates the name
         self.loss_params = dict(loss_params or {})
-        self.normalization = normalization
-        self.batch_size = batch_size
-        self.holdout_fraction = holdout_fraction
-        self.k = k
-        self.patience = patience
-        self.seed = seed
         self.run_name = name or loss
         self.feature_names_: tuple[str, ...] | None = None
         self.normalizer: FeatureNormalizer | None = None

@@ -123,8 +123,6 @@ class RankSVM(BaseRanker):
         tol: liblinear's stopping tolerance.
     """
 
-    _settings_as_attributes = True  # the checked arguments are kept as attributes
-
     def __init__(
         self,
         c: float = 100.0,

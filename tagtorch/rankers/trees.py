@@ -261,7 +261,6 @@ class _TreeRanker(BaseRanker):
     layout come from :class:`~tagtorch.rankers.base.BaseRanker`.
     """
 
-    _settings_as_attributes = True  # the checked arguments are kept as attributes
     backends: ClassVar[tuple[str, ...]] = ()
     method: ClassVar[str] = ""
     listwise: ClassVar[bool] = False  # trains on query groups with integer grades
