@@ -273,31 +273,3 @@ def random_post_split(folksonomy: Folksonomy, test_fraction: float = 0.2, seed: 
     part[order[n_test : n_test + n_val]] = 1
     part = part[units]
     return PostSplit(train=part == 0, val=part == 1, test=part == 2)
-
-
-def temporal_user_split(folksonomy: Folksonomy, test_fraction: float = 0.1) -> PostSplit:
-    """Per user, the last ``floor(test_fraction * n_posts)`` posts by time go to test.
-
-    A post's time is its earliest assignment's timestamp; ties are broken by object code. Users
-    with fewer than ``1 / test_fraction`` posts keep all their posts in training.
-    """
-    if not 0.0 < test_fraction < 1.0:
-        raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
-    a = folksonomy.assignments
-    post, n_posts = _post_ids(folksonomy)
-    post_time = np.full(n_posts, np.iinfo(np.int64).max)
-    np.minimum.at(post_time, post, a["timestamp"].to_numpy())
-    post_user = np.zeros(n_posts, dtype=np.int64)
-    post_object = np.zeros(n_posts, dtype=np.int64)
-    post_user[post] = a["user"].to_numpy()
-    post_object[post] = a["object"].to_numpy()
-    order = np.lexsort((post_object, post_time, post_user))
-    counts = np.bincount(post_user, minlength=folksonomy.n_users)
-    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    sorted_user = post_user[order]
-    rank = np.arange(n_posts) - starts[sorted_user]
-    n_test = np.floor(counts * test_fraction).astype(np.int64)
-    test_posts = np.zeros(n_posts, dtype=bool)
-    test_posts[order] = rank >= counts[sorted_user] - n_test[sorted_user]
-    test = test_posts[post]
-    return PostSplit(train=~test, val=np.zeros_like(test), test=test)
