@@ -51,6 +51,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -257,22 +258,11 @@ def check_equal(cs, outputs) -> tuple[int, float]:
     return same, worst
 
 
-def bench_dataset(name: str, args: argparse.Namespace) -> dict[str, object]:
-    """All measurements of one dataset; prints its section and returns the figures."""
-    import torch
-
-    from tagtorch.candidates.features import LatreCandidates
-    from tagtorch.candidates.reference import ReferenceFeatures
+def _bench_data(name: str, args: argparse.Namespace, rng: np.random.Generator,
+                result: dict[str, object]) -> tuple[Any, Any, Any, Any]:
+    """Section 1: loads the data and fold 0; returns ``(terms, fold, test, batched queries)``."""
     from tagtorch.data.splits import tag_recommendation_folds
     from tagtorch.data.terms import TermIndex
-
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    rng = np.random.default_rng(args.seed)
-    result: dict[str, object] = {"dataset": name}
-    title = ("HetRec Last.fm 2k" if name == "lastfm"
-             else f"synthetic, {args.objects:,} objects (seed {args.seed})")
-    say(f"\n=== {title} " + "=" * max(0, 80 - len(title)))
 
     # 1. data ---------------------------------------------------------------------------
     folksonomy, load_s = load(name, args)
@@ -302,6 +292,16 @@ def bench_dataset(name: str, args: argparse.Namespace) -> dict[str, object]:
     else:
         say(f"batched throughput measured on all {len(test):,} T objects")
 
+    return terms, fold, test, batched_queries
+
+
+def _bench_batched(args: argparse.Namespace, fold: Any, terms: Any, test: Any,
+                   batched_queries: Any) -> tuple[Any, Any, Any, dict[str, Any]]:
+    """Section 2: batched throughput; returns ``(generator, uncapped, warm-up, figures)``."""
+    import torch
+
+    from tagtorch.candidates.features import LatreCandidates
+
     # 2. batched throughput ---------------------------------------------------------------
     torch.manual_seed(args.seed)
     generator = LatreCandidates(device=args.device)
@@ -327,9 +327,16 @@ def bench_dataset(name: str, args: argparse.Namespace) -> dict[str, object]:
             f"{figures['rules_s']:.1f} s, features {figures['features_s']:.1f} s, other "
             f"{figures['other_s']:.1f} s; {figures['candidates_per_object']:,.0f} candidates "
             f"per object)  {memory_note()} {steal_note(ticks)}")
-    result["batched"] = batched
 
-    # 5. latency (before the reference, whose dicts take memory) -------------------------
+    return generator, uncapped, warm, batched
+
+
+def _bench_latency(args: argparse.Namespace, generator: Any, test: Any, warm: Any,
+                   rng: np.random.Generator) -> dict[str, Any]:
+    """Section 5 (run before the reference, whose dicts take memory): single-object latency."""
+    import torch
+
+    # 5. latency ---------------------------------------------------------------------------
     latency_rows = rng.choice(len(test), min(args.latency_objects, len(test)), replace=False)
     threads = torch.get_num_threads()
     generator(warm)
@@ -357,7 +364,15 @@ def bench_dataset(name: str, args: argparse.Namespace) -> dict[str, object]:
             f"{lat['other_median_ms']:.2f} ms; share of the total time: rules "
             f"{lat['rules_share']:.0%}, features {lat['features_share']:.0%}, other "
             f"{lat['other_share']:.0%}  {memory_note()} {steal[label]}")
-    result["latency"] = latency
+
+    return latency
+
+
+def _bench_reference(args: argparse.Namespace, fold: Any, terms: Any, test: Any,
+                     rng: np.random.Generator, uncapped: Any, warm: Any, device_type: str,
+                     batched: dict[str, Any]) -> dict[str, Any]:
+    """Section 3: the reference's per-object throughput and the like-for-like cross-check."""
+    from tagtorch.candidates.reference import ReferenceFeatures
 
     # 3. reference ------------------------------------------------------------------------
     say(f"\n[reference] ReferenceFeatures (plain Python, CPU), budget {args.reference_seconds:.0f}"
@@ -407,7 +422,7 @@ def bench_dataset(name: str, args: argparse.Namespace) -> dict[str, object]:
     if len(done):
         same_queries = subset(test, done)
         uncapped(warm)
-        same = time_batched(uncapped, same_queries, generator.device.type)
+        same = time_batched(uncapped, same_queries, device_type)
         cs = uncapped(same_queries)
         n_same, worst = check_equal(cs, outputs)
         ref.update(same_objects_batched_per_s=same["per_s"], identical=n_same,
@@ -416,6 +431,27 @@ def bench_dataset(name: str, args: argparse.Namespace) -> dict[str, object]:
             f"{same['per_s']:,.1f} objects/s -> {same['per_s'] / ref['per_s']:,.0f}x; "
             f"identical candidate sets {n_same}/{len(done)}, largest feature difference "
             f"{worst:.1e} (relative)")
+
+    return ref
+
+
+def bench_dataset(name: str, args: argparse.Namespace) -> dict[str, object]:
+    """All measurements of one dataset; prints its section and returns the figures."""
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    rng = np.random.default_rng(args.seed)
+    result: dict[str, object] = {"dataset": name}
+    title = ("HetRec Last.fm 2k" if name == "lastfm"
+             else f"synthetic, {args.objects:,} objects (seed {args.seed})")
+    say(f"\n=== {title} " + "=" * max(0, 80 - len(title)))
+    terms, fold, test, batched_queries = _bench_data(name, args, rng, result)
+    generator, uncapped, warm, batched = _bench_batched(args, fold, terms, test, batched_queries)
+    result["batched"] = batched
+    result["latency"] = _bench_latency(args, generator, test, warm, rng)
+    ref = _bench_reference(args, fold, terms, test, rng, uncapped, warm,
+                           generator.device.type, batched)
     result["reference"] = ref
 
     # 4. ratios ---------------------------------------------------------------------------
@@ -432,6 +468,8 @@ def bench_dataset(name: str, args: argparse.Namespace) -> dict[str, object]:
     say(f"\n[memory] peak RSS of this dataset's process {peak_mb():,.0f} MB (ru_maxrss), "
         f"rss now {current_mb():,.0f} MB; chunk_size {generator.chunk_size} objects")
     return result
+
+
 
 
 # ------------------------------------------------------------------------------------- main
@@ -536,7 +574,8 @@ def bench_heavy(args: argparse.Namespace) -> list[dict[str, float]]:
     return lines
 
 
-def main() -> None:
+def parse_args() -> tuple[argparse.ArgumentParser, argparse.Namespace]:
+    """The command line (the parser too, for its error messages)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--objects", type=int, default=150_000,
                         help="synthetic folksonomy size (default: the paper's Last.fm sample)")
@@ -562,8 +601,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--one", choices=["lastfm", "synthetic"], help=argparse.SUPPRESS)
     parser.add_argument("--result-file", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    return parser, parser.parse_args()
 
+
+def main() -> None:
+    parser, args = parse_args()
     if args.one is not None:  # child: one dataset
         sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
         result = bench_dataset(args.one, args)

@@ -236,8 +236,9 @@ of integers >= 1, e.g. [5] or [1,5,10]
     if not models:
         raise ConfigError("model", models, "at least one method (model=NAME or model=[A,B])")
     allowed = {"tagrec": "a tag ranker (latre_wts, sum, rf, lambdamart, gp, lambdarank, ...)",
-               "itemrec": "an item model (dorank, pitf, cp_trpr, cts, most_popular)",
-               "resources": "a resource ranker (lda, smatch, bm25, bayeslm)"}
+               "itemrec": "an item model (dorank, pitf, probabilistic_cp, two_dimensional, "
+                          "most_popular)",
+               "resources": "a resource ranker (lda, smatch, bm25, bayeslm, lda_lm)"}
     for name, node in models.items():
         target = node.get("_target_") if isinstance(node, dict) else None
         if target is None:

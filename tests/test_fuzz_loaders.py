@@ -25,18 +25,12 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from test_loaders import FIXTURES  # the hand-written fixtures the damage starts from
 
+from tagtorch.data import loaders
 from tagtorch.data.folksonomy import Folksonomy
-from tagtorch.data.loaders import (
-    DataFormatError,
-    load_delicious_2k,
-    load_lastfm,
-    load_movielens_2k,
-    load_movielens_csv,
-    load_table,
-)
+from tagtorch.data.loaders import DataFormatError
 
-FIXTURES = Path(__file__).parent / "fixtures" / "loaders"
 FUZZ = settings(max_examples=100, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
@@ -172,7 +166,7 @@ def test_fuzz_table(case: tuple[str, tuple[bytes, str]], encoding: str, integer_
         path.write_bytes(data)
         columns = {"user": "user", "object": "item", "tag": "tag",
                    **({"timestamp": "time"} if with_time else {})}
-        check_outcome(lambda: load_table(
+        check_outcome(lambda: loaders.load_table(
             path, columns, text_columns={"title": "title"} if with_title else None,
             encoding=encoding, integer_ids=integer_ids), [path])
 
@@ -181,25 +175,25 @@ def test_fuzz_table(case: tuple[str, tuple[bytes, str]], encoding: str, integer_
 
 #: loader, fixture folder, and per file: its encoding and its integer columns.
 HETREC: dict[str, tuple[Callable[..., Folksonomy], str, dict[str, tuple[str, set[str]]]]] = {
-    "lastfm": (load_lastfm, "hetrec2011-lastfm-2k", {
+    "lastfm": (loaders.load_lastfm, "hetrec2011-lastfm-2k", {
         "user_taggedartists.dat": ("utf-8", {"userID", "artistID", "tagID", "day", "month",
                                              "year"}),
         "tags.dat": ("latin-1", {"tagID"}),
         "artists.dat": ("utf-8", {"id"}),
     }),
-    "movielens": (load_movielens_2k, "hetrec2011-movielens-2k", {
+    "movielens": (loaders.load_movielens_2k, "hetrec2011-movielens-2k", {
         "user_taggedmovies-timestamps.dat": ("utf-8", {"userID", "movieID", "tagID",
                                                        "unixTimeStamp"}),
         "tags.dat": ("latin-1", {"id"}),
         "movies.dat": ("latin-1", {"id"}),
         "movie_genres.dat": ("utf-8", {"movieID"}),
     }),
-    "movielens-dates": (load_movielens_2k, "hetrec2011-movielens-2k", {
+    "movielens-dates": (loaders.load_movielens_2k, "hetrec2011-movielens-2k", {
         "user_taggedmovies.dat": ("utf-8", {"userID", "movieID", "tagID", "date_day",
                                             "date_month", "date_year", "date_hour",
                                             "date_minute", "date_second"}),
     }),
-    "delicious": (load_delicious_2k, "hetrec2011-delicious-2k", {
+    "delicious": (loaders.load_delicious_2k, "hetrec2011-delicious-2k", {
         "user_taggedbookmarks.dat": ("utf-8", {"userID", "bookmarkID", "tagID", "day", "month",
                                                "year", "hour", "minute", "second"}),
         "tags.dat": ("utf-8", {"id"}),
@@ -243,7 +237,7 @@ def test_fuzz_movielens_csv(case: tuple[str, tuple[bytes, str]]) -> None:
         folder = Path(tmp) / "release"
         shutil.copytree(FIXTURES / "ml-csv", folder)
         (folder / file).write_bytes(data)
-        check_outcome(lambda: load_movielens_csv(path=folder), sorted(folder.iterdir()))
+        check_outcome(lambda: loaders.load_movielens_csv(path=folder), sorted(folder.iterdir()))
 
 
 # ---------------------------------------------------------------- Parquet cell types
@@ -323,7 +317,7 @@ def test_fuzz_parquet(table: object, integer_ids: bool, with_time: bool,
             path.write_bytes(bytes(data))
         columns = {"user": "user", "object": "item", "tag": "tag",
                    **({"timestamp": "time"} if with_time else {})}
-        check_outcome(lambda: load_table(path, columns, text_columns={"title": "title"},
+        check_outcome(lambda: loaders.load_table(path, columns, text_columns={"title": "title"},
                                          category_column="genre", category_separator=";",
                                          integer_ids=integer_ids), [path])
 
@@ -335,5 +329,5 @@ def test_edge_cases_without_hypothesis(tmp_path: Path, data: bytes) -> None:
     path = tmp_path / "edge.csv"
     path.write_bytes(data)
     with pytest.raises(DataFormatError) as info:
-        load_table(path, {"user": "user", "object": "item", "tag": "tag"})
+        loaders.load_table(path, {"user": "user", "object": "item", "tag": "tag"})
     assert str(info.value).startswith(str(path))

@@ -370,9 +370,10 @@ def test_item_recommendation_experiment_runs_end_to_end(tmp_path):
     cfg = compose_cfg(tmp_path, ["+experiment=dorank_synthetic", "data.n_objects=300",
                                  "task.seeds=[0,1]", "task.p=2", "trainer.max_epochs=2",
                                  "model.dorank.rank=8", "model.pitf.rank=8",
-                                 "model.cp_trpr.rank=8"])
+                                 "model.probabilistic_cp.rank=8"])
     results = run_task(cfg)
-    assert set(results["method"]) == {"dorank", "pitf", "cp_trpr", "cts", "most_popular"}
+    assert set(results["method"]) == {"dorank", "pitf", "probabilistic_cp", "two_dimensional",
+                                        "most_popular"}
     assert set(results["fold"]) == {0, 1}
     for name in ["results.csv", "report.md", "per_object.csv.gz", "qrels.trec",
                  "run.dorank.trec", "curves.csv", "learning_curve.png", "ndcg@10.png"]:
@@ -395,3 +396,19 @@ def test_item_recommendation_experiment_runs_end_to_end(tmp_path):
     best = curves.groupby(["method", "seed"])["val_dcg@10"].max()
     val = results.query("metric == 'val_dcg@10'").set_index(["method", "fold"])["value"]
     assert val.sort_index().to_numpy() == pytest.approx(best.sort_index().to_numpy())
+
+
+def test_item_models_capture_settings_from_their_signatures():
+    from tagtorch.itemrec.baselines import MostPopular, ProbabilisticCP, TwoDimensional
+    from tagtorch.settings import SignatureSettings
+
+    model = ProbabilisticCP(negatives=2, seed=5)
+    assert model.init_args["rank"] == 128 and model.init_args["negatives"] == 2
+    assert model.init_args["seed"] == 5 and model.init_args["patience"] == 3
+    assert type(model)(**model.init_args).init_args == model.init_args
+    assert TwoDimensional(beta=0.25).settings() == {"beta": 0.25, "alpha": 0.01}
+    assert MostPopular().settings() == {}
+    with pytest.raises(TypeError, match="settings must be named"):
+        class _Positional(SignatureSettings):
+            def __init__(self, *args: int) -> None:
+                pass

@@ -277,13 +277,38 @@ def test_unknown_tag_id_dropped_with_warning(tmp_path: Path,
 # ---------------------------------------------------------------- malformed input
 
 
-def test_missing_column_via_loader(tmp_path: Path) -> None:
-    folder = copy_folder("hetrec2011-lastfm-2k", tmp_path)
-    bad = folder / "user_taggedartists.dat"
-    shutil.copy(MALFORMED / "missing_column.dat", bad)
+#: A release's file replaced by a malformed one (a fixture of MALFORMED, or text): the loader's
+#: error names that file and its line, and says what was expected and what was found.
+RELEASE_ERRORS = {
+    "missing_column_via_loader": ("hetrec2011-lastfm-2k", load_lastfm, "user_taggedartists.dat",
+                                  "missing_column.dat", 1, ("['tagID']", "'tag'", "header")),
+    "wrong_field_count_quoted_csv": ("ml-csv", load_movielens_csv, "tags.csv",
+                                     "wrong_field_count.csv", 3,
+                                     ("4 comma-separated fields", "found 3 field")),
+    "invalid_date": ("hetrec2011-lastfm-2k", load_lastfm, "user_taggedartists.dat",
+                     "bad_date.dat", 3, ("valid calendar date", "day=31")),
+    "duplicate_tag_id": ("hetrec2011-lastfm-2k", load_lastfm, "tags.dat",
+                         "duplicate_id_tags.dat", 4,
+                         ("unique values in column 'tagID'", "1 again (first on line 2)")),
+    "non_integer_timestamp_csv": ("ml-csv", load_movielens_csv, "tags.csv",
+                                  "userId,movieId,tag,timestamp\n2,60756,funny,1445714994\n"
+                                  "2,60756,odd,yesterday\n", 3,
+                                  ("an integer in column 'timestamp'", "'yesterday'")),
+}
+
+
+@pytest.mark.parametrize("case", sorted(RELEASE_ERRORS))
+def test_malformed_file_in_a_release(tmp_path: Path, case: str) -> None:
+    release, load, file, malformed, line, expected = RELEASE_ERRORS[case]
+    folder = copy_folder(release, tmp_path)
+    bad = folder / file
+    if (MALFORMED / malformed).is_file():
+        shutil.copy(MALFORMED / malformed, bad)
+    else:
+        bad.write_text(malformed)
     with pytest.raises(DataFormatError) as info:
-        load_lastfm(path=folder)
-    assert_error(info, bad, 1, "['tagID']", "'tag'", "header")
+        load(path=folder)
+    assert_error(info, bad, line, *expected)
 
 
 def test_non_integer_id_line_counts_blank_lines() -> None:
@@ -316,45 +341,6 @@ def test_wrong_field_count(name: str, line: int, found: str) -> None:
     with pytest.raises(DataFormatError) as info:
         read_delimited(path, "\t", LASTFM_HEADER, integer=LASTFM_HEADER)
     assert_error(info, path, line, "6 tab-separated fields", found)
-
-
-def test_wrong_field_count_quoted_csv(tmp_path: Path) -> None:
-    folder = tmp_path / "release"
-    shutil.copytree(FIXTURES / "ml-csv", folder)
-    bad = folder / "tags.csv"
-    shutil.copy(MALFORMED / "wrong_field_count.csv", bad)
-    with pytest.raises(DataFormatError) as info:
-        load_movielens_csv(path=folder)
-    assert_error(info, bad, 3, "4 comma-separated fields", "found 3 field")
-
-
-def test_invalid_date(tmp_path: Path) -> None:
-    folder = copy_folder("hetrec2011-lastfm-2k", tmp_path)
-    bad = folder / "user_taggedartists.dat"
-    shutil.copy(MALFORMED / "bad_date.dat", bad)
-    with pytest.raises(DataFormatError) as info:
-        load_lastfm(path=folder)
-    assert_error(info, bad, 3, "valid calendar date", "day=31")
-
-
-def test_duplicate_tag_id(tmp_path: Path) -> None:
-    folder = copy_folder("hetrec2011-lastfm-2k", tmp_path)
-    bad = folder / "tags.dat"
-    shutil.copy(MALFORMED / "duplicate_id_tags.dat", bad)
-    with pytest.raises(DataFormatError) as info:
-        load_lastfm(path=folder)
-    assert_error(info, bad, 4, "unique values in column 'tagID'", "1 again (first on line 2)")
-
-
-def test_non_integer_timestamp_csv(tmp_path: Path) -> None:
-    folder = tmp_path / "release"
-    shutil.copytree(FIXTURES / "ml-csv", folder)
-    bad = folder / "tags.csv"
-    bad.write_text("userId,movieId,tag,timestamp\n2,60756,funny,1445714994\n"
-                   "2,60756,odd,yesterday\n")
-    with pytest.raises(DataFormatError) as info:
-        load_movielens_csv(path=folder)
-    assert_error(info, bad, 3, "an integer in column 'timestamp'", "'yesterday'")
 
 
 def test_table_errors(tmp_path: Path) -> None:

@@ -160,20 +160,6 @@ def test_random_post_split_keeps_posts_whole():
     assert abs(per_post["min"].mean() - 0.2) < 0.01
 
 
-def test_temporal_user_split_takes_each_users_last_posts():
-    frame = pd.DataFrame({
-        "user": [1] * 20 + [2] * 5,
-        "object": list(range(20)) + list(range(5)),
-        "tag": ["x"] * 25,
-        "timestamp": [*list(range(100, 120)), 5, 4, 3, 2, 1],
-    })
-    f = Folksonomy.from_frame(frame)
-    s = temporal_user_split(f, 0.1)
-    a = f.assignments[s.test]
-    # user 1: 20 posts -> the 2 latest (times 118, 119); user 2: 5 posts -> floor(0.5) = 0
-    assert sorted(a["timestamp"].tolist()) == [118, 119]
-
-
 @pytest.mark.parametrize("unit", ["posts", "triples"])
 def test_random_post_split_with_validation_is_a_three_way_partition(unit):
     f = random_folksonomy(seed=2)

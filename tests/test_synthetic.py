@@ -10,6 +10,7 @@ import scipy.sparse as sp
 import Stemmer
 
 from tagtorch.data.folksonomy import Folksonomy
+from tagtorch.data.ragged import Ragged
 from tagtorch.data.synthetic import (
     STOPWORDS,
     SyntheticConfig,
@@ -118,7 +119,7 @@ def test_chunked_generation_is_valid() -> None:
 
 
 def test_popularity_is_heavy_tailed(default: Folksonomy) -> None:
-    tag_counts = np.sort(default.tag_frequencies())[::-1]
+    tag_counts = np.sort(np.bincount(default.assignments["tag"], minlength=default.n_tags))[::-1]
     assert tag_counts[: len(tag_counts) // 10].sum() > 0.4 * tag_counts.sum()
     object_counts = np.sort(np.bincount(default.assignments["object"]))[::-1]
     assert object_counts[: len(object_counts) // 10].sum() > 0.3 * object_counts.sum()
@@ -161,7 +162,9 @@ def test_texts_contain_own_tags_at_configured_rate(default: Folksonomy) -> None:
 
 
 def test_every_object_has_categories_of_its_topics(default: Folksonomy) -> None:
-    per_object = default.object_categories()
+    table = default.categories.sort_values(["object", "category"])
+    per_object = Ragged.from_groups(table["object"].to_numpy(), table["category"].to_numpy(),
+                                    default.n_objects)
     assert (per_object.lengths >= 1).all()
     assert (per_object.lengths <= 2).all()
     topics = np.asarray(default.meta["object_topics"])

@@ -83,6 +83,7 @@ import numpy as np
 import torch
 
 from tagtorch.candidates.candidate_set import CandidateSet
+from tagtorch.candidates.generator import check_rule_settings
 from tagtorch.candidates.sparse import (
     Lookup,
     combinations_of_rows,
@@ -98,6 +99,8 @@ from tagtorch.candidates.sparse import (
 from tagtorch.data.ragged import Ragged
 from tagtorch.data.splits import TagQueries
 from tagtorch.data.terms import TermIndex
+from tagtorch.devices import resolve_device
+from tagtorch.settings import SignatureSettings
 
 log = logging.getLogger(__name__)
 
@@ -151,14 +154,7 @@ def most_frequent_per_row(tags: Ragged, frequency: np.ndarray, limit: int | None
     return Ragged.from_groups(row[keep], tags.values[keep], len(tags)), n_capped
 
 
-def resolve_device(device: str | torch.device) -> torch.device:
-    """``"auto"``: CUDA when present, else the CPU."""
-    if str(device) == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
-
-
-class LatreCandidates:
+class LatreCandidates(SignatureSettings):
     """LATRE candidates and the 13 features of Table I, computed in batches with sparse products.
 
     Rules with antecedents up to size ℓ are derived lazily for the antecedents that occur in the
@@ -209,27 +205,13 @@ class LatreCandidates:
         max_train_tags: int | None = 1000,
         device: str = "auto",
     ) -> None:
-        if max_antecedent < 1:
-            raise ValueError(f"max_antecedent must be >= 1, got {max_antecedent}")
-        if min_support < 1:
-            raise ValueError(f"min_support must be >= 1, got {min_support}")
-        if not 0.0 <= min_confidence <= 1.0:
-            raise ValueError(f"min_confidence must be in [0, 1], got {min_confidence}")
+        check_rule_settings(max_antecedent, min_support, min_confidence)
         for name, cap in (("max_antecedent_tags", max_antecedent_tags),
                           ("max_train_tags", max_train_tags)):
             if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int)
                                     or cap < 1):
                 raise ValueError(f"{name} must be an integer >= 1 or None, got {cap!r}")
-        self.max_antecedent_tags = max_antecedent_tags
-        self.max_train_tags = max_train_tags
-        self.max_antecedent = max_antecedent
-        self.min_support = min_support
-        self.min_confidence = min_confidence
-        self.max_rule_candidates = max_rule_candidates
-        self.text_candidates = text_candidates
         self.k_x, self.k_c, self.k_r, self.k_s = k_x, k_c, k_r, k_s
-        self.chunk_size = chunk_size
-        self.max_work = max_work
         self.device = resolve_device(device)
         self.stage_seconds: dict[str, float] = defaultdict(float)
 

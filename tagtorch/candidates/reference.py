@@ -24,6 +24,8 @@ from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from itertools import combinations
 
+from tagtorch.candidates.generator import check_rule_settings
+
 FEATURE_NAMES = (
     "sum_1",
     "sum_l",
@@ -92,12 +94,7 @@ class ReferenceFeatures:
             raise ValueError(
                 f"train_tags has {len(train_tags)} objects but train_texts {len(train_texts)}"
             )
-        if max_antecedent < 1:
-            raise ValueError(f"max_antecedent must be >= 1, got {max_antecedent}")
-        if min_support < 1:
-            raise ValueError(f"min_support must be >= 1, got {min_support}")
-        if not 0.0 <= min_confidence <= 1.0:
-            raise ValueError(f"min_confidence must be in [0, 1], got {min_confidence}")
+        check_rule_settings(max_antecedent, min_support, min_confidence)
         for name, k in (("k_x", k_x), ("k_c", k_c), ("k_r", k_r), ("k_s", k_s)):
             if not k > 0:
                 raise ValueError(f"{name} must be > 0, got {k}")

@@ -223,16 +223,6 @@ class Folksonomy:
         return Ragged.from_groups(pairs["object"].to_numpy(), pairs["tag"].to_numpy(),
                                   self.n_objects)
 
-    def object_categories(self) -> Ragged:
-        """Categories of every object: a ragged ``[n_objects]`` of category codes."""
-        table = self.categories.sort_values(["object", "category"])
-        return Ragged.from_groups(table["object"].to_numpy(), table["category"].to_numpy(),
-                                  self.n_objects)
-
-    def tag_frequencies(self) -> np.ndarray:
-        """``[n_tags]`` number of assignments of each tag."""
-        return np.bincount(self.assignments["tag"].to_numpy(), minlength=self.n_tags)
-
     # ------------------------------------------------------------ transforms
     def with_tags(self, tag_strings: np.ndarray) -> Folksonomy:
         """Renames every tag code ``i`` to ``tag_strings[i]`` and merges equal names.

@@ -58,6 +58,7 @@ from tagtorch.evaluation.trec import qrels_lines, ranked_lines, run_file_names
 from tagtorch.itemrec.base import ItemRanker, score_queries
 from tagtorch.itemrec.data import ItemRecData, Queries, item_recommendation_data
 from tagtorch.metrics.functional import ranking_metrics
+from tagtorch.settings import SignatureSettings
 from tagtorch.storage import atomic_write
 
 log = logging.getLogger(__name__)
@@ -65,7 +66,7 @@ log = logging.getLogger(__name__)
 __all__ = ["ItemRecommendationTask"]
 
 
-class ItemRecommendationTask:
+class ItemRecommendationTask(SignatureSettings):
     """Evaluates the configured item rankers (``model``: name -> config) over seeded splits.
 
     The first method is the reference of the report's significance tests.
@@ -104,16 +105,10 @@ class ItemRecommendationTask:
         if not seeds:
             raise ValueError("no seed to evaluate")
         self.seeds = list(seeds)
-        self.p = p
-        self.test_fraction = test_fraction
-        self.val_fraction = val_fraction
         self.split_by = split
         self.ks = tuple(ks)
         self.metrics = tuple(metrics)
-        self.batch_size = batch_size
-        self.trec_depth = trec_depth
         self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir else None
-        self.resume = resume
 
     def split(self, folksonomy: Folksonomy, seed: int) -> ItemRecData:
         """The split of one seed."""

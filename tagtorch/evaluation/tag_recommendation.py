@@ -47,11 +47,13 @@ from tagtorch.data.download import user_cache_dir
 from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.data.splits import TagQueries, TagRecFold, tag_recommendation_folds
 from tagtorch.data.terms import TermIndex
+from tagtorch.devices import resolve_device
 from tagtorch.evaluation.report import markdown_report
 from tagtorch.evaluation.runs import MethodOutcome, MetricLogger, RunPieces, log_outcome, write_run
 from tagtorch.evaluation.trec import qrels_lines, ranked_lines, run_file_names
 from tagtorch.metrics.functional import ranking_metrics
 from tagtorch.rankers.base import Ranker
+from tagtorch.settings import SignatureSettings
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +86,7 @@ class _PreparedFold:
     shared: dict[str, float]  # figures every method of the fold reports (candidate recall, ...)
 
 
-class TagRecommendationProtocol:
+class TagRecommendationProtocol(SignatureSettings):
     """Runs rankers through the 5-fold D/V/T protocol and evaluates them on T.
 
     Args:
@@ -137,28 +139,15 @@ class TagRecommendationProtocol:
         checkpoint_dir: str | Path | None = None,
         resume: bool = False,
     ) -> None:
-        self.n_folds = n_folds
         self.folds = list(range(n_folds)) if folds is None else list(folds)
         bad = [f for f in self.folds if not 0 <= f < n_folds]
         if bad:
             raise ValueError(f"folds {bad} out of range for n_folds={n_folds}")
-        self.input_fraction = input_fraction
-        self.min_tags = min_tags
-        self.sample_size = sample_size
         self.ks = tuple(ks)
         self.metrics = tuple(metrics)
-        self.batch_size = batch_size
-        self.device = torch.device(
-            ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device
-        )
-        self.seed = seed
-        self.write_trec = write_trec
-        self.online_objects = online_objects
-        self.cache = cache
+        self.device = resolve_device(device)
         self.cache_dir = Path(cache_dir) if cache_dir else user_cache_dir() / "candidates"
-        self.n_jobs = n_jobs
         self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir else None
-        self.resume = resume
 
     def splits(self, folksonomy: Folksonomy) -> list[TagRecFold]:
         """The protocol's folds of a folksonomy."""

@@ -36,6 +36,7 @@ from torch.utils.data import DataLoader
 from tagtorch.itemrec.data import ItemRecData, Queries, UserTagSets
 from tagtorch.metrics import functional
 from tagtorch.metrics.retrieval import DCG
+from tagtorch.settings import SignatureSettings
 from tagtorch.storage import (
     UnreadableFileError,
     class_name,
@@ -147,7 +148,7 @@ class _SetIndex(torch.utils.data.Dataset):
         return i
 
 
-class FactorModel(pl.LightningModule):
+class FactorModel(SignatureSettings, pl.LightningModule):
     """Lightning trainer shared by the factorization models.
 
     Subclasses build their parameters in :meth:`build`, score in :meth:`score` and define the
@@ -197,6 +198,10 @@ class FactorModel(pl.LightningModule):
         name: the run's name in logs.
     """
 
+    #: subclasses take their own settings by name and pass the rest on (``**kwargs``); the
+    #: settings (``init_args``) are captured from the signatures (:mod:`tagtorch.settings`)
+    _forwards_kwargs = True
+
     def __init__(
         self,
         rank: int = 64,
@@ -220,18 +225,6 @@ class FactorModel(pl.LightningModule):
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if patience < 1:
             raise ValueError(f"patience must be >= 1, got {patience}")
-        self.init_args: dict[str, Any] = {
-            "rank": rank, "regularization": regularization, "optimizer": optimizer,
-            "trainer": trainer, "batch_size": batch_size, "patience": patience,
-            "init_std": init_std, "train_sample": train_sample,
-            "checkpoint_dir": checkpoint_dir, "seed": seed, "name": name}
-        self.rank = rank
-        self.regularization = regularization
-        self.batch_size = batch_size
-        self.patience = patience
-        self.init_std = init_std
-        self.train_sample = train_sample
-        self.seed = seed
         self.run_name = name or type(self).__name__.lower()
         self.sizes: tuple[int, int, int] | None = None
         self._key: str | None = None

@@ -23,6 +23,7 @@ from torch import Tensor
 
 from tagtorch.itemrec.data import ItemRecData
 from tagtorch.itemrec.dorank import CPModel
+from tagtorch.settings import SignatureSettings
 from tagtorch.storage import (
     UnreadableFileError,
     load_arrays,
@@ -49,8 +50,6 @@ class ProbabilisticCP(CPModel):
         super().__init__(**kwargs)
         if negatives < 1:
             raise ValueError(f"negatives must be >= 1, got {negatives}")
-        self.init_args.update(negatives=negatives)
-        self.negatives = negatives
 
     def set_loss(self, users: Tensor, tags: Tensor, items: Tensor, item_mask: Tensor) -> Tensor:
         """Logistic loss: positives as 1, drawn items outside the set as 0."""
@@ -70,13 +69,10 @@ class ProbabilisticCP(CPModel):
         return ((loss + self.regularization * penalty) / count.clamp_min(1)).mean()
 
 
-class _CountModel:
+class _CountModel(SignatureSettings):
     """Shared save/load of the count-based baselines (their state: settings and arrays)."""
 
     _arrays: tuple[str, ...] = ()
-
-    def _settings(self) -> dict[str, Any]:
-        return {}
 
     def _check_fitted(self) -> None:
         if any(getattr(self, name, None) is None for name in self._arrays):
@@ -87,7 +83,7 @@ class _CountModel:
         self._check_fitted()
         folder = model_folder(path)
         save_arrays({name: getattr(self, name) for name in self._arrays}, folder / "arrays.npz")
-        write_manifest(folder, type(self), self._settings(), ["arrays.npz"])
+        write_manifest(folder, type(self), self.settings(), ["arrays.npz"])
 
     @classmethod
     def load(cls, path: str | Path) -> Self:
@@ -141,13 +137,8 @@ class TwoDimensional(_CountModel):
             raise ValueError(f"beta must be in [0, 1], got {beta}")
         if alpha < 0:
             raise ValueError(f"alpha must be >= 0, got {alpha}")
-        self.beta = beta
-        self.alpha = alpha
         self.user_item: np.ndarray | None = None
         self.tag_item: np.ndarray | None = None
-
-    def _settings(self) -> dict[str, Any]:
-        return {"beta": self.beta, "alpha": self.alpha}
 
     def fit(self, data: ItemRecData) -> Self:
         """Counts the training triples' user-item and tag-item pairs."""

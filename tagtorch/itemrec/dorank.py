@@ -145,8 +145,6 @@ class DoRank(CPModel):
 
     def __init__(self, fast: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.init_args.update(fast=fast)
-        self.fast = fast
 
     def set_loss(self, users: Tensor, tags: Tensor, items: Tensor, item_mask: Tensor) -> Tensor:
         """Minus the mean smoothed DCG of the sets, plus the L2 penalty of their rows."""

@@ -21,6 +21,22 @@ Losses (:data:`LOSSES` maps these names to the functions):
 - ``"lambdaloss"``: :func:`lambdaloss`, LambdaLoss NDCG-Loss2++ (Wang et al., CIKM 2018);
 - ``"approxndcg"``: :func:`approxndcg_loss`, ApproxNDCG (Qin, Liu and Li, IR 2010);
 - ``"neuralndcg"``: :func:`neuralndcg_loss`, NeuralNDCG (Pobrotyn and Białobrzeski, 2021).
+
+Example (the padding's huge score and its label change nothing):
+    >>> import torch
+    >>> scores = torch.tensor([[2.0, 0.0, 1.0, 4e30], [0.5, 1.5, -1.0, 0.0]])
+    >>> labels = torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.0, 1.0, 2.0, 0.0]])
+    >>> mask = torch.tensor([[True, True, True, False], [True, True, True, True]])
+    >>> for name, loss in LOSSES.items():
+    ...     print(f"{name:10} {float(loss(scores, labels, mask)):.4f}")
+    listnet    1.6452
+    ranknet    0.7209
+    lambdarank 0.5738
+    lambdaloss 1.6330
+    approxndcg -0.7161
+    neuralndcg -0.7968
+    >>> round(float(lambdarank_loss(scores, labels, mask, k=1)), 4)  # pairs touching the top 1
+    0.9935
 """
 
 from __future__ import annotations

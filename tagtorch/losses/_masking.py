@@ -209,3 +209,44 @@ def mean_over_lists(per_list: Tensor, valid: Tensor) -> Tensor:
     """Mean ``[]`` of ``per_list [B]`` over the ``valid [B]`` lists; a graph-attached 0 if none."""
     count = valid.sum().clamp_min(1).to(per_list.dtype)
     return zero_padding(per_list, valid).sum() / count
+
+
+class LambdaLists(NamedTuple):
+    """What the lambda losses (LambdaRank, LambdaLoss) start from: :func:`lambda_lists`."""
+
+    scores: Tensor  # [B, L] compute dtype, 0 at padding
+    labels: Tensor  # [B, L]
+    mask: Tensor  # [B, L] bool
+    ranks: Tensor  # [B, L] ranks by the detached scores, ties by list order
+    norm_gains: Tensor  # [B, L] gains divided by the list's IDCG(@k)
+
+
+def lambda_lists(scores: Tensor, labels: Tensor, mask: Tensor, k: int | None,
+                 gain: str) -> LambdaLists:
+    """Prepared lists, their current ranks and their gains over IDCG(@k) (``G_i`` of both)."""
+    s, y, m = prepare(scores, labels, mask)
+    gains = gain_values(y, gain)
+    norm_gains, _ = ndcg_ratio(gains, ideal_dcg(gains, k)[:, None])
+    return LambdaLists(s, y, m, ranks_by_score(s, m), norm_gains)
+
+
+def weighted_pair_loss(weights: Tensor, lists: LambdaLists, pairs: Tensor, sigma: float,
+                       reduction: str, divisor: float | None = None) -> Tensor:
+    """Mean over lists of the pairs' logistic losses weighted by the (detached) ``weights``.
+
+    Args:
+        weights: ``[B, L, L]`` pair weights; no gradient flows through them.
+        lists: the lists of :func:`lambda_lists`.
+        pairs: ``[B, L, L]`` bool, the pairs that count.
+        sigma: steepness of the logistic.
+        reduction: ``"mean"`` or ``"sum"`` over the counted pairs of a list.
+        divisor: divides each pair loss (LambdaLoss: ``ln 2``, for base-2 logarithms).
+
+    Returns:
+        ``[]`` the mean over the lists with a counted pair (:func:`mean_over_lists`).
+    """
+    pair_losses = weights.detach() * pairwise_logistic(lists.scores, sigma)
+    if divisor is not None:
+        pair_losses = pair_losses / divisor
+    per_list, valid = reduce_pairs(pair_losses, pairs, reduction)
+    return mean_over_lists(per_list, valid)

@@ -71,23 +71,13 @@ def approxndcg_loss(
     allRank's ``approxNDCGLoss`` the default temperature is ``alpha = 1``. Lists with no
     relevant real candidate are left out of the mean.
 
-    Args:
-        scores: ``[B, L]`` scores, any float dtype.
-        labels: ``[B, L]`` relevance ``>= 0`` (binary or graded).
-        mask: ``[B, L]`` bool, ``True`` at real candidates.
-        alpha: temperature of the rank sigmoid, ``> 0``; larger is closer to the true NDCG.
-        gain: ``"linear"`` (``label``, the tagtorch NDCG) or ``"exp"`` (``2^label - 1``, allRank).
+    Takes ``scores``, ``labels`` and ``mask`` as described in :mod:`tagtorch.losses`, and ``alpha``:
+    temperature of the rank sigmoid, ``> 0``; larger is closer to the true NDCG; ``gain``:
+    ``"linear"`` (``label``, the tagtorch NDCG) or ``"exp"`` (``2^label - 1``, allRank).
 
     Returns:
-        ``[]`` mean loss (in ``[-1, 0)``) over the lists with a relevant candidate, float32
-        (float64 for float64 scores); a zero still attached to the graph when there is none.
-
-    Example:
-        >>> scores = torch.tensor([[2.0, 0.0, 1.0, 4e30]])
-        >>> labels = torch.tensor([[1.0, 0.0, 0.0, 1.0]])
-        >>> mask = torch.tensor([[True, True, True, False]])
-        >>> round(float(approxndcg_loss(scores, labels, mask)), 4)
-        -0.7962
+        ``[]`` mean loss (in ``[-1, 0)``) over the lists with a relevant candidate (dtype and the
+        case of no such list: :mod:`tagtorch.losses`).
     """
     s, y, m = prepare(scores, labels, mask)
     gains = gain_values(y, gain)

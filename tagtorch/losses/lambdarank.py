@@ -9,16 +9,10 @@ from tagtorch.losses._masking import (
     Reduction,
     check_k,
     check_positive,
-    gain_values,
-    ideal_dcg,
-    mean_over_lists,
-    ndcg_ratio,
+    lambda_lists,
     pair_mask,
     pairwise_diffs,
-    pairwise_logistic,
-    prepare,
-    ranks_by_score,
-    reduce_pairs,
+    weighted_pair_loss,
 )
 from tagtorch.metrics.functional import dcg_discount
 
@@ -56,41 +50,22 @@ def lambdarank_loss(
     loss whose gradient is the lambda gradient) or averaged over its counted pairs (``"mean"``);
     then the lists with at least one counted pair are averaged.
 
-    Args:
-        scores: ``[B, L]`` scores, any float dtype.
-        labels: ``[B, L]`` relevance ``>= 0`` (binary or graded).
-        mask: ``[B, L]`` bool, ``True`` at real candidates.
-        k: NDCG cut-off, or ``None`` for the whole list.
-        sigma: steepness of the logistic, ``> 0``.
-        gain: ``"linear"`` (``label``, the tagtorch NDCG) or ``"exp"`` (``2^label - 1``).
-        reduction: ``"sum"`` or ``"mean"`` over the counted pairs of a list.
+    Takes ``scores``, ``labels`` and ``mask`` as described in :mod:`tagtorch.losses`, and ``k``:
+    NDCG cut-off, or ``None`` for the whole list; ``sigma``: steepness of the logistic, ``> 0``;
+    ``gain``: ``"linear"`` (``label``, the tagtorch NDCG) or ``"exp"`` (``2^label - 1``);
+    ``reduction``: ``"sum"`` or ``"mean"`` over the counted pairs of a list.
 
     Returns:
-        ``[]`` mean loss over the lists with a counted pair, float32 (float64 for float64
-        scores); a zero still attached to the graph when no list has one.
-
-    Example:
-        >>> import torch
-        >>> scores = torch.tensor([[2.0, 0.0, 1.0, 3e30]])
-        >>> labels = torch.tensor([[0.0, 1.0, 0.0, 1.0]])
-        >>> mask = torch.tensor([[True, True, True, False]])
-        >>> round(float(lambdarank_loss(scores, labels, mask)), 4)
-        1.2354
-        >>> round(float(lambdarank_loss(scores, labels, mask, k=1)), 4)
-        2.1269
+        ``[]`` mean loss over the lists with a counted pair (dtype and the case of no such list:
+        :mod:`tagtorch.losses`).
     """
     check_k(k)
     check_positive("sigma", sigma)
-    s, y, m = prepare(scores, labels, mask)
-    gains = gain_values(y, gain)
-    ranks = ranks_by_score(s, m)
-    discounts = dcg_discount(ranks, k)
-    norm_gains, _ = ndcg_ratio(gains, ideal_dcg(gains, k)[:, None])
-    weights = pairwise_diffs(norm_gains).abs() * pairwise_diffs(discounts).abs()
-    pairs = pair_mask(y, m)
+    lists = lambda_lists(scores, labels, mask, k, gain)
+    discounts = dcg_discount(lists.ranks, k)
+    weights = pairwise_diffs(lists.norm_gains).abs() * pairwise_diffs(discounts).abs()
+    pairs = pair_mask(lists.labels, lists.mask)
     if k is not None:
-        top = ranks <= k
+        top = lists.ranks <= k
         pairs = pairs & (top[:, :, None] | top[:, None, :])
-    pair_losses = weights.detach() * pairwise_logistic(s, sigma)
-    per_list, valid = reduce_pairs(pair_losses, pairs, reduction)
-    return mean_over_lists(per_list, valid)
+    return weighted_pair_loss(weights, lists, pairs, sigma, reduction)

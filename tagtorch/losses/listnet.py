@@ -19,21 +19,11 @@ def listnet_loss(scores: Tensor, labels: Tensor, mask: Tensor) -> Tensor:
     loss of a list is ``-sum_i softmax(labels)_i * log_softmax(scores)_i``, as in allRank's
     ``listNet``. Lists with no relevant real candidate are left out of the mean.
 
-    Args:
-        scores: ``[B, L]`` scores, any float dtype.
-        labels: ``[B, L]`` relevance ``>= 0`` (binary or graded).
-        mask: ``[B, L]`` bool, ``True`` at real candidates.
+    Takes ``scores``, ``labels`` and ``mask`` as described in :mod:`tagtorch.losses`.
 
     Returns:
-        ``[]`` mean loss over the lists with a relevant candidate, float32 (float64 for float64
-        scores); a zero still attached to the graph when no list has one.
-
-    Example:
-        >>> scores = torch.tensor([[2.0, 0.0, 1.0, 5e30], [0.3, 0.1, 0.0, 0.0]])
-        >>> labels = torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0]])
-        >>> mask = torch.tensor([[True, True, True, False], [True, True, True, True]])
-        >>> round(float(listnet_loss(scores, labels, mask)), 4)
-        1.0434
+        ``[]`` mean loss over the lists with a relevant candidate (dtype and the case of no such
+        list: :mod:`tagtorch.losses`).
     """
     s, y, m = prepare(scores, labels, mask)
     target = torch.exp(masked_log_softmax(y, m))

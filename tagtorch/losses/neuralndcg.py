@@ -143,26 +143,15 @@ def neuralndcg_loss(
     get no column and their list no extra rank rows of ``P^``, and their gains are ``0``.
     Lists with no relevant real candidate are left out of the mean.
 
-    Args:
-        scores: ``[B, L]`` scores, any float dtype.
-        labels: ``[B, L]`` relevance ``>= 0`` (binary or graded).
-        mask: ``[B, L]`` bool, ``True`` at real candidates.
-        tau: NeuralSort temperature, ``> 0``.
-        k: NDCG cut-off (discounts beyond rank ``k`` are ``0``), or ``None`` for the whole list.
-        max_iter: the most Sinkhorn iterations.
-        tol: Sinkhorn convergence tolerance.
-        gain: ``"linear"`` (``label``, the tagtorch NDCG) or ``"exp"`` (``2^label - 1``, allRank).
+    Takes ``scores``, ``labels`` and ``mask`` as described in :mod:`tagtorch.losses`, and ``tau``:
+    NeuralSort temperature, ``> 0``; ``k``: NDCG cut-off (discounts beyond rank ``k`` are ``0``), or
+    ``None`` for the whole list; ``max_iter``: the most Sinkhorn iterations; ``tol``: Sinkhorn
+    convergence tolerance; ``gain``: ``"linear"`` (``label``, the tagtorch NDCG) or ``"exp"``
+    (``2^label - 1``, allRank).
 
     Returns:
-        ``[]`` mean loss (about ``[-1, 0]``) over the lists with a relevant candidate, float32
-        (float64 for float64 scores); a zero still attached to the graph when there is none.
-
-    Example:
-        >>> scores = torch.tensor([[2.0, 0.0, 1.0, 4e30]])
-        >>> labels = torch.tensor([[1.0, 0.0, 0.0, 1.0]])
-        >>> mask = torch.tensor([[True, True, True, False]])
-        >>> round(float(neuralndcg_loss(scores, labels, mask)), 4)
-        -0.907
+        ``[]`` mean loss (about ``[-1, 0]``) over the lists with a relevant candidate (dtype and the
+        case of no such list: :mod:`tagtorch.losses`).
     """
     check_k(k)
     s, y, m = prepare(scores, labels, mask)

@@ -36,24 +36,13 @@ def ranknet_loss(
     (``"sum"``), then the lists that have at least one such pair are averaged; lists without
     one are left out.
 
-    Args:
-        scores: ``[B, L]`` scores, any float dtype.
-        labels: ``[B, L]`` relevance ``>= 0`` (binary or graded).
-        mask: ``[B, L]`` bool, ``True`` at real candidates.
-        sigma: steepness of the logistic, ``> 0``.
-        reduction: ``"mean"`` or ``"sum"`` over the pairs of a list.
+    Takes ``scores``, ``labels`` and ``mask`` as described in :mod:`tagtorch.losses`, and ``sigma``:
+    steepness of the logistic, ``> 0``; ``reduction``: ``"mean"`` or ``"sum"`` over the pairs of a
+    list.
 
     Returns:
-        ``[]`` mean loss over the lists with a pair, float32 (float64 for float64 scores); a
-        zero still attached to the graph when no list has a pair.
-
-    Example:
-        >>> import torch
-        >>> scores = torch.tensor([[2.0, 0.0, 1.0, -7.0]])
-        >>> labels = torch.tensor([[1.0, 0.0, 0.0, 1.0]])
-        >>> mask = torch.tensor([[True, True, True, False]])
-        >>> round(float(ranknet_loss(scores, labels, mask)), 4)
-        0.2201
+        ``[]`` mean loss over the lists with a pair (dtype and the case of no such list:
+        :mod:`tagtorch.losses`).
     """
     check_positive("sigma", sigma)
     s, y, m = prepare(scores, labels, mask)

@@ -9,7 +9,13 @@ Every function takes a batch of ``B`` padded candidate lists of width ``L``:
 - ``n_relevant [B]`` (optional): number of relevant items of each list, **including relevant
   items absent from the candidate list** (candidate generation may miss gold tags). Default:
   the relevant candidates present, ``((labels > 0) & mask).sum(-1)``. A value below the number
-  of relevant candidates present raises ``ValueError``.
+  of relevant candidates present raises ``ValueError``. P@k, S@k and RR use it only to tell
+  which lists are empty;
+- ``k`` int: the cut-off, ``>= 1``;
+- ``empty_target_action``: what a list with ``n_relevant == 0`` gets (see the convention below).
+
+:func:`dcg_at_k` and :func:`ideal_dcg` take float ``labels`` (the relevance grades, ``>= 0``).
+The functions' docstrings name these arguments and describe only what is their own.
 
 and returns one value per list, ``[B]`` float (float64 if ``scores`` is float64, else float32).
 
@@ -266,11 +272,8 @@ def ideal_dcg(labels: Tensor, mask: Tensor, k: int, n_relevant: Tensor | None = 
     The list's own labels with ``n_relevant - (relevant candidates present)`` missing relevant
     items of gain 1, sorted descending, cut at ``k``. Inputs are not validated.
 
-    Args:
-        labels: ``[B, L]`` float relevance grades, ``>= 0``.
-        mask: ``[B, L]`` bool, ``True`` for real candidates.
-        k: cut-off, ``>= 1``.
-        n_relevant: ``[B]`` relevant items per list, including missing ones; default: present.
+    Takes ``labels``, ``mask``, ``n_relevant`` as in the module docstring;
+    the cut-off ``k >= 1``.
 
     Returns:
         ``[B]`` ideal DCG@k, in the dtype of ``labels``.
@@ -299,11 +302,8 @@ def dcg_at_k(scores: Tensor, labels: Tensor, mask: Tensor, k: int) -> Tensor:
     padding never ranked (a list shorter than ``k`` sums over its real candidates). Inputs are
     not validated.
 
-    Args:
-        scores: ``[B, L]`` candidate scores.
-        labels: ``[B, L]`` float relevance grades, ``>= 0``.
-        mask: ``[B, L]`` bool, ``True`` for real candidates.
-        k: cut-off, ``>= 1``.
+    Takes ``scores``, ``labels``, ``mask`` as in the module docstring;
+    the cut-off ``k >= 1``.
 
     Returns:
         ``[B]`` DCG@k, in the dtype of ``labels``.
@@ -409,14 +409,8 @@ def ndcg_at_k(
     The ideal DCG also counts the ``n_relevant - present`` relevant items missing from the
     candidate list, with gain 1 (see the module docstring).
 
-    Args:
-        scores: ``[B, L]`` candidate scores.
-        labels: ``[B, L]`` relevance grades, ``>= 0``.
-        mask: ``[B, L]`` bool, ``True`` for real candidates.
-        k: cut-off, ``>= 1``.
-        n_relevant: ``[B]`` relevant items per list, including missing ones; default: present.
-        empty_target_action: value for lists with ``n_relevant == 0``: ``"skip"`` (NaN),
-            ``"neg"`` (0), ``"pos"`` (1) or ``"error"`` (``ValueError``).
+    Takes ``scores``, ``labels``, ``mask``, ``n_relevant``, ``empty_target_action`` as in the
+    module docstring; the cut-off ``k >= 1``.
 
     Returns:
         ``[B]`` NDCG@k per list.
@@ -453,13 +447,8 @@ def precision_at_k(
 
     The divisor is ``k`` even when the list holds fewer than ``k`` candidates.
 
-    Args:
-        scores: ``[B, L]`` candidate scores.
-        labels: ``[B, L]`` relevance, ``> 0`` means relevant.
-        mask: ``[B, L]`` bool, ``True`` for real candidates.
-        k: cut-off, ``>= 1``.
-        n_relevant: ``[B]`` relevant items per list (only decides which lists are empty).
-        empty_target_action: value for lists with ``n_relevant == 0`` (see the module).
+    Takes ``scores``, ``labels``, ``mask``, ``n_relevant``, ``empty_target_action`` as in the
+    module docstring; the cut-off ``k >= 1``.
 
     Returns:
         ``[B]`` P@k per list.
@@ -488,13 +477,8 @@ def recall_at_k(
 ) -> Tensor:
     """Recall at ``k``: relevant candidates in the top ``k``, divided by ``n_relevant``.
 
-    Args:
-        scores: ``[B, L]`` candidate scores.
-        labels: ``[B, L]`` relevance, ``> 0`` means relevant.
-        mask: ``[B, L]`` bool, ``True`` for real candidates.
-        k: cut-off, ``>= 1``.
-        n_relevant: ``[B]`` relevant items per list, including missing ones; default: present.
-        empty_target_action: value for lists with ``n_relevant == 0`` (see the module).
+    Takes ``scores``, ``labels``, ``mask``, ``n_relevant``, ``empty_target_action`` as in the
+    module docstring; the cut-off ``k >= 1``.
 
     Returns:
         ``[B]`` R@k per list.
@@ -523,13 +507,8 @@ def success_at_k(
 ) -> Tensor:
     """Success (hit rate) at ``k``: 1 if any relevant candidate is in the top ``k``, else 0.
 
-    Args:
-        scores: ``[B, L]`` candidate scores.
-        labels: ``[B, L]`` relevance, ``> 0`` means relevant.
-        mask: ``[B, L]`` bool, ``True`` for real candidates.
-        k: cut-off, ``>= 1``.
-        n_relevant: ``[B]`` relevant items per list (only decides which lists are empty).
-        empty_target_action: value for lists with ``n_relevant == 0`` (see the module).
+    Takes ``scores``, ``labels``, ``mask``, ``n_relevant``, ``empty_target_action`` as in the
+    module docstring; the cut-off ``k >= 1``.
 
     Returns:
         ``[B]`` S@k per list.
@@ -556,13 +535,9 @@ def reciprocal_rank(
 ) -> Tensor:
     """Reciprocal rank of the first relevant candidate (0 if none; the batch mean is the MRR).
 
-    Args:
-        scores: ``[B, L]`` candidate scores.
-        labels: ``[B, L]`` relevance, ``> 0`` means relevant.
-        mask: ``[B, L]`` bool, ``True`` for real candidates.
-        k: optional cut-off: a first relevant candidate ranked below ``k`` gives 0.
-        n_relevant: ``[B]`` relevant items per list (only decides which lists are empty).
-        empty_target_action: value for lists with ``n_relevant == 0`` (see the module).
+    Takes ``scores``, ``labels``, ``mask``, ``n_relevant``, ``empty_target_action`` as in the
+    module docstring; the optional cut-off ``k``: a first relevant candidate ranked
+    below ``k`` gives 0.
 
     Returns:
         ``[B]`` reciprocal rank per list.
@@ -593,13 +568,8 @@ def average_precision(
     from the list contribute 0. With ``k``, only the top ``k`` count and the divisor is
     ``min(k, n_relevant)``.
 
-    Args:
-        scores: ``[B, L]`` candidate scores.
-        labels: ``[B, L]`` relevance, ``> 0`` means relevant.
-        mask: ``[B, L]`` bool, ``True`` for real candidates.
-        k: optional cut-off.
-        n_relevant: ``[B]`` relevant items per list, including missing ones; default: present.
-        empty_target_action: value for lists with ``n_relevant == 0`` (see the module).
+    Takes ``scores``, ``labels``, ``mask``, ``n_relevant``, ``empty_target_action`` as in the
+    module docstring; the optional cut-off ``k``.
 
     Returns:
         ``[B]`` AP per list.
@@ -635,15 +605,9 @@ def ranking_metrics(
     rank) and ``"map"`` (average precision), both without cut-off, or ``"mrr@K"``, ``"map@K"``
     with the cut-off ``K`` of their name (not of ``ks``).
 
-    Args:
-        scores: ``[B, L]`` candidate scores.
-        labels: ``[B, L]`` relevance grades, ``>= 0``.
-        mask: ``[B, L]`` bool, ``True`` for real candidates.
-        n_relevant: ``[B]`` relevant items per list, including missing ones; default: present.
-        ks: cut-offs, each ``>= 1``.
-        metrics: names among :data:`METRIC_NAMES`, or ``mrr@K`` / ``map@K``
-            (:func:`parse_metric`).
-        empty_target_action: value for lists with ``n_relevant == 0`` (see the module).
+    Takes ``scores``, ``labels``, ``mask``, ``n_relevant``, ``empty_target_action`` as in the
+    module docstring; the cut-offs ``ks``, each ``>= 1``; ``metrics``, names among
+    :data:`METRIC_NAMES` or ``mrr@K`` / ``map@K`` (:func:`parse_metric`).
 
     Returns:
         Per-list values ``[B]`` by key, in the order of ``metrics`` then ``ks``.

@@ -43,7 +43,22 @@ __all__ = ["DCG", "MAP", "MRR", "NDCG", "Precision", "RankingMetric", "Recall", 
 class RankingMetric(Metric):
     """Mean over lists of a per-list ranking metric (base class; use the subclasses).
 
-    Subclasses set ``function``, the functional metric computing per-list values.
+    Subclasses set ``function``, the functional metric computing per-list values; the
+    arguments of :meth:`update` are those of :mod:`tagtorch.metrics.functional`.
+
+    Example (one batch of two lists; ``n_relevant`` counts gold items missing from the lists):
+        >>> scores = torch.tensor([[0.3, 0.2, 0.9], [0.1, 0.4, 0.0]])
+        >>> labels = torch.tensor([[1, 1, 0], [1, 0, 0]])
+        >>> mask = torch.ones(2, 3, dtype=torch.bool)
+        >>> for metric in (NDCG(k=3), Precision(k=2), Recall(k=2), Success(k=2), MRR(), MAP()):
+        ...     metric.update(scores, labels, mask, n_relevant=torch.tensor([3, 1]))
+        ...     print(f"{type(metric).__name__:9} {float(metric.compute()):.4f}")
+        NDCG      0.5808
+        Precision 0.5000
+        Recall    0.6667
+        Success   1.0000
+        MRR       0.5000
+        MAP       0.4444
 
     Args:
         k: cut-off (required by the ``@k`` metrics, optional for :class:`MRR` and :class:`MAP`).
@@ -80,13 +95,9 @@ class RankingMetric(Metric):
     def update(
         self, scores: Tensor, labels: Tensor, mask: Tensor, n_relevant: Tensor | None = None
     ) -> None:
-        """Adds a batch of lists.
+        """Adds a batch of lists: ``scores``, ``labels``, ``mask`` ``[B, L]``, ``n_relevant [B]``.
 
-        Args:
-            scores: ``[B, L]`` candidate scores.
-            labels: ``[B, L]`` relevance grades, ``>= 0``.
-            mask: ``[B, L]`` bool, ``True`` for real candidates.
-            n_relevant: ``[B]`` relevant items per list, including missing ones.
+        Shapes and meaning are those of :mod:`tagtorch.metrics.functional`.
         """
         values = self._values(scores.detach(), labels, mask, n_relevant)
         kept = ~torch.isnan(values)
@@ -135,71 +146,31 @@ class DCG(RankingMetric):
 
 
 class NDCG(RankingMetric):
-    """Mean NDCG@k (:func:`~tagtorch.metrics.functional.ndcg_at_k`).
-
-    Example:
-        >>> m = NDCG(k=3)
-        >>> m.update(torch.tensor([[0.1, 0.9, 0.5]]), torch.tensor([[1, 0, 1]]),
-        ...          torch.ones(1, 3, dtype=torch.bool))
-        >>> round(float(m.compute()), 4)
-        0.6934
-    """
+    """Mean NDCG@k (:func:`~tagtorch.metrics.functional.ndcg_at_k`)."""
 
     function = staticmethod(ndcg_at_k)
 
 
 class Precision(RankingMetric):
-    """Mean P@k (:func:`~tagtorch.metrics.functional.precision_at_k`).
-
-    Example:
-        >>> m = Precision(k=2)
-        >>> m.update(torch.tensor([[0.3, 0.2, 0.9]]), torch.tensor([[1, 1, 0]]),
-        ...          torch.ones(1, 3, dtype=torch.bool))
-        >>> round(float(m.compute()), 4)
-        0.5
-    """
+    """Mean P@k (:func:`~tagtorch.metrics.functional.precision_at_k`)."""
 
     function = staticmethod(precision_at_k)
 
 
 class Recall(RankingMetric):
-    """Mean R@k (:func:`~tagtorch.metrics.functional.recall_at_k`).
-
-    Example:
-        >>> m = Recall(k=2)
-        >>> m.update(torch.tensor([[0.3, 0.2, 0.9]]), torch.tensor([[1, 1, 0]]),
-        ...          torch.ones(1, 3, dtype=torch.bool), n_relevant=torch.tensor([4]))
-        >>> round(float(m.compute()), 4)
-        0.25
-    """
+    """Mean R@k (:func:`~tagtorch.metrics.functional.recall_at_k`)."""
 
     function = staticmethod(recall_at_k)
 
 
 class Success(RankingMetric):
-    """Mean S@k, the hit rate (:func:`~tagtorch.metrics.functional.success_at_k`).
-
-    Example:
-        >>> m = Success(k=1)
-        >>> m.update(torch.tensor([[0.3, 0.2], [0.1, 0.4]]), torch.tensor([[1, 0], [1, 0]]),
-        ...          torch.ones(2, 2, dtype=torch.bool))
-        >>> round(float(m.compute()), 4)
-        0.5
-    """
+    """Mean S@k, the hit rate (:func:`~tagtorch.metrics.functional.success_at_k`)."""
 
     function = staticmethod(success_at_k)
 
 
 class MRR(RankingMetric):
-    """Mean reciprocal rank (:func:`~tagtorch.metrics.functional.reciprocal_rank`).
-
-    Example:
-        >>> m = MRR()
-        >>> m.update(torch.tensor([[0.3, 0.2, 0.9]]), torch.tensor([[1, 1, 0]]),
-        ...          torch.ones(1, 3, dtype=torch.bool))
-        >>> round(float(m.compute()), 4)
-        0.5
-    """
+    """Mean reciprocal rank (:func:`~tagtorch.metrics.functional.reciprocal_rank`)."""
 
     requires_k: ClassVar[bool] = False
 
@@ -207,15 +178,7 @@ class MRR(RankingMetric):
 
 
 class MAP(RankingMetric):
-    """Mean average precision (:func:`~tagtorch.metrics.functional.average_precision`).
-
-    Example:
-        >>> m = MAP()
-        >>> m.update(torch.tensor([[0.9, 0.8, 0.7]]), torch.tensor([[1, 0, 1]]),
-        ...          torch.ones(1, 3, dtype=torch.bool))
-        >>> round(float(m.compute()), 4)
-        0.8333
-    """
+    """Mean average precision (:func:`~tagtorch.metrics.functional.average_precision`)."""
 
     requires_k: ClassVar[bool] = False
 

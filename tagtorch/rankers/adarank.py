@@ -121,11 +121,7 @@ class AdaRank(BaseRanker):
         if normalization not in ("list", "zscore", "none"):
             raise ValueError(f"normalization must be 'list', 'zscore' or 'none', "
                              f"got {normalization!r}")
-        self.n_iterations = n_iterations
-        self.k = k
         self.normalization: Normalization = normalization
-        self.negative_features = negative_features
-        self.no_repeat = no_repeat
         self.feature_names_: tuple[str, ...] | None = None
         self.mean_: torch.Tensor | None = None
         self.std_: torch.Tensor | None = None

@@ -4,8 +4,8 @@
 all methods through. :class:`BaseRanker` implements the parts every ranker shares, once:
 
 - **Settings** are the constructor's arguments, bound to its signature (defaults filled in)
-  when an instance is built; :meth:`BaseRanker.settings` returns them and
-  ``type(r)(**r.settings())`` is an unfitted copy.
+  when an instance is built (:class:`tagtorch.settings.SignatureSettings`, shared with the
+  item models); ``settings()`` returns them and ``type(r)(**r.settings())`` is an unfitted copy.
 - **Feature names**: a fitted ranker records its training features in ``feature_names_``
   (scikit-learn's convention) and :func:`check_feature_names` refuses a batch whose features
   differ (another order included: columns are never silently reordered).
@@ -20,8 +20,6 @@ all methods through. :class:`BaseRanker` implements the parts every ranker share
 
 from __future__ import annotations
 
-import functools
-import inspect
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -30,11 +28,11 @@ from typing import Any, Protocol, Self, runtime_checkable
 import torch
 
 from tagtorch.candidates.candidate_set import CandidateSet
+from tagtorch.settings import SignatureSettings
 from tagtorch.storage import (
     MANIFEST_FILE,
     UnreadableFileError,
     model_folder,
-    plain_json,
     read_manifest,
     write_manifest,
 )
@@ -88,7 +86,7 @@ def check_feature_names(fitted: tuple[str, ...] | None, batch: CandidateSet) -> 
                          f"fitted features {tuple(fitted)}")
 
 
-class BaseRanker:
+class BaseRanker(SignatureSettings):
     """Settings capture, the feature-name check and one save/load layout for every ranker.
 
     A subclass stores its fitted features in ``feature_names_`` and overrides only what
@@ -99,36 +97,8 @@ class BaseRanker:
     """
 
     feature_names_: tuple[str, ...] | None = None
-    _init_args: dict[str, Any]
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        """Wraps a subclass's ``__init__`` to record its arguments, bound to its signature."""
-        super().__init_subclass__(**kwargs)
-        init = cls.__dict__.get("__init__")
-        if init is None:
-            return
-        signature = inspect.signature(init)
-        variadic = [p.name for p in signature.parameters.values()
-                    if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
-        if variadic:
-            raise TypeError(f"{cls.__name__}.__init__ takes {variadic}: a ranker's settings "
-                            "must be named constructor arguments")
-
-        @functools.wraps(init)
-        def capture(self: BaseRanker, *args: Any, **kwargs: Any) -> None:
-            init(self, *args, **kwargs)
-            if type(self).__init__ is capture:  # the outermost constructor: its signature
-                bound = signature.bind(self, *args, **kwargs)
-                bound.apply_defaults()
-                self._init_args = dict(list(bound.arguments.items())[1:])  # without self
-
-        cls.__init__ = capture  # type: ignore[method-assign,assignment]
-
-    # -- settings ---------------------------------------------------------------------------
-
-    def settings(self) -> dict[str, Any]:
-        """The constructor arguments (containers made plain): ``type(self)(**settings())``."""
-        return {name: plain_json(value) for name, value in self._init_args.items()}
+    # -- settings (captured by :class:`~tagtorch.settings.SignatureSettings`) ----------------
 
     def _settings_to_json(self) -> dict[str, Any]:
         """The settings as the manifest stores them (JSON values)."""

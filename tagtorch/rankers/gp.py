@@ -293,7 +293,8 @@ def _dcg_top_k(guarded: Tensor, labels: Tensor, k: int) -> Tensor:
 
 
 def ndcg_top_k(
-    scores: Tensor, labels: Tensor, mask: Tensor, k: int, n_relevant: Tensor | None = None
+    scores: Tensor, labels: Tensor, mask: Tensor, k: int, n_relevant: Tensor | None = None,
+    idcg: Tensor | None = None,
 ) -> Tensor:
     """NDCG@k of each list, as :func:`~tagtorch.metrics.functional.ndcg_at_k`, without a sort.
 
@@ -309,6 +310,8 @@ def ndcg_top_k(
         k: cut-off, ``>= 1``.
         n_relevant: ``[B]`` relevant items per list, including those missing from the list;
             default: the relevant candidates present.
+        idcg: ``[B]`` the lists' ideal DCG@k when already known (the fitness computes it once
+            per training set); default: computed from ``labels`` and ``n_relevant``.
 
     Returns:
         ``[B]`` NDCG@k, NaN for lists with no relevant item.
@@ -323,7 +326,8 @@ def ndcg_top_k(
     labels = torch.where(mask, labels.to(scores.dtype), torch.zeros((), dtype=scores.dtype))
     if n_relevant is None:
         n_relevant = (labels > 0).sum(-1)
-    idcg = ideal_dcg(labels, mask, k, n_relevant)
+    if idcg is None:
+        idcg = ideal_dcg(labels, mask, k, n_relevant)
     dcg = _dcg_top_k(_guard(scores, mask), labels, k)
     ndcg = dcg / torch.where(idcg > 0, idcg, torch.ones_like(idcg))
     return torch.where(n_relevant > 0, ndcg, torch.full_like(ndcg, math.nan))
@@ -353,8 +357,8 @@ class _Lists:
         if self.n_counted == 0:
             return 0.0
         scores = function(self.columns).expand(self.mask.shape)
-        dcg = _dcg_top_k(_guard(scores, self.mask), self.labels, self.k)
-        return float((dcg / self.idcg).sum()) / self.n_counted
+        ndcg = ndcg_top_k(scores, self.labels, self.mask, self.k, idcg=self.idcg)
+        return float(ndcg.sum()) / self.n_counted  # every kept list has a relevant candidate
 
 
 class _Fitness(base.Fitness):
@@ -427,19 +431,7 @@ class GPRanker(BaseRanker):
             raise ValueError(f"mutation_depth must satisfy 0 <= min <= max, got {mutation_depth}")
         if fitness_sample is not None and fitness_sample < 1:
             raise ValueError(f"fitness_sample must be >= 1 or None, got {fitness_sample}")
-        self.population = population
-        self.generations = generations
-        self.tournament_size = tournament_size
-        self.max_depth = max_depth
-        self.crossover_prob = crossover_prob
-        self.mutation_prob = mutation_prob
-        self.init_depth = init_depth
-        self.mutation_depth = mutation_depth
-        self.k = k
-        self.fitness_sample = fitness_sample
-        self.seed = seed
-        self.num_threads = num_threads
-        self.progress = progress
+        self.init_depth, self.mutation_depth = init_depth, mutation_depth  # as tuples
         self.feature_names_: tuple[str, ...] | None = None
         self.fitness: float | None = None
         self.history: list[dict[str, float]] = []

@@ -50,13 +50,9 @@ class LatreWTS(BaseRanker):
     ) -> None:
         if alpha is not None and not 0.0 <= alpha <= 1.0:
             raise ValueError(f"alpha must be in [0, 1], got {alpha}")
-        self.alpha = alpha
         self.tune = alpha is None
         self.alpha_grid = (tuple(alpha_grid) if alpha_grid is not None
                            else tuple(i / 20 for i in range(21)))
-        self.k = k
-        self.sum_feature = sum_feature
-        self.text_feature = text_feature
         self.feature_names_: tuple[str, ...] | None = None
 
     def _combine(self, batch: CandidateSet, alpha: float) -> torch.Tensor:

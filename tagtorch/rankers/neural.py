@@ -259,12 +259,6 @@ class NeuralRanker(BaseRanker, pl.LightningModule):
             raise ValueError(f"patience must be >= 1 or None, got {patience}")
         FeatureNormalizer(1, normalization)  # validates the name
         self.loss_params = dict(loss_params or {})
-        self.normalization = normalization
-        self.batch_size = batch_size
-        self.holdout_fraction = holdout_fraction
-        self.k = k
-        self.patience = patience
-        self.seed = seed
         self.run_name = name or loss
         self.feature_names_: tuple[str, ...] | None = None
         self.normalizer: FeatureNormalizer | None = None
@@ -273,11 +267,6 @@ class NeuralRanker(BaseRanker, pl.LightningModule):
         self.history_: list[dict[str, float]] = []
         self.val_ndcg = NDCG(k, empty_target_action="neg")  # gold tags outside count
         self._val_loss = (0.0, 0)  # the held-out lists' loss sum, and their number
-
-    @property
-    def init_args(self) -> dict[str, Any]:
-        """The constructor arguments as given (factories as callables), captured by the base."""
-        return self._init_args
 
     @property
     def monitor(self) -> str:

@@ -96,8 +96,6 @@ class RankBoost(BaseRanker):
             raise ValueError(f"n_rounds must be >= 1, got {n_rounds}")
         if n_thresholds < 1:
             raise ValueError(f"n_thresholds must be >= 1, got {n_thresholds}")
-        self.n_rounds = n_rounds
-        self.n_thresholds = n_thresholds
         self.feature_names_: tuple[str, ...] | None = None
         self.rounds_: list[dict[str, float | int]] = []
         self.pair_weights_: torch.Tensor | None = None

@@ -139,11 +139,6 @@ class RankSVM(BaseRanker):
         if max_pairs_per_list is not None and max_pairs_per_list < 1:
             raise ValueError(f"max_pairs_per_list must be >= 1 or None, got {max_pairs_per_list}")
         self.c = float(c)
-        self.loss = loss
-        self.max_pairs_per_list = max_pairs_per_list
-        self.seed = seed
-        self.max_iter = max_iter
-        self.tol = tol
         self.feature_names_: tuple[str, ...] | None = None
         self.mean_: torch.Tensor | None = None
         self.std_: torch.Tensor | None = None

@@ -21,7 +21,6 @@ class FeatureRanker(BaseRanker):
     """
 
     def __init__(self, feature: str = "sum_1") -> None:
-        self.feature = feature
         self.feature_names_: tuple[str, ...] | None = None
 
     def fit(self, train: CandidateSet, val: CandidateSet | None = None) -> Self:

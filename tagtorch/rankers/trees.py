@@ -282,11 +282,6 @@ class _TreeRanker(BaseRanker):
         if early_stopping_rounds is not None and early_stopping_rounds < 1:
             raise ValueError(f"early_stopping_rounds must be >= 1 or None, "
                              f"got {early_stopping_rounds}")
-        self.backend = backend
-        self.k = k
-        self.early_stopping_rounds = early_stopping_rounds
-        self.n_jobs = n_jobs
-        self.seed = seed
         self.params = plain_json(params) if params else {}
         self.model_: Any = None
         self.feature_names_: tuple[str, ...] | None = None
@@ -586,11 +581,6 @@ class RandomForestRanker(_TreeRanker):
             raise ValueError(f"need n_trees >= 1 and n_leaves >= 2, got {n_trees}, {n_leaves}")
         if not 0.0 < bagging_fraction < 1.0:
             raise ValueError(f"bagging_fraction must be in (0, 1), got {bagging_fraction}")
-        self.n_trees = n_trees
-        self.n_leaves = n_leaves
-        self.max_features = max_features
-        self.min_leaf_size = min_leaf_size
-        self.bagging_fraction = bagging_fraction
         self._init_common(backend, k, early_stopping_rounds, n_jobs, seed, params)
 
     def features_per_split(self, n_features: int) -> int:
@@ -678,10 +668,6 @@ class MARTRanker(_TreeRanker):
         if n_leaves < 2 or n_iterations < 1 or learning_rate <= 0:
             raise ValueError(f"need n_leaves >= 2, n_iterations >= 1 and learning_rate > 0, "
                              f"got {n_leaves}, {n_iterations}, {learning_rate}")
-        self.n_leaves = n_leaves
-        self.learning_rate = learning_rate
-        self.n_iterations = n_iterations
-        self.min_leaf_size = min_leaf_size
         self._init_common(backend, k, early_stopping_rounds, n_jobs, seed, params)
 
     def _n_rounds(self) -> int:
@@ -742,7 +728,6 @@ class LambdaMARTRanker(MARTRanker):
     ) -> None:
         if truncation_level < 1:
             raise ValueError(f"truncation_level must be >= 1, got {truncation_level}")
-        self.truncation_level = truncation_level
         super().__init__(n_leaves=n_leaves, learning_rate=learning_rate,
                          n_iterations=n_iterations, min_leaf_size=min_leaf_size,
                          backend=backend, k=k, early_stopping_rounds=early_stopping_rounds,

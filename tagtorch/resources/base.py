@@ -21,7 +21,6 @@ settings, file digests) and ``arrays.npz``; nothing is ever unpickled.
 
 from __future__ import annotations
 
-import inspect
 import warnings
 from pathlib import Path
 from typing import Any, ClassVar, Self
@@ -32,6 +31,8 @@ import torch
 from torch import Tensor
 
 from tagtorch.data.ragged import Ragged
+from tagtorch.devices import resolve_device
+from tagtorch.settings import SignatureSettings
 from tagtorch.storage import (
     MANIFEST_FILE,
     UnreadableFileError,
@@ -86,13 +87,12 @@ def query_matrix(queries: Ragged, n_words: int, device: torch.device | str = "cp
     return out.to(device)
 
 
-class ResourceRanker:
+class ResourceRanker(SignatureSettings):
     """Base of the resource rankers: settings, fit/score interface, save and load.
 
-    Settings are the constructor's arguments, stored under the same names (the scikit-learn
-    convention); :meth:`settings` reads them back, so ``type(r)(**r.settings())`` is an
-    unfitted copy. A subclass implements :meth:`fit` and :meth:`score` and names its fitted
-    arrays in :meth:`_arrays` / :meth:`_set_arrays`.
+    Settings are the constructor's arguments (:class:`~tagtorch.settings.SignatureSettings`:
+    ``type(r)(**r.settings())`` is an unfitted copy). A subclass implements :meth:`fit` and
+    :meth:`score` and names its fitted arrays in :meth:`_arrays` / :meth:`_set_arrays`.
     """
 
     task: ClassVar[str] = "resources"
@@ -100,11 +100,6 @@ class ResourceRanker:
 
     scoring_settings: ClassVar[tuple[str, ...]] = ()
     """Settings that only enter :meth:`score`: changing them needs no new :meth:`fit`."""
-
-    def settings(self) -> dict[str, Any]:
-        """The constructor arguments, as attributes of the same names."""
-        names = [p for p in inspect.signature(type(self).__init__).parameters if p != "self"]
-        return {name: getattr(self, name) for name in names}
 
     def fit(self, documents: Ragged, n_words: int) -> Self:
         """Learns from the training documents (rows of word ids, one per object)."""
@@ -178,7 +173,6 @@ class TermMatchRanker(ResourceRanker):
     """
 
     def __init__(self, device: str = "auto") -> None:
-        self.device = device
         self.weights_: sp.csr_matrix | None = None  # [W, D]
         self.bias_: np.ndarray | None = None  # [D]
         self.word_constant_: np.ndarray | None = None  # [W]
@@ -200,17 +194,12 @@ class TermMatchRanker(ResourceRanker):
         self._cache = None
         return self
 
-    def _device(self) -> torch.device:
-        if self.device == "auto":
-            return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-        return torch.device(self.device)
-
     def _tensors(self) -> tuple[Tensor, Tensor, Tensor]:
         """``M^T`` as a sparse CSR tensor ``[D, W]``, ``bias [D]`` and the constants ``[W]``."""
         if self._cache is None:
             if self.weights_ is None or self.bias_ is None or self.word_constant_ is None:
                 raise RuntimeError(f"{type(self).__name__} is not fitted")
-            device = self._device()
+            device = resolve_device(self.device)
             m = self.weights_.T.tocsr()
             with warnings.catch_warnings():  # "sparse CSR support is in beta": it is tested here
                 warnings.simplefilter("ignore", UserWarning)

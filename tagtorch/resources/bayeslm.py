@@ -43,7 +43,6 @@ class BayesLM(TermMatchRanker):
         if not mu > 0:
             raise ValueError(f"mu must be > 0, got {mu}")
         super().__init__(device=device)
-        self.mu = mu
 
     def _weights(self, counts: sp.csr_matrix) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray]:
         word_counts = np.asarray(counts.sum(0)).ravel()

@@ -46,8 +46,6 @@ class BM25(TermMatchRanker):
         if not 0.0 <= b <= 1.0:
             raise ValueError(f"b must be in [0, 1], got {b}")
         super().__init__(device=device)
-        self.k1 = k1
-        self.b = b
 
     def _weights(self, counts: sp.csr_matrix) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray]:
         lengths = np.asarray(counts.sum(1)).ravel()

@@ -26,6 +26,7 @@ import torch
 from torch import Tensor
 
 from tagtorch.data.ragged import Ragged
+from tagtorch.devices import resolve_device
 from tagtorch.resources.base import ResourceRanker
 from tagtorch.topics import LDA
 
@@ -58,29 +59,14 @@ class LDARanker(ResourceRanker):
                  progress: bool = True) -> None:
         if not 0.0 <= prior_weight <= 1.0:
             raise ValueError(f"prior_weight must be in [0, 1], got {prior_weight}")
-        self.n_topics = n_topics
-        self.alpha = alpha
-        self.beta = beta
-        self.iterations = iterations
-        self.burn_in = burn_in
-        self.sampler = sampler
-        self.prior_weight = prior_weight
-        self.seed = seed
-        self.device = device
-        self.progress = progress
         self.model_: LDA | None = None
         self.lengths_: np.ndarray | None = None  # [D] document lengths in tokens
         self._cache: tuple[Tensor, Tensor, Tensor] | None = None
 
-    def _device(self) -> torch.device:
-        if self.device == "auto":
-            return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-        return torch.device(self.device)
-
     def _make_model(self) -> LDA:
         return LDA(n_topics=self.n_topics, alpha=self.alpha, beta=self.beta,
                    iterations=self.iterations, burn_in=self.burn_in, sampler=self.sampler,
-                   device=str(self._device()), seed=self.seed, progress=self.progress)
+                   device=str(resolve_device(self.device)), seed=self.seed, progress=self.progress)
 
     def fit(self, documents: Ragged, n_words: int) -> Self:
         """Samples the topic model and keeps the document lengths (for the prior)."""
@@ -103,7 +89,7 @@ class LDARanker(ResourceRanker):
         if self._cache is None:
             if self.model_ is None:
                 raise RuntimeError(f"{type(self).__name__} is not fitted")
-            device = self._device()
+            device = resolve_device(self.device)
             self._cache = (torch.as_tensor(self.model_.phi_.T, dtype=torch.float32).to(device),
                            torch.as_tensor(self.model_.theta_.T, dtype=torch.float32).to(device),
                            torch.as_tensor(self.log_prior(), dtype=torch.float32).to(device))

@@ -54,8 +54,6 @@ class LDALanguageModel(LDARanker):
         super().__init__(n_topics=n_topics, alpha=alpha, beta=beta, iterations=iterations,
                          burn_in=burn_in, sampler=sampler, prior_weight=prior_weight,
                          seed=seed, device=device, progress=progress)
-        self.lam = lam
-        self.mu = mu
         self.counts_: sp.csr_matrix | None = None  # [W, D] word counts of the documents
 
     def fit(self, documents: Ragged, n_words: int) -> Self:
