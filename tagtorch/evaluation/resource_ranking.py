@@ -53,6 +53,7 @@ from tagtorch.evaluation.trec import qrels_lines, ranked_lines, run_file_names
 from tagtorch.metrics.functional import ranking_metrics
 from tagtorch.resources.base import ResourceRanker
 from tagtorch.resources.data import ResourceQueries, ResourceSplit, resource_ranking_data
+from tagtorch.settings import SignatureSettings
 from tagtorch.storage import atomic_write
 
 log = logging.getLogger(__name__)
@@ -60,7 +61,7 @@ log = logging.getLogger(__name__)
 __all__ = ["ResourceRankingTask"]
 
 
-class ResourceRankingTask:
+class ResourceRankingTask(SignatureSettings):
     """Evaluates the configured resource rankers (``model``: name -> config) over seeds.
 
     Args:
@@ -105,20 +106,13 @@ class ResourceRankingTask:
         if not seeds:
             raise ValueError("no seed to evaluate")
         self.seeds = list(seeds)
-        self.test_fraction = test_fraction
-        self.val_fraction = val_fraction
         self.filters = {"min_object_users": min_object_users,
                         "min_user_objects": min_user_objects, "min_tag_uses": min_tag_uses}
         self.ks = tuple(ks)
         self.metrics = tuple(metrics)
         self.tune = {str(k): {str(s): list(v) for s, v in grid.items()}
                      for k, grid in (tune or {}).items()}
-        self.tune_metric = tune_metric
-        self.batch_size = batch_size
-        self.trec_depth = trec_depth
         self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir else None
-        self.resume = resume
-        self.figure_setting = figure_setting
 
     # -- the run ------------------------------------------------------------------------
 
