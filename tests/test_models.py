@@ -51,6 +51,9 @@ SMALL: dict[str, Any] = {
 }
 """Settings shrunk wherever a model config has them (the rest keep their shipped values)."""
 
+SMALL_TOPICS = {"lda": {"n_topics": 4, "iterations": 10, "burn_in": 5}, "n_candidates": 5}
+"""A small topic model, so that rankers of the ``p_lda`` feature (``lda_tags``) are covered."""
+
 TASK_CONFIGS = {"tagrec": "tagrec", "itemrec": "itemrec", "resources": "resources"}
 """The ``conf/task`` option of each kind of model (:func:`~tagtorch.config_checks.model_kind`)."""
 
@@ -65,9 +68,9 @@ def folksonomy():
 
 @pytest.fixture(scope="module")
 def candidate_lists(folksonomy) -> tuple[CandidateSet, CandidateSet]:
-    """V's and T's LATRE candidate lists of fold 0 (13 features, short lists)."""
+    """V's and T's LATRE candidate lists of fold 0 (short lists; the 13 features and p_lda)."""
     fold = tag_recommendation_folds(folksonomy, n_folds=5, seed=0)[0]
-    generator = LatreCandidates(max_rule_candidates=30, device="cpu").fit(
+    generator = LatreCandidates(max_rule_candidates=30, device="cpu", topics=SMALL_TOPICS).fit(
         fold.train_objects, fold.train_tags, TermIndex.from_folksonomy(folksonomy))
     return generator(fold.val), generator(fold.test)
 

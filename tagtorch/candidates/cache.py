@@ -20,9 +20,13 @@ log = logging.getLogger(__name__)
 
 
 def code_version() -> str:
-    """A digest of the candidate-generation source files, so edited code never reads stale sets."""
+    """A digest of the candidate-generation source files, so edited code never reads stale sets.
+
+    The files are those of ``candidates/`` and of the topic models it uses (``topics/``).
+    """
     digest = hashlib.sha256()
-    for path in sorted(Path(__file__).parent.glob("*.py")):
+    package = Path(__file__).parent
+    for path in [*sorted(package.glob("*.py")), *sorted((package.parent / "topics").glob("*.py"))]:
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
 

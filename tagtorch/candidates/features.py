@@ -76,8 +76,8 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Iterator
-from typing import Self
+from collections.abc import Iterator, Mapping
+from typing import Any, Self
 
 import numpy as np
 import torch
@@ -96,6 +96,7 @@ from tagtorch.candidates.sparse import (
     sum_by_key,
     triplets,
 )
+from tagtorch.candidates.topics import TopicTags
 from tagtorch.data.ragged import Ragged
 from tagtorch.data.splits import TagQueries
 from tagtorch.data.terms import TermIndex
@@ -184,6 +185,9 @@ class LatreCandidates(SignatureSettings):
         max_train_tags: a D object with more tags is mined as if it had only this many, the
             most frequent in D; None: no cap.
         device: ``"auto"`` (CUDA when present), ``"cpu"`` or ``"cuda"``.
+        topics: settings of :class:`~tagtorch.candidates.topics.TopicTags` (ours, off by
+            default): an LDA model of D's tag sets adds its best tags as candidates
+            (``n_candidates``) and ``P(t | o)`` as a 14th feature ``p_lda`` (``feature``).
     """
 
     feature_names = FEATURE_NAMES
@@ -204,6 +208,7 @@ class LatreCandidates(SignatureSettings):
         max_antecedent_tags: int | None = 64,
         max_train_tags: int | None = 1000,
         device: str = "auto",
+        topics: Mapping[str, Any] | None = None,
     ) -> None:
         check_rule_settings(max_antecedent, min_support, min_confidence)
         for name, cap in (("max_antecedent_tags", max_antecedent_tags),
@@ -214,6 +219,9 @@ class LatreCandidates(SignatureSettings):
         self.k_x, self.k_c, self.k_r, self.k_s = k_x, k_c, k_r, k_s
         self.device = resolve_device(device)
         self.stage_seconds: dict[str, float] = defaultdict(float)
+        self.topic_tags = None if topics is None else TopicTags(**dict(topics))
+        if self.topic_tags is not None and self.topic_tags.feature:
+            self.feature_names = (*FEATURE_NAMES, TopicTags.feature_name)
 
     # ------------------------------------------------------------------------------- fit
     def fit(self, train_objects: np.ndarray, train_tags: Ragged, terms: TermIndex) -> Self:
@@ -267,6 +275,8 @@ class LatreCandidates(SignatureSettings):
         f_text, f_both, self.afs = self._text_statistics(train_objects, terms)
         pred = torch.where(f_text > 0, f_both / f_text.clamp(min=1), torch.zeros_like(f_text))
         self.term_features = torch.stack([iff, stability(f_tag, self.k_s), entropy, pred], -1)
+        if self.topic_tags is not None:
+            self.topic_tags.fit(train_tags, n)
         return self
 
     def _text_statistics(
@@ -368,6 +378,11 @@ class LatreCandidates(SignatureSettings):
         keys = [rule_rows * n + rule_cols]
         if self.text_candidates:
             keys += [t.keys[is_input(t.keys // n, t.keys % n) == 0] for t in occurrences]
+        theta = None
+        if self.topic_tags is not None:
+            theta = self.topic_tags.mixtures(queries.input_tags, int(queries.objects[0]), dev)
+            keys.append(self.topic_tags.top_keys(
+                theta, TopicTags.input_mask(queries.input_tags, n, dev)))
         keys_t = torch.unique(torch.cat(keys))
         rows, cols = keys_t // n, keys_t % n
 
@@ -381,6 +396,9 @@ class LatreCandidates(SignatureSettings):
         else:
             columns += [torch.zeros(len(rows), device=dev)] * 4
         features = torch.cat([torch.stack(columns, -1), self.term_features[cols]], -1)
+        if theta is not None and self.topic_tags is not None and self.topic_tags.feature:
+            p_lda = self.topic_tags.probability(theta, rows, cols)
+            features = torch.cat([features, p_lda[:, None]], -1)
         gold = Lookup.from_ragged(queries.gold_tags, n, dev)
         labels = (gold(rows, cols) > 0).float()
         self._tick("features", start)
