@@ -249,16 +249,19 @@ def batched_sweep(words: Tensor, docs: Tensor, z: Tensor, nwz: Tensor, ndz: Tens
     for start in range(0, n_tokens, block_tokens):
         stop = min(n_tokens, start + block_tokens)
         den = nz.float() + n_words * beta  # the counts at the start of the block
+        # (N_wz + β) / (N_z + Wβ) of every word, once per block when the block has more tokens
+        # than there are words; else per chunk, for the chunk's tokens only
+        word_term = (nwz.float() + beta) / den if stop - start >= n_words else None
         new = torch.empty(stop - start, dtype=torch.int64, device=device)
         for lo in range(start, stop, chunk_tokens):
             hi = min(stop, lo + chunk_tokens)
             w, d, old = words[lo:hi], docs[lo:hi], z[lo:hi]
-            a = nwz[w].float()
-            b = ndz[d].float()
-            p = (a + beta) * (b + alpha) / den
+            p = word_term[w] if word_term is not None else (nwz[w].float() + beta) / den
+            p.mul_(ndz[d].float().add_(alpha))
+            # each token without its own assignment: its own topic's term recomputed
             rows = torch.arange(hi - lo, device=device)
-            own = ((a[rows, old] - 1 + beta) * (b[rows, old] - 1 + alpha) / (den[old] - 1))
-            p[rows, old] = own
+            p[rows, old] = ((nwz[w, old].float() - 1 + beta) * (ndz[d, old].float() - 1 + alpha)
+                            / (den[old] - 1))
             cum = p.cumsum_(1)
             u = torch.rand(hi - lo, 1, generator=generator, device=device) * cum[:, -1:]
             drawn = torch.searchsorted(cum, u, right=True).squeeze(1)
