@@ -277,7 +277,7 @@ def random_post_split(folksonomy: Folksonomy, test_fraction: float = 0.2, seed: 
 
 def post_filter(folksonomy: Folksonomy, min_object_users: int = 3,
                 min_user_objects: int = 61, min_tag_uses: int = 2) -> Folksonomy:
-    """The data cleaning of Harvey, Ruthven and Carman (2011), Section 4, in the paper's order.
+    """The data cleaning of Harvey, Ruthven and Carman (2010), Section 4, in the paper's order.
 
     First the objects posted by at least ``min_object_users`` distinct users are kept (the
     paper: "bookmarked by more than 2 unique users"), then, "from the remaining data", the users

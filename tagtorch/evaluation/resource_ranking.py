@@ -1,4 +1,4 @@
-"""Resource ranking: objects ranked for a query of tags (Harvey, Ruthven and Carman 2011).
+"""Resource ranking: objects ranked for a query of tags (Harvey, Ruthven and Carman 2010).
 
 For each seed: the folksonomy, cleaned once as the paper does
 (:func:`tagtorch.data.splits.post_filter`), is split per user by time

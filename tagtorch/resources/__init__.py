@@ -1,1 +1,1 @@
-"""Resource ranking: objects ranked for a query of tags (Harvey, Ruthven and Carman 2011)."""
+"""Resource ranking: objects ranked for a query of tags (Harvey, Ruthven and Carman 2010)."""

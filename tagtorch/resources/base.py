@@ -1,7 +1,7 @@
 """The resource ranker contract, and the term-matching models every baseline shares.
 
 A resource ranker learns from the training documents, one per object: all the training tags of
-all its posts, with repeats (Harvey, Ruthven and Carman 2011, Section 3: "each URL is now
+all its posts, with repeats (Harvey, Ruthven and Carman 2010, Section 3: "each URL is now
 represented by the complete set of tags used to describe it by users"), and scores every object
 for a query, the tag set of a post: ``score(queries) -> [B, D]``, higher is better. The
 evaluation (:mod:`tagtorch.evaluation.resource_ranking`) ranks only objects with a training

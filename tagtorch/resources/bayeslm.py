@@ -1,6 +1,6 @@
 """BayesLM: the query likelihood of a Dirichlet-smoothed document language model.
 
-Harvey, Ruthven and Carman (2011) use "a competitive baseline Language Model with Bayesian
+Harvey, Ruthven and Carman (2010) use "a competitive baseline Language Model with Bayesian
 smoothing", the non-personalised model of Wang et al. adapted to queries of several tags; the
 formula was lost in the extracted text, and we read it as Zhai and Lafferty's (2001) Dirichlet
 smoothing::

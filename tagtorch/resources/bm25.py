@@ -1,6 +1,6 @@
 """Okapi BM25 over the objects' tag documents.
 
-Harvey, Ruthven and Carman (2011) compare with "Okapi BM25 - a popular and quite robust
+Harvey, Ruthven and Carman (2010) compare with "Okapi BM25 - a popular and quite robust
 probabilistic retrieval framework" and tune its free parameters; the formula was lost in the
 extracted text, so we use the standard form (Robertson and Zaragoza 2009)::
 
@@ -25,7 +25,7 @@ __all__ = ["BM25"]
 
 
 class BM25(TermMatchRanker):
-    """Okapi BM25 (Robertson and Zaragoza 2009) as a baseline of Harvey et al. (2011).
+    """Okapi BM25 (Robertson and Zaragoza 2009) as a baseline of Harvey et al. (2010).
 
     Args:
         k1: term frequency saturation, ``>= 0``.

@@ -1,6 +1,6 @@
 """Data of resource ranking: the training documents and the post queries of one split.
 
-The protocol of Harvey, Ruthven and Carman (2011), Section 4: a post is a (user, object) pair
+The protocol of Harvey, Ruthven and Carman (2010), Section 4: a post is a (user, object) pair
 with all its tags. Each user's last ``test_fraction`` of posts by time are test posts
 (:func:`tagtorch.data.splits.temporal_user_split`; ties in time by a seeded draw), the last
 ``val_fraction`` of the remaining ones validation posts for tuning, and the rest training. The

@@ -1,6 +1,6 @@
 """LDA resource ranking: the query likelihood of an object's topic mixture.
 
-Harvey, Ruthven and Carman (2011), Section 3: a latent Dirichlet allocation model is fitted by
+Harvey, Ruthven and Carman (2010), Section 3: a latent Dirichlet allocation model is fitted by
 collapsed Gibbs sampling on the objects' tag documents (:class:`tagtorch.topics.LDA`), and
 objects are ranked by::
 
@@ -34,7 +34,7 @@ __all__ = ["LDARanker"]
 
 
 class LDARanker(ResourceRanker):
-    """Resources ranked by an LDA model's query likelihood (Harvey et al. 2011).
+    """Resources ranked by an LDA model's query likelihood (Harvey et al. 2010).
 
     Args:
         n_topics: number of topics ``Z`` (the paper: 250).

@@ -1,6 +1,6 @@
 """LDA mixed with the smoothed document language model (ours, after Wei and Croft 2006).
 
-Harvey, Ruthven and Carman (2011) rank by the LDA query likelihood alone
+Harvey, Ruthven and Carman (2010) rank by the LDA query likelihood alone
 (:class:`~tagtorch.resources.lda.LDARanker`) and contrast their result with Wei and Croft's
 (2006) LDA-based document model, which interpolates the topic model with the Dirichlet-smoothed
 document model::

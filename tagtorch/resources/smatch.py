@@ -1,6 +1,6 @@
 """SMatch: the simple term matching of social tagging sites' search.
 
-Harvey, Ruthven and Carman (2011), Section 4: ``score(d, q) = sum_{w in q} N_{w,d}``, the number
+Harvey, Ruthven and Carman (2010), Section 4: ``score(d, q) = sum_{w in q} N_{w,d}``, the number
 of times the query's tags were given to the resource. It has no parameter.
 """
 
@@ -15,7 +15,7 @@ __all__ = ["SMatch"]
 
 
 class SMatch(TermMatchRanker):
-    """``score(d, q) = sum_{w in q} N_{w,d}`` (Harvey et al. 2011).
+    """``score(d, q) = sum_{w in q} N_{w,d}`` (Harvey et al. 2010).
 
     Example:
         >>> from tagtorch.data.ragged import Ragged
