@@ -111,10 +111,13 @@ def markdown_report(
         _summary_table(summary[~is_timing]),
     ]
     if is_timing.any():
-        lines += ["", "## Time per test object (ms; fit in seconds)", "",
-                  "Stages as in Canuto et al. (2013), Table VII: rules (lazy rule generation), "
-                  "features (metric computation), model (application of the ranker), sort. "
-                  "`ms_*`: batched; `online_ms_*`: one object at a time.",
+        staged = summary["metric"].isin(["ms_rules", "ms_features", "ms_sort"]).any()
+        note = ("Stages as in Canuto et al. (2013), Table VII: rules (lazy rule generation), "
+                "features (metric computation), model (application of the ranker), sort. "
+                "`ms_*`: batched; `online_ms_*`: one object at a time." if staged else
+                "`ms_model`: scoring per test query, batched; `fit_seconds`: fitting the "
+                "reported model.")
+        lines += ["", "## Time per test object (ms; fit in seconds)", "", note,
                   "", _summary_table(summary[is_timing])]
     methods = list(dict.fromkeys(results["method"]))
     if per_object is not None and len(methods) > 1:
