@@ -32,15 +32,18 @@ import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = ["MANIFEST_FILE", "UnreadableFileError", "atomic_write", "class_name", "file_record",
-           "load_arrays", "load_tensors", "model_folder", "plain_json", "read_checkpoint",
-           "read_json", "read_manifest", "save_arrays", "save_tensors", "write_json",
-           "write_manifest"]
+__all__ = ["ARRAYS_FILE", "MANIFEST_FILE", "UnreadableFileError", "atomic_write", "class_name",
+           "file_record", "load_array_model", "load_arrays", "load_tensors", "model_folder",
+           "plain_json", "read_checkpoint", "read_json", "read_manifest", "save_array_model",
+           "save_arrays", "save_tensors", "write_json", "write_manifest"]
 
 log = logging.getLogger(__name__)
 
 MANIFEST_FILE = "manifest.json"
 """Name of the JSON manifest in a saved model's folder."""
+
+ARRAYS_FILE = "arrays.npz"
+"""Name of the arrays file of a model saved by :func:`save_array_model`."""
 
 _FORMAT = 1
 
@@ -266,3 +269,45 @@ def load_arrays(path: str | Path, names: Sequence[str]) -> dict[str, np.ndarray]
     except Exception as error:  # whatever the failure: name the file
         raise UnreadableFileError(f"{path}: cannot be read as arrays ({_describe(error)})"
                                   ) from None
+
+
+def save_array_model(path: str | Path, kind: type, settings: Mapping[str, Any],
+                     arrays: Mapping[str, np.ndarray], **extra: Any) -> Path:
+    """Saves a model whose state is named arrays: a folder with the manifest and ``arrays.npz``.
+
+    Args:
+        path: the model folder (created; a file there is replaced, see :func:`model_folder`).
+        kind: the model's class.
+        settings: its constructor arguments.
+        arrays: its fitted state (numeric arrays, no object dtype).
+        **extra: further JSON entries of the manifest.
+
+    Returns:
+        The folder.
+    """
+    folder = model_folder(path)
+    save_arrays(arrays, folder / ARRAYS_FILE)
+    write_manifest(folder, kind, settings, [ARRAYS_FILE], arrays=sorted(arrays), **extra)
+    return folder
+
+
+def load_array_model(path: str | Path, kind: type) -> tuple[Any, dict[str, np.ndarray],
+                                                            dict[str, Any]]:
+    """Reads a model saved by :func:`save_array_model`: ``(kind(**settings), arrays, manifest)``.
+
+    Every file is checked against the manifest before it is read; the model is built from the
+    manifest's settings, and the caller sets its fitted state from the arrays.
+
+    Raises:
+        UnreadableFileError: another class's folder, a missing, truncated or altered file, or
+            settings the class refuses (naming the file).
+    """
+    folder = Path(path)
+    manifest = read_manifest(folder, kind)
+    try:
+        model = kind(**manifest["settings"])
+        names = [str(name) for name in manifest["arrays"]]
+    except (TypeError, ValueError, KeyError) as error:
+        raise UnreadableFileError(f"{folder / MANIFEST_FILE}: settings or arrays refused "
+                                  f"({_describe(error)})") from None
+    return model, load_arrays(folder / ARRAYS_FILE, names), manifest

@@ -172,7 +172,7 @@ def test_save_load_round_trip_and_tampering(fitted: dict, tmp_path) -> None:
     assert loaded.settings() == model.settings()
     manifest = json.loads((tmp_path / "lda" / "manifest.json").read_text())
     assert manifest["class"] == "tagtorch.topics.lda.LDA"
-    arrays = tmp_path / "lda" / "lda.npz"
+    arrays = tmp_path / "lda" / "arrays.npz"
     data = bytearray(arrays.read_bytes())
     data[len(data) // 2] ^= 0xFF
     arrays.write_bytes(bytes(data))

@@ -48,12 +48,12 @@ import numpy as np
 import pandas as pd
 import torch
 from hydra.utils import instantiate
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from tqdm.auto import tqdm
 
 from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.evaluation.plots import plot_learning_curves
-from tagtorch.evaluation.runs import MethodOutcome, MetricLogger, RunPieces, log_outcome, write_run
+from tagtorch.evaluation.runs import MethodOutcome, MetricLogger, RunPieces, methods_of, write_run
 from tagtorch.evaluation.trec import qrels_lines, ranked_lines, run_file_names
 from tagtorch.itemrec.base import ItemRanker, score_queries
 from tagtorch.itemrec.data import ItemRecData, Queries, item_recommendation_data
@@ -136,10 +136,7 @@ class ItemRecommendationTask(SignatureSettings):
         Returns:
             The results (``method, fold, metric, value``; ``fold`` is the seed).
         """
-        models = {str(name): OmegaConf.to_container(node, resolve=True)
-                  for name, node in cfg.model.items()}
-        if not models:
-            raise ValueError("no model to evaluate")
+        models = methods_of(cfg)
         output_dir.mkdir(parents=True, exist_ok=True)
         pieces = RunPieces(output_dir / "pieces", self._piece_keys(folksonomy, models),
                            unit="seed")
@@ -160,8 +157,7 @@ class ItemRecommendationTask(SignatureSettings):
                                                        write_trec)
                     pieces.write(seed, name, done[seed, name])
         for seed in self.seeds:
-            log_outcome(loggers, MethodOutcome.merge([done[seed, name] for name in models]),
-                        step=seed)
+            MethodOutcome.merge([done[seed, name] for name in models]).log(loggers, step=seed)
         whole = MethodOutcome.merge([done[seed, name] for seed in self.seeds for name in models])
         result_frame, object_frame = whole.frames()
         runs = ({file: whole.run_lines[name] for name, file in run_file_names(list(models)).items()}

@@ -42,13 +42,13 @@ import numpy as np
 import pandas as pd
 import torch
 from hydra.utils import instantiate
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from tqdm.auto import tqdm
 
 from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.data.splits import post_filter
 from tagtorch.evaluation.plots import plot_against_setting, plot_learning_curves
-from tagtorch.evaluation.runs import MethodOutcome, MetricLogger, RunPieces, log_outcome, write_run
+from tagtorch.evaluation.runs import MethodOutcome, MetricLogger, RunPieces, methods_of, write_run
 from tagtorch.evaluation.trec import qrels_lines, ranked_lines, run_file_names
 from tagtorch.metrics.functional import ranking_metrics
 from tagtorch.resources.base import ResourceRanker
@@ -123,10 +123,7 @@ class ResourceRankingTask(SignatureSettings):
         Returns:
             The results (``method, fold, metric, value``; ``fold`` is the seed).
         """
-        models = {str(name): OmegaConf.to_container(node, resolve=True)
-                  for name, node in cfg.model.items()}
-        if not models:
-            raise ValueError("no model to evaluate")
+        models = methods_of(cfg)
         data = post_filter(folksonomy, **self.filters)
         output_dir.mkdir(parents=True, exist_ok=True)
         pieces = RunPieces(output_dir / "pieces", self._piece_keys(data, models), unit="seed")
@@ -143,8 +140,7 @@ class ResourceRankingTask(SignatureSettings):
                     done[seed, name] = self._run_method(data, split, seed, name, node)
                     pieces.write(seed, name, done[seed, name])
         for seed in self.seeds:
-            log_outcome(loggers, MethodOutcome.merge([done[seed, name] for name in models]),
-                        step=seed)
+            MethodOutcome.merge([done[seed, name] for name in models]).log(loggers, step=seed)
         return self._write(data, output_dir, models, done, query_counts, qrels, pieces)
 
     def _write(self, data: Folksonomy, output_dir: Path, models: Mapping[str, Any],

@@ -4,9 +4,9 @@ Every evaluation task (tag recommendation, item recommendation) ends the same wa
 method's evaluation on one fold (or seed) becomes a :class:`MethodOutcome` (its per-object
 values, fold means, result rows, TREC run lines and learning curve;
 :meth:`MethodOutcome.from_values`), which is kept on disk in ``pieces/`` of the run folder as
-soon as it is finished (:class:`RunPieces`), so that a rerun with ``resume`` reuses it, sent to
-the metric loggers (:func:`log_outcome`), and the outcomes of all folds and methods are written
-as one run folder (:func:`write_run`): ``results.csv`` (``method, fold, metric, value``),
+soon as it is finished (:class:`RunPieces`), so that a rerun with ``resume`` reuses it, sent
+to the metric loggers (:meth:`MethodOutcome.log`), and the outcomes of all folds and methods are
+written as one run folder (:func:`write_run`): ``results.csv`` (``method, fold, metric, value``),
 ``per_object.csv.gz`` (the per-object values behind the paired tests), ``report.md``, a bar
 chart of NDCG@k, and the TREC files ``qrels.trec`` and ``run.METHOD.trec``
 (:mod:`tagtorch.evaluation.trec`). Every file is written whole or not at all
@@ -50,13 +50,14 @@ import numpy as np
 import pandas as pd
 import torch
 import yaml
+from omegaconf import OmegaConf
 
 from tagtorch.evaluation.plots import plot_comparison
 from tagtorch.evaluation.report import markdown_report
 from tagtorch.evaluation.trec import run_file_names
 from tagtorch.storage import atomic_write
 
-__all__ = ["MethodOutcome", "MetricLogger", "RunPieces", "log_outcome", "merge_runs",
+__all__ = ["MethodOutcome", "MetricLogger", "RunPieces", "merge_runs", "methods_of",
            "write_run"]
 
 log = logging.getLogger(__name__)
@@ -69,6 +70,21 @@ SHARED_SETTINGS = (
 )
 _RESULT_COLUMNS = ["method", "fold", "metric", "value"]
 _OBJECT_COLUMNS = ["method", "fold", "object", "metric", "value"]
+
+
+def methods_of(cfg: Any) -> dict[str, Any]:
+    """The run's methods (``cfg.model``: name -> node) as plain, resolved containers.
+
+    Resolved here, once: worker processes of parallel folds have no Hydra resolvers.
+
+    Raises:
+        ValueError: no method is configured.
+    """
+    configs = {str(name): OmegaConf.to_container(node, resolve=True)
+               for name, node in (cfg.model or {}).items()}
+    if not configs:
+        raise ValueError("no model to evaluate")
+    return configs
 
 
 class MetricLogger(Protocol):
@@ -148,6 +164,12 @@ class MethodOutcome:
             merged.curves += part.curves
         return merged
 
+    def log(self, loggers: Sequence[MetricLogger], step: int) -> None:
+        """Sends each method's means to every logger as ``{method}/test/{metric}`` at ``step``."""
+        for name, means in self.means.items():
+            for logger in loggers:
+                logger.log_metrics({f"{name}/test/{k}": v for k, v in means.items()}, step=step)
+
     def frames(self) -> tuple[pd.DataFrame, pd.DataFrame]:
         """The outcome as the frames ``results`` and ``per_object``.
 
@@ -158,13 +180,6 @@ class MethodOutcome:
         results = pd.DataFrame(self.results, columns=_RESULT_COLUMNS)
         per_object = pd.concat(self.per_object, ignore_index=True)[_OBJECT_COLUMNS]
         return results, per_object
-
-
-def log_outcome(loggers: Sequence[MetricLogger], outcome: MethodOutcome, step: int) -> None:
-    """Sends each method's means to every logger as ``{method}/test/{metric}`` at ``step``."""
-    for name, means in outcome.means.items():
-        for logger in loggers:
-            logger.log_metrics({f"{name}/test/{k}": v for k, v in means.items()}, step=step)
 
 
 class RunPieces:

@@ -49,7 +49,7 @@ from tagtorch.data.splits import TagQueries, TagRecFold, tag_recommendation_fold
 from tagtorch.data.terms import TermIndex
 from tagtorch.devices import resolve_device
 from tagtorch.evaluation.report import markdown_report
-from tagtorch.evaluation.runs import MethodOutcome, MetricLogger, RunPieces, log_outcome, write_run
+from tagtorch.evaluation.runs import MethodOutcome, MetricLogger, RunPieces, methods_of, write_run
 from tagtorch.evaluation.trec import qrels_lines, ranked_lines, run_file_names
 from tagtorch.metrics.functional import ranking_metrics
 from tagtorch.rankers.base import Ranker
@@ -211,8 +211,8 @@ class TagRecommendationProtocol(SignatureSettings):
             done.update({(ready.fold.fold, name): outcome
                          for (ready, name, _), outcome in zip(pairs, outcomes, strict=True)})
         for fold in folds:
-            log_outcome(loggers, MethodOutcome.merge([done[fold.fold, name] for name in rankers]),
-                        step=fold.fold)
+            outcome = MethodOutcome.merge([done[fold.fold, name] for name in rankers])
+            outcome.log(loggers, step=fold.fold)
         whole = MethodOutcome.merge([done[fold.fold, name] for fold in folds for name in rankers])
         result_frame, object_frame = whole.frames()
         title = f"Tag recommendation on {folksonomy.name}"
@@ -417,9 +417,7 @@ class TagRecommendationTask:
     def run(self, folksonomy: Folksonomy, cfg: DictConfig, output_dir: Path,
             loggers: Sequence[MetricLogger] = ()) -> EvaluationResult:
         """Runs the protocol and prints the report."""
-        # resolved here: worker processes of parallel folds have no Hydra resolvers
-        configs = {str(name): OmegaConf.to_container(node, resolve=True)
-                   for name, node in cfg.model.items()}
+        configs = methods_of(cfg)
         result = self.protocol.evaluate(
             folksonomy,
             candidates=partial(instantiate, cfg.candidates),

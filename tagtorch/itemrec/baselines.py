@@ -24,14 +24,7 @@ from torch import Tensor
 from tagtorch.itemrec.data import ItemRecData
 from tagtorch.itemrec.dorank import CPModel
 from tagtorch.settings import SignatureSettings
-from tagtorch.storage import (
-    UnreadableFileError,
-    load_arrays,
-    model_folder,
-    read_manifest,
-    save_arrays,
-    write_manifest,
-)
+from tagtorch.storage import UnreadableFileError, load_array_model, save_array_model
 
 __all__ = ["MostPopular", "ProbabilisticCP", "TwoDimensional"]
 
@@ -81,9 +74,8 @@ class _CountModel(SignatureSettings):
     def save(self, path: str | Path) -> None:
         """Writes the model folder: ``manifest.json`` (class, settings) and ``arrays.npz``."""
         self._check_fitted()
-        folder = model_folder(path)
-        save_arrays({name: getattr(self, name) for name in self._arrays}, folder / "arrays.npz")
-        write_manifest(folder, type(self), self.settings(), ["arrays.npz"])
+        save_array_model(path, type(self), self.settings(),
+                         {name: getattr(self, name) for name in self._arrays})
 
     @classmethod
     def load(cls, path: str | Path) -> Self:
@@ -92,16 +84,12 @@ class _CountModel(SignatureSettings):
         Raises:
             UnreadableFileError: naming the file that is missing, altered or unsafe.
         """
-        folder = Path(path)
-        manifest = read_manifest(folder, cls)
-        arrays = load_arrays(folder / "arrays.npz", cls._arrays)
-        try:
-            model = cls(**manifest["settings"])
-        except (TypeError, ValueError) as error:
-            raise UnreadableFileError(f"{folder / 'manifest.json'}: bad settings ({error})"
-                                      ) from error
-        for name, value in arrays.items():
-            setattr(model, name, value)
+        model, arrays, _ = load_array_model(path, cls)
+        missing = set(cls._arrays) - set(arrays)
+        if missing:
+            raise UnreadableFileError(f"{path}: the saved arrays lack {sorted(missing)}")
+        for name in cls._arrays:
+            setattr(model, name, arrays[name])
         return model
 
 

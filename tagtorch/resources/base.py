@@ -33,20 +33,10 @@ from torch import Tensor
 from tagtorch.data.ragged import Ragged
 from tagtorch.devices import resolve_device
 from tagtorch.settings import SignatureSettings
-from tagtorch.storage import (
-    MANIFEST_FILE,
-    UnreadableFileError,
-    load_arrays,
-    model_folder,
-    read_manifest,
-    save_arrays,
-    write_manifest,
-)
+from tagtorch.storage import load_array_model, save_array_model
 
 __all__ = ["ResourceRanker", "TermMatchRanker", "document_counts", "query_matrix",
            "seen_constant"]
-
-_ARRAYS = "arrays.npz"
 
 
 def document_counts(documents: Ragged, n_words: int) -> sp.csr_matrix:
@@ -140,9 +130,7 @@ class ResourceRanker(SignatureSettings):
         arrays = self._arrays()
         if not arrays:
             raise RuntimeError(f"{type(self).__name__} is not fitted: nothing to save")
-        folder = model_folder(path)
-        save_arrays(arrays, folder / _ARRAYS)
-        write_manifest(folder, type(self), self.settings(), [_ARRAYS], arrays=sorted(arrays))
+        save_array_model(path, type(self), self.settings(), arrays)
 
     @classmethod
     def load(cls, path: str | Path) -> Self:
@@ -151,14 +139,8 @@ class ResourceRanker(SignatureSettings):
         Raises:
             UnreadableFileError: another class's folder, an altered file or refused settings.
         """
-        folder = Path(path)
-        manifest = read_manifest(folder, cls)
-        try:
-            ranker = cls(**manifest["settings"])
-            names = [str(name) for name in manifest["arrays"]]
-        except (TypeError, ValueError, KeyError) as error:
-            raise UnreadableFileError(f"{folder / MANIFEST_FILE}: {error}") from None
-        ranker._set_arrays(load_arrays(folder / _ARRAYS, names))
+        ranker, arrays, _ = load_array_model(path, cls)
+        ranker._set_arrays(arrays)
         return ranker
 
 

@@ -50,14 +50,7 @@ import torch
 from tqdm.auto import tqdm
 
 from tagtorch.data.ragged import Ragged
-from tagtorch.storage import (
-    UnreadableFileError,
-    load_arrays,
-    model_folder,
-    read_manifest,
-    save_arrays,
-    write_manifest,
-)
+from tagtorch.storage import ARRAYS_FILE, UnreadableFileError, load_array_model, save_array_model
 from tagtorch.topics import gibbs
 
 __all__ = ["LDA", "SAMPLERS"]
@@ -65,7 +58,6 @@ __all__ = ["LDA", "SAMPLERS"]
 SAMPLERS = ("exact", "batched")
 """The samplers :class:`LDA` offers (:mod:`tagtorch.topics.gibbs`)."""
 
-_ARRAYS_FILE = "lda.npz"
 # batched sampler: the conditionals are computed [chunk, Z] at a time, about this many floats
 # (small on the CPU, to stay in its caches; large on a GPU, to fill it)
 _CHUNK_ELEMENTS = {"cpu": 1 << 21, "cuda": 1 << 24}
@@ -351,9 +343,9 @@ class LDA:
     # -- save / load ------------------------------------------------------------------------
 
     def save(self, path: str | Path) -> None:
-        """Writes the folder ``path``: ``manifest.json`` and ``lda.npz``.
+        """Writes the folder ``path``: ``manifest.json`` and ``arrays.npz``.
 
-        The manifest (:func:`~tagtorch.storage.write_manifest`) records the class, the
+        The manifest (:func:`~tagtorch.storage.save_array_model`) records the class, the
         settings and the arrays file's size and SHA-256; the arrays are ``phi_``, ``theta_``
         and ``log_likelihood_`` (no pickle).
 
@@ -361,12 +353,10 @@ class LDA:
             RuntimeError: the model is not fitted.
         """
         phi = self._fitted_phi()
-        folder = model_folder(path)
-        save_arrays({"phi": phi, "theta": self.theta_,
-                     "log_likelihood": np.asarray(self.log_likelihood_, dtype=np.float64)},
-                    folder / _ARRAYS_FILE)
-        write_manifest(folder, type(self), self.settings(), [_ARRAYS_FILE],
-                       n_words=int(phi.shape[1]), n_documents=int(self.theta_.shape[0]))
+        save_array_model(path, type(self), self.settings(),
+                         {"phi": phi, "theta": self.theta_,
+                          "log_likelihood": np.asarray(self.log_likelihood_, dtype=np.float64)},
+                         n_words=int(phi.shape[1]), n_documents=int(self.theta_.shape[0]))
 
     @classmethod
     def load(cls, path: str | Path) -> Self:
@@ -376,21 +366,15 @@ class LDA:
             UnreadableFileError: another class's folder, a missing, truncated or altered file,
                 or settings or arrays that do not fit together.
         """
-        folder = Path(path)
-        manifest = read_manifest(folder, cls)
-        try:
-            model = cls(**manifest["settings"])
-        except (TypeError, ValueError) as error:
-            raise UnreadableFileError(f"{folder / 'manifest.json'}: settings refused "
-                                      f"({error})") from None
-        arrays = load_arrays(folder / _ARRAYS_FILE, ["phi", "theta", "log_likelihood"])
-        phi, theta = arrays["phi"], arrays["theta"]
-        if (phi.ndim != 2 or theta.ndim != 2 or phi.shape[0] != model.n_topics
+        model, arrays, manifest = load_array_model(path, cls)
+        phi, theta = arrays.get("phi"), arrays.get("theta")
+        if (phi is None or theta is None or "log_likelihood" not in arrays or phi.ndim != 2
+                or theta.ndim != 2 or phi.shape[0] != model.n_topics
                 or theta.shape[1] != model.n_topics or phi.dtype != np.float64
                 or theta.dtype != np.float64):
             raise UnreadableFileError(
-                f"{folder / _ARRAYS_FILE}: arrays of shapes {phi.shape}, {theta.shape} do not "
-                f"fit {model.n_topics} topics ({json.dumps(manifest['settings'])})")
+                f"{Path(path) / ARRAYS_FILE}: arrays {sorted(arrays)} do not fit "
+                f"{model.n_topics} topics ({json.dumps(manifest['settings'])})")
         model.phi_, model.theta_ = phi, theta
         model.log_likelihood_ = [float(v) for v in arrays["log_likelihood"]]
         return model
