@@ -119,3 +119,17 @@ def test_a_metric_one_method_lacks_is_a_dash():
                           for f in range(5)])
     text = markdown_report(pd.concat([results, extra]), title="T")
     assert "| better | " in text and text.split("| better | ")[1].split("\n")[0].endswith("| – |")
+
+
+def test_metric_against_a_setting_is_drawn(tmp_path):
+    from PIL import Image
+
+    from tagtorch.evaluation.plots import plot_against_setting
+
+    rows = [{"method": m, "fold": f, "metric": "mrr@10", "value": v + 0.01 * f}
+            for m, v in (("lda_z100", 0.1), ("lda_z200", 0.2), ("bm25", 0.15)) for f in range(3)]
+    path = plot_against_setting(pd.DataFrame(rows), "mrr@10", "n_topics",
+                                {"lda_z100": 100, "lda_z200": 200}, tmp_path / "z.png")
+    assert Image.open(path).size[0] > 100
+    with pytest.raises(ValueError, match="no values"):
+        plot_against_setting(pd.DataFrame(rows), "s@1", "n_topics", {}, tmp_path / "x.png")
