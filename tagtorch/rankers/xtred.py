@@ -26,12 +26,12 @@ Readings (the extraction of the paper lost the second half of Equation 2 and the
 - ``p(z | t) = f(z, t) / f(t)`` on the training objects D
   (:func:`tagtorch.data.categories.topic_given_tag`), given here per candidate as
   ``tag_topics``; ``p(z | o)`` is given as ``object_topics``: uniform over ``Z_o`` or
-  proportional to the input tags' ``p(z | t)`` (:func:`tagtorch.data.categories.
-  topic_given_object`). An object with an empty ``Z_o`` keeps its base order.
+  proportional to the input tags' ``p(z | t)`` (``topic_given_object`` of
+  :mod:`tagtorch.data.categories`). An object with an empty ``Z_o`` keeps its base order.
 - Ties in ``f`` (e.g. at ``λ = 1``, tags related to no topic of ``Z_o``) go to the better base
   rank. Ties are exact float ties: values equal in exact arithmetic but not after rounding
-  (e.g. ``0.6 + 0.4`` against ``0.8 + 0.2`` in float32) are decided by the rounding. ``τ`` counts ranking positions: a list with fewer than ``τ`` candidates is permuted
-  whole.
+  (e.g. ``0.6 + 0.4`` against ``0.8 + 0.2`` in float32) are decided by the rounding.
+- ``τ`` counts ranking positions: a list with fewer than ``τ`` candidates is permuted whole.
 
 The greedy steps run over all objects at once: ``τ`` steps on ``[B, τ, Z]`` tensors, on the
 inputs' device, in float64.
