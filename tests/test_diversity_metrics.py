@@ -364,3 +364,25 @@ def test_binary_case_matches_ndeval() -> None:
         assert ours_ndcg[i].item() == pytest.approx(half[f"q{i}"]["alpha-nDCG@5"]), i
         assert ours_err[i].item() == pytest.approx(full[f"q{i}"]["ERR-IA@5"]), i
         assert ours_rec[i].item() == pytest.approx(half[f"q{i}"]["strec@5"]), i
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_gives_the_cpu_values() -> None:
+    scores, mask, topics, pzo = random_batch(13, b=64)
+    tag, obj, _, pairs = random_incidence(6)
+    inc = dv.tag_incidence(tag, obj, 15, 12)
+    tag_ids = torch.randint(0, 15, scores.shape, generator=torch.Generator().manual_seed(2))
+    counts = pairs.sum(-1)[tag_ids]
+
+    def run(device: str) -> dict[str, torch.Tensor]:
+        return dv.diversity_metrics(
+            scores.to(device), mask.to(device), topics.to(device), pzo.to(device),
+            tag_ids=tag_ids.to(device), incidence=dv.tag_incidence(tag.to(device),
+                                                                   obj.to(device), 15, 12),
+            tag_counts=counts.to(device), n_objects=12)
+
+    cpu, gpu = run("cpu"), run("cuda")
+    assert inc.layout == torch.sparse_csr
+    for key in cpu:
+        assert gpu[key].device.type == "cuda"
+        torch.testing.assert_close(gpu[key].cpu(), cpu[key], equal_nan=True)

@@ -73,6 +73,7 @@ Example:
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
 from typing import Literal
 
@@ -376,8 +377,10 @@ def tag_incidence(tag_ids: Tensor, object_ids: Tensor, n_tags: int, n_objects: i
     crow = torch.zeros(n_tags + 1, dtype=torch.long, device=tag_ids.device)
     crow[1:] = torch.cumsum(torch.bincount(rows, minlength=n_tags), 0)
     values = torch.ones(len(key), dtype=torch.float32, device=tag_ids.device)
-    return torch.sparse_csr_tensor(crow, cols, values, size=(n_tags, n_objects),
-                                   check_invariants=False)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+        return torch.sparse_csr_tensor(crow, cols, values, size=(n_tags, n_objects),
+                                       check_invariants=False)
 
 
 def jaccard_distance(tag_ids: Tensor, incidence: Tensor, valid: Tensor | None = None,
@@ -406,12 +409,13 @@ def jaccard_distance(tag_ids: Tensor, incidence: Tensor, valid: Tensor | None = 
     """
     if tag_ids.ndim != 2:
         raise ValueError(f"tag_ids must have shape [B, k], got {tuple(tag_ids.shape)}")
-    if incidence.layout == torch.sparse_coo:
-        incidence = incidence.coalesce().to_sparse_csr()
-    elif incidence.layout == torch.strided:
-        incidence = incidence.to_sparse_csr()
-    elif incidence.layout != torch.sparse_csr:
+    if incidence.layout not in (torch.sparse_coo, torch.strided, torch.sparse_csr):
         raise ValueError(f"incidence must be a dense, COO or CSR matrix, got {incidence.layout}")
+    if incidence.layout != torch.sparse_csr:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+            source = incidence.coalesce() if incidence.layout == torch.sparse_coo else incidence
+            incidence = source.to_sparse_csr()
     device = tag_ids.device
     crow = incidence.crow_indices().to(device)
     col = incidence.col_indices().to(device)
