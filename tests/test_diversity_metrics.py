@@ -386,3 +386,24 @@ def test_cuda_gives_the_cpu_values() -> None:
     for key in cpu:
         assert gpu[key].device.type == "cuda"
         torch.testing.assert_close(gpu[key].cpu(), cpu[key], equal_nan=True)
+
+
+def test_ranked_top_k_is_the_metrics_order_and_handles_empty_lists() -> None:
+    scores, mask, topics, pzo = random_batch(17, b=30)
+    for k in (1, 4, 50):
+        index, valid = dv.ranked_top_k(scores, mask, k)
+        for i in range(scores.shape[0]):
+            want = ref_rank(scores[i].tolist(), mask[i].tolist())[:k]
+            assert index[i, : len(want)].tolist() == want
+            assert valid[i].tolist() == [True] * len(want) + [False] * (index.shape[1] - len(want))
+    width0 = (scores[:, :0], mask[:, :0], topics[:, :0], pzo)
+    out = dv.diversity_metrics(*width0, tag_ids=torch.zeros(30, 0, dtype=torch.long),
+                               incidence=dv.tag_incidence(torch.tensor([0]), torch.tensor([0]),
+                                                          1, 1),
+                               tag_counts=torch.zeros(30, 0), n_objects=1)
+    assert all(bool(torch.isnan(v).all()) for key, v in out.items()
+               if key in ("alpha_ndcg@5", "aild@5", "aip@5"))
+    has_topics = pzo.sum(-1) > 0
+    assert out["s_recall@5"][has_topics].eq(0).all()
+    with pytest.raises(ValueError, match="out of range"):
+        dv.tag_incidence(torch.tensor([2]), torch.tensor([0]), 2, 1)
