@@ -407,3 +407,15 @@ def test_ranked_top_k_is_the_metrics_order_and_handles_empty_lists() -> None:
     assert out["s_recall@5"][has_topics].eq(0).all()
     with pytest.raises(ValueError, match="out of range"):
         dv.tag_incidence(torch.tensor([2]), torch.tensor([0]), 2, 1)
+
+
+def test_candidate_topics_gathers_by_code() -> None:
+    table = torch.rand(6, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    tags = torch.tensor([[4, 0, 9, -1], [2, 2, -1, -1]])
+    mask = torch.tensor([[True, True, True, False], [True, True, False, False]])
+    got = dv.candidate_topics(tags, mask, table)
+    for b in range(2):
+        for i in range(4):
+            code = int(tags[b, i])
+            want = table[code] if mask[b, i] and 0 <= code < 6 else torch.zeros(3).double()
+            assert torch.equal(got[b, i], want)

@@ -68,8 +68,9 @@ def topic_given_tag(train_tags: Ragged, object_categories: Ragged, n_tags: int,
     Args:
         train_tags: ragged ``[n_D]`` tag codes of each object of D (repeats count once).
         object_categories: ragged ``[n_D]`` category codes of the same objects.
-        n_tags: number of tag codes; n_topics: number of categories ``Z``.
-        n_topics: see ``n_tags``.
+        n_tags: number of tag codes (pass the number of candidate codes, e.g. the terms of a
+            ``TermIndex``, to get rows for text-only terms too: they are 0).
+        n_topics: number of categories ``Z``.
 
     Returns:
         ``[n_tags, n_topics]`` float64; row ``t`` is 0 where ``f(t) = 0``.

@@ -87,6 +87,7 @@ __all__ = [
     "aild_at_k",
     "aip_at_k",
     "alpha_ndcg_at_k",
+    "candidate_topics",
     "diversity_metrics",
     "err_ia_at_k",
     "intra_list_distance",
@@ -197,6 +198,33 @@ def _top_topics(scores: Tensor, mask: Tensor, topics: Tensor, object_topics: Ten
     top = topics.to(dtype).gather(1, index.unsqueeze(-1).expand(-1, -1, topics.shape[2]))
     top = top * (valid.unsqueeze(-1) & in_zo.unsqueeze(1))
     return top, in_zo, valid
+
+
+def candidate_topics(tags: Tensor, mask: Tensor, table: Tensor) -> Tensor:
+    """``p(z | t)`` of every candidate, ``[B, L, Z]``, gathered from a ``[n, Z]`` table.
+
+    Args:
+        tags: ``[B, L]`` candidate codes (``CandidateSet.tags``; ``-1`` at padding).
+        mask: ``[B, L]`` bool, True at real candidates.
+        table: ``[n, Z]`` ``p(z | t)`` by code (e.g. from
+            ``tagtorch.data.categories.topic_given_tag``, as a tensor). A code ``>= n`` (a text
+            term never used as a tag in D) gets 0, as does padding.
+
+    Returns:
+        ``[B, L, Z]`` in the dtype and on the device of ``table``.
+
+    Example:
+        >>> table = torch.tensor([[1.0, 0.0], [0.25, 0.75]])
+        >>> candidate_topics(torch.tensor([[1, 5, -1]]), torch.tensor([[True, True, False]]),
+        ...                  table).tolist()
+        [[[0.25, 0.75], [0.0, 0.0], [0.0, 0.0]]]
+    """
+    if tags.shape != mask.shape or tags.ndim != 2 or table.ndim != 2:
+        raise ValueError("tags and mask must have shape [B, L] and table [n, Z]")
+    tags = tags.to(table.device)
+    known = mask.to(table.device) & (tags >= 0) & (tags < table.shape[0])
+    out = table[torch.where(known, tags, torch.zeros_like(tags))]
+    return out * known.unsqueeze(-1).to(table.dtype)
 
 
 def _discount(n: int, dtype: torch.dtype, device: torch.device) -> Tensor:
