@@ -33,8 +33,9 @@ Readings (the extraction of the paper lost the formulas; tagtorch's readings, wi
   probabilities) or ``p(z | o)`` (``topic_weights="object"``). The normalizer is the DCG of a
   **greedy ideal** over the list's real candidates: at each of ``k`` steps the candidate of
   largest marginal gain given those already placed, ties by candidate position (ndeval builds
-  its ideal greedily over the judged documents in the same way). As with any greedy ideal the
-  value can exceed 1 in rare cases. ``alpha = 0.5`` as in TREC. A zero ideal (no candidate has
+  its ideal greedily over the judged documents in the same way, but breaks ties by the largest
+  docno; a tie can change the ideal's value). As with any greedy ideal the value can exceed 1
+  in rare cases. ``alpha = 0.5`` as in TREC. A zero ideal (no candidate has
   any weight on ``Z_o``) follows ``empty_target_action``. With binary ``p(z | t)`` this is
   ndeval's alpha-nDCG@k.
 - **ERR-IA@k** (Chapelle et al., CIKM 2009; intent-aware):
