@@ -1,0 +1,185 @@
+"""xTReD, the explicit Tag Recommendation Diversifier (Belém et al.): its batched greedy core.
+
+xTReD (Algorithm 1 of the paper) re-ranks the top ``τ`` tags of a relevance-driven base ranking
+``C_o`` so that they cover the object's topics ``Z_o`` (its categories) early, in the manner of
+xQuAD (Santos et al., WWW 2010). Starting from an empty ``S``, it moves to ``S``, one at a time,
+the unselected tag of the top ``τ`` that maximizes (Equation 2)
+
+    f(o, t, S) = (1 - λ) p(t | o)
+                 + λ sum_{z in Z_o} p(z | o) p(t | o, z) prod_{t' in S} (1 - p(t' | o, z)),
+
+until ``S`` holds ``min(τ, |C_o|)`` tags; ``S`` in selection order is the new head of the
+ranking, and the rest of ``C_o`` follows in its base order. ``λ`` trades relevance (``λ = 0``:
+the base ranking unchanged) for diversity; the paper's best is ``λ = 1`` with ``τ = 25``.
+
+Readings (the extraction of the paper lost the second half of Equation 2 and the definition of
+``p(t | o, z)``; tagtorch's readings, with the alternatives as options):
+
+- ``p(t | o) = 1 / r_t``, ``r_t`` the rank of ``t`` in the base ranking (Section 4.2.2), ranks
+  starting at 1, by the convention of :mod:`tagtorch.metrics.functional` (score descending,
+  ties by candidate position). Not renormalized over the top ``τ``.
+- ``p(t | o, z) = p(t | o) p(z | t)`` (``coverage="joint"``, default): Section 6.1 says this
+  probability "is part of the diversity component of Equation (2), representing the probability
+  that tag t is related to both topic z and object o", and that it makes xTReD promote relevant
+  tags even at ``λ = 1``. ``coverage="topic"`` takes ``p(t | o, z) = p(z | t)`` alone (topic
+  coverage without the relevance factor).
+- ``p(z | t) = f(z, t) / f(t)`` on the training objects D
+  (:func:`tagtorch.data.categories.topic_given_tag`), given here per candidate as
+  ``tag_topics``; ``p(z | o)`` is given as ``object_topics``: uniform over ``Z_o`` or
+  proportional to the input tags' ``p(z | t)`` (``topic_given_object`` of
+  :mod:`tagtorch.data.categories`). An object with an empty ``Z_o`` keeps its base order.
+- Ties in ``f`` (e.g. at ``λ = 1``, tags related to no topic of ``Z_o``) go to the better base
+  rank. Ties are exact float ties: values equal in exact arithmetic but not after rounding
+  (e.g. ``0.6 + 0.4`` against ``0.8 + 0.2`` in float32) are decided by the rounding.
+- ``τ`` counts ranking positions: a list with fewer than ``τ`` candidates is permuted whole.
+
+The greedy steps run over all objects at once: ``τ`` steps on ``[B, τ, Z]`` tensors, on the
+inputs' device, in float64.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+from torch import Tensor
+
+from tagtorch.metrics.functional import _order
+
+__all__ = ["Coverage", "xtred_order", "xtred_rerank"]
+
+Coverage = Literal["joint", "topic"]
+"""The reading of ``p(t | o, z)``: ``p(t | o) p(z | t)`` (``"joint"``) or ``p(z | t)``."""
+
+
+def _check(order_scores: Tensor, mask: Tensor, tag_topics: Tensor, object_topics: Tensor,
+           lam: float, tau: int, coverage: str) -> None:
+    for name, t in (("order_scores", order_scores), ("mask", mask), ("tag_topics", tag_topics),
+                    ("object_topics", object_topics)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if order_scores.ndim != 2 or mask.shape != order_scores.shape:
+        raise ValueError(f"order_scores and mask must have shape [B, L]; got "
+                         f"{tuple(order_scores.shape)} and {tuple(mask.shape)}")
+    if mask.dtype != torch.bool:
+        raise ValueError(f"mask must be a bool tensor, got {mask.dtype}")
+    b, length = order_scores.shape
+    if tag_topics.ndim != 3 or tag_topics.shape[:2] != (b, length):
+        raise ValueError(f"tag_topics must have shape [B, L, Z] = [{b}, {length}, Z], got "
+                         f"{tuple(tag_topics.shape)}")
+    if object_topics.shape != (b, tag_topics.shape[2]):
+        raise ValueError(f"object_topics must have shape [B, Z] = [{b}, {tag_topics.shape[2]}]"
+                         f", got {tuple(object_topics.shape)}")
+    real = tag_topics[mask]
+    if bool(((real < 0) | (real > 1) | torch.isnan(real)).any()):
+        raise ValueError("tag_topics (p(z | t)) of real candidates must lie in [0, 1]")
+    if bool(((object_topics < 0) | torch.isnan(object_topics)).any()):
+        raise ValueError("object_topics (p(z | o)) must be >= 0")
+    if isinstance(lam, bool) or not isinstance(lam, int | float) or not 0.0 <= lam <= 1.0:
+        raise ValueError(f"lam must be a number in [0, 1], got {lam!r}")
+    if isinstance(tau, bool) or not isinstance(tau, int) or tau < 1:
+        raise ValueError(f"tau must be an int >= 1, got {tau!r}")
+    if coverage not in ("joint", "topic"):
+        raise ValueError(f"coverage must be 'joint' or 'topic', got {coverage!r}")
+
+
+def xtred_order(
+    order_scores: Tensor,
+    mask: Tensor,
+    tag_topics: Tensor,
+    object_topics: Tensor,
+    lam: float,
+    tau: int = 25,
+    coverage: Coverage = "joint",
+) -> Tensor:
+    """The xTReD ranking of each list, as candidate positions (Belém et al., Algorithm 1).
+
+    Args:
+        order_scores: ``[B, L]`` the base ranker's scores (only their order matters).
+        mask: ``[B, L]`` bool, True for a real candidate.
+        tag_topics: ``[B, L, Z]`` ``p(z | t)`` of each candidate, in ``[0, 1]``.
+        object_topics: ``[B, Z]`` ``p(z | o)``, 0 outside ``Z_o``.
+        lam: ``λ`` in ``[0, 1]``, the weight of diversity.
+        tau: ``τ >= 1``, the number of base-ranked positions re-ranked (the paper: 25).
+        coverage: the reading of ``p(t | o, z)`` (module docstring).
+
+    Returns:
+        ``[B, L]`` long: candidate positions in the new rank order, padding last.
+
+    Raises:
+        ValueError: on bad shapes or values.
+
+    Example:
+        The paper's example: ``Z_o = {Rock, Pop}``, ``p(z | o) = 1/2``, base order rock,
+        indie, pop, 80s; at ``λ = 1`` pop moves up to the second place.
+
+        >>> topics = torch.tensor([[[0.8, 0.2], [0.6, 0.4], [0.1, 0.9], [0.5, 0.5]]])
+        >>> scores, mask = torch.tensor([[4.0, 3.0, 2.0, 1.0]]), torch.ones(1, 4).bool()
+        >>> xtred_order(scores, mask, topics, torch.tensor([[0.5, 0.5]]), lam=1.0).tolist()
+        [[0, 2, 1, 3]]
+    """
+    _check(order_scores, mask, tag_topics, object_topics, lam, tau, coverage)
+    b, length = order_scores.shape
+    device = order_scores.device
+    if length == 0:
+        return torch.zeros(b, 0, dtype=torch.long, device=device)
+    base = _order(order_scores, mask)  # [B, L]
+    width = min(tau, length)
+    window = base[:, :width]  # [B, τ']
+    real = mask.gather(1, window)  # a prefix of each row: padding is ranked last
+    dtype = torch.float64
+    relevance = 1.0 / torch.arange(1, width + 1, dtype=dtype, device=device)  # p(t | o)
+    topics = tag_topics.to(dtype).gather(
+        1, window.unsqueeze(-1).expand(-1, -1, tag_topics.shape[2]))  # p(z | t), [B, τ', Z]
+    p_toz = topics * relevance.view(1, -1, 1) if coverage == "joint" else topics
+    p_toz = p_toz * real.unsqueeze(-1)
+    weights = object_topics.to(dtype).unsqueeze(1)  # p(z | o), 0 outside Z_o
+    novelty = torch.ones(b, tag_topics.shape[2], dtype=dtype, device=device)  # prod (1 - p)
+    selected = torch.zeros(b, width, dtype=torch.bool, device=device)
+    picks = torch.empty(b, width, dtype=torch.long, device=device)
+    never = torch.full((), -torch.inf, dtype=dtype, device=device)
+    below = torch.full((), -1.0, dtype=dtype, device=device)  # f >= 0 for every real tag
+    rows = torch.arange(b, device=device)
+    for step in range(width):
+        diversity = (weights * p_toz * novelty.unsqueeze(1)).sum(-1)
+        f = (1.0 - lam) * relevance + lam * diversity  # [B, τ']
+        # Real unselected tags by f; then padding, in order; argmax takes the first maximum,
+        # so ties go to the better base rank.
+        key = torch.where(selected, never, torch.where(real, f, below))
+        pick = key.argmax(-1)
+        picks[:, step] = pick
+        selected[rows, pick] = True
+        novelty = novelty * (1.0 - p_toz[rows, pick])  # p_toz is 0 at padding
+    return torch.cat([window.gather(1, picks), base[:, width:]], dim=1)
+
+
+def xtred_rerank(
+    order_scores: Tensor,
+    mask: Tensor,
+    tag_topics: Tensor,
+    object_topics: Tensor,
+    lam: float,
+    tau: int = 25,
+    coverage: Coverage = "joint",
+) -> Tensor:
+    """Scores whose ranking is the xTReD order of :func:`xtred_order` (Belém et al., Eq. 2).
+
+    Arguments as :func:`xtred_order`.
+
+    Returns:
+        ``[B, L]`` float32 scores: ``L - q`` for the candidate at new rank ``q`` (from 0), so
+        all distinct and ``>= 1``; 0 at padding. Ranking them by the convention of
+        :mod:`tagtorch.metrics.functional` gives the xTReD order.
+
+    Example:
+        >>> topics = torch.tensor([[[0.8, 0.2], [0.6, 0.4], [0.1, 0.9], [0.5, 0.5]]])
+        >>> scores, mask = torch.tensor([[4.0, 3.0, 2.0, 1.0]]), torch.ones(1, 4).bool()
+        >>> xtred_rerank(scores, mask, topics, torch.tensor([[0.5, 0.5]]), lam=1.0).tolist()
+        [[4.0, 2.0, 3.0, 1.0]]
+    """
+    order = xtred_order(order_scores, mask, tag_topics, object_topics, lam, tau, coverage)
+    b, length = order.shape
+    values = torch.arange(length, 0, -1, dtype=torch.float32, device=order.device).expand(b, -1)
+    out = torch.zeros(b, length, dtype=torch.float32, device=order.device)
+    out.scatter_(1, order, values)
+    return torch.where(mask, out, torch.zeros_like(out))
