@@ -212,7 +212,8 @@ def plain_rank(scores: np.ndarray, candidates: np.ndarray, relevant: int) -> int
 def test_task_end_to_end_against_a_plain_evaluation(tmp_path):
     out = tmp_path
     cfg = compose_cfg(tmp_path, ["+experiment=lda_synthetic", "model=[smatch,bm25,bayeslm]",
-                                 "~model.lda", "task.seeds=[3]", "data.n_objects=800"])
+                                 "~model.lda", "~model.lda_lm", "task.seeds=[3]",
+                                 "data.n_objects=800"])
     results = run_task(cfg)
     assert list(dict.fromkeys(results["method"])) == ["smatch", "bm25", "bayeslm"]
     quality = ["s@1", "s@5", "s@10", "mrr@10"]

@@ -119,10 +119,12 @@ class LDARanker(ResourceRanker):
     def _arrays(self) -> dict[str, np.ndarray]:
         if self.model_ is None or self.lengths_ is None:
             return {}
-        return {"phi": self.model_.phi_, "theta": self.model_.theta_, "lengths": self.lengths_}
+        return {"phi": self.model_.phi_, "theta": self.model_.theta_, "lengths": self.lengths_,
+                "log_likelihood": np.asarray(self.model_.log_likelihood_, dtype=np.float64)}
 
     def _set_arrays(self, arrays: dict[str, np.ndarray]) -> None:
         model = self._make_model()
         model.phi_, model.theta_ = arrays["phi"], arrays["theta"]
+        model.log_likelihood_ = [float(v) for v in arrays.get("log_likelihood", ())]
         self.model_, self.lengths_ = model, arrays["lengths"]
         self._cache = None
