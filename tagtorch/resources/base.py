@@ -155,7 +155,7 @@ class TermMatchRanker(ResourceRanker):
     """
 
     def __init__(self, device: str = "auto") -> None:
-        self.weights_: sp.csr_matrix | None = None  # [W, D]
+        self.weights_: sp.csr_matrix | None = None  # M^T [D, W]
         self.bias_: np.ndarray | None = None  # [D]
         self.word_constant_: np.ndarray | None = None  # [W]
         self._cache: tuple[Tensor, Tensor, Tensor] | None = None
@@ -171,7 +171,7 @@ class TermMatchRanker(ResourceRanker):
     def fit(self, documents: Ragged, n_words: int) -> Self:
         """Computes the model's term weights from the documents' word counts."""
         weights, bias, constant = self._weights(document_counts(documents, n_words))
-        self.weights_ = sp.csr_matrix(weights.T)
+        self.weights_ = sp.csr_matrix(weights)
         self.bias_, self.word_constant_ = bias, constant
         self._cache = None
         return self
@@ -182,7 +182,7 @@ class TermMatchRanker(ResourceRanker):
             if self.weights_ is None or self.bias_ is None or self.word_constant_ is None:
                 raise RuntimeError(f"{type(self).__name__} is not fitted")
             device = resolve_device(self.device)
-            m = self.weights_.T.tocsr()
+            m = self.weights_
             with warnings.catch_warnings():  # "sparse CSR support is in beta": it is tested here
                 warnings.simplefilter("ignore", UserWarning)
                 matrix = torch.sparse_csr_tensor(
