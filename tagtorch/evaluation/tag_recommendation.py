@@ -45,12 +45,14 @@ from tagtorch.candidates.candidate_set import CandidateSet
 from tagtorch.candidates.generator import CandidateGenerator
 from tagtorch.data.download import user_cache_dir
 from tagtorch.data.folksonomy import Folksonomy
+from tagtorch.data.ragged import Ragged
 from tagtorch.data.splits import TagQueries, TagRecFold, tag_recommendation_folds
 from tagtorch.data.terms import TermIndex
 from tagtorch.devices import resolve_device
 from tagtorch.evaluation.report import markdown_report
 from tagtorch.evaluation.runs import MethodOutcome, MetricLogger, RunPieces, methods_of, write_run
 from tagtorch.evaluation.trec import qrels_lines, ranked_lines, run_file_names
+from tagtorch.metrics.diversity import diversity_metrics, tag_incidence
 from tagtorch.metrics.functional import ranking_metrics
 from tagtorch.rankers.base import Ranker
 from tagtorch.settings import SignatureSettings
@@ -283,6 +285,8 @@ class TagRecommendationProtocol(SignatureSettings):
         scores, timings = self._score(ranker, test)
         values = ranking_metrics(scores, test.labels, test.mask, n_relevant=test.n_relevant,
                                  ks=self.ks, metrics=self.metrics)
+        if test.has_topics:
+            values.update(topic_diversity(scores, test, fold.train_tags, self.ks))
         means = {**ready.shared, "fit_seconds": fit_seconds, **timings,
                  **self._online_timing(ready.generator, ranker, fold.test)}
         outcome = MethodOutcome.from_values(
@@ -388,6 +392,40 @@ def _run_lines(test: CandidateSet, scores: torch.Tensor, run_name: str) -> list[
     counts = test.mask.sum(-1).cpu().numpy()
     keep = np.arange(tags.shape[1])[None, :] < counts[:, None]
     return ranked_lines(test.objects.cpu().numpy(), tags, keep, run_name, tags.shape[1])
+
+
+def topic_diversity(scores: torch.Tensor, test: CandidateSet, train_tags: Ragged,
+                    ks: Sequence[int]) -> dict[str, torch.Tensor]:
+    """The diversity metrics of Belém et al. per test object, at each cut-off.
+
+    ``alpha_ndcg@k``, ``err_ia@k``, ``s_recall@k`` (on the candidates' ``tag_topics`` and the
+    objects' ``object_topics``), ``aild@k`` (distances between the tags' sets of D objects) and
+    ``aip@k`` (``f(c)``: D objects tagged ``c``; ``|O|``: D's objects), on the whole recommended
+    list, relevant or not (:mod:`tagtorch.metrics.diversity`). An object with no topic gets
+    NaN for the topic metrics (left out of the means).
+
+    Args:
+        scores: ``[B, L]`` the method's scores of ``test``.
+        test: the candidate lists, with topics.
+        train_tags: ragged ``[n_D]`` tag codes of D's objects.
+        ks: the cut-offs.
+    """
+    assert test.tag_topics is not None and test.object_topics is not None
+    n_codes = max(int(test.tags.max()) + 1 if test.tags.numel() else 0,
+                  int(train_tags.values.max()) + 1 if len(train_tags.values) else 0, 1)
+    incidence = tag_incidence(torch.as_tensor(train_tags.values, dtype=torch.long),
+                              torch.as_tensor(train_tags.row_ids, dtype=torch.long),
+                              n_codes, max(len(train_tags), 1))
+    f_c = incidence.crow_indices().diff()  # D objects tagged c
+    tags = test.tags.cpu()
+    tag_counts = torch.where(test.mask.cpu(), f_c[tags.clamp(min=0)], torch.zeros_like(tags))
+    values: dict[str, torch.Tensor] = {}
+    for k in ks:
+        values.update(diversity_metrics(scores.cpu(), test.mask.cpu(), test.tag_topics.cpu(),
+                                        test.object_topics.cpu(), k, tag_ids=tags,
+                                        incidence=incidence, tag_counts=tag_counts,
+                                        n_objects=max(len(train_tags), 1)))
+    return values
 
 
 def fold_sizes(folksonomy: Folksonomy, protocol: TagRecommendationProtocol) -> pd.DataFrame:
