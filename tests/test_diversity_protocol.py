@@ -8,6 +8,7 @@ import math
 from functools import partial
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -16,6 +17,7 @@ from tagtorch.data.synthetic import generate_folksonomy
 from tagtorch.data.terms import TermIndex
 from tagtorch.evaluation.tag_recommendation import TagRecommendationProtocol, topic_diversity
 from tagtorch.rankers.latre import LatreWTS
+from tagtorch.rankers.xtred import XTReD
 
 DIVERSITY = ("alpha_ndcg@5", "err_ia@5", "s_recall@5", "aild@5", "aip@5")
 
@@ -105,3 +107,28 @@ def test_topic_diversity_against_plain_per_object_values(folksonomy):
             else:
                 assert math.isnan(got), (b, key)
     assert torch.isfinite(values["alpha_ndcg@5"][test.object_topics.sum(1) > 0]).any()
+
+
+def test_xtred_runs_through_the_protocol_with_its_stage_and_trade_off(folksonomy, tmp_path):
+    candidates = partial(LatreCandidates, max_rule_candidates=20, device="cpu",
+                         diversity={"source": "categories"})
+    base = {"_target_": "tagtorch.rankers.latre.LatreWTS", "alpha": 0.9}
+    rankers = {"latre_wts": partial(LatreWTS, alpha=0.9),
+               "xtred_0": partial(XTReD, base=base, lam=0.0),
+               "xtred_grid": partial(XTReD, base=base, lam_grid=[0.0, 0.5, 1.0])}
+    protocol = TagRecommendationProtocol(folds=[0], device="cpu", online_objects=3,
+                                         write_trec=True)
+    result = protocol.evaluate(folksonomy, candidates, rankers, output_dir=tmp_path)
+    means = result.results.set_index(["method", "metric"])["value"]
+    for metric in ("ndcg@5", "p@5", *DIVERSITY):  # λ = 0: the base ranking
+        assert means["xtred_0", metric] == pytest.approx(means["latre_wts", metric])
+    stages = set(result.results.loc[result.results["method"] == "xtred_grid", "metric"])
+    assert {"ms_diversify", "online_ms_diversify"} <= stages
+    plain = set(result.results.loc[result.results["method"] == "latre_wts", "metric"])
+    assert not {"ms_diversify", "online_ms_diversify"} & plain
+    tradeoff = pd.read_csv(tmp_path / "tradeoff.csv")
+    grid = tradeoff[tradeoff["method"] == "xtred_grid"]
+    assert grid["lam"].tolist() == [0.0, 0.5, 1.0]
+    assert {"val_ndcg@5", "val_alpha_ndcg@5", "seed"} <= set(tradeoff.columns)
+    assert (tmp_path / "tradeoff.png").stat().st_size > 0
+    assert "diversify" in (tmp_path / "report.md").read_text()

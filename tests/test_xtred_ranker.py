@@ -82,8 +82,8 @@ def test_lambda_is_the_largest_of_the_grid_within_3_percent_of_the_base_on_v(lis
         return sum(values) / len(values)
 
     values = {lam: mean_ndcg(lam) for lam in grid}
-    assert [lam for lam, _ in ranker.tuning_] == grid
-    assert [v for _, v in ranker.tuning_] == pytest.approx([values[lam] for lam in grid])
+    assert [lam for lam, _, _ in ranker.tuning_] == grid
+    assert [v for _, v, _ in ranker.tuning_] == pytest.approx([values[lam] for lam in grid])
     want = max(lam for lam in grid if values[lam] >= 0.97 * values[0.0] - 1e-12)
     assert ranker.lam_ == want
     strict = XTReD(base=BASE, lam_grid=grid, max_loss=0.0, tau=8).fit(train)

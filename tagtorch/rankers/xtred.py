@@ -59,6 +59,7 @@ import torch
 from torch import Tensor
 
 from tagtorch.candidates.candidate_set import CandidateSet
+from tagtorch.metrics.diversity import alpha_ndcg_at_k
 from tagtorch.metrics.functional import _order, ndcg_at_k
 from tagtorch.rankers.base import BaseRanker
 from tagtorch.storage import UnreadableFileError, plain_json
@@ -243,7 +244,8 @@ class XTReD(BaseRanker):
 
     Attributes:
         lam_: the ``λ`` in use after :meth:`fit`.
-        tuning_: ``[(λ, V NDCG@k)]`` of the grid (empty without tuning).
+        tuning_: ``[(λ, V NDCG@k, V alpha-NDCG@k)]`` over the grid (empty without tuning):
+            the relevance-diversity trade-off on V (the paper's Figure 2).
         diversify_seconds: seconds spent re-ranking in :meth:`score` so far (the base
             ranker's scoring excluded).
     """
@@ -269,7 +271,7 @@ class XTReD(BaseRanker):
             raise ValueError(f"coverage must be 'joint' or 'topic', got {coverage!r}")
         self.lam_grid = None if lam_grid is None else [float(v) for v in lam_grid]
         self.lam_: float | None = None
-        self.tuning_: list[tuple[float, float]] = []
+        self.tuning_: list[tuple[float, float, float]] = []
         self.diversify_seconds = 0.0
 
     @staticmethod
@@ -292,19 +294,25 @@ class XTReD(BaseRanker):
                               for b in train.batches(self.batch_size)])
         tag_topics, object_topics = self._topics(train)
 
-        def ndcg(lam: float) -> float:
+        def mean(values: Tensor) -> float:
+            finite = values[~torch.isnan(values)]
+            return float(finite.double().mean()) if finite.numel() else 0.0
+
+        def evaluate(lam: float) -> tuple[float, float, float]:
             scores = base if lam == 0 else xtred_rerank(
                 base, train.mask, tag_topics, object_topics, lam, self.tau, self.coverage)
-            values = ndcg_at_k(scores, train.labels, train.mask, self.k, train.n_relevant)
-            return float(torch.nanmean(values.double())) if values.numel() else 0.0
+            ndcg = ndcg_at_k(scores, train.labels, train.mask, self.k, train.n_relevant)
+            alpha = alpha_ndcg_at_k(scores, train.mask, tag_topics, object_topics, self.k)
+            return lam, mean(ndcg), mean(alpha)
 
-        reference = ndcg(0.0)
-        self.tuning_ = [(lam, ndcg(lam)) for lam in sorted(set(self.lam_grid))]
-        allowed = [lam for lam, value in self.tuning_
+        reference = evaluate(0.0)[1]
+        self.tuning_ = [evaluate(lam) for lam in sorted(set(self.lam_grid))]
+        allowed = [lam for lam, value, _ in self.tuning_
                    if value >= (1.0 - self.max_loss) * reference - 1e-12]
         self.lam_ = max(allowed) if allowed else 0.0
-        log.info("xTReD: lambda %.2f (V NDCG@%d by lambda: %s; lambda = 0: %.4f)", self.lam_,
-                 self.k, ", ".join(f"{lam:g}: {v:.4f}" for lam, v in self.tuning_), reference)
+        log.info("xTReD: lambda %.2f (V NDCG@%d, alpha-NDCG@%d by lambda: %s)", self.lam_,
+                 self.k, self.k, ", ".join(f"{lam:g}: {v:.4f}, {a:.4f}"
+                                           for lam, v, a in self.tuning_))
         return self
 
     def score(self, batch: CandidateSet) -> Tensor:
@@ -342,5 +350,5 @@ class XTReD(BaseRanker):
         if isinstance(lam, bool) or not isinstance(lam, int | float) or not 0 <= lam <= 1:
             raise UnreadableFileError(f"{folder}: manifest has no lambda in [0, 1] ({lam!r})")
         self.lam_ = float(lam)
-        self.tuning_ = [(float(a), float(b)) for a, b in manifest.get("tuning", [])]
+        self.tuning_ = [(float(a), float(b), float(c)) for a, b, c in manifest.get("tuning", [])]
         self.base_ranker = type(self.base_ranker).load(folder / BASE_FOLDER)
