@@ -26,6 +26,8 @@ key                       allowed
 Each method under ``model`` must suit the task: tag recommendation (``task=tagrec``) takes
 rankers of candidate lists (``score(batch)``), item recommendation (``task=itemrec``) takes item
 models (``score(users, tags)``); the kind is read from the signature of the class's ``score``.
+An xTReD method needs candidates with topics (``candidates.diversity``, e.g.
+``candidates=latre_diverse``).
 """
 
 from __future__ import annotations
@@ -246,3 +248,8 @@ of integers >= 1, e.g. [5] or [1,5,10]
         if _model_kind(f"model.{name}._target_", target) != task:
             raise ConfigError(f"model.{name}._target_", target,
                               f"{allowed[task]} for task={task}")
+        candidates = container.get("candidates") or {}
+        if target == "tagtorch.rankers.xtred.XTReD" and not candidates.get("diversity"):
+            raise ConfigError("candidates.diversity", candidates.get("diversity"),
+                              f"the topics that model.{name} (xTReD) re-ranks by: "
+                              "candidates=latre_diverse")

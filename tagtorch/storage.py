@@ -105,6 +105,13 @@ def file_record(path: str | Path) -> dict[str, Any]:
     return {"size": Path(path).stat().st_size, "sha256": digest}
 
 
+def _record(path: Path) -> dict[str, Any]:
+    """A file's record, or a model folder's: ``folder: true`` and its manifest's record."""
+    if path.is_dir():
+        return {"folder": True, **file_record(path / MANIFEST_FILE)}
+    return file_record(path)
+
+
 def model_folder(path: str | Path) -> Path:
     """Creates the folder a model is saved to; a file there (an older format) is replaced."""
     folder = Path(path)
@@ -124,7 +131,9 @@ def write_manifest(folder: str | Path, kind: type, settings: Mapping[str, Any],
         kind: the model's class.
         settings: constructor arguments (made plain JSON by :func:`plain_json`).
         files: names of the folder's model files; :func:`read_manifest` checks their size and
-            SHA-256 before anything reads them.
+            SHA-256 before anything reads them. A name may be a saved model's folder (a
+            wrapped model, e.g. xTReD's base ranker): its record is that of its own
+            manifest, which pins its files in turn.
         **extra: further JSON entries (feature names, best epoch, learning curve, ...).
 
     Returns:
@@ -132,7 +141,7 @@ def write_manifest(folder: str | Path, kind: type, settings: Mapping[str, Any],
     """
     folder = Path(folder)
     manifest = {"format": _FORMAT, "class": class_name(kind), "settings": plain_json(settings),
-                "files": {name: file_record(folder / name) for name in files},
+                "files": {name: _record(folder / name) for name in files},
                 **plain_json(extra)}
     path = folder / MANIFEST_FILE
     with atomic_write(path) as partial:
@@ -170,9 +179,11 @@ def read_manifest(folder: str | Path, kind: type) -> dict[str, Any]:
         raise UnreadableFileError(f"{path}: expected 'settings' and 'files' objects")
     for name, expected in files.items():
         data = folder / name
+        if isinstance(expected, dict) and expected.get("folder"):
+            data = data / MANIFEST_FILE
         if Path(name).name != name or not data.is_file():
             raise UnreadableFileError(f"{data}: listed in {path} but missing")
-        found = file_record(data)
+        found = _record(folder / name)
         if found != expected:
             raise UnreadableFileError(
                 f"{data}: its size and SHA-256 ({found['size']}, {found['sha256'][:12]}…) differ "

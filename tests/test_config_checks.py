@@ -46,6 +46,7 @@ def test_every_shipped_configuration_passes(tmp_path, experiment):
      "an item model"),
     (["data=tabular"], "data.path", "a value"),
     (["seed=abc"], "seed", "an integer"),
+    (["model=xtred_rf"], "candidates.diversity", "candidates=latre_diverse"),
 ])
 def test_bad_settings_are_named_before_any_work(tmp_path, overrides, key, expected):
     cfg = compose_cfg(tmp_path, overrides)

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import torch
 from hydra.utils import get_class, get_method, instantiate
-from omegaconf import open_dict
+from omegaconf import DictConfig, open_dict
 from test_train import compose_cfg
 
 from tagtorch.candidates.candidate_set import CandidateSet
@@ -68,9 +68,11 @@ def folksonomy():
 
 @pytest.fixture(scope="module")
 def candidate_lists(folksonomy) -> tuple[CandidateSet, CandidateSet]:
-    """V's and T's LATRE candidate lists of fold 0 (short lists; the 13 features and p_lda)."""
+    """V's and T's LATRE candidate lists of fold 0 (short lists; the 13 features and p_lda;
+    the categories' topics, which xTReD re-ranks by)."""
     fold = tag_recommendation_folds(folksonomy, n_folds=5, seed=0)[0]
-    generator = LatreCandidates(max_rule_candidates=30, device="cpu", topics=SMALL_TOPICS).fit(
+    generator = LatreCandidates(max_rule_candidates=30, device="cpu", topics=SMALL_TOPICS,
+                                diversity={"source": "categories"}).fit(
         fold.train_objects, fold.train_tags, TermIndex.from_folksonomy(folksonomy))
     return generator(fold.val), generator(fold.test)
 
@@ -90,10 +92,19 @@ def build_model(tmp_path: Path, path: Path) -> Any:
         cfg = compose_cfg(tmp_path, [*overrides, f"task={TASK_CONFIGS[kind]}"])
         [node] = cfg.model.values()
     with open_dict(node):
-        for key, value in SMALL.items():
-            if key in node:
-                node[key] = value
+        shrink(node)
     return instantiate(node)
+
+
+def shrink(node: Any) -> None:
+    """Sets the :data:`SMALL` settings wherever ``node`` or a node inside it has them (a
+    wrapped base ranker's too)."""
+    for key, value in SMALL.items():
+        if key in node:
+            node[key] = value
+    for key in list(node):
+        if isinstance(node[key], DictConfig):
+            shrink(node[key])
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,9 @@ from tagtorch.storage import save_arrays
 
 log = logging.getLogger(__name__)
 
+OPTIONAL = ("tag_topics", "object_topics")
+"""The optional fields of a candidate set: stored when present, None when absent."""
+
 
 def code_version() -> str:
     """A digest of the candidate-generation source files, so edited code never reads stale sets.
@@ -79,10 +82,13 @@ class CandidateCache:
 def _read(path: Path) -> CandidateSet:
     """The candidate set of a cache entry (ValueError and the like when it is unreadable)."""
     names = [f.name for f in fields(CandidateSet)]
+    required = [name for name in names if name not in OPTIONAL]
     with np.load(path, allow_pickle=False) as stored:
-        if sorted(stored.files) != sorted(names):
-            raise ValueError(f"arrays {sorted(stored.files)}, expected {sorted(names)}")
-        state: dict[str, Any] = {name: torch.from_numpy(stored[name]) for name in names
+        present = [name for name in names if name in stored.files]
+        if sorted(stored.files) != sorted(present) or not set(required) <= set(present):
+            raise ValueError(f"arrays {sorted(stored.files)}, expected {sorted(required)} "
+                             f"and optionally {sorted(OPTIONAL)}")
+        state: dict[str, Any] = {name: torch.from_numpy(stored[name]) for name in present
                                  if name != "feature_names"}
         state["feature_names"] = tuple(str(name) for name in stored["feature_names"])
     return CandidateSet(**state)

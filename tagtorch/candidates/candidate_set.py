@@ -22,6 +22,11 @@ class CandidateSet:
             not candidates (metrics count them: a ranker cannot recover what candidate
             generation missed).
         feature_names: the ``F`` feature names.
+        tag_topics: optional ``[B, L, Z]`` float32 ``p(z | t)`` of each candidate (0 at
+            padding), for the xTReD diversifier and the diversity metrics; None when the
+            generator's topic component is off.
+        object_topics: optional ``[B, Z]`` float32 ``p(z | o)``, 0 outside the object's topics
+            ``Z_o``; present exactly when ``tag_topics`` is.
     """
 
     objects: torch.Tensor
@@ -31,6 +36,17 @@ class CandidateSet:
     mask: torch.Tensor
     n_relevant: torch.Tensor
     feature_names: tuple[str, ...]
+    tag_topics: torch.Tensor | None = None
+    object_topics: torch.Tensor | None = None
+
+    def __post_init__(self) -> None:
+        if (self.tag_topics is None) != (self.object_topics is None):
+            raise ValueError("tag_topics and object_topics come together (both or neither)")
+
+    @property
+    def has_topics(self) -> bool:
+        """Whether the lists carry ``tag_topics`` and ``object_topics``."""
+        return self.tag_topics is not None
 
     @classmethod
     def from_flat(
@@ -42,6 +58,8 @@ class CandidateSet:
         labels: torch.Tensor,
         n_relevant: torch.Tensor,
         feature_names: tuple[str, ...],
+        tag_topics: torch.Tensor | None = None,
+        object_topics: torch.Tensor | None = None,
     ) -> CandidateSet:
         """Pads flat candidate entries, grouped by object, into ``[B, L]`` lists.
 
@@ -53,6 +71,8 @@ class CandidateSet:
             labels: ``[N]`` relevance labels.
             n_relevant: ``[B]`` gold tags per object, candidates or not.
             feature_names: the ``F`` feature names.
+            tag_topics: optional ``[N, Z]`` ``p(z | t)`` of each candidate.
+            object_topics: optional ``[B, Z]`` ``p(z | o)`` of each object (with ``tag_topics``).
         """
         b = len(objects)
         counts = torch.bincount(rows, minlength=b)
@@ -67,12 +87,17 @@ class CandidateSet:
         padded_features[rows, position] = features.float()
         padded_labels = torch.zeros((b, width), dtype=torch.float32)
         padded_labels[rows, position] = labels.float()
+        padded_topics = None
+        if tag_topics is not None:
+            padded_topics = torch.zeros((b, width, tag_topics.shape[1]), dtype=torch.float32)
+            padded_topics[rows, position] = tag_topics.float()
         return cls(objects=objects.long(), tags=padded_tags, features=padded_features,
                    labels=padded_labels, mask=mask, n_relevant=n_relevant.long(),
-                   feature_names=tuple(feature_names))
+                   feature_names=tuple(feature_names), tag_topics=padded_topics,
+                   object_topics=None if object_topics is None else object_topics.float())
 
     def state(self) -> dict[str, object]:
-        """The fields as a plain dict (``CandidateSet(**state)`` rebuilds it)."""
+        """The fields as a plain dict (``CandidateSet(**state)`` rebuilds it; absent: None)."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
     def __len__(self) -> int:
@@ -86,7 +111,7 @@ class CandidateSet:
             raise KeyError(f"no feature {name!r}; the features are {self.feature_names}") from None
 
     def to(self, device: torch.device | str) -> CandidateSet:
-        """Moves every tensor to ``device``."""
+        """Moves every tensor to ``device`` (absent optional fields stay None)."""
         return replace(self, **{
             f.name: getattr(self, f.name).to(device)
             for f in fields(self) if isinstance(getattr(self, f.name), torch.Tensor)

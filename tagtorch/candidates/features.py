@@ -84,6 +84,7 @@ import torch
 
 from tagtorch.candidates.candidate_set import CandidateSet
 from tagtorch.candidates.generator import check_rule_settings
+from tagtorch.candidates.object_topics import ObjectTopics
 from tagtorch.candidates.sparse import (
     Lookup,
     combinations_of_rows,
@@ -188,6 +189,10 @@ class LatreCandidates(SignatureSettings):
         topics: settings of :class:`~tagtorch.candidates.topics.TopicTags` (ours, off by
             default): an LDA model of D's tag sets adds its best tags as candidates
             (``n_candidates``) and ``P(t | o)`` as a 14th feature ``p_lda`` (``feature``).
+        diversity: settings of :class:`~tagtorch.candidates.object_topics.ObjectTopics` (off by
+            default; the features and candidates are the same either way): every candidate set
+            also carries ``tag_topics`` ``p(z | t)`` and ``object_topics`` ``p(z | o)``, the
+            topics of the xTReD diversifier and the diversity metrics.
     """
 
     feature_names = FEATURE_NAMES
@@ -209,6 +214,7 @@ class LatreCandidates(SignatureSettings):
         max_train_tags: int | None = 1000,
         device: str = "auto",
         topics: Mapping[str, Any] | None = None,
+        diversity: Mapping[str, Any] | None = None,
     ) -> None:
         check_rule_settings(max_antecedent, min_support, min_confidence)
         for name, cap in (("max_antecedent_tags", max_antecedent_tags),
@@ -222,6 +228,7 @@ class LatreCandidates(SignatureSettings):
         self.topic_tags = None if topics is None else TopicTags(**dict(topics))
         if self.topic_tags is not None and self.topic_tags.feature:
             self.feature_names = (*FEATURE_NAMES, TopicTags.feature_name)
+        self.object_topics = None if diversity is None else ObjectTopics(**dict(diversity))
 
     # ------------------------------------------------------------------------------- fit
     def fit(self, train_objects: np.ndarray, train_tags: Ragged, terms: TermIndex) -> Self:
@@ -277,6 +284,8 @@ class LatreCandidates(SignatureSettings):
         self.term_features = torch.stack([iff, stability(f_tag, self.k_s), entropy, pred], -1)
         if self.topic_tags is not None:
             self.topic_tags.fit(train_tags, n)
+        if self.object_topics is not None:
+            self.object_topics.fit(train_objects, train_tags, terms)
         return self
 
     def _text_statistics(
@@ -334,11 +343,24 @@ class LatreCandidates(SignatureSettings):
             part = self._chunk(chunk)
             flat.append((part[0] + start, *part[1:]))
         rows_t, cols, features, labels = (torch.cat([p[i] for p in flat]) for i in range(4))
+        tag_topics = object_topics = None
+        if self.object_topics is not None:
+            start = time.perf_counter()
+            tag_topics = self.object_topics.candidates(cols)
+            object_topics = torch.zeros(len(queries), self.object_topics.n_topics)
+            for first in range(0, len(queries), self.chunk_size):  # fold-in seeded per chunk
+                rows = np.arange(first, min(first + self.chunk_size, len(queries)))
+                chunk = TagQueries(queries.objects[rows], queries.input_tags.take(rows),
+                                   queries.gold_tags.take(rows))
+                object_topics[rows] = torch.as_tensor(self.object_topics.objects(chunk),
+                                                      dtype=torch.float32)
+            self._tick("features", start)
         return CandidateSet.from_flat(
             objects=torch.as_tensor(queries.objects, dtype=torch.long),
             rows=rows_t, tags=cols, features=features, labels=labels,
             n_relevant=torch.as_tensor(queries.gold_tags.lengths, dtype=torch.long),
-            feature_names=self.feature_names,
+            feature_names=self.feature_names, tag_topics=tag_topics,
+            object_topics=object_topics,
         )
 
     def _tick(self, stage: str, start: float) -> float:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from tagtorch.data.categories import object_categories
 from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.data.ragged import Ragged
 
@@ -25,6 +26,10 @@ class TermIndex:
         n_tags: number of tags; codes ``< n_tags`` are tags, the others text-only terms.
         vocabulary: ``[n_terms]`` strings: the tags, then the text-only terms.
         fields: field name -> ragged ``[n_objects]`` term codes in text order, with repeats.
+        categories: ragged ``[n_objects]`` category codes of every object (``Z_o``: MovieLens
+            genres), ascending; None when the folksonomy has no categories. Object metadata
+            like the texts, read by the optional topic component of the candidates (xTReD).
+        n_categories: number of category codes (0 without categories).
 
     Example:
         >>> import pandas as pd
@@ -39,6 +44,8 @@ class TermIndex:
     n_tags: int
     vocabulary: np.ndarray
     fields: dict[str, Ragged]
+    categories: Ragged | None = None
+    n_categories: int = 0
 
     @property
     def n_terms(self) -> int:
@@ -69,4 +76,9 @@ class TermIndex:
             fields[name] = Ragged(offsets, codes)
         vocabulary = np.concatenate([np.asarray(folksonomy.tags, dtype=object),
                                      np.asarray(list(extra), dtype=object)])
-        return cls(n_tags=folksonomy.n_tags, vocabulary=vocabulary, fields=fields)
+        categories = None
+        if len(folksonomy.categories):
+            categories = object_categories(folksonomy, np.arange(folksonomy.n_objects))
+        return cls(n_tags=folksonomy.n_tags, vocabulary=vocabulary, fields=fields,
+                   categories=categories,
+                   n_categories=len(folksonomy.category_names) if categories is not None else 0)

@@ -113,7 +113,8 @@ def markdown_report(
     if is_timing.any():
         staged = summary["metric"].isin(["ms_rules", "ms_features", "ms_sort"]).any()
         note = ("Stages as in Canuto et al. (2013), Table VII: rules (lazy rule generation), "
-                "features (metric computation), model (application of the ranker), sort. "
+                "features (metric computation), model (application of the ranker), sort; "
+                "diversify: xTReD's re-ranking (out of model). "
                 "`ms_*`: batched; `online_ms_*`: one object at a time." if staged else
                 "`ms_model`: scoring per test query, batched; `fit_seconds`: fitting the "
                 "reported model.")

@@ -5,14 +5,17 @@ ranker learn on V, score T, and compute per-object metrics. The run writes ``res
 (``method, fold, metric, value``), ``per_object.csv.gz`` (the per-object values behind the
 paired tests), ``report.md`` (mean ± 95% CI over folds, significance against the first method,
 recommendation time per stage), the test rankings as TREC run files and the gold tags as
-``qrels.trec``, and a bar chart of NDCG@k with confidence whiskers (``ndcg@5.png``).
+``qrels.trec``, for xTReD methods the relevance-diversity trade-off on V (``tradeoff.csv``,
+``tradeoff.png``: NDCG@5 against alpha-NDCG@5 as λ goes from 0 to 1), and a bar chart of
+NDCG@k with confidence whiskers (``ndcg@5.png``).
 
 Recommendation time is split into the paper's four stages (Table VII): lazy rule generation
 (``rules``: Sum with ℓ = 1 and ℓ), metric computation (``features``: the other metrics),
 model application (``model``) and candidate sorting (``sort``), in milliseconds per test
-object. ``ms_*`` are measured in batched mode (all test objects, in chunks); ``online_ms_*``
-in single-object mode, one object at a time as an online recommender serves it, on the first
-``online_objects`` test objects of each fold (``online_ms_median`` is the median total).
+object, plus, for xTReD, its re-ranking (``diversify``, taken out of ``model``). ``ms_*`` are
+measured in batched mode (all test objects, in chunks); ``online_ms_*`` in single-object mode,
+one object at a time as an online recommender serves it, on the first ``online_objects`` test
+objects of each fold (``online_ms_median`` is the median total).
 
 While a run goes, each finished (fold, method) outcome is kept in ``pieces/`` of the output
 folder (gzipped JSON, never a pickle; :class:`~tagtorch.evaluation.runs.RunPieces`); with
@@ -45,19 +48,25 @@ from tagtorch.candidates.candidate_set import CandidateSet
 from tagtorch.candidates.generator import CandidateGenerator
 from tagtorch.data.download import user_cache_dir
 from tagtorch.data.folksonomy import Folksonomy
+from tagtorch.data.ragged import Ragged
 from tagtorch.data.splits import TagQueries, TagRecFold, tag_recommendation_folds
 from tagtorch.data.terms import TermIndex
 from tagtorch.devices import resolve_device
+from tagtorch.evaluation.plots import plot_tradeoff
 from tagtorch.evaluation.report import markdown_report
 from tagtorch.evaluation.runs import MethodOutcome, MetricLogger, RunPieces, methods_of, write_run
 from tagtorch.evaluation.trec import qrels_lines, ranked_lines, run_file_names
+from tagtorch.metrics.diversity import diversity_metrics, tag_incidence
 from tagtorch.metrics.functional import ranking_metrics
 from tagtorch.rankers.base import Ranker
 from tagtorch.settings import SignatureSettings
+from tagtorch.storage import atomic_write
 
 log = logging.getLogger(__name__)
 
-STAGES = ("rules", "features", "model", "sort")
+STAGES = ("rules", "features", "model", "diversify", "sort")
+"""Recommendation stages timed per object; ``diversify`` (xTReD's re-ranking) only for methods
+that re-rank (their ``diversify_seconds``), taken out of ``model``."""
 
 
 @dataclass(frozen=True)
@@ -226,6 +235,13 @@ class TagRecommendationProtocol(SignatureSettings):
             report = write_run(out, result_frame, object_frame, title, qrels=qrels, runs=runs)
         else:
             report = write_run(out, result_frame, object_frame, title)
+        if out is not None and whole.curves:
+            tradeoff = pd.concat(whole.curves, ignore_index=True)
+            with atomic_write(out / "tradeoff.csv") as handle:
+                tradeoff.to_csv(handle, index=False)
+            k = next(c for c in tradeoff.columns if c.startswith("val_ndcg@")).split("@")[1]
+            plot_tradeoff(tradeoff, out / "tradeoff.png", x=f"val_alpha_ndcg@{k}",
+                          y=f"val_ndcg@{k}")
         if pieces is not None:
             pieces.clear()
         return EvaluationResult(result_frame, object_frame, report)
@@ -283,12 +299,14 @@ class TagRecommendationProtocol(SignatureSettings):
         scores, timings = self._score(ranker, test)
         values = ranking_metrics(scores, test.labels, test.mask, n_relevant=test.n_relevant,
                                  ks=self.ks, metrics=self.metrics)
+        if test.has_topics:
+            values.update(topic_diversity(scores, test, fold.train_tags, self.ks))
         means = {**ready.shared, "fit_seconds": fit_seconds, **timings,
                  **self._online_timing(ready.generator, ranker, fold.test)}
         outcome = MethodOutcome.from_values(
             name, fold.fold, test.objects.numpy(), values, extra=means,
             run_lines=_run_lines(test, scores, name.replace(" ", "_")) if self.write_trec
-            else None)
+            else None, curve=_tradeoff(ranker, name, fold.fold))
         log.info("fold %d, %s: %s (fit %.1f s)", fold.fold, name,
                  ", ".join(f"{k} {outcome.means[name][k]:.4f}" for k in values), fit_seconds)
         if pieces is not None:
@@ -318,6 +336,7 @@ class TagRecommendationProtocol(SignatureSettings):
     def _score(self, ranker: Ranker, test: CandidateSet) -> tuple[torch.Tensor, dict[str, float]]:
         """Scores T in batches; times model application and sorting per object (ms)."""
         model = sort = 0.0
+        diversify = getattr(ranker, "diversify_seconds", None)
         scores = []
         with torch.no_grad():
             for batch in test.batches(self.batch_size):
@@ -335,7 +354,12 @@ class TagRecommendationProtocol(SignatureSettings):
                 scores.append(score.cpu())
         n = max(len(test), 1)
         score = torch.cat(scores) if scores else torch.zeros(test.mask.shape)
-        return score, {"ms_model": 1000 * model / n, "ms_sort": 1000 * sort / n}
+        timing = {"ms_model": 1000 * model / n, "ms_sort": 1000 * sort / n}
+        if diversify is not None:  # xTReD: its re-ranking is a stage of its own
+            spent = getattr(ranker, "diversify_seconds", diversify) - diversify
+            timing = {"ms_model": 1000 * (model - spent) / n, "ms_diversify": 1000 * spent / n,
+                      "ms_sort": 1000 * sort / n}
+        return score, timing
 
     def _online_timing(self, generator: CandidateGenerator, ranker: Ranker,
                        queries: TagQueries) -> dict[str, float]:
@@ -343,7 +367,8 @@ class TagRecommendationProtocol(SignatureSettings):
         n = min(self.online_objects, len(queries))
         if n == 0:
             return {}
-        totals = {stage: 0.0 for stage in STAGES}
+        diversifies = hasattr(ranker, "diversify_seconds")
+        totals = {stage: 0.0 for stage in STAGES if stage != "diversify" or diversifies}
         latencies = []
         with torch.no_grad():
             for call, i in enumerate([0, *range(n)]):  # call 0 warms up, is not counted
@@ -354,6 +379,7 @@ class TagRecommendationProtocol(SignatureSettings):
                                            queries.gold_tags.take(np.array([i]))))
                 one = one.to(self.device)
                 middle = time.perf_counter()
+                diversify = getattr(ranker, "diversify_seconds", 0.0)
                 score = ranker.score(one)
                 self._sync()
                 sorted_at = time.perf_counter()
@@ -365,12 +391,25 @@ class TagRecommendationProtocol(SignatureSettings):
                     continue
                 for stage in ("rules", "features"):
                     totals[stage] += generator.stage_seconds[stage] - before.get(stage, 0.0)
-                totals["model"] += sorted_at - middle
+                spent = getattr(ranker, "diversify_seconds", 0.0) - diversify
+                totals["model"] += sorted_at - middle - spent
+                if diversifies:
+                    totals["diversify"] += spent
                 totals["sort"] += end - sorted_at
                 latencies.append(end - start)
         timing = {f"online_ms_{stage}": 1000 * value / n for stage, value in totals.items()}
         timing["online_ms_median"] = 1000 * float(np.median(latencies))
         return timing
+
+
+def _tradeoff(ranker: Ranker, name: str, fold: int) -> pd.DataFrame | None:
+    """An xTReD ranker's relevance-diversity trade-off on V (``λ``, NDCG@k, alpha-NDCG@k)."""
+    tuning = getattr(ranker, "tuning_", None)
+    if not tuning:
+        return None
+    k = getattr(ranker, "k", 5)
+    frame = pd.DataFrame(tuning, columns=["lam", f"val_ndcg@{k}", f"val_alpha_ndcg@{k}"])
+    return frame.assign(method=name, seed=fold)
 
 
 def _run_lines(test: CandidateSet, scores: torch.Tensor, run_name: str) -> list[str]:
@@ -388,6 +427,40 @@ def _run_lines(test: CandidateSet, scores: torch.Tensor, run_name: str) -> list[
     counts = test.mask.sum(-1).cpu().numpy()
     keep = np.arange(tags.shape[1])[None, :] < counts[:, None]
     return ranked_lines(test.objects.cpu().numpy(), tags, keep, run_name, tags.shape[1])
+
+
+def topic_diversity(scores: torch.Tensor, test: CandidateSet, train_tags: Ragged,
+                    ks: Sequence[int]) -> dict[str, torch.Tensor]:
+    """The diversity metrics of Belém et al. per test object, at each cut-off.
+
+    ``alpha_ndcg@k``, ``err_ia@k``, ``s_recall@k`` (on the candidates' ``tag_topics`` and the
+    objects' ``object_topics``), ``aild@k`` (distances between the tags' sets of D objects) and
+    ``aip@k`` (``f(c)``: D objects tagged ``c``; ``|O|``: D's objects), on the whole recommended
+    list, relevant or not (:mod:`tagtorch.metrics.diversity`). An object with no topic gets
+    NaN for the topic metrics (left out of the means).
+
+    Args:
+        scores: ``[B, L]`` the method's scores of ``test``.
+        test: the candidate lists, with topics.
+        train_tags: ragged ``[n_D]`` tag codes of D's objects.
+        ks: the cut-offs.
+    """
+    assert test.tag_topics is not None and test.object_topics is not None
+    n_codes = max(int(test.tags.max()) + 1 if test.tags.numel() else 0,
+                  int(train_tags.values.max()) + 1 if len(train_tags.values) else 0, 1)
+    incidence = tag_incidence(torch.as_tensor(train_tags.values, dtype=torch.long),
+                              torch.as_tensor(train_tags.row_ids, dtype=torch.long),
+                              n_codes, max(len(train_tags), 1))
+    f_c = incidence.crow_indices().diff()  # D objects tagged c
+    tags = test.tags.cpu()
+    tag_counts = torch.where(test.mask.cpu(), f_c[tags.clamp(min=0)], torch.zeros_like(tags))
+    values: dict[str, torch.Tensor] = {}
+    for k in ks:
+        values.update(diversity_metrics(scores.cpu(), test.mask.cpu(), test.tag_topics.cpu(),
+                                        test.object_topics.cpu(), k, tag_ids=tags,
+                                        incidence=incidence, tag_counts=tag_counts,
+                                        n_objects=max(len(train_tags), 1)))
+    return values
 
 
 def fold_sizes(folksonomy: Folksonomy, protocol: TagRecommendationProtocol) -> pd.DataFrame:

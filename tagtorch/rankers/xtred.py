@@ -35,18 +35,41 @@ Readings (the extraction of the paper lost the second half of Equation 2 and the
 
 The greedy steps run over all objects at once: ``τ`` steps on ``[B, τ, Z]`` tensors, on the
 inputs' device, in float64.
+
+:class:`XTReD` is the method as a ranker: a base ranker built from its config (LATRE+wTS, RF,
+GP, any :class:`~tagtorch.rankers.base.BaseRanker`) is fitted on V and its scores are
+re-ranked by :func:`xtred_rerank` with the topics the candidate sets carry (``tag_topics``,
+``object_topics``: :class:`~tagtorch.candidates.object_topics.ObjectTopics`, enabled by
+``candidates=latre_diverse``). ``λ`` is fixed, or tuned on V over a grid by the relevance rule
+of the paper ("maximize diversity without harming relevance", Section 5.3; Figure 2 shows the
+diversity rising with ``λ``): the **largest** ``λ`` of the grid whose mean NDCG@k on V is at
+least ``(1 - max_loss)`` times that of ``λ = 0`` (the base ranking), ``max_loss = 3%``.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+import importlib
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal, Self
 
 import torch
 from torch import Tensor
 
-from tagtorch.metrics.functional import _order
+from tagtorch.candidates.candidate_set import CandidateSet
+from tagtorch.metrics.diversity import alpha_ndcg_at_k
+from tagtorch.metrics.functional import _order, ndcg_at_k
+from tagtorch.rankers.base import BaseRanker
+from tagtorch.storage import UnreadableFileError, plain_json
 
-__all__ = ["Coverage", "xtred_order", "xtred_rerank"]
+__all__ = ["Coverage", "XTReD", "xtred_order", "xtred_rerank"]
+
+log = logging.getLogger(__name__)
+
+BASE_FOLDER = "base"
+"""The subfolder of a saved :class:`XTReD` holding its saved base ranker."""
 
 Coverage = Literal["joint", "topic"]
 """The reading of ``p(t | o, z)``: ``p(t | o) p(z | t)`` (``"joint"``) or ``p(z | t)``."""
@@ -183,3 +206,149 @@ def xtred_rerank(
     out = torch.zeros(b, length, dtype=torch.float32, device=order.device)
     out.scatter_(1, order, values)
     return torch.where(mask, out, torch.zeros_like(out))
+
+
+def _base_class(config: Mapping[str, Any]) -> type[BaseRanker]:
+    """The ranker class named by a base config's ``_target_`` (a tagtorch ranker only)."""
+    target = config.get("_target_") if isinstance(config, Mapping) else None
+    if not isinstance(target, str):
+        raise ValueError(f"base must be a ranker config with a _target_, got {config!r}")
+    module_name, _, class_name = target.rpartition(".")
+    if not module_name.startswith("tagtorch.rankers."):
+        raise ValueError(f"base: {target!r} is not a ranker of tagtorch.rankers")
+    try:
+        found = getattr(importlib.import_module(module_name), class_name)
+    except (ImportError, AttributeError):
+        raise ValueError(f"base: no class {target!r}") from None
+    if not (isinstance(found, type) and issubclass(found, BaseRanker)) or found is XTReD:
+        raise ValueError(f"base: {target!r} is not a BaseRanker to diversify")
+    return found
+
+
+class XTReD(BaseRanker):
+    """xTReD (Belém et al.) around a base ranker: its top ``τ`` re-ranked for topic coverage.
+
+    Scoring needs candidate sets with topics (``candidates=latre_diverse``): a batch without
+    them is refused with a ValueError (never silently the base ranking).
+
+    Args:
+        base: the base ranker's config (``_target_`` and its settings; nothing nested is
+            instantiated), e.g. ``{"_target_": "tagtorch.rankers.trees.RandomForestRanker"}``.
+        lam: ``λ`` in [0, 1] used when ``lam_grid`` is None (the paper's best: 1).
+        tau: ``τ``, the base-ranked positions re-ranked (the paper: 25).
+        lam_grid: ``λ`` values tried on V (module docstring); None: ``lam`` is used.
+        max_loss: the relevance rule's largest relative NDCG@k loss on V against ``λ = 0``.
+        k: the NDCG cut-off of the rule (the paper: 5).
+        coverage: the reading of ``p(t | o, z)`` (:func:`xtred_order`).
+        batch_size: lists re-ranked at once when tuning.
+
+    Attributes:
+        lam_: the ``λ`` in use after :meth:`fit`.
+        tuning_: ``[(λ, V NDCG@k, V alpha-NDCG@k)]`` over the grid (empty without tuning):
+            the relevance-diversity trade-off on V (the paper's Figure 2).
+        diversify_seconds: seconds spent re-ranking in :meth:`score` so far (the base
+            ranker's scoring excluded).
+    """
+
+    def __init__(self, base: Mapping[str, Any], lam: float = 1.0, tau: int = 25,
+                 lam_grid: Sequence[float] | None = None, max_loss: float = 0.03, k: int = 5,
+                 coverage: Coverage = "joint", batch_size: int = 4096) -> None:
+        self.base = plain_json(base)
+        self.base_ranker = _base_class(self.base)(
+            **{key: value for key, value in self.base.items() if key != "_target_"})
+        for value in [lam, *(lam_grid or [])]:
+            if isinstance(value, bool) or not isinstance(value, int | float) \
+                    or not 0.0 <= value <= 1.0:
+                raise ValueError(f"lam and lam_grid values must be numbers in [0, 1], "
+                                 f"got {value!r}")
+        if lam_grid is not None and len(lam_grid) == 0:
+            raise ValueError("lam_grid must hold at least one value (or be null)")
+        if isinstance(tau, bool) or not isinstance(tau, int) or tau < 1:
+            raise ValueError(f"tau must be an int >= 1, got {tau!r}")
+        if not 0.0 <= max_loss < 1.0:
+            raise ValueError(f"max_loss must be in [0, 1), got {max_loss!r}")
+        if coverage not in ("joint", "topic"):
+            raise ValueError(f"coverage must be 'joint' or 'topic', got {coverage!r}")
+        self.lam_grid = None if lam_grid is None else [float(v) for v in lam_grid]
+        self.lam_: float | None = None
+        self.tuning_: list[tuple[float, float, float]] = []
+        self.diversify_seconds = 0.0
+
+    @staticmethod
+    def _topics(batch: CandidateSet) -> tuple[Tensor, Tensor]:
+        if batch.tag_topics is None or batch.object_topics is None:
+            raise ValueError("xTReD needs candidate sets with topics (tag_topics, "
+                             "object_topics): use candidates=latre_diverse")
+        return batch.tag_topics, batch.object_topics
+
+    def fit(self, train: CandidateSet, val: CandidateSet | None = None) -> Self:
+        """Fits the base ranker on ``train`` (V), then tunes ``λ`` on it if a grid is given."""
+        self._topics(train)
+        self.base_ranker.fit(train, val)
+        self.feature_names_ = tuple(train.feature_names)
+        if self.lam_grid is None:
+            self.lam_ = float(self.lam)
+            return self
+        with torch.no_grad():
+            base = torch.cat([self.base_ranker.score(b).float().cpu()
+                              for b in train.batches(self.batch_size)])
+        tag_topics, object_topics = self._topics(train)
+
+        def mean(values: Tensor) -> float:
+            finite = values[~torch.isnan(values)]
+            return float(finite.double().mean()) if finite.numel() else 0.0
+
+        def evaluate(lam: float) -> tuple[float, float, float]:
+            scores = base if lam == 0 else xtred_rerank(
+                base, train.mask, tag_topics, object_topics, lam, self.tau, self.coverage)
+            ndcg = ndcg_at_k(scores, train.labels, train.mask, self.k, train.n_relevant)
+            alpha = alpha_ndcg_at_k(scores, train.mask, tag_topics, object_topics, self.k)
+            return lam, mean(ndcg), mean(alpha)
+
+        reference = evaluate(0.0)[1]
+        self.tuning_ = [evaluate(lam) for lam in sorted(set(self.lam_grid))]
+        allowed = [lam for lam, value, _ in self.tuning_
+                   if value >= (1.0 - self.max_loss) * reference - 1e-12]
+        self.lam_ = max(allowed) if allowed else 0.0
+        log.info("xTReD: lambda %.2f (V NDCG@%d, alpha-NDCG@%d by lambda: %s)", self.lam_,
+                 self.k, self.k, ", ".join(f"{lam:g}: {v:.4f}, {a:.4f}"
+                                           for lam, v, a in self.tuning_))
+        return self
+
+    def score(self, batch: CandidateSet) -> Tensor:
+        """The base ranker's scores of ``batch``, re-ranked by xTReD: ``[B, L]``."""
+        self.check_features(batch)
+        if self.lam_ is None:
+            raise RuntimeError("call fit() before score()")
+        tag_topics, object_topics = self._topics(batch)
+        base = self.base_ranker.score(batch)
+        if base.device.type == "cuda":
+            torch.cuda.synchronize(base.device)
+        start = time.perf_counter()
+        out = xtred_rerank(base, batch.mask, tag_topics.to(base.device),
+                           object_topics.to(base.device), self.lam_, self.tau, self.coverage)
+        if out.device.type == "cuda":
+            torch.cuda.synchronize(out.device)
+        self.diversify_seconds += time.perf_counter() - start
+        return out
+
+    # -- save / load: the base ranker in a subfolder, λ in the manifest -----------------------
+
+    def is_fitted(self) -> bool:
+        """Whether the base ranker is fitted and ``λ`` chosen."""
+        return self.feature_names_ is not None and self.lam_ is not None
+
+    def _save_files(self, folder: Path) -> list[str]:
+        self.base_ranker.save(folder / BASE_FOLDER)
+        return [BASE_FOLDER]
+
+    def _manifest_extras(self) -> dict[str, Any]:
+        return {"lam": self.lam_, "tuning": [list(pair) for pair in self.tuning_]}
+
+    def _load_files(self, folder: Path, manifest: Mapping[str, Any]) -> None:
+        lam = manifest.get("lam")
+        if isinstance(lam, bool) or not isinstance(lam, int | float) or not 0 <= lam <= 1:
+            raise UnreadableFileError(f"{folder}: manifest has no lambda in [0, 1] ({lam!r})")
+        self.lam_ = float(lam)
+        self.tuning_ = [(float(a), float(b), float(c)) for a, b, c in manifest.get("tuning", [])]
+        self.base_ranker = type(self.base_ranker).load(folder / BASE_FOLDER)
