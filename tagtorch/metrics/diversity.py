@@ -81,7 +81,7 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-from tagtorch.metrics.functional import EmptyTargetAction, _top_order
+from tagtorch.metrics.functional import EmptyTargetAction, _top_order, dcg_discount
 
 __all__ = [
     "DIVERSITY_METRIC_NAMES",
@@ -89,6 +89,7 @@ __all__ = [
     "aip_at_k",
     "alpha_ndcg_at_k",
     "candidate_topics",
+    "check_topics",
     "diversity_metrics",
     "err_ia_at_k",
     "intra_list_distance",
@@ -130,7 +131,13 @@ def _check_action(action: str) -> None:
         raise ValueError(f"empty_target_action must be one of {_EMPTY_ACTIONS}, got {action!r}")
 
 
-def _check_topics(scores: Tensor, mask: Tensor, topics: Tensor, object_topics: Tensor) -> None:
+def check_topics(scores: Tensor, mask: Tensor, topics: Tensor, object_topics: Tensor) -> None:
+    """Checks a batch's shapes and topic probabilities (ValueError or TypeError naming them).
+
+    ``scores``, ``mask`` ``[B, L]``; ``topics`` p(z | t) ``[B, L, Z]`` in ``[0, 1]`` on real
+    candidates; ``object_topics`` p(z | o) ``[B, Z]``, ``>= 0``. Shared with the xTReD
+    re-ranker (:mod:`tagtorch.rankers.xtred`).
+    """
     _check_ranking(scores, mask)
     for name, t in (("topics", topics), ("object_topics", object_topics)):
         if not isinstance(t, Tensor):
@@ -228,10 +235,6 @@ def candidate_topics(tags: Tensor, mask: Tensor, table: Tensor) -> Tensor:
     return out * known.unsqueeze(-1).to(table.dtype)
 
 
-def _discount(n: int, dtype: torch.dtype, device: torch.device) -> Tensor:
-    return 1.0 / torch.log2(torch.arange(2, n + 2, dtype=dtype, device=device))
-
-
 def alpha_ndcg_at_k(
     scores: Tensor,
     mask: Tensor,
@@ -267,7 +270,7 @@ def alpha_ndcg_at_k(
         >>> round(value.item(), 4)  # (1 + 0.5 / log2(3)) / (1 + 1 / log2(3))
         0.8066
     """
-    _check_topics(scores, mask, topics, object_topics)
+    check_topics(scores, mask, topics, object_topics)
     _check_k(k)
     _check_action(empty_target_action)
     if not 0.0 <= alpha <= 1.0:
@@ -280,7 +283,8 @@ def alpha_ndcg_at_k(
     keep = 1.0 - alpha
     seen = torch.cumsum(top, dim=1) - top  # c_z before each rank
     gains = (weights.unsqueeze(1) * top * torch.pow(torch.as_tensor(keep, dtype=dtype), seen))
-    dcg = (gains.sum(-1) * _discount(top.shape[1], dtype, device)).sum(-1)
+    ranks = torch.arange(1, top.shape[1] + 1, dtype=dtype, device=device)
+    dcg = (gains.sum(-1) * dcg_discount(ranks)).sum(-1)
     # Greedy ideal over the real candidates: k steps over [B, L, Z].
     b, length, _ = topics.shape
     cand = topics.to(dtype) * (mask.unsqueeze(-1) & in_zo.unsqueeze(1)) * weights.unsqueeze(1)
@@ -327,7 +331,7 @@ def err_ia_at_k(
         >>> round(value.item(), 4)  # 0.5 * 1 + 0.5 * 1 / 3
         0.6667
     """
-    _check_topics(scores, mask, topics, object_topics)
+    check_topics(scores, mask, topics, object_topics)
     _check_k(k)
     _check_action(empty_target_action)
     top, in_zo, _ = _top_topics(scores, mask, topics, object_topics, k)
@@ -366,7 +370,7 @@ def s_recall_at_k(
         ...     s_recall_at_k(*args, k=2, soft=True).item(), 4)
         (0.5, 0.375)
     """
-    _check_topics(scores, mask, topics, object_topics)
+    check_topics(scores, mask, topics, object_topics)
     _check_k(k)
     _check_action(empty_target_action)
     top, in_zo, _ = _top_topics(scores, mask, topics, object_topics, k)

@@ -59,7 +59,7 @@ import torch
 from torch import Tensor
 
 from tagtorch.candidates.candidate_set import CandidateSet
-from tagtorch.metrics.diversity import alpha_ndcg_at_k
+from tagtorch.metrics.diversity import alpha_ndcg_at_k, check_topics
 from tagtorch.metrics.functional import _order, ndcg_at_k
 from tagtorch.rankers.base import BaseRanker
 from tagtorch.storage import UnreadableFileError, plain_json
@@ -77,27 +77,7 @@ Coverage = Literal["joint", "topic"]
 
 def _check(order_scores: Tensor, mask: Tensor, tag_topics: Tensor, object_topics: Tensor,
            lam: float, tau: int, coverage: str) -> None:
-    for name, t in (("order_scores", order_scores), ("mask", mask), ("tag_topics", tag_topics),
-                    ("object_topics", object_topics)):
-        if not isinstance(t, Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    if order_scores.ndim != 2 or mask.shape != order_scores.shape:
-        raise ValueError(f"order_scores and mask must have shape [B, L]; got "
-                         f"{tuple(order_scores.shape)} and {tuple(mask.shape)}")
-    if mask.dtype != torch.bool:
-        raise ValueError(f"mask must be a bool tensor, got {mask.dtype}")
-    b, length = order_scores.shape
-    if tag_topics.ndim != 3 or tag_topics.shape[:2] != (b, length):
-        raise ValueError(f"tag_topics must have shape [B, L, Z] = [{b}, {length}, Z], got "
-                         f"{tuple(tag_topics.shape)}")
-    if object_topics.shape != (b, tag_topics.shape[2]):
-        raise ValueError(f"object_topics must have shape [B, Z] = [{b}, {tag_topics.shape[2]}]"
-                         f", got {tuple(object_topics.shape)}")
-    real = tag_topics[mask]
-    if bool(((real < 0) | (real > 1) | torch.isnan(real)).any()):
-        raise ValueError("tag_topics (p(z | t)) of real candidates must lie in [0, 1]")
-    if bool(((object_topics < 0) | torch.isnan(object_topics)).any()):
-        raise ValueError("object_topics (p(z | o)) must be >= 0")
+    check_topics(order_scores, mask, tag_topics, object_topics)
     if isinstance(lam, bool) or not isinstance(lam, int | float) or not 0.0 <= lam <= 1.0:
         raise ValueError(f"lam must be a number in [0, 1], got {lam!r}")
     if isinstance(tau, bool) or not isinstance(tau, int) or tau < 1:
