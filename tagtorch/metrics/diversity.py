@@ -81,7 +81,7 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-from tagtorch.metrics.functional import EmptyTargetAction, _top_order, dcg_discount
+from tagtorch.metrics.functional import EmptyTargetAction, dcg_discount, top_rank_order
 
 __all__ = [
     "DIVERSITY_METRIC_NAMES",
@@ -193,7 +193,7 @@ def ranked_top_k(scores: Tensor, mask: Tensor, k: int) -> tuple[Tensor, Tensor]:
     if scores.shape[1] == 0:
         empty = torch.zeros(scores.shape[0], 0, dtype=torch.long, device=scores.device)
         return empty, empty.bool()
-    index = _top_order(scores, mask, k)
+    index = top_rank_order(scores, mask, k)
     return index, mask.gather(1, index)
 
 

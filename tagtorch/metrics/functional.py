@@ -75,10 +75,12 @@ __all__ = [
     "ndcg_at_k",
     "parse_metric",
     "precision_at_k",
+    "rank_order",
     "ranking_metrics",
     "recall_at_k",
     "reciprocal_rank",
     "success_at_k",
+    "top_rank_order",
 ]
 
 EmptyTargetAction = Literal["skip", "neg", "pos", "error"]
@@ -184,7 +186,7 @@ def _validate(
     return scores, labels_f, n_rel, n_present
 
 
-def _order(scores: Tensor, mask: Tensor) -> Tensor:
+def rank_order(scores: Tensor, mask: Tensor) -> Tensor:
     """``[B, L]`` candidate indices in rank order: by score, ties by position, padding last."""
     # Sort by score (descending, stable: ties keep candidate order), then move padding last
     # with a second stable sort, which keeps the order of the real candidates.
@@ -195,14 +197,14 @@ def _order(scores: Tensor, mask: Tensor) -> Tensor:
     return order.gather(-1, real_first)
 
 
-def _top_order(scores: Tensor, mask: Tensor, k: int) -> Tensor:
-    """``[B, min(k, L)]``: the first ``k`` columns of :func:`_order`, without a full sort.
+def top_rank_order(scores: Tensor, mask: Tensor, k: int) -> Tensor:
+    """``[B, min(k, L)]``: the first ``k`` columns of :func:`rank_order`, without a full sort.
 
     ``torch.topk`` finds the top ``k`` of long lists (e.g. every item) much faster than a sort,
     but leaves the order of equal scores unspecified. Its result is put in candidate order
     among equal scores; a list where scores equal to the ``k``-th one fall outside the top
     ``k`` (a tie at the cut), or with a NaN, or with fewer than ``k`` finite real scores, is
-    ranked by :func:`_order` instead.
+    ranked by :func:`rank_order` instead.
     """
     s = scores.detach()
     low = torch.full((), -math.inf, dtype=s.dtype, device=s.device)
@@ -219,7 +221,7 @@ def _top_order(scores: Tensor, mask: Tensor, k: int) -> Tensor:
     order = index.gather(-1, ranked)
     if not bool(clean.all()):
         rows = ~clean
-        order[rows] = _order(s[rows], mask[rows])[:, :width]
+        order[rows] = rank_order(s[rows], mask[rows])[:, :width]
     return order
 
 
@@ -315,7 +317,7 @@ def dcg_at_k(scores: Tensor, labels: Tensor, mask: Tensor, k: int) -> Tensor:
         >>> [round(v, 4) for v in dcg.tolist()]  # ties: candidate order
         [0.6309, 0.6309]
     """
-    top = _top_order(scores, mask, k)
+    top = top_rank_order(scores, mask, k)
     gains = labels.gather(1, top) * mask.gather(1, top)
     positions = torch.arange(1, top.shape[1] + 1, device=labels.device, dtype=labels.dtype)
     return (gains * dcg_discount(positions)).sum(-1)
@@ -338,7 +340,7 @@ def _rank(
         labels_f = labels_f.new_zeros((labels_f.shape[0], 1))
         mask = mask.new_zeros((mask.shape[0], 1))
     dtype, device = labels_f.dtype, labels_f.device
-    gains = labels_f.gather(-1, _order(scores, mask))
+    gains = labels_f.gather(-1, rank_order(scores, mask))
     length = scores.shape[1]
     width = max(length, length + ideal_width)
     positions = torch.arange(1, width + 1, device=device, dtype=dtype)

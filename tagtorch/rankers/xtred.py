@@ -60,7 +60,7 @@ from torch import Tensor
 
 from tagtorch.candidates.candidate_set import CandidateSet
 from tagtorch.metrics.diversity import alpha_ndcg_at_k, check_topics
-from tagtorch.metrics.functional import _order, ndcg_at_k
+from tagtorch.metrics.functional import ndcg_at_k, rank_order
 from tagtorch.rankers.base import BaseRanker
 from tagtorch.storage import UnreadableFileError, plain_json
 
@@ -126,7 +126,7 @@ def xtred_order(
     device = order_scores.device
     if length == 0:
         return torch.zeros(b, 0, dtype=torch.long, device=device)
-    base = _order(order_scores, mask)  # [B, L]
+    base = rank_order(order_scores, mask)  # [B, L]
     width = min(tau, length)
     window = base[:, :width]  # [B, τ']
     real = mask.gather(1, window)  # a prefix of each row: padding is ranked last
