@@ -128,7 +128,7 @@ def test_xtred_runs_through_the_protocol_with_its_stage_and_trade_off(folksonomy
     assert not {"ms_diversify", "online_ms_diversify"} & plain
     tradeoff = pd.read_csv(tmp_path / "tradeoff.csv")
     grid = tradeoff[tradeoff["method"] == "xtred_grid"]
-    assert grid["lam"].tolist() == [0.0, 0.5, 1.0]
+    assert grid["value"].tolist() == [0.0, 0.5, 1.0] and set(grid["setting"]) == {"lam"}
     assert {"val_ndcg@5", "val_alpha_ndcg@5", "seed"} <= set(tradeoff.columns)
     assert (tmp_path / "tradeoff.png").stat().st_size > 0
     assert "diversify" in (tmp_path / "report.md").read_text()

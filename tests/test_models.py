@@ -69,10 +69,10 @@ def folksonomy():
 @pytest.fixture(scope="module")
 def candidate_lists(folksonomy) -> tuple[CandidateSet, CandidateSet]:
     """V's and T's LATRE candidate lists of fold 0 (short lists; the 13 features and p_lda;
-    the categories' topics, which xTReD re-ranks by)."""
+    the categories' topics, which xTReD re-ranks by; the distances of GP_rnd's ADC)."""
     fold = tag_recommendation_folds(folksonomy, n_folds=5, seed=0)[0]
     generator = LatreCandidates(max_rule_candidates=30, device="cpu", topics=SMALL_TOPICS,
-                                diversity={"source": "categories"}).fit(
+                                diversity={"source": "categories"}, distances=True).fit(
         fold.train_objects, fold.train_tags, TermIndex.from_folksonomy(folksonomy))
     return generator(fold.val), generator(fold.test)
 

@@ -174,3 +174,39 @@ def test_bad_settings_and_missing_categories():
         fold.train_objects, fold.train_tags, terms)
     assert auto.object_topics.source_ == "lda"
     assert np.isfinite(auto(fold.val).object_topics.numpy()).all()
+
+
+def test_tag_distance_is_the_jaccard_distance_of_d_object_sets(setting, tmp_path):
+    _, fold, terms = setting
+    plain = _generator(setting)(fold.val)
+    assert plain.tag_distance is None
+    lists = LatreCandidates(max_rule_candidates=20, device="cpu", chunk_size=16,
+                            distances=True).fit(fold.train_objects, fold.train_tags,
+                                                terms)(fold.val)
+    assert torch.equal(lists.features, plain.features)
+    objects_of: dict[int, set[int]] = {}
+    for i in range(len(fold.train_tags)):
+        for tag in fold.train_tags[i].tolist():
+            objects_of.setdefault(int(tag), set()).add(i)
+    b, length = lists.tags.shape
+    assert lists.tag_distance.shape == (b, length, length)
+    assert lists.tag_distance.dtype == torch.float16
+    checked = 0
+    for row in range(0, b, 3):
+        for i in range(length):
+            for j in range(length):
+                got = float(lists.tag_distance[row, i, j])
+                if not (lists.mask[row, i] and lists.mask[row, j]):
+                    assert got == 1.0
+                    continue
+                a = objects_of.get(int(lists.tags[row, i]), set())
+                c = objects_of.get(int(lists.tags[row, j]), set())
+                want = 1.0 - len(a & c) / len(a | c) if a | c else 1.0
+                assert got == pytest.approx(want, abs=1e-3)
+                checked += 1
+    assert checked > 500
+    cache = CandidateCache(tmp_path, {"k": 2})
+    cache.get(0, "val", lambda: lists)
+    again = cache.get(0, "val", lambda: pytest.fail("rebuilt"))
+    assert torch.equal(again.tag_distance, lists.tag_distance)
+    assert torch.equal(lists[torch.tensor([1])].tag_distance, lists.tag_distance[[1]])

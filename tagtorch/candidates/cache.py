@@ -18,7 +18,7 @@ from tagtorch.storage import save_arrays
 
 log = logging.getLogger(__name__)
 
-OPTIONAL = ("tag_topics", "object_topics")
+OPTIONAL = ("tag_topics", "object_topics", "tag_distance")
 """The optional fields of a candidate set: stored when present, None when absent."""
 
 

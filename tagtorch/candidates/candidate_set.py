@@ -27,6 +27,10 @@ class CandidateSet:
             generator's topic component is off.
         object_topics: optional ``[B, Z]`` float32 ``p(z | o)``, 0 outside the object's topics
             ``Z_o``; present exactly when ``tag_topics`` is.
+        tag_distance: optional ``[B, L, L]`` float16 distance between the candidates of each
+            list, ``1 -`` Jaccard of the sets of D objects tagged with them (1 when both are
+            empty, 0 on the diagonal of a tag in D; 1 at padding), for GP_rnd's ADC terminal
+            and AILD fitness (Belém et al.); None unless the generator computes it.
     """
 
     objects: torch.Tensor
@@ -38,6 +42,7 @@ class CandidateSet:
     feature_names: tuple[str, ...]
     tag_topics: torch.Tensor | None = None
     object_topics: torch.Tensor | None = None
+    tag_distance: torch.Tensor | None = None
 
     def __post_init__(self) -> None:
         if (self.tag_topics is None) != (self.object_topics is None):

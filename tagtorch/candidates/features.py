@@ -77,6 +77,7 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from typing import Any, Self
 
 import numpy as np
@@ -102,6 +103,7 @@ from tagtorch.data.ragged import Ragged
 from tagtorch.data.splits import TagQueries
 from tagtorch.data.terms import TermIndex
 from tagtorch.devices import resolve_device
+from tagtorch.metrics.diversity import jaccard_from_counts
 from tagtorch.settings import SignatureSettings
 
 log = logging.getLogger(__name__)
@@ -193,6 +195,11 @@ class LatreCandidates(SignatureSettings):
             default; the features and candidates are the same either way): every candidate set
             also carries ``tag_topics`` ``p(z | t)`` and ``object_topics`` ``p(z | o)``, the
             topics of the xTReD diversifier and the diversity metrics.
+        distances: every candidate set also carries ``tag_distance [B, L, L]`` (float16), the
+            Jaccard distance of each pair of candidates' sets of D objects (Belém et al.,
+            Section 4.1), from the co-occurrence counts mined on D (so through the
+            ``max_train_tags`` cap), for GP_rnd (:mod:`tagtorch.rankers.gp_rnd`). Off by
+            default: it is ``L`` times larger than the features.
     """
 
     feature_names = FEATURE_NAMES
@@ -215,6 +222,7 @@ class LatreCandidates(SignatureSettings):
         device: str = "auto",
         topics: Mapping[str, Any] | None = None,
         diversity: Mapping[str, Any] | None = None,
+        distances: bool = False,
     ) -> None:
         check_rule_settings(max_antecedent, min_support, min_confidence)
         for name, cap in (("max_antecedent_tags", max_antecedent_tags),
@@ -355,13 +363,48 @@ class LatreCandidates(SignatureSettings):
                 object_topics[rows] = torch.as_tensor(self.object_topics.objects(chunk),
                                                       dtype=torch.float32)
             self._tick("features", start)
-        return CandidateSet.from_flat(
+        candidates = CandidateSet.from_flat(
             objects=torch.as_tensor(queries.objects, dtype=torch.long),
             rows=rows_t, tags=cols, features=features, labels=labels,
             n_relevant=torch.as_tensor(queries.gold_tags.lengths, dtype=torch.long),
             feature_names=self.feature_names, tag_topics=tag_topics,
             object_topics=object_topics,
         )
+        if not self.distances:
+            return candidates
+        start = time.perf_counter()
+        distance = self.tag_distance(candidates.tags, candidates.mask)
+        self._tick("features", start)
+        return replace(candidates, tag_distance=distance)
+
+    def tag_distance(self, tags: torch.Tensor, mask: torch.Tensor,
+                     max_pairs: int = 1 << 22) -> torch.Tensor:
+        """``[B, L, L]`` float16 Jaccard distances between each list's candidates (on the CPU).
+
+        ``|O_c & O_c'|`` is the support of the pair in D and ``|O_c|`` the tag's frequency in D
+        (:func:`~tagtorch.metrics.diversity.jaccard_from_counts`); padding is at distance 1.
+
+        Args:
+            tags: ``[B, L]`` candidate codes (-1 at padding).
+            mask: ``[B, L]`` bool, True at real candidates.
+            max_pairs: candidate pairs looked up at once (bounds memory).
+        """
+        if not hasattr(self, "pair_support"):
+            raise RuntimeError("call fit() before computing distances")
+        b, length = tags.shape
+        out = torch.ones(b, length, length, dtype=torch.float16)
+        step = max(1, max_pairs // max(length * length, 1))
+        for lo in range(0, b, step):
+            codes = tags[lo:lo + step].to(self.device).clamp(min=0)
+            real = mask[lo:lo + step].to(self.device)
+            left = codes.unsqueeze(2).expand(-1, -1, length)
+            right = codes.unsqueeze(1).expand(-1, length, -1)
+            inter = self.pair_support(left.reshape(-1), right.reshape(-1)).view(left.shape)
+            size = self.tag_frequency[codes]
+            distance = jaccard_from_counts(inter, size.unsqueeze(2), size.unsqueeze(1))
+            both = real.unsqueeze(2) & real.unsqueeze(1)
+            out[lo:lo + step] = torch.where(both, distance, torch.ones_like(distance)).half().cpu()
+        return out
 
     def _tick(self, stage: str, start: float) -> float:
         if self.device.type == "cuda":

@@ -127,31 +127,36 @@ def plot_learning_curves(curves: pd.DataFrame, path: str | Path, x: str = "epoch
 
 
 def plot_tradeoff(curves: pd.DataFrame, path: str | Path, x: str = "val_alpha_ndcg@5",
-                  y: str = "val_ndcg@5", setting: str = "lam") -> Path:
-    """Relevance against diversity as a setting varies, one curve per method (one PNG).
+                  y: str = "val_ndcg@5") -> Path:
+    """Relevance against diversity as a tuned setting varies, one curve per method (one PNG).
 
-    xTReD's trade-off (Belém et al., Figure 2): each method's mean over folds of ``y``
-    (NDCG@5) against ``x`` (alpha-NDCG@5) at each value of ``setting`` (``λ``, from 0 to 1),
-    the extreme values labelled.
+    The relevance-diversity trade-off of Belém et al. (Figure 2): each method's mean over folds
+    of ``y`` (NDCG@5) against ``x`` (alpha-NDCG@5) at each ``value`` of its ``setting``:
+    xTReD's ``λ`` from 0 to 1 as a line with its ends labelled, another setting (GP_rnd's
+    ``α``) as labelled points.
 
     Args:
-        curves: columns ``method``, ``seed`` (the fold), ``setting``, ``x`` and ``y``.
+        curves: columns ``method``, ``seed`` (the fold), ``setting`` (its name), ``value``,
+            ``x`` and ``y``.
         path: the PNG file to write.
         x: the diversity column (horizontal axis).
         y: the relevance column (vertical axis).
-        setting: the varied setting's column.
     """
-    means = curves.groupby(["method", setting], sort=True)[[x, y]].mean().reset_index()
+    means = (curves.groupby(["method", "setting", "value"], sort=True)[[x, y]].mean()
+             .reset_index())
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
-    for method, group in means.groupby("method", sort=False):
-        ax.plot(group[x], group[y], marker="o", markersize=3, label=str(method))
-        for end in (group.iloc[0], group.iloc[-1]):
-            ax.annotate(f"{setting}={end[setting]:g}", (end[x], end[y]), fontsize=7,
+    for (method, setting), group in means.groupby(["method", "setting"], sort=False):
+        line = "-" if setting == "lam" else ":"
+        ax.plot(group[x], group[y], marker="o" if setting == "lam" else "s", markersize=3,
+                linestyle=line, label=f"{method} ({setting})")
+        labelled = [group.iloc[0], group.iloc[-1]] if setting == "lam" else \
+            [row for _, row in group.iterrows()]
+        for end in labelled:
+            ax.annotate(f"{setting}={end['value']:g}", (end[x], end[y]), fontsize=7,
                         textcoords="offset points", xytext=(4, 4))
     ax.set_xlabel(f"{x} (mean over folds)")
     ax.set_ylabel(f"{y} (mean over folds)")
-    ax.set_title(f"{y} against {x} as {setting} goes from "
-                 f"{means[setting].min():g} to {means[setting].max():g}")
+    ax.set_title(f"{y} against {x} on V")
     ax.legend(fontsize=8)
     fig.tight_layout()
     return _save(fig, path)

@@ -5,8 +5,9 @@ ranker learn on V, score T, and compute per-object metrics. The run writes ``res
 (``method, fold, metric, value``), ``per_object.csv.gz`` (the per-object values behind the
 paired tests), ``report.md`` (mean ± 95% CI over folds, significance against the first method,
 recommendation time per stage), the test rankings as TREC run files and the gold tags as
-``qrels.trec``, for xTReD methods the relevance-diversity trade-off on V (``tradeoff.csv``,
-``tradeoff.png``: NDCG@5 against alpha-NDCG@5 as λ goes from 0 to 1), and a bar chart of
+``qrels.trec``, for xTReD and GP_rnd methods the relevance-diversity trade-off on V
+(``tradeoff.csv``, ``tradeoff.png``: NDCG@5 against alpha-NDCG@5 as λ goes from 0 to 1, and
+GP_rnd's points for its ``α`` values), and a bar chart of
 NDCG@k with confidence whiskers (``ndcg@5.png``).
 
 Recommendation time is split into the paper's four stages (Table VII): lazy rule generation
@@ -403,13 +404,16 @@ class TagRecommendationProtocol(SignatureSettings):
 
 
 def _tradeoff(ranker: Ranker, name: str, fold: int) -> pd.DataFrame | None:
-    """An xTReD ranker's relevance-diversity trade-off on V (``λ``, NDCG@k, alpha-NDCG@k)."""
+    """A tuned ranker's relevance-diversity trade-off on V, or None if it tuned nothing.
+
+    For each value of its tuned setting (xTReD's ``λ``, GP_rnd's ``α``): NDCG@k, alpha-NDCG@k.
+    """
     tuning = getattr(ranker, "tuning_", None)
     if not tuning:
         return None
     k = getattr(ranker, "k", 5)
-    frame = pd.DataFrame(tuning, columns=["lam", f"val_ndcg@{k}", f"val_alpha_ndcg@{k}"])
-    return frame.assign(method=name, seed=fold)
+    frame = pd.DataFrame(tuning, columns=["value", f"val_ndcg@{k}", f"val_alpha_ndcg@{k}"])
+    return frame.assign(method=name, seed=fold, setting=getattr(ranker, "tuned_setting", "lam"))
 
 
 def _run_lines(test: CandidateSet, scores: torch.Tensor, run_name: str) -> list[str]:

@@ -95,6 +95,7 @@ __all__ = [
     "intra_list_distance",
     "inverse_tag_frequency",
     "jaccard_distance",
+    "jaccard_from_counts",
     "ranked_top_k",
     "s_recall_at_k",
     "tag_incidence",
@@ -478,10 +479,35 @@ def jaccard_distance(tag_ids: Tensor, incidence: Tensor, valid: Tensor | None = 
         inter = torch.zeros(n, k, k, dtype=torch.float32, device=device)
         inter.index_add_(0, uniq // n_objects, member.unsqueeze(2) * member.unsqueeze(1))
         size = ln.view(n, k).to(torch.float32)
-        union = size.unsqueeze(2) + size.unsqueeze(1) - inter
-        out[lo:hi] = torch.where(union > 0, 1.0 - inter / union.clamp(min=1),
-                                 torch.ones_like(union))
+        out[lo:hi] = jaccard_from_counts(inter, size.unsqueeze(2), size.unsqueeze(1))
     return out
+
+
+def jaccard_from_counts(intersection: Tensor, size_a: Tensor, size_b: Tensor) -> Tensor:
+    """``1 - |A & B| / |A | B|`` from the set sizes and their intersection, 1 when both are empty.
+
+    The distance of Belém et al. (Section 4.1) between two tags' sets of training objects;
+    :func:`jaccard_distance` counts the intersections from an incidence matrix, the candidate
+    generator from its co-occurrence counts.
+
+    Args:
+        intersection: ``|A & B|``, any shape broadcastable with the sizes.
+        size_a: ``|A|``.
+        size_b: ``|B|``.
+
+    Returns:
+        The broadcast distances, float32 (float64 if any input is float64).
+
+    Example:
+        >>> d = jaccard_from_counts(torch.tensor([1, 0, 0]), torch.tensor([2, 1, 0]),
+        ...                         torch.tensor([2, 1, 0]))
+        >>> [round(v, 4) for v in d.tolist()]
+        [0.6667, 1.0, 1.0]
+    """
+    dtype = _dtype(intersection, size_a, size_b)
+    inter = intersection.to(dtype)
+    union = size_a.to(dtype) + size_b.to(dtype) - inter
+    return torch.where(union > 0, 1.0 - inter / union.clamp(min=1), torch.ones_like(union))
 
 
 def intra_list_distance(distance: Tensor, valid: Tensor, pairs: Pairs = "present",

@@ -270,25 +270,45 @@ def _guard(scores: Tensor, mask: Tensor) -> Tensor:
     return torch.where(mask, finite, torch.full_like(finite, -math.inf))
 
 
-def _dcg_top_k(guarded: Tensor, labels: Tensor, k: int) -> Tensor:
-    """``[B]`` DCG@k of guarded scores (finite, -inf at padding), by ``k`` arg-max passes.
+def top_k_positions(guarded: Tensor, k: int) -> tuple[Tensor, Tensor]:
+    """The top ``k`` candidates of guarded scores (finite, -inf at padding), by arg-max passes.
 
     ``argmax`` returns the first maximum, so ties go to the earlier candidate, as in a stable
     descending sort (the ranking of :func:`tagtorch.metrics.functional.dcg_at_k`, whose sort
-    of whole lists this avoids). ``guarded`` is overwritten. The DCG is accumulated rank by
-    rank, as the GP fitness always was: another summation order would round differently and
-    could change which individuals survive.
+    of whole lists this avoids). ``guarded`` is overwritten.
+
+    Args:
+        guarded: ``[B, L]`` scores from :func:`_guard`.
+        k: cut-off.
+
+    Returns:
+        ``[B, min(k, L)]`` candidate positions in rank order and ``[B, min(k, L)]`` bool, False
+        where a list has fewer real candidates than the rank.
     """
     b, length = guarded.shape
-    dcg = torch.zeros(b, dtype=labels.dtype, device=labels.device)
-    if length == 0:
-        return dcg
+    width = min(k, length)
+    positions = torch.zeros(b, width, dtype=torch.long, device=guarded.device)
+    real = torch.zeros(b, width, dtype=torch.bool, device=guarded.device)
     rows = torch.arange(b, device=guarded.device)
-    for rank in range(min(k, length)):
+    for rank in range(width):
         best = guarded.argmax(-1)
-        real = guarded[rows, best] > -math.inf
-        dcg += torch.where(real, labels[rows, best], torch.zeros_like(dcg)) / math.log2(rank + 2)
+        positions[:, rank] = best
+        real[:, rank] = guarded[rows, best] > -math.inf
         guarded[rows, best] = -math.inf
+    return positions, real
+
+
+def _dcg_at_positions(positions: Tensor, real: Tensor, labels: Tensor) -> Tensor:
+    """``[B]`` DCG of the ranked positions of :func:`top_k_positions`.
+
+    Accumulated rank by rank, as the GP fitness always was: another summation order would
+    round differently and could change which individuals survive.
+    """
+    dcg = torch.zeros(labels.shape[0], dtype=labels.dtype, device=labels.device)
+    gains = labels.gather(1, positions)
+    for rank in range(positions.shape[1]):
+        dcg += torch.where(real[:, rank], gains[:, rank], torch.zeros_like(dcg)) \
+            / math.log2(rank + 2)
     return dcg
 
 
@@ -328,7 +348,7 @@ def ndcg_top_k(
         n_relevant = (labels > 0).sum(-1)
     if idcg is None:
         idcg = ideal_dcg(labels, mask, k, n_relevant)
-    dcg = _dcg_top_k(_guard(scores, mask), labels, k)
+    dcg = _dcg_at_positions(*top_k_positions(_guard(scores, mask), k), labels)
     ndcg = dcg / torch.where(idcg > 0, idcg, torch.ones_like(idcg))
     return torch.where(n_relevant > 0, ndcg, torch.full_like(ndcg, math.nan))
 
@@ -340,16 +360,22 @@ class _Lists:
     in the denominator ``n_counted`` (the lists with ``n_relevant > 0``).
     """
 
-    def __init__(self, lists: CandidateSet, k: int) -> None:
+    def __init__(self, lists: CandidateSet, k: int, terminals: Tensor,
+                 keep: Tensor | None = None) -> None:
+        """Keeps ``keep`` of ``lists`` (default: those with a relevant candidate).
+
+        ``terminals`` are the lists' ``[B, L, F']`` tree inputs, ``k`` the NDCG cut-off.
+        """
         mask = lists.mask
         labels = torch.where(mask, lists.labels.float(), torch.zeros(()))
-        useful = (labels > 0).any(-1)
+        self.useful = (labels > 0).any(-1)
+        keep = self.useful if keep is None else keep
         self.n_counted = int((lists.n_relevant > 0).sum())
-        features = torch.where(mask.unsqueeze(-1), lists.features.float(), torch.zeros(()))
-        self.columns = features[useful].movedim(-1, 0).contiguous()  # [F, B', L]
-        self.labels = labels[useful]
-        self.mask = mask[useful]
-        self.idcg = ideal_dcg(self.labels, self.mask, k, lists.n_relevant[useful])
+        features = torch.where(mask.unsqueeze(-1), terminals.float(), torch.zeros(()))
+        self.columns = features[keep].movedim(-1, 0).contiguous()  # [F', B', L]
+        self.labels = labels[keep]
+        self.mask = mask[keep]
+        self.idcg = ideal_dcg(self.labels, self.mask, k, lists.n_relevant[keep])
         self.k = k
 
     def fitness(self, function: Callable[[Tensor], Tensor]) -> float:
@@ -455,6 +481,19 @@ class GPRanker(BaseRanker):
         toolbox.decorate("mutate", limit)
         return toolbox
 
+    def terminal_names(self) -> tuple[str, ...]:
+        """The trees' variables: the training features (subclasses may add terminals)."""
+        assert self.feature_names_ is not None
+        return self.feature_names_
+
+    def terminals(self, batch: CandidateSet) -> Tensor:
+        """``[B, L, F']`` values of :meth:`terminal_names` for a batch: its features."""
+        return batch.features
+
+    def _training_lists(self, lists: CandidateSet) -> _Lists:
+        """The training lists prepared for the fitness (the mean NDCG@k)."""
+        return _Lists(lists, self.k, self.terminals(lists))
+
     def _set_tree(self, tree: gp.PrimitiveTree) -> None:
         assert self._pset is not None
         self._tree = gp.PrimitiveTree(tree)
@@ -493,12 +532,12 @@ class GPRanker(BaseRanker):
         np.random.seed(self.seed)
         rng = np.random.default_rng(self.seed)
         self.feature_names_ = tuple(train.feature_names)
-        pset = self._pset = make_primitive_set(self.feature_names_)
+        pset = self._pset = make_primitive_set(self.terminal_names())
         toolbox = self._toolbox(pset)
         counted = torch.nonzero(train.n_relevant > 0).squeeze(-1)
         sampling = self.fitness_sample is not None and self.fitness_sample < len(counted)
         pool = train[counted] if sampling else train  # type: ignore[index]
-        everything = _Lists(train, self.k)
+        everything = self._training_lists(train)
         full_cache: dict[str, float] = {}
 
         def evaluate(individuals: list[_Individual], lists: _Lists,
@@ -516,7 +555,7 @@ class GPRanker(BaseRanker):
             assert self.fitness_sample is not None
             rows = np.sort(rng.choice(len(pool), size=self.fitness_sample, replace=False))
             sample = pool[torch.as_tensor(rows, device=counted.device)]  # type: ignore[index]
-            return _Lists(sample, self.k), {}
+            return self._training_lists(sample), {}
 
         hall = tools.HallOfFame(1)
         champions: dict[str, _Individual] = {}
@@ -602,7 +641,7 @@ class GPRanker(BaseRanker):
             raise RuntimeError("the ranker is not fitted: call fit() or load()")
         self.check_features(batch)
         with torch.inference_mode():
-            scores = self._function(batch.features)
+            scores = self._function(self.terminals(batch))
         info = torch.finfo(scores.dtype)
         return torch.nan_to_num(scores, nan=info.min, posinf=info.max, neginf=info.min)
 
@@ -631,7 +670,7 @@ class GPRanker(BaseRanker):
         if not isinstance(expression, str):
             raise UnreadableFileError(f"{path}: expected an 'expression' string")
         self.fitness = state.get("fitness")
-        self._pset = make_primitive_set(self.feature_names_)
+        self._pset = make_primitive_set(self.terminal_names())
         # DEAP's parser hands every token it does not know to Python's evaluator: admit only
         # primitives, the features and plain decimal constants (what save writes), so nothing
         # else is evaluated

@@ -230,6 +230,9 @@ class XTReD(BaseRanker):
             ranker's scoring excluded).
     """
 
+    tuned_setting = "lam"
+    """The setting ``tuning_`` varies (the trade-off figure labels its points with it)."""
+
     def __init__(self, base: Mapping[str, Any], lam: float = 1.0, tau: int = 25,
                  lam_grid: Sequence[float] | None = None, max_loss: float = 0.03, k: int = 5,
                  coverage: Coverage = "joint", batch_size: int = 4096) -> None:
