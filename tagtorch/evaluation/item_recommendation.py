@@ -3,13 +3,16 @@
 For each seed: the p-core of the folksonomy is split at random, by posts by default (80% train,
 20% test; a part of train held out for early stopping;
 :func:`tagtorch.itemrec.data.item_recommendation_data`), every
-configured model learns from the training triples, and ranks all items for every test query
-``(user, tag)``. Metrics per query: NDCG@k and P@k for k = 1..10 and MAP (linear gain, the
+configured model learns from the training triples, and ranks all items for every test query:
+a ``(user, tag)`` pair (``query="user_tag"``) or a user (``query="user"``, the paper's protocol:
+the models' tag-level scores aggregated over tags; :mod:`tagtorch.itemrec.data`). Metrics per
+query: NDCG@k and P@k for k = 1..10 and MAP (linear gain, the
 queries' known training items excluded from the ranking). The run writes, like every tagtorch
 evaluation, ``results.csv`` (``method, fold, metric, value``, where ``fold`` is the seed),
 ``per_object.csv.gz`` (per query), ``report.md`` (mean ± 95% CI over the seeds, paired tests of
 every pair of methods, Holm-corrected), ``run.METHOD.trec`` (``run.trec`` for a lone method; the
-top ``trec_depth`` items per test query of the first seed; query ids ``u{user}t{tag}``),
+top ``trec_depth`` items per test query of the first seed; query ids ``u{user}t{tag}``
+or ``u{user}``),
 ``qrels.trec`` (the first seed's test queries), the learning curves of
 the trained models (``curves.csv``: train and validation DCG@10 per epoch;
 ``learning_curve.png``), and each fitted model into the checkpoint folder
@@ -56,7 +59,7 @@ from tagtorch.evaluation.plots import plot_learning_curves
 from tagtorch.evaluation.runs import MethodOutcome, MetricLogger, RunPieces, methods_of, write_run
 from tagtorch.evaluation.trec import qrels_lines, ranked_lines, run_file_names
 from tagtorch.itemrec.base import ItemRanker, score_queries
-from tagtorch.itemrec.data import ItemRecData, Queries, item_recommendation_data
+from tagtorch.itemrec.data import ItemRecData, item_recommendation_data
 from tagtorch.metrics.functional import ranking_metrics
 from tagtorch.settings import SignatureSettings
 from tagtorch.storage import atomic_write
@@ -78,6 +81,11 @@ class ItemRecommendationTask(SignatureSettings):
         val_fraction: share of the training triples held out for early stopping.
         split: ``"posts"`` (the paper's protocol as we read it) or ``"triples"``: the units
             split at random (see :mod:`tagtorch.itemrec.data`).
+        query: ``"user_tag"``: a query per test ``(user, tag)`` pair; ``"user"``: a query per
+            test user ranking every item the user did not tag in training, the paper's
+            protocol (:mod:`tagtorch.itemrec.data`); validation queries are of the same kind.
+        aggregate: per-user queries: item scores from tag-level scores by ``"max"`` over all
+            tags (the paper's literal reading) or ``"profile"`` (``sum_t P(t | u) s(u, i, t)``).
         ks: cut-offs of NDCG and P.
         metrics: metric families (``ndcg``, ``precision``, ``map``, ...).
         batch_size: queries scored per batch.
@@ -95,6 +103,8 @@ class ItemRecommendationTask(SignatureSettings):
         test_fraction: float = 0.2,
         val_fraction: float = 0.25,
         split: str = "posts",
+        query: str = "user_tag",
+        aggregate: str = "max",
         ks: Sequence[int] = tuple(range(1, 11)),
         metrics: Sequence[str] = ("ndcg", "precision", "map"),
         batch_size: int = 1024,
@@ -114,7 +124,8 @@ class ItemRecommendationTask(SignatureSettings):
         """The split of one seed."""
         return item_recommendation_data(folksonomy, p=self.p, test_fraction=self.test_fraction,
                                         val_fraction=self.val_fraction, seed=seed,
-                                        split=self.split_by)
+                                        split=self.split_by, query=self.query,
+                                        aggregate=self.aggregate)
 
     def _make(self, node: Mapping[str, Any], name: str, dataset: str,
               seed: int) -> tuple[ItemRanker, Path | None]:
@@ -150,7 +161,7 @@ class ItemRecommendationTask(SignatureSettings):
             data = self.split(folksonomy, seed)
             if write_trec:
                 queries = data.test_queries
-                qrels = qrels_lines(_query_ids(queries, range(len(queries))), queries.gold)
+                qrels = qrels_lines(queries.ids(range(len(queries))), queries.gold)
             for name, node in models.items():
                 if (seed, name) not in done:
                     done[seed, name] = self._run_model(folksonomy, data, seed, name, node,
@@ -183,7 +194,8 @@ class ItemRecommendationTask(SignatureSettings):
         The seed whose rankings go to the TREC files is part of it: its pieces hold them.
         """
         protocol = [self.p, self.test_fraction, self.val_fraction, self.split_by, self.ks,
-                    self.metrics, self.trec_depth, self.seeds[0] if self.trec_depth else None]
+                    self.metrics, self.trec_depth, self.seeds[0] if self.trec_depth else None,
+                    self.query, self.aggregate]
         data = folksonomy.fingerprint()
         return {name: json.dumps({"data": data, "method": config, "protocol": protocol},
                                  sort_keys=True, default=str)
@@ -229,19 +241,15 @@ class ItemRecommendationTask(SignatureSettings):
         seconds = 0.0
         start = time.perf_counter()
         for rows, scores, labels, mask in score_queries(model, data.test_queries, data.n_items,
-                                                        self.batch_size):
+                                                        data.n_tags, self.batch_size):
             seconds += time.perf_counter() - start
             parts.append(ranking_metrics(scores, labels, mask, ks=self.ks, metrics=self.metrics))
             if lines is not None:
                 masked = scores.masked_fill(~mask, -torch.inf)
                 depth = min(self.trec_depth, scores.shape[-1])
                 top = torch.topk(masked, depth, dim=-1, sorted=True)
-                lines += ranked_lines(_query_ids(data.test_queries, rows), top.indices.numpy(),
+                lines += ranked_lines(data.test_queries.ids(rows), top.indices.numpy(),
                                       np.isfinite(top.values.numpy()), name, depth)
             start = time.perf_counter()
         return {k: torch.cat([p[k] for p in parts]) for k in parts[0]}, seconds, lines
 
-
-def _query_ids(queries: Queries, rows: Sequence[int] | np.ndarray) -> list[str]:
-    """TREC query ids ``u{user}t{tag}`` of the queries at ``rows``."""
-    return [f"u{int(queries.users[row])}t{int(queries.tags[row])}" for row in rows]

@@ -33,7 +33,7 @@ from pytorch_lightning.callbacks import ModelCheckpoint
 from torch import Tensor, nn
 from torch.utils.data import DataLoader
 
-from tagtorch.itemrec.data import ItemRecData, Queries, UserTagSets
+from tagtorch.itemrec.data import ItemRecData, Queries, TagProfile, UserTagSets
 from tagtorch.metrics import functional
 from tagtorch.metrics.retrieval import DCG
 from tagtorch.settings import SignatureSettings
@@ -51,7 +51,14 @@ from tagtorch.training import epoch_mean, fit_best
 
 log = logging.getLogger(__name__)
 
-__all__ = ["FactorModel", "ItemRanker", "dcg_at_k", "score_queries"]
+__all__ = [
+    "FactorModel",
+    "ItemRanker",
+    "dcg_at_k",
+    "query_scores",
+    "score_queries",
+    "user_scores",
+]
 
 
 @runtime_checkable
@@ -91,15 +98,86 @@ def dcg_at_k(scores: Tensor, labels: Tensor, mask: Tensor, k: int = 10) -> Tenso
     return functional.dcg_at_k(scores, labels.to(scores.dtype), mask, k)
 
 
-def score_queries(ranker: ItemRanker, queries: Queries, n_items: int, batch_size: int = 1024,
+def user_scores(ranker: ItemRanker, users: Tensor, profile: TagProfile, aggregate: str,
+                n_items: int, n_tags: int, budget: int = 1 << 24) -> Tensor:
+    """``[B, n_items]`` item scores of users from the ranker's tag-level scores.
+
+    The per-user queries of the Do-Rank paper (:mod:`tagtorch.itemrec.data`): ``"max"`` takes
+    ``max_t s(u, i, t)`` over all ``n_tags`` tags, ``"profile"`` sums ``P(t | u) s(u, i, t)``
+    over the user's training tags. A ranker with a ``user_aggregate`` attribute (the
+    two-dimensional model: ``"profile"``, its per-user form) uses that instead. Tag-level
+    scores are computed ``budget`` values at a time (a block of (user, tag) pairs), never as
+    a dense users x tags x items tensor.
+
+    Args:
+        ranker: scores ``(users [N], tags [N]) -> [N, n_items]``.
+        users: ``[B]`` the users.
+        profile: their tag profiles, one row per user (for ``"profile"``).
+        aggregate: ``"max"`` or ``"profile"``.
+        n_items: the items scored.
+        n_tags: the tags of the ``"max"`` aggregation.
+        budget: tag-level scores computed at once.
+
+    Example:
+        >>> class Toy:  # s(u, i, t) = (t + 1) * i for two items
+        ...     def score(self, users, tags):
+        ...         return (tags.float() + 1).unsqueeze(1) * torch.tensor([[0.0, 1.0]])
+        >>> from tagtorch.data.ragged import Ragged
+        >>> prof = TagProfile(Ragged.from_lists([[0, 2]]), np.array([0.5, 0.5], np.float32))
+        >>> user_scores(Toy(), torch.tensor([0]), prof, "max", 2, 3).tolist()
+        [[0.0, 3.0]]
+        >>> user_scores(Toy(), torch.tensor([0]), prof, "profile", 2, 3).tolist()
+        [[0.0, 2.0]]
+    """
+    aggregate = getattr(ranker, "user_aggregate", None) or aggregate
+    b = len(users)
+    if aggregate == "max":
+        step = max(1, budget // max(b * n_items, 1))
+        out: Tensor | None = None
+        for start in range(0, n_tags, step):
+            tags = torch.arange(start, min(start + step, n_tags), device=users.device)
+            scores = ranker.score(users.repeat_interleave(len(tags)), tags.repeat(b))
+            best = scores.float().view(b, len(tags), -1).amax(1)
+            out = best if out is None else torch.maximum(out, best)
+        assert out is not None, "no tag to aggregate over"
+        return out
+    if aggregate != "profile":
+        raise ValueError(f"aggregate must be 'max' or 'profile', got {aggregate!r}")
+    rows = torch.from_numpy(profile.tags.row_ids).to(users.device)
+    tags = torch.from_numpy(np.asarray(profile.tags.values, dtype=np.int64)).to(users.device)
+    weights = torch.from_numpy(profile.weights).to(users.device)
+    out = None
+    step = max(1, budget // max(n_items, 1))
+    for start in range(0, len(rows), step):
+        part = slice(start, start + step)
+        scores = ranker.score(users[rows[part]], tags[part]).float()
+        if out is None:
+            out = torch.zeros(b, scores.shape[1], device=scores.device)
+        out.index_add_(0, rows[part].to(scores.device),
+                       scores * weights[part].to(scores.device).unsqueeze(1))
+    return out if out is not None else torch.zeros(b, n_items, device=users.device)
+
+
+def query_scores(ranker: ItemRanker, queries: Queries, rows: np.ndarray, n_items: int,
+                 n_tags: int, device: torch.device | str = "cpu") -> Tensor:
+    """``[b, n_items]`` scores of the queries at ``rows``: per (user, tag), or per user."""
+    users = torch.from_numpy(queries.users[rows]).to(device)
+    if not queries.per_user:
+        return ranker.score(users, torch.from_numpy(queries.tags[rows]).to(device))
+    assert queries.profile is not None and queries.aggregate is not None
+    return user_scores(ranker, users, queries.profile.take(rows), queries.aggregate, n_items,
+                       n_tags)
+
+
+def score_queries(ranker: ItemRanker, queries: Queries, n_items: int, n_tags: int,
+                  batch_size: int = 1024,
                   ) -> Iterator[tuple[np.ndarray, Tensor, Tensor, Tensor]]:
     """Scores queries in batches: yields ``(rows, scores, labels, mask)``, each ``[b, I]``."""
     for start in range(0, len(queries), batch_size):
         rows = np.arange(start, min(start + batch_size, len(queries)))
         labels, mask = queries.batch(rows, n_items)
         with torch.no_grad():
-            scores = ranker.score(torch.from_numpy(queries.users[rows]),
-                                  torch.from_numpy(queries.tags[rows])).float().cpu()
+            scores = query_scores(ranker, queries, rows, n_items, n_tags).float().cpu()
         yield rows, scores, labels, mask
 
 
@@ -230,6 +308,7 @@ class FactorModel(SignatureSettings, pl.LightningModule):
         self._key: str | None = None
         self._loader_generator: torch.Generator | None = None
         self.data: ItemRecData | None = None
+        self._train_sample: Queries | None = None
         self.best_epoch_: int | None = None
         self.history_: list[dict[str, float]] = []
         self.val_dcg = DCG(10)  # the validation queries' DCG@10: early stopping
@@ -287,10 +366,18 @@ class FactorModel(SignatureSettings, pl.LightningModule):
 
     def validation_step(self, batch: list[Tensor], batch_idx: int,
                         dataloader_idx: int = 0) -> None:
-        """DCG@10 of validation queries (loader 0) or of training sets (loader 1)."""
-        users, tags, labels, mask = batch
+        """DCG@10 of validation queries (loader 0) or of training sets (loader 1).
+
+        Validation queries are of the test queries' kind: per (user, tag) or per user.
+        """
+        rows, labels, mask = batch
         metric = self.val_dcg if dataloader_idx == 0 else self.train_dcg
-        metric.update(self.score(users, tags), labels, mask)
+        assert self.data is not None
+        queries = self.data.val_queries if dataloader_idx == 0 else self._train_sample
+        assert queries is not None
+        scores = query_scores(self, queries, rows.cpu().numpy(), self.data.n_items,
+                              self.data.n_tags, device=labels.device)
+        metric.update(scores, labels, mask)
 
     def on_validation_epoch_end(self) -> None:
         """Logs ``val/dcg@10`` (the early-stopping monitor) and ``train/dcg@10``."""
@@ -471,8 +558,7 @@ class FactorModel(SignatureSettings, pl.LightningModule):
         def collate(rows: list[int]) -> list[Tensor]:
             index = np.asarray(rows)
             labels, mask = queries.batch(index, n_items)
-            return [torch.from_numpy(queries.users[index]),
-                    torch.from_numpy(queries.tags[index]), labels, mask]
+            return [torch.from_numpy(index), labels, mask]
 
         return DataLoader(_SetIndex(len(queries)), batch_size=512, collate_fn=collate)
 
@@ -523,11 +609,12 @@ class FactorModel(SignatureSettings, pl.LightningModule):
                 (folder / name).unlink(missing_ok=True)
         # the batch order's generator: its state is checkpointed and restored on resumption
         self._loader_generator = torch.Generator().manual_seed(self.seed)
+        self._train_sample = self._train_queries(data)
         try:
             best = fit_best(
                 self, self._train_loader(data.train_sets, self._loader_generator),
                 [self._query_loader(data.val_queries, data.n_items),
-                 self._query_loader(self._train_queries(data), data.n_items)],
+                 self._query_loader(self._train_sample, data.n_items)],
                 monitor="val/dcg@10", folder=folder, best_name="best", patience=self.patience,
                 trainer=self.init_args["trainer"], max_epochs=50, extra_callbacks=[latest],
                 ckpt_path=resume, fit_context=_quiet_deterministic, num_sanity_val_steps=0)
@@ -535,6 +622,7 @@ class FactorModel(SignatureSettings, pl.LightningModule):
             (folder / "last.ckpt").unlink(missing_ok=True)  # finished: a later fit starts over
         finally:
             self.data = None
+            self._train_sample = None
             self._loader_generator = None
             if scratch is not None:
                 scratch.cleanup()

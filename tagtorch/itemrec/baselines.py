@@ -8,8 +8,14 @@
 - :class:`TwoDimensional`, in the spirit of CTS (the tensor flattened into a user x item and a
   tag x item matrix): ``s(u, i, t) = (1 - beta) P(i | u) + beta P(i | t)``, each the row of the
   count matrix normalized to sum 1, with additive smoothing ``alpha``.
+  For per-user queries its per-user form is ``(1 - beta) P(i | u) + beta sum_t P(t | u)
+  P(i | t)`` (``user_aggregate = "profile"``, whatever the task's aggregation): with the post
+  split the ``P(i | u)`` term is constant over the ranked items, so it ranks by
+  ``sum_t P(t | u) P(i | t)``.
 - :class:`MostPopular`: the items most often tagged with the query's tag (ties broken by the
   items' overall popularity).
+- :class:`GlobalPopularity`: the items most often tagged overall, whatever the user and tag
+  (the per-user baseline of the paper's protocol).
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from tagtorch.itemrec.dorank import CPModel
 from tagtorch.settings import SignatureSettings
 from tagtorch.storage import UnreadableFileError, load_array_model, save_array_model
 
-__all__ = ["MostPopular", "ProbabilisticCP", "TwoDimensional"]
+__all__ = ["GlobalPopularity", "MostPopular", "ProbabilisticCP", "TwoDimensional"]
 
 
 class ProbabilisticCP(CPModel):
@@ -119,6 +125,8 @@ class TwoDimensional(_CountModel):
     """
 
     _arrays = ("user_item", "tag_item")
+    user_aggregate = "profile"
+    """Per-user queries score ``sum_t P(t | u) s(u, i, t)`` (the model's per-user form)."""
 
     def __init__(self, beta: float = 0.5, alpha: float = 0.01) -> None:
         if not 0.0 <= beta <= 1.0:
@@ -175,3 +183,30 @@ class MostPopular(_CountModel):
         assert self.tag_item is not None and self.item is not None
         ties = torch.from_numpy(self.item / (self.item.max() + 1.0))
         return torch.from_numpy(self.tag_item[tags.cpu().numpy()]) + ties
+
+
+class GlobalPopularity(_CountModel):
+    """Items ranked by their number of training triples, for every user and tag.
+
+    Example:
+        >>> model = GlobalPopularity()
+        >>> model.item = np.array([1.0, 5.0, 3.0], dtype=np.float32)
+        >>> model.score(torch.tensor([7, 8]), torch.tensor([0, 1])).argmax(-1).tolist()
+        [1, 1]
+    """
+
+    _arrays = ("item",)
+
+    def __init__(self) -> None:
+        self.item: np.ndarray | None = None
+
+    def fit(self, data: ItemRecData) -> Self:
+        """Counts the training triples per item."""
+        self.item = np.bincount(data.train[:, 1], minlength=data.n_items).astype(np.float32)
+        return self
+
+    def score(self, users: Tensor, tags: Tensor) -> Tensor:
+        """``[B, n_items]``: the items' training counts, the same row for every query."""
+        self._check_fitted()
+        assert self.item is not None
+        return torch.from_numpy(self.item).to(users.device).expand(len(users), -1)

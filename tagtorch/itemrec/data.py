@@ -29,6 +29,19 @@ then by construction new to its user, and a post already made is not recommended
 other item of the core is a candidate, so each query ranks all ``n_items`` items at once: the
 batches are ``scores [B, n_items]``, ``labels [B, n_items]``, ``mask [B, n_items]``.
 
+**Per-user queries** (``query="user"``, the paper's protocol; ``"user_tag"`` above is the
+default of the data layer): the Do-Rank paper recommends items to a user, "the item recommended
+list is generated for user ... [in des]cending order of the computed preference scores over all
+items under all tags", and "the item predicted preference scores must be calculated for the
+whole available tags before being sorted". Then there is one query per evaluated user; its gold
+items are the user's items in the evaluated part, its known items (excluded) the user's items
+in the data the model learned from, and the models' tag-level scores ``s(u, i, t)`` become one
+score per item by an aggregation (:func:`tagtorch.itemrec.base.user_scores`): ``"max"`` over all
+tags (the literal reading of "over all items under all tags") or ``"profile"``,
+``sum_t P(t | u) s(u, i, t)`` over the user's own training tags (``P(t | u)``: the share of the
+user's training triples with tag ``t``). Such queries carry ``tags = -1``, the aggregation and
+the users' tag profiles.
+
 User-Tag-Set (UTS) relevance, for the training sets: for each observed training pair ``(u, t)``,
 the items ``u`` tagged with ``t`` are **positive**, the items ``u`` tagged with other tags only
 are **neutral**, and the items ``u`` never tagged are **negative**.
@@ -49,7 +62,15 @@ from tagtorch.data.splits import p_core, random_post_split
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ItemRecData", "Queries", "UserTagSets", "item_recommendation_data"]
+__all__ = [
+    "AGGREGATES",
+    "QUERY_KINDS",
+    "ItemRecData",
+    "Queries",
+    "TagProfile",
+    "UserTagSets",
+    "item_recommendation_data",
+]
 
 
 @dataclass(frozen=True)
@@ -91,23 +112,80 @@ class UserTagSets:
         return torch.from_numpy(items), torch.from_numpy(mask)
 
 
+AGGREGATES = ("max", "profile")
+"""How per-user queries turn tag-level scores into item scores (module docstring)."""
+
+QUERY_KINDS = ("user_tag", "user")
+"""The kinds of evaluation queries: ``(user, tag)`` pairs, or users (module docstring)."""
+
+
+@dataclass(frozen=True)
+class TagProfile:
+    """Each user's training tags and ``P(t | u)``, the share of the user's triples with ``t``.
+
+    Attributes:
+        tags: the tags of each user, one row per user (sorted).
+        weights: ``P(t | u)`` of each entry of ``tags.values`` (each row sums to 1).
+    """
+
+    tags: Ragged
+    weights: np.ndarray
+
+    @classmethod
+    def from_triples(cls, triples: np.ndarray, n_users: int, n_tags: int) -> TagProfile:
+        """The profiles of ``n_users`` users from ``[N, 3]`` (user, item, tag) triples.
+
+        Example:
+            >>> p = TagProfile.from_triples(np.array([[0, 5, 1], [0, 6, 1], [0, 5, 2]]), 2, 3)
+            >>> p.tags.values.tolist(), [round(w, 4) for w in p.weights.tolist()]
+            ([1, 2], [0.6667, 0.3333])
+        """
+        key = triples[:, 0] * np.int64(n_tags) + triples[:, 2]
+        pairs, counts = np.unique(key, return_counts=True)
+        users = pairs // n_tags
+        totals = np.bincount(users, weights=counts, minlength=n_users)
+        return cls(Ragged.from_groups(users, pairs % n_tags, n_users),
+                   (counts / totals[users]).astype(np.float32))
+
+    def take(self, rows: np.ndarray) -> TagProfile:
+        """The profiles at ``rows``."""
+        entries = Ragged(self.tags.offsets, np.arange(len(self.weights), dtype=np.int64))
+        return TagProfile(self.tags.take(rows), self.weights[entries.take(rows).values])
+
+
 @dataclass(frozen=True)
 class Queries:
-    """Evaluation queries: ``(user, tag)`` pairs, their gold items and their known items.
+    """Evaluation queries: ``(user, tag)`` pairs or users, their gold and their known items.
 
     Attributes:
         users: ``[Q]`` user of each query.
-        tags: ``[Q]`` tag of each query.
+        tags: ``[Q]`` tag of each query; -1 for per-user queries (module docstring).
         gold: the items to find, one row per query.
         known: the items excluded from the query's ranking (the user's items in the data the
-            model learned from: those tagged with the tag, or any with the post split), one
-            row per query.
+            model learned from: those tagged with the tag, or any with the post split or in
+            per-user queries), one row per query.
+        aggregate: per-user queries: ``"max"`` or ``"profile"`` (:data:`AGGREGATES`); None for
+            ``(user, tag)`` queries.
+        profile: per-user queries: the users' training tag profiles, one row per query.
     """
 
     users: np.ndarray
     tags: np.ndarray
     gold: Ragged
     known: Ragged
+    aggregate: str | None = None
+    profile: TagProfile | None = None
+
+    @property
+    def per_user(self) -> bool:
+        """Whether these are per-user queries (no tag)."""
+        return self.aggregate is not None
+
+    def ids(self, rows: np.ndarray | range) -> list[str]:
+        """TREC query ids: ``u{user}t{tag}``, or ``u{user}`` for per-user queries."""
+        if self.per_user:
+            return [f"u{int(self.users[row])}" for row in rows]
+        return [f"u{int(self.users[row])}t{int(self.tags[row])}" for row in rows]
 
     def __len__(self) -> int:
         return len(self.users)
@@ -135,6 +213,8 @@ class ItemRecData:
         n_items: items (the folksonomy's objects) of the core.
         n_tags: tags of the core.
         split: ``"posts"`` or ``"triples"``, the unit of the random split.
+        query: ``"user_tag"`` or ``"user"``, the kind of the validation and test queries.
+        aggregate: per-user queries' aggregation of tag-level scores (:data:`AGGREGATES`).
         train: ``[N, 3]`` int64 (user, item, tag) triples the models learn from.
         val: ``[N_v, 3]`` held-out training triples (early stopping).
         test: ``[N_t, 3]`` test triples.
@@ -157,6 +237,8 @@ class ItemRecData:
     train_sets: UserTagSets
     val_queries: Queries
     test_queries: Queries
+    query: str = "user_tag"
+    aggregate: str = "max"
 
     def negative_mask(self, users: torch.Tensor) -> torch.Tensor:
         """``[b, n_items]`` bool: True at the UTS negatives (items the user never tagged)."""
@@ -173,11 +255,12 @@ class ItemRecData:
         n_keep = max(1, round(fraction * len(self.train)))
         keep = np.sort(rng.permutation(len(self.train))[:n_keep])
         return _assemble(self.name, self.n_users, self.n_items, self.n_tags, self.train[keep],
-                         self.val, self.test, self.split)
+                         self.val, self.test, self.split, self.query, self.aggregate)
 
     def fingerprint(self) -> str:
-        """A digest of what training sees (split rule, train and validation triples)."""
-        digest = hashlib.sha1(self.split.encode())
+        """A digest of what training sees (split rule, query kind, train and validation)."""
+        kind = self.split if self.query == "user_tag" else f"{self.split}|user|{self.aggregate}"
+        digest = hashlib.sha1(kind.encode())
         for part in (self.train, self.val):
             digest.update(np.ascontiguousarray(part, dtype=np.int64).tobytes())
         return digest.hexdigest()
@@ -218,16 +301,37 @@ def _queries(evaluated: np.ndarray, known: np.ndarray, n_users: int, n_items: in
     return Queries(sets.users, sets.tags, sets.items, known_items)
 
 
+def _user_queries(evaluated: np.ndarray, known: np.ndarray, n_users: int, n_items: int,
+                  profile: TagProfile, aggregate: str) -> Queries:
+    """One query per user of the ``evaluated`` triples, with the users' tag profiles.
+
+    A query's items in ``evaluated`` are gold, its items in ``known`` (any tag) excluded.
+    """
+    gold = _user_items(evaluated, n_users, n_items)
+    users = np.flatnonzero(gold.lengths > 0)
+    return Queries(users, np.full(len(users), -1, dtype=np.int64), gold.take(users),
+                   _user_items(known, n_users, n_items).take(users), aggregate,
+                   profile.take(users))
+
+
 def _assemble(name: str, n_users: int, n_items: int, n_tags: int, train: np.ndarray,
-              val: np.ndarray, test: np.ndarray, split: str) -> ItemRecData:
+              val: np.ndarray, test: np.ndarray, split: str, query: str = "user_tag",
+              aggregate: str = "max") -> ItemRecData:
     sizes = (n_users, n_items, n_tags)
+    known = np.concatenate([train, val])
+    if query == "user":
+        profile = TagProfile.from_triples(train, n_users, n_tags)
+        val_queries = _user_queries(val, train, n_users, n_items, profile, aggregate)
+        test_queries = _user_queries(test, known, n_users, n_items, profile, aggregate)
+    else:
+        val_queries = _queries(val, train, *sizes, split)
+        test_queries = _queries(test, known, *sizes, split)
     return ItemRecData(
         name=name, n_users=n_users, n_items=n_items, n_tags=n_tags, split=split,
         train=train, val=val, test=test,
         user_items=_user_items(train, n_users, n_items),
         train_sets=UserTagSets.from_triples(train, n_tags),
-        val_queries=_queries(val, train, *sizes, split),
-        test_queries=_queries(test, np.concatenate([train, val]), *sizes, split),
+        val_queries=val_queries, test_queries=test_queries, query=query, aggregate=aggregate,
     )
 
 
@@ -238,6 +342,8 @@ def item_recommendation_data(
     val_fraction: float = 0.25,
     seed: int = 0,
     split: str = "posts",
+    query: str = "user_tag",
+    aggregate: str = "max",
 ) -> ItemRecData:
     """The p-core of a folksonomy, split at random into train, validation and test triples.
 
@@ -250,6 +356,10 @@ def item_recommendation_data(
         seed: seed of both random splits.
         split: ``"posts"`` splits the ``(user, item)`` posts with all their triples (the
             shares are shares of posts), ``"triples"`` the triples (see the module docstring).
+        query: ``"user_tag"``: a query per evaluated ``(user, tag)`` pair; ``"user"``: a query
+            per evaluated user, the paper's protocol (module docstring).
+        aggregate: per-user queries' aggregation of tag-level scores, ``"max"`` or
+            ``"profile"``.
 
     Returns:
         The split, with UTS sets and evaluation queries.
@@ -266,6 +376,10 @@ def item_recommendation_data(
         raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction}")
     if split not in ("posts", "triples"):
         raise ValueError(f"split must be 'posts' or 'triples', got {split!r}")
+    if query not in QUERY_KINDS:
+        raise ValueError(f"query must be one of {QUERY_KINDS}, got {query!r}")
+    if aggregate not in AGGREGATES:
+        raise ValueError(f"aggregate must be one of {AGGREGATES}, got {aggregate!r}")
     core = p_core(folksonomy, p)
     a = core.assignments
     triples = np.stack([a["user"].to_numpy(), a["object"].to_numpy(), a["tag"].to_numpy()],
@@ -273,6 +387,6 @@ def item_recommendation_data(
     parts = random_post_split(core, test_fraction, seed, val_fraction=val_fraction, unit=split)
     train, val, test = triples[parts.train], triples[parts.val], triples[parts.test]
     data = _assemble(core.name, core.n_users, core.n_objects, core.n_tags, train, val, test,
-                     split)
+                     split, query, aggregate)
     log.info("item recommendation on the %d-core of %s: %s", p, core.name, data.describe())
     return data
