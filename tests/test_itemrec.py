@@ -18,6 +18,7 @@ from tagtorch.itemrec.base import ItemRanker, dcg_at_k
 from tagtorch.itemrec.baselines import MostPopular, ProbabilisticCP, TwoDimensional
 from tagtorch.itemrec.data import item_recommendation_data
 from tagtorch.itemrec.dorank import DoRank, cp_scores, smoothed_dcg_fast, smoothed_dcg_regular
+from tagtorch.itemrec.dorank_plus import DoRankPlus
 from tagtorch.itemrec.pitf import PITF
 
 
@@ -243,7 +244,9 @@ SMALL = {"rank": 8, "batch_size": 8, "patience": 5, "trainer": trainer(), "seed"
     lambda: DoRank(fast=False, **SMALL),
     lambda: PITF(**SMALL),
     lambda: ProbabilisticCP(**SMALL),
-], ids=["dorank", "dorank-regular", "pitf", "cp"])
+    lambda: DoRankPlus(**SMALL),
+    lambda: DoRankPlus(user_item=True, **SMALL),
+], ids=["dorank", "dorank-regular", "pitf", "cp", "dorank_plus", "dorank_plus-user_item"])
 def test_factor_models_learn_the_toy_structure(toy_data, make):
     model = make()
     assert isinstance(model, ItemRanker)

@@ -148,8 +148,7 @@ class DoRank(CPModel):
 
     def set_loss(self, users: Tensor, tags: Tensor, items: Tensor, item_mask: Tensor) -> Tensor:
         """Minus the mean smoothed DCG of the sets, plus the L2 penalty of their rows."""
-        user_rows, tag_rows = self.user_factors[users], self.tag_factors[tags]
-        scores = cp_scores(user_rows, tag_rows, self.item_factors)  # [B, I]
+        scores = self.score(users, tags)  # [B, I]
         negatives = self.negative_mask(users)
         if self.fast:
             dcg = smoothed_dcg_fast(scores.gather(1, items), item_mask, scores, negatives)
@@ -157,7 +156,14 @@ class DoRank(CPModel):
             gains = torch.where(negatives, -0.5, 0.0)
             gains = gains.scatter(1, items, torch.where(item_mask, 1.0, gains.gather(1, items)))
             dcg = smoothed_dcg_regular(scores, gains)
-        item_rows = self.item_factors[items]  # [B, P, r]
-        penalty = (user_rows.square().sum(-1) + tag_rows.square().sum(-1)
-                   + torch.where(item_mask, item_rows.square().sum(-1), 0.0).sum(-1))
+        penalty = self.penalty(users, tags, items, item_mask)
         return (-dcg + 0.5 * self.regularization * penalty).mean()
+
+    def penalty(self, users: Tensor, tags: Tensor, items: Tensor, item_mask: Tensor) -> Tensor:
+        """``[B]`` squared norms of the factor rows a set touches.
+
+        ``|U_u|^2 + |T_t|^2`` plus ``|V_i|^2`` summed over the set's positives.
+        """
+        item_rows = self.item_factors[items]  # [B, P, r]
+        return (self.user_factors[users].square().sum(-1) + self.tag_factors[tags].square().sum(-1)
+                + torch.where(item_mask, item_rows.square().sum(-1), 0.0).sum(-1))
