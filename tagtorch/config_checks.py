@@ -33,6 +33,7 @@ An xTReD method needs candidates with topics (``candidates.diversity``, e.g.
 from __future__ import annotations
 
 import inspect
+import logging
 import math
 import re
 from collections.abc import Callable, Iterator
@@ -40,12 +41,14 @@ from typing import Any
 
 import torch
 from hydra.utils import get_class
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import InterpolationResolutionError, MissingMandatoryValue
 
 from tagtorch.metrics.functional import METRIC_NAMES, parse_metric
 
-__all__ = ["ConfigError", "check_config", "model_kind"]
+__all__ = ["ConfigError", "check_config", "drop_unselected_settings", "model_kind"]
+
+log = logging.getLogger(__name__)
 
 #: The config groups whose settings are checked (the others are checked inside ``model``).
 CHECKED_GROUPS = ("task", "model", "candidates", "data")
@@ -205,6 +208,36 @@ def _task_kind(cfg: dict[str, Any]) -> str | None:
     if target.endswith("ResourceRankingTask"):
         return "resources"
     return None  # describe: no model is used
+
+
+def drop_unselected_settings(cfg: DictConfig) -> list[str]:
+    """Removes ``model`` entries that hold settings but no ``_target_``, and names them.
+
+    A selected method always has its ``_target_`` (from ``conf/model/NAME.yaml``); an entry
+    without one comes from an experiment that sets a method's settings (``model.dorank.rank``)
+    while the command line selects other methods (``model=[popularity]``). Such settings
+    concern no method of the run: they are dropped with a warning, so that one method of an
+    experiment can be run (or swept) alone. An entry that is not a mapping is left for
+    :func:`check_config` to refuse.
+
+    Example:
+        >>> cfg = OmegaConf.create({"model": {"a": {"_target_": "x.A"}, "b": {"rank": 3}}})
+        >>> drop_unselected_settings(cfg), list(cfg.model)
+        (['b'], ['a'])
+    """
+    models = cfg.get("model")
+    if not isinstance(models, DictConfig):
+        return []
+    dropped = [str(name) for name, node in models.items()
+               if isinstance(node, DictConfig) and "_target_" not in node]
+    if dropped and len(dropped) < len(models):
+        with open_dict(cfg):
+            for name in dropped:
+                log.warning("model.%s: settings of a method this run does not select (no "
+                            "_target_); ignored", name)
+                del cfg.model[name]
+        return dropped
+    return []
 
 
 def check_config(cfg: DictConfig) -> None:

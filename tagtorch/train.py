@@ -39,7 +39,7 @@ from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from tagtorch.config_checks import ConfigError, check_config
+from tagtorch.config_checks import ConfigError, check_config, drop_unselected_settings
 from tagtorch.data.loaders.errors import DataFormatError
 from tagtorch.storage import UnreadableFileError, atomic_write
 
@@ -153,6 +153,7 @@ def run_task(cfg: DictConfig) -> Any:
         for tag recommendation, the results frame for item recommendation, the statistics
         for ``describe``).
     """
+    drop_unselected_settings(cfg)
     check_config(cfg)
     check_optimized_metric(cfg)
     pl.seed_everything(cfg.seed, workers=True, verbose=False)

@@ -110,3 +110,17 @@ def test_the_caps_on_heavily_tagged_objects_are_config_settings(tmp_path):
     check_config(cfg)
     off = instantiate(cfg.candidates)
     assert (off.max_antecedent_tags, off.max_train_tags) == (None, None)
+
+
+def test_an_experiments_settings_of_unselected_methods_are_dropped(tmp_path):
+    from test_train import compose_cfg
+
+    from tagtorch.config_checks import check_config, drop_unselected_settings
+
+    cfg = compose_cfg(tmp_path, ["+experiment=dorank_movielens", "model=[popularity]"])
+    assert "dorank" in cfg.model and "_target_" not in cfg.model.dorank
+    assert drop_unselected_settings(cfg) == ["dorank"]
+    assert list(cfg.model) == ["popularity"]
+    check_config(cfg)
+    typo = compose_cfg(tmp_path, ["model=[latre_wts]", "+model.latre_wt={k: 1}"])
+    assert drop_unselected_settings(typo) == ["latre_wt"]  # dropped with a warning naming it

@@ -67,3 +67,18 @@ def test_dorank_keeps_the_pure_cp_score_and_save_load(tmp_path):
     again = DoRankPlus.load(tmp_path / "m")
     users, tags = torch.tensor([0, 1]), torch.tensor([2, 3])
     torch.testing.assert_close(again.score(users, tags), model.score(users, tags))
+
+
+def test_its_own_aggregation_of_per_user_queries():
+    from tagtorch.itemrec.base import query_scores
+
+    data = item_recommendation_data(toy_folksonomy(), p=1, seed=0, query="user")
+    model = built(False)
+    model.build(data.n_users, data.n_items, data.n_tags)
+    rows = [0, 1]
+    plain = query_scores(model, data.test_queries, rows, data.n_items, data.n_tags)  # max
+    model.user_aggregate = "profile"
+    profile = query_scores(model, data.test_queries, rows, data.n_items, data.n_tags)
+    assert not torch.allclose(plain, profile)
+    with pytest.raises(ValueError, match="user_aggregate"):
+        DoRankPlus(user_aggregate="mean")

@@ -21,6 +21,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from tagtorch.itemrec.data import AGGREGATES
 from tagtorch.itemrec.dorank import DoRank, cp_scores
 
 __all__ = ["DoRankPlus"]
@@ -31,13 +32,20 @@ class DoRankPlus(DoRank):
 
     Args:
         user_item: add the user-item term ``<U'_u, W'_i>``.
+        user_aggregate: per-user queries: ``"max"`` or ``"profile"`` aggregation of its
+            tag-level scores (:func:`~tagtorch.itemrec.base.user_scores`) whatever the task's
+            ``aggregate``; None: the task's.
         fast: as :class:`~tagtorch.itemrec.dorank.DoRank`.
         **kwargs: :class:`~tagtorch.itemrec.base.FactorModel` settings (``rank`` is also the
             size of the tag-item and user-item factors).
     """
 
-    def __init__(self, user_item: bool = False, fast: bool = True, **kwargs: Any) -> None:
+    def __init__(self, user_item: bool = False, user_aggregate: str | None = None,
+                 fast: bool = True, **kwargs: Any) -> None:
         super().__init__(fast=fast, **kwargs)
+        if user_aggregate is not None and user_aggregate not in AGGREGATES:
+            raise ValueError(f"user_aggregate must be one of {AGGREGATES} or None, "
+                             f"got {user_aggregate!r}")
 
     def build(self, n_users: int, n_items: int, n_tags: int) -> None:
         """The CP factors, the item bias (zeros), ``T'``, ``W`` (and ``U'``, ``W'``)."""
