@@ -160,19 +160,9 @@ class GPRndRanker(GPRanker):
         alpha_grid: ``α`` values tried on V (``α = 0`` is always added); None: ``alpha``.
         fitness_form: ``"convex"`` or ``"additive"`` (module docstring).
         max_loss: the relevance rule's largest relative V NDCG@k loss against ``α = 0``.
-        population: as :class:`~tagtorch.rankers.gp.GPRanker`.
-        generations: as GPRanker.
-        tournament_size: as GPRanker.
-        max_depth: as GPRanker.
-        crossover_prob: as GPRanker.
-        mutation_prob: as GPRanker.
-        init_depth: as GPRanker.
-        mutation_depth: as GPRanker.
-        k: the cut-off of the fitness's NDCG, AIP and AILD (the paper: 5).
-        fitness_sample: as GPRanker.
-        seed: as GPRanker (the same seed for every grid value).
-        num_threads: as GPRanker.
-        progress: as GPRanker.
+        **kwargs: the settings of :class:`~tagtorch.rankers.gp.GPRanker` (population,
+            generations, ..., ``k``: the cut-off of the fitness's NDCG, AIP and AILD; ``seed``:
+            the same for every grid value).
 
     Attributes:
         alpha_: the ``α`` in use after :meth:`fit`.
@@ -180,6 +170,7 @@ class GPRndRanker(GPRanker):
             topics); empty without a grid.
     """
 
+    _forwards_kwargs = True
     tuned_setting = "alpha"
     """The setting ``tuning_`` varies (the trade-off figure labels its points with it)."""
 
@@ -190,26 +181,9 @@ class GPRndRanker(GPRanker):
         alpha_grid: Sequence[float] | None = None,
         fitness_form: FitnessForm = "convex",
         max_loss: float = 0.03,
-        population: int = 200,
-        generations: int = 200,
-        tournament_size: int = 2,
-        max_depth: int = 7,
-        crossover_prob: float = 0.6,
-        mutation_prob: float = 0.1,
-        init_depth: Sequence[int] = (2, 6),
-        mutation_depth: Sequence[int] = (0, 2),
-        k: int = 5,
-        fitness_sample: int | None = None,
-        seed: int = 0,
-        num_threads: int | None = None,
-        progress: bool = True,
+        **kwargs: Any,
     ) -> None:
-        super().__init__(population=population, generations=generations,
-                         tournament_size=tournament_size, max_depth=max_depth,
-                         crossover_prob=crossover_prob, mutation_prob=mutation_prob,
-                         init_depth=init_depth, mutation_depth=mutation_depth, k=k,
-                         fitness_sample=fitness_sample, seed=seed, num_threads=num_threads,
-                         progress=progress)
+        super().__init__(**kwargs)
         if fitness_form not in ("convex", "additive"):
             raise ValueError(f"fitness_form must be 'convex' or 'additive', got {fitness_form!r}")
         if alpha_grid is not None and len(alpha_grid) == 0:
