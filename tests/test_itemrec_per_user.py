@@ -151,3 +151,20 @@ def test_per_user_task_end_to_end(tmp_path):
     assert run[0].str.fullmatch(r"u\d+").all()
     n_users = per_query.query("method == 'dorank'")["object"].nunique()
     assert n_users == run[0].nunique()
+
+
+def test_count_models_get_the_validation_dcg_the_factor_models_stop_on(user_data):
+    from tagtorch.evaluation.item_recommendation import ItemRecommendationTask
+
+    model = TwoDimensional().fit(user_data)
+    got = ItemRecommendationTask(batch_size=7)._validation_dcg(model, user_data)
+    q = user_data.val_queries
+    total = 0.0
+    for row in range(len(q)):
+        scores = query_scores(model, q, np.array([row]), user_data.n_items, user_data.n_tags)[0]
+        known = set(q.known[row].tolist())
+        ranked = [i for i in torch.argsort(scores, descending=True, stable=True).tolist()
+                  if i not in known][:10]
+        gold = set(q.gold[row].tolist())
+        total += sum(1 / np.log2(r + 2) for r, i in enumerate(ranked) if i in gold)
+    assert got == pytest.approx(total / len(q), abs=1e-5)

@@ -58,7 +58,7 @@ from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.evaluation.plots import plot_learning_curves
 from tagtorch.evaluation.runs import MethodOutcome, MetricLogger, RunPieces, methods_of, write_run
 from tagtorch.evaluation.trec import qrels_lines, ranked_lines, run_file_names
-from tagtorch.itemrec.base import ItemRanker, score_queries
+from tagtorch.itemrec.base import ItemRanker, dcg_at_k, score_queries
 from tagtorch.itemrec.data import ItemRecData, item_recommendation_data
 from tagtorch.metrics.functional import ranking_metrics
 from tagtorch.settings import SignatureSettings
@@ -220,6 +220,8 @@ class ItemRecommendationTask(SignatureSettings):
             extra["best_epoch"] = float(getattr(model, "best_epoch_", None) or 0)
             # the early-stopping score: select hyperparameters on it, never on test
             extra["val_dcg@10"] = max(float(h["val_dcg@10"]) for h in history)
+        else:  # a model without training curve (the count baselines): the same score
+            extra["val_dcg@10"] = self._validation_dcg(model, data)
         extra.update(fit_seconds=fit_seconds, ms_model=1000 * seconds / n_queries)
         outcome = MethodOutcome.from_values(name, seed, np.arange(n_queries), values,
                                             extra=extra, run_lines=lines, curve=curve)
@@ -228,6 +230,15 @@ class ItemRecommendationTask(SignatureSettings):
             f"{k} {means[k]:.4f}" for k in ("ndcg@10", "p@10", "map") if k in means),
             fit_seconds)
         return outcome
+
+    def _validation_dcg(self, model: ItemRanker, data: ItemRecData) -> float:
+        """Mean DCG@10 of the validation queries: what the factor models early-stop on."""
+        total, count = 0.0, 0
+        for _, scores, labels, mask in score_queries(model, data.val_queries, data.n_items,
+                                                     data.n_tags, self.batch_size):
+            total += float(dcg_at_k(scores, labels, mask, 10).sum())
+            count += len(scores)
+        return total / max(count, 1)
 
     def _evaluate(self, model: ItemRanker, data: ItemRecData, name: str, write_trec: bool
                   ) -> tuple[dict[str, torch.Tensor], float, list[str] | None]:
