@@ -144,6 +144,13 @@ class _DiverseLists(_Lists):
                 + w_aild * _mean(aild[~torch.isnan(aild)]))
 
 
+def _check_distances(lists: CandidateSet) -> None:
+    """Raises ValueError when candidate sets lack the ``tag_distance`` GP_rnd needs."""
+    if lists.tag_distance is None:
+        raise ValueError("GP_rnd needs candidate sets with tag_distance: use "
+                         "candidates=latre_diverse (distances: true)")
+
+
 def _mean(values: Tensor) -> float:
     return float(values.double().mean()) if values.numel() else 0.0
 
@@ -219,9 +226,7 @@ class GPRndRanker(GPRanker):
 
     def terminals(self, batch: CandidateSet) -> Tensor:
         """``[B, L, F + 1]``: the features and ADC (from the batch's ``tag_distance``)."""
-        if batch.tag_distance is None:
-            raise ValueError("GP_rnd needs candidate sets with tag_distance: use "
-                             "candidates=latre_diverse (distances: true)")
+        _check_distances(batch)
         adc = average_distance_to_candidates(batch.tag_distance, batch.mask)
         return torch.cat([batch.features, adc.to(batch.features).unsqueeze(-1)], dim=-1)
 
@@ -237,8 +242,7 @@ class GPRndRanker(GPRanker):
         Raises:
             ValueError: without ``tag_distance`` or the ``iff`` feature, or no relevant tag.
         """
-        if train.tag_distance is None:
-            self.terminals(train)  # raises the message
+        _check_distances(train)
         if IFF_FEATURE not in train.feature_names:
             raise ValueError(f"GP_rnd's AIP fitness needs the {IFF_FEATURE!r} feature; the "
                              f"features are {train.feature_names}")
