@@ -4,6 +4,7 @@ faithful Do-Rank is untouched by it; save and load."""
 from __future__ import annotations
 
 import functools
+import math
 
 import pytest
 import pytorch_lightning as pl
@@ -82,3 +83,54 @@ def test_its_own_aggregation_of_per_user_queries():
     assert not torch.allclose(plain, profile)
     with pytest.raises(ValueError, match="user_aggregate"):
         DoRankPlus(user_aggregate="mean")
+
+
+@pytest.mark.parametrize("make", [
+    lambda: DoRank(rank=3, seed=0), lambda: DoRankPlus(rank=3, user_item=True, seed=0)])
+def test_score_items_are_the_dense_scores_gathered(make):
+    model = make()
+    torch.manual_seed(0)
+    model.build(4, 7, 5)
+    users, tags = torch.tensor([0, 3, 2]), torch.tensor([4, 1, 1])
+    items = torch.tensor([[6, 0], [2, 2], [5, 1]])
+    dense = model.score(users, tags)
+    want = torch.stack([dense[b, items[b]] for b in range(3)])
+    torch.testing.assert_close(model.score_items(users, tags, items), want)
+
+
+@pytest.mark.parametrize("power", [0.0, 1.0])
+def test_sampled_negatives_estimate_the_sum_over_all_negatives(power):
+    """Mean over many draws of sum_j w_j sigmoid(s_j - s_i) against the exact sum (plain loop)."""
+    data = item_recommendation_data(toy_folksonomy(), p=1, seed=0)
+    model = DoRank(rank=3, negatives=50, negative_power=power, seed=0)
+    torch.manual_seed(0)
+    model.build(data.n_users, data.n_items, data.n_tags)
+    model.data = data
+    model.on_fit_start()
+    users, tags = torch.tensor([0, 5]), torch.tensor([1, 2])
+    with torch.no_grad():
+        scores = model.score(users, tags)
+        s_i = scores[:, 0]
+        tagged = [set(data.user_items.take([u]).values.tolist()) for u in users.tolist()]
+        exact = [sum(1 / (1 + math.exp(-(float(scores[b, j]) - float(s_i[b]))))
+                     for j in range(data.n_items) if j not in tagged[b]) for b in range(2)]
+        torch.manual_seed(1)
+        estimates = []
+        for _ in range(400):
+            drawn, weights = model.draw_negatives(users)
+            diff = model.score_items(users, tags, drawn) - s_i[:, None]
+            estimates.append((torch.sigmoid(diff) * weights).sum(-1))
+            assert all(w == 0 for b in range(2) for j, w in zip(drawn[b].tolist(),
+                       weights[b].tolist(), strict=True) if j in tagged[b])
+    mean = torch.stack(estimates).mean(0)
+    for b in range(2):
+        assert float(mean[b]) == pytest.approx(exact[b], rel=0.03)
+
+
+def test_sampled_negatives_need_fast_learning_and_a_count():
+    with pytest.raises(ValueError, match="fast"):
+        DoRank(fast=False, negatives=5)
+    with pytest.raises(ValueError, match="negatives"):
+        DoRank(negatives=-1)
+    with pytest.raises(RuntimeError, match="during fit"):
+        DoRank(negatives=5).draw_negatives(torch.tensor([0]))

@@ -246,7 +246,10 @@ SMALL = {"rank": 8, "batch_size": 8, "patience": 5, "trainer": trainer(), "seed"
     lambda: ProbabilisticCP(**SMALL),
     lambda: DoRankPlus(**SMALL),
     lambda: DoRankPlus(user_item=True, **SMALL),
-], ids=["dorank", "dorank-regular", "pitf", "cp", "dorank_plus", "dorank_plus-user_item"])
+    lambda: DoRank(negatives=20, **SMALL),
+    lambda: DoRankPlus(negatives=20, negative_power=1.0, **SMALL),
+], ids=["dorank", "dorank-regular", "pitf", "cp", "dorank_plus", "dorank_plus-user_item",
+        "dorank-sampled", "dorank_plus-popularity-sampled"])
 def test_factor_models_learn_the_toy_structure(toy_data, make):
     model = make()
     assert isinstance(model, ItemRanker)

@@ -33,7 +33,7 @@ from pytorch_lightning.callbacks import ModelCheckpoint
 from torch import Tensor, nn
 from torch.utils.data import DataLoader
 
-from tagtorch.itemrec.data import ItemRecData, Queries, TagProfile, UserTagSets
+from tagtorch.itemrec.data import AGGREGATES, ItemRecData, Queries, TagProfile, UserTagSets
 from tagtorch.metrics import functional
 from tagtorch.metrics.retrieval import DCG
 from tagtorch.settings import SignatureSettings
@@ -274,6 +274,9 @@ class FactorModel(SignatureSettings, pl.LightningModule):
             resumption).
         seed: seeds the initialization, the batch order and the negative sampling.
         name: the run's name in logs.
+        user_aggregate: per-user queries: the aggregation of its tag-level scores, ``"max"``
+            or ``"profile"`` (:func:`user_scores`), whatever the task's ``aggregate``; None:
+            the task's.
     """
 
     #: subclasses take their own settings by name and pass the rest on (``**kwargs``); the
@@ -293,8 +296,12 @@ class FactorModel(SignatureSettings, pl.LightningModule):
         checkpoint_dir: str | Path | None = None,
         seed: int = 0,
         name: str | None = None,
+        user_aggregate: str | None = None,
     ) -> None:
         super().__init__()
+        if user_aggregate is not None and user_aggregate not in AGGREGATES:
+            raise ValueError(f"user_aggregate must be one of {AGGREGATES} or None, "
+                             f"got {user_aggregate!r}")
         if rank < 1:
             raise ValueError(f"rank must be >= 1, got {rank}")
         if regularization < 0:
@@ -324,6 +331,14 @@ class FactorModel(SignatureSettings, pl.LightningModule):
     def score(self, users: Tensor, tags: Tensor) -> Tensor:
         """Scores ``[B, n_items]`` of every item for ``(users [B], tags [B])``."""
         raise NotImplementedError
+
+    def score_items(self, users: Tensor, tags: Tensor, items: Tensor) -> Tensor:
+        """Scores ``[B, P]`` of the items ``[B, P]`` for ``(users [B], tags [B])``.
+
+        This default gathers from :meth:`score`; subclasses score the rows directly (the cost
+        ``B x P x r`` instead of ``B x n_items x r``).
+        """
+        return self.score(users, tags).gather(1, items)
 
     def set_loss(self, users: Tensor, tags: Tensor, items: Tensor, item_mask: Tensor) -> Tensor:
         """Training loss (scalar, minimized) of a batch of UTS sets.

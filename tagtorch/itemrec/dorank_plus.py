@@ -21,7 +21,6 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from tagtorch.itemrec.data import AGGREGATES
 from tagtorch.itemrec.dorank import DoRank, cp_scores
 
 __all__ = ["DoRankPlus"]
@@ -32,20 +31,13 @@ class DoRankPlus(DoRank):
 
     Args:
         user_item: add the user-item term ``<U'_u, W'_i>``.
-        user_aggregate: per-user queries: ``"max"`` or ``"profile"`` aggregation of its
-            tag-level scores (:func:`~tagtorch.itemrec.base.user_scores`) whatever the task's
-            ``aggregate``; None: the task's.
-        fast: as :class:`~tagtorch.itemrec.dorank.DoRank`.
-        **kwargs: :class:`~tagtorch.itemrec.base.FactorModel` settings (``rank`` is also the
-            size of the tag-item and user-item factors).
+        **kwargs: :class:`~tagtorch.itemrec.dorank.DoRank` settings (``fast``,
+            ``negatives``, ...) and :class:`~tagtorch.itemrec.base.FactorModel` ones (``rank``
+            is also the size of the tag-item and user-item factors).
     """
 
-    def __init__(self, user_item: bool = False, user_aggregate: str | None = None,
-                 fast: bool = True, **kwargs: Any) -> None:
-        super().__init__(fast=fast, **kwargs)
-        if user_aggregate is not None and user_aggregate not in AGGREGATES:
-            raise ValueError(f"user_aggregate must be one of {AGGREGATES} or None, "
-                             f"got {user_aggregate!r}")
+    def __init__(self, user_item: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
 
     def build(self, n_users: int, n_items: int, n_tags: int) -> None:
         """The CP factors, the item bias (zeros), ``T'``, ``W`` (and ``U'``, ``W'``)."""
@@ -65,6 +57,15 @@ class DoRankPlus(DoRank):
         scores = scores + self.item_bias + self.tag_item_tags[tags] @ self.tag_item_items.T
         if self.user_item:
             scores = scores + self.user_item_users[users] @ self.user_item_items.T
+        return scores
+
+    def score_items(self, users: Tensor, tags: Tensor, items: Tensor) -> Tensor:
+        """Scores ``[B, P]`` of the items ``[B, P]`` (the terms of :meth:`score`)."""
+        scores = (super().score_items(users, tags, items) + self.item_bias[items]
+                  + (self.tag_item_items[items] * self.tag_item_tags[tags][:, None, :]).sum(-1))
+        if self.user_item:
+            scores = scores + (self.user_item_items[items]
+                               * self.user_item_users[users][:, None, :]).sum(-1)
         return scores
 
     def penalty(self, users: Tensor, tags: Tensor, items: Tensor, item_mask: Tensor) -> Tensor:

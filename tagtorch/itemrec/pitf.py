@@ -49,7 +49,7 @@ class PITF(FactorModel):
         return (self.user_factors[users.to(device)] @ self.item_user_factors.T
                 + self.tag_factors[tags.to(device)] @ self.item_tag_factors.T)
 
-    def _pair_scores(self, users: Tensor, tags: Tensor, items: Tensor) -> Tensor:
+    def score_items(self, users: Tensor, tags: Tensor, items: Tensor) -> Tensor:
         """``[B, P]`` scores of the items ``[B, P]`` for each set's ``(u, t)``."""
         user_rows, tag_rows = self.user_factors[users], self.tag_factors[tags]
         return ((self.item_user_factors[items] * user_rows[:, None]).sum(-1)
@@ -61,7 +61,7 @@ class PITF(FactorModel):
         drawn = torch.randint(n_items, items.shape, device=items.device)
         in_set = (drawn[:, :, None] == items[:, None, :]) & item_mask[:, None, :]
         valid = item_mask & ~in_set.any(-1)  # a draw inside the set is skipped
-        diff = self._pair_scores(users, tags, items) - self._pair_scores(users, tags, drawn)
+        diff = self.score_items(users, tags, items) - self.score_items(users, tags, drawn)
         bpr = torch.nn.functional.softplus(-diff)  # -ln sigmoid(diff)
         penalty = (self.user_factors[users].square().sum(-1)[:, None]
                    + self.tag_factors[tags].square().sum(-1)[:, None]
