@@ -10,31 +10,53 @@ On the 5-core of HetRec LastFM (``$TAGTORCH_DATA_DIR``; ``--synthetic`` for the 
   (:func:`tagtorch.itemrec.dorank.smoothed_dcg_regular`, ``|items|^2`` per set);
 - **PITF** (BPR, one drawn item per positive), for reference;
 
-side by side, with the ratio regular / fast. A regular epoch over all sets takes hours on a CPU,
-so the regular approach is timed on a seeded sample of the epoch's sets (``--regular-sets``)
-and scaled by the number of sets (its cost per set does not depend on the other sets); the output
-says so. Fast learning and PITF run whole epochs. On a machine with CUDA, ``--device cuda``
-measures the same table on the GPU.
+- **Do-Rank+** (ours, fast learning) and Do-Rank with **sampled** negatives (ours, 256 drawn
+  items per set);
+
+side by side, with the ratio regular / fast. The regular approach runs the whole epoch up to
+``--regular-full`` of the data (10% by default); above it a regular epoch takes hours on a CPU,
+so it is timed on a seeded sample of the epoch's sets (``--regular-sets``) and scaled by the
+number of sets (its cost per set does not depend on the other sets); the ``regular timed on``
+column says which. On a machine with CUDA, ``--device cuda`` measures the same table on the GPU.
+
+``--scale`` measures training past HetRec instead: a synthetic split with 100,000 users,
+200,000 items, 5,000 tags and 10 million triples (``--scale-*`` to change them), each part in
+its own process so that its peak resident memory (``ru_maxrss``) is its own:
+
+- ``data``: drawing the triples and building the split (UTS sets, queries);
+- ``sampled``: one whole training epoch of Do-Rank with sampled negatives;
+- ``fast``: the paper's fast learning (every negative of 200,000 items), timed on a sample of
+  the epoch's sets and scaled to the epoch (the output says so);
+- ``top-k``: the top 10 items of per-user queries (profile aggregation), in blocks of users,
+  timed on a sample of users and scaled to all users.
 
 Usage::
 
     TAGTORCH_DATA_DIR=/path/to/data python benchmarks/bench_dorank.py
     python benchmarks/bench_dorank.py --synthetic --fractions 0.1 0.5 1.0
+    python benchmarks/bench_dorank.py --scale
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import resource
+import subprocess
+import sys
 import time
 
 import numpy as np
 import torch
 
-from tagtorch.itemrec.base import FactorModel
+from tagtorch.itemrec.base import FactorModel, top_k_queries
 from tagtorch.itemrec.data import ItemRecData, item_recommendation_data
 from tagtorch.itemrec.dorank import DoRank
+from tagtorch.itemrec.dorank_plus import DoRankPlus
 from tagtorch.itemrec.pitf import PITF
+
+SCALE_PARTS = ("data", "sampled", "fast", "top-k")
 
 
 def load(args: argparse.Namespace) -> ItemRecData:
@@ -57,6 +79,7 @@ def epoch_seconds(model: FactorModel, data: ItemRecData, device: torch.device,
     model.build(data.n_users, data.n_items, data.n_tags)
     model.data = data
     model.to(device)
+    model.on_fit_start()  # the sampled negatives' distribution
     optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
     sets = data.train_sets
     order = np.random.default_rng(0).permutation(len(sets))
@@ -86,27 +109,135 @@ def epoch_seconds(model: FactorModel, data: ItemRecData, device: torch.device,
     return time.perf_counter() - start, len(order)
 
 
+def synthetic_split(n_users: int, n_items: int, n_tags: int, n_triples: int,
+                    seed: int = 0) -> ItemRecData:
+    """A per-user split of ``n_triples`` drawn (user, item, tag) triples, 80/10/10 by triples.
+
+    Users, items and tags are drawn with Zipf-like weights ``1 / rank^0.8`` (a few very active
+    users, popular items and common tags, long tails), duplicates removed.
+    """
+    rng = np.random.default_rng(seed)
+
+    def draw(n: int) -> np.ndarray:
+        weights = 1.0 / np.arange(1, n + 1) ** 0.8
+        return rng.choice(n, size=n_triples, p=weights / weights.sum()).astype(np.int64)
+
+    key = (draw(n_users) * n_items + draw(n_items)) * n_tags + draw(n_tags)
+    key = np.unique(key)
+    triples = np.stack([key // (n_items * n_tags), key // n_tags % n_items, key % n_tags], 1)
+    part = rng.random(len(triples))
+    return ItemRecData.from_triples(
+        "synthetic-scale", n_users, n_items, n_tags, triples[part < 0.8],
+        triples[(part >= 0.8) & (part < 0.9)], triples[part >= 0.9], "triples", query="user",
+        aggregate="profile")
+
+
+def scale_part(part: str, args: argparse.Namespace) -> dict[str, float]:
+    """Runs one part of ``--scale`` in this process; its seconds and this process's peak RSS."""
+    start = time.perf_counter()
+    data = synthetic_split(args.scale_users, args.scale_items, args.scale_tags,
+                           args.scale_triples)
+    out: dict[str, float] = {"data_seconds": time.perf_counter() - start,
+                             "triples": float(len(data.train)),
+                             "sets": float(len(data.train_sets))}
+    device = torch.device(args.device)
+    common = {"rank": args.rank, "batch_size": args.scale_batch_size}
+    if part == "sampled":
+        out["seconds"], out["timed"] = epoch_seconds(
+            DoRank(negatives=256, **common), data, device)
+    elif part == "fast":
+        out["seconds"], out["timed"] = epoch_seconds(
+            DoRank(**common), data, device, max_sets=args.scale_fast_sets)
+    elif part == "top-k":
+        model = DoRank(**common)
+        torch.manual_seed(0)
+        model.build(data.n_users, data.n_items, data.n_tags)
+        model.to(device).eval()
+        queries = data.test_queries
+        rows = np.arange(min(args.scale_users_scored, len(queries)))
+        sample = type(queries)(queries.users[rows], queries.tags[rows], queries.gold.take(rows),
+                               queries.known.take(rows), queries.aggregate,
+                               queries.profile.take(rows) if queries.profile else None)
+        begin = time.perf_counter()
+        for _ in top_k_queries(model, sample, data.n_items, data.n_tags, k=10, batch_size=64):
+            pass
+        out["seconds"], out["timed"] = time.perf_counter() - begin, float(len(rows))
+        out["queries"] = float(len(queries))
+    out["peak_rss_gib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    return out
+
+
+def run_scale(args: argparse.Namespace) -> None:
+    """Prints the ``--scale`` table, each part measured in a subprocess of its own."""
+    print(f"torch {torch.__version__} on {args.device} ({torch.get_num_threads()} CPU threads); "
+          f"synthetic: {args.scale_users} users, {args.scale_items} items, {args.scale_tags} "
+          f"tags, {args.scale_triples} drawn triples; r = {args.rank}, "
+          f"{args.scale_batch_size} sets per step\n")
+    header = f"{'part':>8} {'seconds':>10} {'measured on':>28} {'peak RSS GiB':>13}"
+    print(header)
+    print("-" * len(header))
+    passed = [a for a in sys.argv[1:] if a != "--scale"]
+    for part in SCALE_PARTS:
+        done = subprocess.run([sys.executable, __file__, "--scale-part", part, *passed],
+                              capture_output=True, text=True, check=True)
+        r = json.loads(done.stdout.strip().splitlines()[-1])
+        if part == "data":
+            seconds, what = r["data_seconds"], (f"{r['triples']:.0f} train triples, "
+                                                f"{r['sets']:.0f} sets")
+        elif part == "sampled":
+            seconds, what = r["seconds"], "the whole epoch"
+        elif part == "fast":
+            seconds = r["seconds"] * r["sets"] / r["timed"]
+            what = f"{r['timed']:.0f} sets, scaled"
+        else:
+            seconds = r["seconds"] * r["queries"] / r["timed"]
+            what = f"{r['timed']:.0f} of {r['queries']:.0f} users, scaled"
+        print(f"{part:>8} {seconds:>10.1f} {what:>28} {r['peak_rss_gib']:>13.2f}", flush=True)
+
+
 def main() -> None:
-    """Prints the epoch-time table."""
+    """Prints the epoch-time table (or, with ``--scale``, the scale table)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--fractions", type=float, nargs="+",
                         default=[0.1, 0.25, 0.5, 0.75, 1.0])
+    parser.add_argument("--regular-full", type=float, default=0.1,
+                        help="fractions up to this one time the regular approach's whole epoch")
     parser.add_argument("--regular-sets", type=int, default=64,
-                        help="sets timed for the regular approach (scaled to the epoch)")
+                        help="sets timed for the regular approach above --regular-full "
+                             "(scaled to the epoch)")
+    parser.add_argument("--regular-batch-size", type=int, default=8,
+                        help="sets per regular step (its [B, I, I] block bounds the memory)")
     parser.add_argument("--rank", type=int, default=64)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--synthetic", action="store_true", help="synthetic data, no download")
+    parser.add_argument("--scale", action="store_true", help="the scale table (module docstring)")
+    parser.add_argument("--scale-part", choices=SCALE_PARTS, help=argparse.SUPPRESS)
+    parser.add_argument("--scale-users", type=int, default=100_000)
+    parser.add_argument("--scale-items", type=int, default=200_000)
+    parser.add_argument("--scale-tags", type=int, default=5_000)
+    parser.add_argument("--scale-triples", type=int, default=10_000_000)
+    parser.add_argument("--scale-batch-size", type=int, default=512)
+    parser.add_argument("--scale-fast-sets", type=int, default=2048,
+                        help="sets timed for the paper's fast learning at scale")
+    parser.add_argument("--scale-users-scored", type=int, default=1024,
+                        help="users whose top-k is timed at scale")
     args = parser.parse_args()
+    if args.scale_part:
+        print(json.dumps(scale_part(args.scale_part, args)))
+        return
+    if args.scale:
+        run_scale(args)
+        return
     device = torch.device(args.device)
     full = load(args)
     print(f"torch {torch.__version__} on {device} ({torch.get_num_threads()} CPU threads); "
           f"{full.name} 5-core: {full.n_users} users, {full.n_items} items, {full.n_tags} tags, "
-          f"{len(full.train)} training triples; r = {args.rank}, {args.batch_size} sets per step")
-    print(f"regular: timed on {args.regular_sets} sets per fraction, scaled to the epoch's "
-          f"sets\n")
-    header = (f"{'data':>6} {'triples':>8} {'sets':>7} {'fast s/epoch':>13} "
-              f"{'regular s/epoch':>16} {'regular/fast':>13} {'PITF s/epoch':>13}")
+          f"{len(full.train)} training triples; r = {args.rank}, {args.batch_size} sets per step "
+          f"({args.regular_batch_size} for the regular approach); s/epoch of every column\n")
+    header = (f"{'data':>6} {'triples':>8} {'sets':>7} {'fast':>8} {'regular':>9} "
+              f"{'regular timed on':>17} {'regular/fast':>13} {'Do-Rank+':>9} "
+              f"{'sampled':>8} {'PITF':>7}")
     print(header)
     print("-" * len(header))
     common = {"rank": args.rank, "batch_size": args.batch_size}
@@ -114,12 +245,19 @@ def main() -> None:
     for fraction in args.fractions:
         data = full.subsample(fraction, seed=0)
         fast, _ = epoch_seconds(DoRank(fast=True, **common), data, device)
-        timed, n = epoch_seconds(DoRank(fast=False, **common), data, device, args.regular_sets)
+        whole = fraction <= args.regular_full
+        timed, n = epoch_seconds(DoRank(fast=False, rank=args.rank,
+                                        batch_size=args.regular_batch_size), data, device,
+                                 None if whole else args.regular_sets)
         regular = timed * len(data.train_sets) / n
+        plus, _ = epoch_seconds(DoRankPlus(**common), data, device)
+        sampled, _ = epoch_seconds(DoRank(negatives=256, **common), data, device)
         pitf, _ = epoch_seconds(PITF(**common), data, device)
         rows.append((fraction, len(data.train), fast))
-        print(f"{fraction:>6.0%} {len(data.train):>8} {len(data.train_sets):>7} {fast:>13.2f} "
-              f"{regular:>16.1f} {regular / fast:>12.0f}x {pitf:>13.2f}", flush=True)
+        on = "the whole epoch" if whole else f"{n} sets, scaled"
+        print(f"{fraction:>6.0%} {len(data.train):>8} {len(data.train_sets):>7} {fast:>8.2f} "
+              f"{regular:>9.1f} {on:>17} {regular / fast:>12.0f}x {plus:>9.2f} "
+              f"{sampled:>8.2f} {pitf:>7.2f}", flush=True)
     if len(rows) > 1:
         triples = np.array([r[1] for r in rows], dtype=float)
         seconds = np.array([r[2] for r in rows])

@@ -420,3 +420,11 @@ def test_item_models_capture_settings_from_their_signatures():
         class _Positional(SignatureSettings):
             def __init__(self, *args: int) -> None:
                 pass
+
+
+def test_tagged_is_the_negative_mask_negated(toy_data):
+    users = torch.tensor([0, 3, 3, 7])
+    items = torch.randint(toy_data.n_items, (4, 30), generator=torch.Generator().manual_seed(0))
+    want = ~toy_data.negative_mask(users).gather(1, items)
+    assert torch.equal(toy_data.tagged(users, items), want)
+    assert want.any() and not want.all()

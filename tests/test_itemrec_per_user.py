@@ -15,7 +15,7 @@ import pytorch_lightning as pl
 import torch
 from test_itemrec import toy_folksonomy
 
-from tagtorch.itemrec.base import query_scores, user_scores
+from tagtorch.itemrec.base import query_scores, top_k_queries, user_scores
 from tagtorch.itemrec.baselines import GlobalPopularity, TwoDimensional
 from tagtorch.itemrec.data import TagProfile, item_recommendation_data
 from tagtorch.itemrec.dorank import DoRank
@@ -168,3 +168,23 @@ def test_count_models_get_the_validation_dcg_the_factor_models_stop_on(user_data
         gold = set(q.gold[row].tolist())
         total += sum(1 / np.log2(r + 2) for r, i in enumerate(ranked) if i in gold)
     assert got == pytest.approx(total / len(q), abs=1e-5)
+
+
+def test_top_k_queries_match_a_plain_sort_without_known_items(user_data):
+    d = user_data
+    model = TwoDimensional().fit(d)
+    q = d.test_queries
+    seen = []
+    for rows, items, scores in top_k_queries(model, q, d.n_items, d.n_tags, k=5, batch_size=7):
+        assert items.shape == (len(rows), 5)
+        for r, row in enumerate(rows.tolist()):
+            known = set(q.known.take([row]).values.tolist())
+            full = user_scores(model, torch.tensor([q.users[row]]), q.profile.take([row]), "max",
+                               d.n_items, d.n_tags)[0].tolist()
+            ranked = sorted((i for i in range(d.n_items) if i not in known),
+                            key=lambda i: -full[i])[:5]
+            assert scores[r].tolist() == pytest.approx([full[i] for i in ranked])
+            assert [full[i] for i in items[r].tolist()] == pytest.approx(scores[r].tolist())
+            assert not known & set(items[r].tolist())
+            seen.append(row)
+    assert seen == list(range(len(q)))

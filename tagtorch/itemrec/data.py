@@ -49,6 +49,7 @@ are **neutral**, and the items ``u`` never tagged are **negative**.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 from dataclasses import dataclass
@@ -240,12 +241,55 @@ class ItemRecData:
     query: str = "user_tag"
     aggregate: str = "max"
 
+    @classmethod
+    def from_triples(cls, name: str, n_users: int, n_items: int, n_tags: int,
+                     train: np.ndarray, val: np.ndarray, test: np.ndarray, split: str,
+                     query: str = "user_tag", aggregate: str = "max") -> ItemRecData:
+        """The split of ``[N, 3]`` (user, item, tag) train, validation and test triples.
+
+        The UTS sets, the users' items and the queries are built from them;
+        :func:`item_recommendation_data` makes the triples from a folksonomy.
+        """
+        sizes = (n_users, n_items, n_tags)
+        known = np.concatenate([train, val])
+        if query == "user":
+            profile = TagProfile.from_triples(train, n_users, n_tags)
+            val_queries = _user_queries(val, train, n_users, n_items, profile, aggregate)
+            test_queries = _user_queries(test, known, n_users, n_items, profile, aggregate)
+        else:
+            val_queries = _queries(val, train, *sizes, split)
+            test_queries = _queries(test, known, *sizes, split)
+        return cls(
+            name=name, n_users=n_users, n_items=n_items, n_tags=n_tags, split=split,
+            train=train, val=val, test=test,
+            user_items=_user_items(train, n_users, n_items),
+            train_sets=UserTagSets.from_triples(train, n_tags),
+            val_queries=val_queries, test_queries=test_queries, query=query, aggregate=aggregate,
+        )
+
     def negative_mask(self, users: torch.Tensor) -> torch.Tensor:
         """``[b, n_items]`` bool: True at the UTS negatives (items the user never tagged)."""
         rows = self.user_items.take(users.cpu().numpy())
         mask = torch.ones(len(users), self.n_items, dtype=torch.bool)
         mask[torch.from_numpy(rows.row_ids), torch.from_numpy(rows.values)] = False
         return mask.to(users.device)
+
+    @functools.cached_property
+    def _user_item_keys(self) -> torch.Tensor:
+        """Sorted ``user * n_items + item`` of the training pairs (for :meth:`tagged`)."""
+        items = self.user_items
+        return torch.from_numpy(items.row_ids * np.int64(self.n_items) + items.values)
+
+    def tagged(self, users: torch.Tensor, items: torch.Tensor) -> torch.Tensor:
+        """``[b, S]`` bool: whether user ``users[b]`` tagged ``items[b, s]`` in training.
+
+        A binary search in the sorted training pairs: no ``[b, n_items]`` mask (the sampled
+        negatives of large catalogues).
+        """
+        keys = self._user_item_keys.to(items.device)
+        query = users.to(items.device)[:, None] * self.n_items + items
+        found = torch.searchsorted(keys, query).clamp_max(max(len(keys) - 1, 0))
+        return (keys[found] == query) if len(keys) else torch.zeros_like(query, dtype=torch.bool)
 
     def subsample(self, fraction: float, seed: int = 0) -> ItemRecData:
         """The same split with a seeded ``fraction`` of the training triples (benchmarks)."""
@@ -254,8 +298,9 @@ class ItemRecData:
         rng = np.random.default_rng(seed)
         n_keep = max(1, round(fraction * len(self.train)))
         keep = np.sort(rng.permutation(len(self.train))[:n_keep])
-        return _assemble(self.name, self.n_users, self.n_items, self.n_tags, self.train[keep],
-                         self.val, self.test, self.split, self.query, self.aggregate)
+        return self.from_triples(self.name, self.n_users, self.n_items, self.n_tags,
+                                 self.train[keep], self.val, self.test, self.split, self.query,
+                                 self.aggregate)
 
     def fingerprint(self) -> str:
         """A digest of what training sees (split rule, query kind, train and validation)."""
@@ -314,27 +359,6 @@ def _user_queries(evaluated: np.ndarray, known: np.ndarray, n_users: int, n_item
                    profile.take(users))
 
 
-def _assemble(name: str, n_users: int, n_items: int, n_tags: int, train: np.ndarray,
-              val: np.ndarray, test: np.ndarray, split: str, query: str = "user_tag",
-              aggregate: str = "max") -> ItemRecData:
-    sizes = (n_users, n_items, n_tags)
-    known = np.concatenate([train, val])
-    if query == "user":
-        profile = TagProfile.from_triples(train, n_users, n_tags)
-        val_queries = _user_queries(val, train, n_users, n_items, profile, aggregate)
-        test_queries = _user_queries(test, known, n_users, n_items, profile, aggregate)
-    else:
-        val_queries = _queries(val, train, *sizes, split)
-        test_queries = _queries(test, known, *sizes, split)
-    return ItemRecData(
-        name=name, n_users=n_users, n_items=n_items, n_tags=n_tags, split=split,
-        train=train, val=val, test=test,
-        user_items=_user_items(train, n_users, n_items),
-        train_sets=UserTagSets.from_triples(train, n_tags),
-        val_queries=val_queries, test_queries=test_queries, query=query, aggregate=aggregate,
-    )
-
-
 def item_recommendation_data(
     folksonomy: Folksonomy,
     p: int = 5,
@@ -386,7 +410,7 @@ def item_recommendation_data(
                        axis=1).astype(np.int64)
     parts = random_post_split(core, test_fraction, seed, val_fraction=val_fraction, unit=split)
     train, val, test = triples[parts.train], triples[parts.val], triples[parts.test]
-    data = _assemble(core.name, core.n_users, core.n_objects, core.n_tags, train, val, test,
-                     split, query, aggregate)
+    data = ItemRecData.from_triples(core.name, core.n_users, core.n_objects, core.n_tags, train,
+                                    val, test, split, query, aggregate)
     log.info("item recommendation on the %d-core of %s: %s", p, core.name, data.describe())
     return data

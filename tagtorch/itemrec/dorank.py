@@ -196,8 +196,9 @@ class DoRank(CPModel):
         drawn = torch.multinomial(probabilities, len(users) * n, replacement=True)
         drawn = drawn.view(len(users), n)
         weights = 1.0 / (n * probabilities[drawn])
-        negative = self.negative_mask(users).to(drawn.device).gather(1, drawn)
-        return drawn, torch.where(negative, weights, 0.0)
+        if self.data is None:
+            raise RuntimeError("sampled negatives are drawn during fit only")
+        return drawn, torch.where(self.data.tagged(users, drawn), 0.0, weights)
 
     def set_loss(self, users: Tensor, tags: Tensor, items: Tensor, item_mask: Tensor) -> Tensor:
         """Minus the mean smoothed DCG of the sets, plus the L2 penalty of their rows."""
