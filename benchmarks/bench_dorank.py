@@ -155,9 +155,7 @@ def scale_part(part: str, args: argparse.Namespace) -> dict[str, float]:
         model.to(device).eval()
         queries = data.test_queries
         rows = np.arange(min(args.scale_users_scored, len(queries)))
-        sample = type(queries)(queries.users[rows], queries.tags[rows], queries.gold.take(rows),
-                               queries.known.take(rows), queries.aggregate,
-                               queries.profile.take(rows) if queries.profile else None)
+        sample = queries.take(rows)
         begin = time.perf_counter()
         for _ in top_k_queries(model, sample, data.n_items, data.n_tags, k=10, batch_size=64):
             pass

@@ -188,3 +188,21 @@ def test_top_k_queries_match_a_plain_sort_without_known_items(user_data):
             assert not known & set(items[r].tolist())
             seen.append(row)
     assert seen == list(range(len(q)))
+
+
+def test_val_sample_early_stops_on_a_seeded_sample_of_the_validation_queries(user_data):
+    from test_itemrec import SMALL
+
+    from tagtorch.itemrec.base import dcg_at_k
+
+    d = user_data
+    model = DoRank(val_sample=6, **{**SMALL, "seed": 3}).fit(d)
+    rows = np.sort(np.random.default_rng(3).permutation(len(d.val_queries))[:6])
+    sample = d.val_queries.take(rows)
+    labels, mask = sample.batch(np.arange(6), d.n_items)
+    with torch.no_grad():
+        scores = query_scores(model, sample, np.arange(6), d.n_items, d.n_tags)
+    best = max(h["val_dcg@10"] for h in model.history_)
+    assert float(dcg_at_k(scores, labels, mask).mean()) == pytest.approx(best, rel=1e-5)
+    with pytest.raises(ValueError, match="val_sample"):
+        DoRank(val_sample=0)

@@ -289,6 +289,9 @@ class FactorModel(SignatureSettings, pl.LightningModule):
             resumption).
         seed: seeds the initialization, the batch order and the negative sampling.
         name: the run's name in logs.
+        val_sample: early stopping on a seeded sample of this many validation queries (None:
+            all; for per-user queries aggregated by the max over many tags, whose validation
+            costs ``tags x items`` per query every epoch).
         user_aggregate: per-user queries: the aggregation of its tag-level scores, ``"max"``
             or ``"profile"`` (:func:`user_scores`), whatever the task's ``aggregate``; None:
             the task's.
@@ -311,6 +314,7 @@ class FactorModel(SignatureSettings, pl.LightningModule):
         checkpoint_dir: str | Path | None = None,
         seed: int = 0,
         name: str | None = None,
+        val_sample: int | None = None,
         user_aggregate: str | None = None,
     ) -> None:
         super().__init__()
@@ -325,12 +329,15 @@ class FactorModel(SignatureSettings, pl.LightningModule):
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if patience < 1:
             raise ValueError(f"patience must be >= 1, got {patience}")
+        if val_sample is not None and val_sample < 1:
+            raise ValueError(f"val_sample must be >= 1 or None, got {val_sample}")
         self.run_name = name or type(self).__name__.lower()
         self.sizes: tuple[int, int, int] | None = None
         self._key: str | None = None
         self._loader_generator: torch.Generator | None = None
         self.data: ItemRecData | None = None
         self._train_sample: Queries | None = None
+        self._val_queries: Queries | None = None
         self.best_epoch_: int | None = None
         self.history_: list[dict[str, float]] = []
         self.val_dcg = DCG(10)  # the validation queries' DCG@10: early stopping
@@ -403,7 +410,7 @@ class FactorModel(SignatureSettings, pl.LightningModule):
         rows, labels, mask = batch
         metric = self.val_dcg if dataloader_idx == 0 else self.train_dcg
         assert self.data is not None
-        queries = self.data.val_queries if dataloader_idx == 0 else self._train_sample
+        queries = self._val_queries if dataloader_idx == 0 else self._train_sample
         assert queries is not None
         scores = query_scores(self, queries, rows.cpu().numpy(), self.data.n_items,
                               self.data.n_tags, device=labels.device)
@@ -592,6 +599,14 @@ class FactorModel(SignatureSettings, pl.LightningModule):
 
         return DataLoader(_SetIndex(len(queries)), batch_size=512, collate_fn=collate)
 
+    def _validation_queries(self, data: ItemRecData) -> Queries:
+        """The validation queries early stopping scores: all, or a seeded ``val_sample``."""
+        queries = data.val_queries
+        if self.val_sample is None or self.val_sample >= len(queries):
+            return queries
+        rng = np.random.default_rng(self.seed)
+        return queries.take(np.sort(rng.permutation(len(queries))[: self.val_sample]))
+
     def _train_queries(self, data: ItemRecData) -> Queries:
         """A seeded sample of the training sets, as queries with nothing excluded."""
         sets = data.train_sets
@@ -640,10 +655,11 @@ class FactorModel(SignatureSettings, pl.LightningModule):
         # the batch order's generator: its state is checkpointed and restored on resumption
         self._loader_generator = torch.Generator().manual_seed(self.seed)
         self._train_sample = self._train_queries(data)
+        self._val_queries = self._validation_queries(data)
         try:
             best = fit_best(
                 self, self._train_loader(data.train_sets, self._loader_generator),
-                [self._query_loader(data.val_queries, data.n_items),
+                [self._query_loader(self._val_queries, data.n_items),
                  self._query_loader(self._train_sample, data.n_items)],
                 monitor="val/dcg@10", folder=folder, best_name="best", patience=self.patience,
                 trainer=self.init_args["trainer"], max_epochs=50, extra_callbacks=[latest],
@@ -652,7 +668,7 @@ class FactorModel(SignatureSettings, pl.LightningModule):
             (folder / "last.ckpt").unlink(missing_ok=True)  # finished: a later fit starts over
         finally:
             self.data = None
-            self._train_sample = None
+            self._train_sample = self._val_queries = None
             self._loader_generator = None
             if scratch is not None:
                 scratch.cleanup()

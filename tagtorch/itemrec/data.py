@@ -191,6 +191,12 @@ class Queries:
     def __len__(self) -> int:
         return len(self.users)
 
+    def take(self, rows: np.ndarray) -> Queries:
+        """The queries at ``rows``."""
+        return Queries(self.users[rows], self.tags[rows], self.gold.take(rows),
+                       self.known.take(rows), self.aggregate,
+                       None if self.profile is None else self.profile.take(rows))
+
     def batch(self, rows: np.ndarray, n_items: int) -> tuple[torch.Tensor, torch.Tensor]:
         """``(labels [b, n_items] float, mask [b, n_items] bool)`` of the queries at ``rows``.
 
