@@ -119,7 +119,8 @@ def test_an_experiments_settings_of_unselected_methods_are_dropped(tmp_path):
 
     cfg = compose_cfg(tmp_path, ["+experiment=dorank_movielens", "model=[popularity]"])
     assert "dorank" in cfg.model and "_target_" not in cfg.model.dorank
-    assert drop_unselected_settings(cfg) == ["dorank", "dorank_plus"]
+    assert drop_unselected_settings(cfg) == ["dorank", "pitf", "probabilistic_cp", "dorank_plus",
+                                            "two_dimensional"]
     assert list(cfg.model) == ["popularity"]
     check_config(cfg)
     typo = compose_cfg(tmp_path, ["model=[latre_wts]", "+model.latre_wt={k: 1}"])
