@@ -428,3 +428,19 @@ def test_tagged_is_the_negative_mask_negated(toy_data):
     want = ~toy_data.negative_mask(users).gather(1, items)
     assert torch.equal(toy_data.tagged(users, items), want)
     assert want.any() and not want.all()
+
+
+def test_smoothed_dcg_fast_temperature_divides_the_score_differences():
+    g = torch.Generator().manual_seed(4)
+    scores = torch.randn(2, 6, generator=g, dtype=torch.float64)
+    neg = torch.rand(2, 6, generator=g) < 0.6
+    items = torch.tensor([[0], [3]])
+    mask = torch.ones(2, 1, dtype=torch.bool)
+    got = smoothed_dcg_fast(scores.gather(1, items), mask, scores, neg, temperature=0.25)
+    for b in range(2):
+        negatives = [j for j in range(6) if neg[b, j]]
+        scaled = (scores[b] / 0.25).tolist()
+        expected = plain_fast([scaled[int(items[b, 0])]], scaled, negatives)
+        assert got[b].item() == pytest.approx(expected, rel=1e-12)
+    with pytest.raises(ValueError, match="temperature"):
+        DoRank(temperature=0.0)
