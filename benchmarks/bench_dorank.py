@@ -28,7 +28,7 @@ its own process so that its peak resident memory (``ru_maxrss``) is its own:
 - ``fast``: the paper's fast learning (every negative of 200,000 items), timed on a sample of
   the epoch's sets and scaled to the epoch (the output says so);
 - ``top-k``: the top 10 items of per-user queries (profile aggregation), in blocks of users,
-  timed on a sample of users and scaled to all users.
+  timed on a seeded random sample of users and scaled to all users.
 
 Usage::
 
@@ -154,7 +154,9 @@ def scale_part(part: str, args: argparse.Namespace) -> dict[str, float]:
         model.build(data.n_users, data.n_items, data.n_tags)
         model.to(device).eval()
         queries = data.test_queries
-        rows = np.arange(min(args.scale_users_scored, len(queries)))
+        # a seeded random sample: the first users are the most active ones (Zipf weights)
+        rows = np.sort(np.random.default_rng(0).permutation(len(queries))
+                       [: args.scale_users_scored])
         sample = queries.take(rows)
         begin = time.perf_counter()
         for _ in top_k_queries(model, sample, data.n_items, data.n_tags, k=10, batch_size=64):
