@@ -368,16 +368,20 @@ def test_a_checkpoint_of_other_data_is_not_resumed(tmp_path, toy_data, caplog):
 
 
 # ----------------------------------------------------------------------------- task
-def test_item_recommendation_experiment_runs_end_to_end(tmp_path):
+def run_synthetic_itemrec(tmp_path, overrides: list[str]) -> pd.DataFrame:
+    """Runs ``dorank_synthetic`` on 300 objects (2-core) with ``overrides``, into ``tmp_path``."""
     from test_train import compose_cfg
 
     from tagtorch.train import run_task
 
-    cfg = compose_cfg(tmp_path, ["+experiment=dorank_synthetic", "data.n_objects=300",
-                                 "task.seeds=[0,1]", "task.p=2", "trainer.max_epochs=2",
-                                 "model.dorank.rank=8", "model.pitf.rank=8",
-                                 "model.probabilistic_cp.rank=8"])
-    results = run_task(cfg)
+    return run_task(compose_cfg(tmp_path, ["+experiment=dorank_synthetic", "data.n_objects=300",
+                                           "task.p=2", *overrides]))
+
+
+def test_item_recommendation_experiment_runs_end_to_end(tmp_path):
+    results = run_synthetic_itemrec(tmp_path, ["task.seeds=[0,1]", "trainer.max_epochs=2",
+                                               "model.dorank.rank=8", "model.pitf.rank=8",
+                                               "model.probabilistic_cp.rank=8"])
     assert set(results["method"]) == {"dorank", "pitf", "probabilistic_cp", "two_dimensional",
                                         "most_popular"}
     assert set(results["fold"]) == {0, 1}

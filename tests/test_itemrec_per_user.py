@@ -136,15 +136,11 @@ def test_factor_model_early_stops_on_per_user_validation(user_data):
 
 
 def test_per_user_task_end_to_end(tmp_path):
-    from test_train import compose_cfg
+    from test_itemrec import run_synthetic_itemrec
 
-    from tagtorch.train import run_task
-
-    cfg = compose_cfg(tmp_path, ["+experiment=dorank_synthetic", "data.n_objects=300",
-                                 "task.seeds=[0]", "task.p=2", "trainer.max_epochs=1",
-                                 "task.query=user", "model=[dorank,popularity,two_dimensional]",
-                                 "model.dorank.rank=8"])
-    results = run_task(cfg)
+    results = run_synthetic_itemrec(tmp_path, [
+        "task.seeds=[0]", "trainer.max_epochs=1", "task.query=user",
+        "model=[dorank,popularity,two_dimensional]", "model.dorank.rank=8"])
     assert set(results["method"]) == {"dorank", "popularity", "two_dimensional"}
     per_query = pd.read_csv(tmp_path / "per_object.csv.gz")
     run = pd.read_csv(tmp_path / "run.dorank.trec", sep=" ", header=None)

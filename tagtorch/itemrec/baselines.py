@@ -53,12 +53,11 @@ class ProbabilisticCP(CPModel):
     def set_loss(self, users: Tensor, tags: Tensor, items: Tensor, item_mask: Tensor) -> Tensor:
         """Logistic loss: positives as 1, drawn items outside the set as 0."""
         user_rows, tag_rows = self.user_factors[users], self.tag_factors[tags]
-        query = (user_rows * tag_rows)[:, None, :]  # [B, 1, r]
         drawn = torch.randint(self.item_factors.shape[0], (len(users), self.negatives),
                               device=users.device)
         in_set = ((drawn[:, :, None] == items[:, None, :]) & item_mask[:, None, :]).any(-1)
-        positive = (query * self.item_factors[items]).sum(-1)
-        negative = (query * self.item_factors[drawn]).sum(-1)
+        positive = self.score_items(users, tags, items)
+        negative = self.score_items(users, tags, drawn)
         softplus = torch.nn.functional.softplus
         loss = (torch.where(item_mask, softplus(-positive), 0.0).sum(-1)
                 + torch.where(in_set, 0.0, softplus(negative)).sum(-1))
