@@ -79,23 +79,51 @@ class CandidateSet:
             tag_topics: optional ``[N, Z]`` ``p(z | t)`` of each candidate.
             object_topics: optional ``[B, Z]`` ``p(z | o)`` of each object (with ``tag_topics``).
         """
+        return cls.from_chunks(objects, [(rows, tags, features, labels, tag_topics)], n_relevant,
+                               feature_names, object_topics)
+
+    @classmethod
+    def from_chunks(
+        cls,
+        objects: torch.Tensor,
+        chunks: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
+                           torch.Tensor | None]],
+        n_relevant: torch.Tensor,
+        feature_names: tuple[str, ...],
+        object_topics: torch.Tensor | None = None,
+    ) -> CandidateSet:
+        """:meth:`from_flat` of flat pieces, each emptied from ``chunks`` once it is copied.
+
+        The pieces ``(rows, tags, features, labels, tag_topics or None)`` come in list order
+        (rows non-decreasing across them, an object's candidates in one piece): the flat
+        entries and the padded lists are never both held whole.
+        """
         b = len(objects)
-        counts = torch.bincount(rows, minlength=b)
-        width = int(counts.max()) if len(rows) else 0
+        counts = torch.zeros(b, dtype=torch.long)
+        for rows, *_ in chunks:
+            counts += torch.bincount(rows, minlength=b)
+        width = int(counts.max()) if b else 0
         starts = torch.cumsum(counts, 0) - counts
-        position = torch.arange(len(rows)) - starts[rows]
+        n_features = chunks[0][2].shape[1] if chunks else len(feature_names)
         mask = torch.zeros((b, width), dtype=torch.bool)
-        mask[rows, position] = True
         padded_tags = torch.full((b, width), -1, dtype=torch.long)
-        padded_tags[rows, position] = tags.long()
-        padded_features = torch.zeros((b, width, features.shape[1]), dtype=torch.float32)
-        padded_features[rows, position] = features.float()
+        padded_features = torch.zeros((b, width, n_features), dtype=torch.float32)
         padded_labels = torch.zeros((b, width), dtype=torch.float32)
-        padded_labels[rows, position] = labels.float()
-        padded_topics = None
-        if tag_topics is not None:
-            padded_topics = torch.zeros((b, width, tag_topics.shape[1]), dtype=torch.float32)
-            padded_topics[rows, position] = tag_topics.float()
+        topics = chunks[0][4] if chunks else None
+        padded_topics = (None if topics is None
+                         else torch.zeros((b, width, topics.shape[1]), dtype=torch.float32))
+        done = 0
+        while chunks:
+            rows, tags, features, labels, topics = chunks.pop(0)
+            position = done + torch.arange(len(rows)) - starts[rows]
+            done += len(rows)
+            mask[rows, position] = True
+            padded_tags[rows, position] = tags.long()
+            padded_features[rows, position] = features.float()
+            padded_labels[rows, position] = labels.float()
+            if padded_topics is not None and topics is not None:
+                padded_topics[rows, position] = topics.float()
+            del rows, tags, features, labels, topics
         return cls(objects=objects.long(), tags=padded_tags, features=padded_features,
                    labels=padded_labels, mask=mask, n_relevant=n_relevant.long(),
                    feature_names=tuple(feature_names), tag_topics=padded_topics,

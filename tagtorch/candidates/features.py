@@ -76,7 +76,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, Self
 
@@ -86,18 +86,8 @@ import torch
 from tagtorch.candidates.candidate_set import CandidateSet
 from tagtorch.candidates.generator import check_rule_settings
 from tagtorch.candidates.object_topics import ObjectTopics
-from tagtorch.candidates.sparse import (
-    Lookup,
-    combinations_of_rows,
-    csr,
-    gather_rows,
-    ragged_csr,
-    segment_rank,
-    sorted_csr,
-    spmm,
-    sum_by_key,
-    triplets,
-)
+from tagtorch.candidates.rules import RuleIndex
+from tagtorch.candidates.sparse import Lookup, csr, ragged_csr, sum_by_key, triplets
 from tagtorch.candidates.topics import TopicTags
 from tagtorch.data.ragged import Ragged
 from tagtorch.data.splits import TagQueries
@@ -159,14 +149,15 @@ def most_frequent_per_row(tags: Ragged, frequency: np.ndarray, limit: int | None
 
 
 class LatreCandidates(SignatureSettings):
-    """LATRE candidates and the 13 features of Table I, computed in batches with sparse products.
+    """LATRE candidates and the 13 features of Table I, computed in batches.
 
-    Rules with antecedents up to size ℓ are derived lazily for the antecedents that occur in the
-    target objects' input tags, for a chunk of objects at once: the antecedents' D objects come
-    from one product of the antecedent-by-tag matrix with D's tag-by-object incidence, and the
-    supports ``supp(X ∪ {c})`` of all consequents from one more product with D's object-by-tag
-    incidence. Antecedents of size ≥ 2 are only formed when each of their pairs reaches the
-    minimum support (Apriori pruning, exact). The definitions are in the module docstring.
+    Rules with antecedents up to size ℓ are derived lazily, only for the antecedents that occur
+    in the target objects' input tags, by the compiled kernels of
+    :mod:`tagtorch.candidates.rules` over an index of D built once by :meth:`fit` (postings,
+    tag lists, one-tag rules). A batch is split over ``torch.get_num_threads()`` threads; one
+    object (serving) runs the same kernel and builds nothing sized by D. The rules are mined on
+    the CPU whatever ``device`` is; the other features are computed on ``device``. The
+    definitions are in the module docstring.
 
     Args:
         max_antecedent: ℓ, the largest antecedent size (the paper: 3).
@@ -181,8 +172,6 @@ class LatreCandidates(SignatureSettings):
         k_r: rank constant of Sum+ and Vote+.
         k_s: stability constant of the ``stab`` feature.
         chunk_size: target objects processed together (bounds memory).
-        max_work: (antecedent, D object) pairs examined per sparse product for antecedents of
-            size ≥ 2 (bounds memory).
         max_antecedent_tags: antecedents of size ≥ 2 only from this many of an object's input
             tags, the most frequent in D (see the module docstring); None: from all of them.
         max_train_tags: a D object with more tags is mined as if it had only this many, the
@@ -216,7 +205,6 @@ class LatreCandidates(SignatureSettings):
         k_r: float = 4.0,
         k_s: float = 9.0,
         chunk_size: int = 256,
-        max_work: int = 500_000,
         max_antecedent_tags: int | None = 64,
         max_train_tags: int | None = 1000,
         device: str = "auto",
@@ -257,37 +245,23 @@ class LatreCandidates(SignatureSettings):
                         n_capped, len(train_objects), self.max_train_tags, self.max_train_tags)
         self.terms = terms
         self.n_train = len(train_objects)
-        self.incidence = ragged_csr(train_tags, n, dev)  # [|D|, n]
-        rows = torch.as_tensor(train_tags.row_ids, device=dev)
         cols = torch.as_tensor(train_tags.values, dtype=torch.long, device=dev)
-        self.incidence_t = csr(cols, rows, torch.ones(len(rows), device=dev),
-                               (n, self.n_train))  # [n, |D|]
         f_tag = torch.bincount(cols, minlength=n).float()
         self.tag_frequency = f_tag
         self.tag_counts = np.bincount(train_tags.values.astype(np.int64), minlength=n)  # f_tag
-        self.has_tag = Lookup.from_csr(self.incidence)
-        x, c, support = spmm(self.incidence_t, self.incidence)  # supp({x, c})
-        order = torch.argsort(x * n + c)
-        x, c, support = x[order], c[order], support[order]
-        self.pair_support = Lookup(x * n + c, support, n)
-
-        theta = support.double() / f_tag[x].double()  # float64: entropy sums thousands of terms
-        keep = ((x != c) & (support >= self.min_support) & (theta >= self.min_confidence))
-        x, c, theta = x[keep], c[keep], theta[keep]
-        position = segment_rank(x, theta, c) + 1
-        entropy = torch.zeros(n, dtype=torch.float64, device=dev).index_add_(
-            0, x, -theta * torch.log(theta)).float()
-        theta = theta.float()
-        weight = (stability(f_tag, self.k_x)[x] * stability(f_tag, self.k_c)[c]
-                  * self.k_r / (self.k_r + position.float()))
-        # one-tag rules x -> c in row-major CSR form, four values per rule: the terms of
-        # Sum(ℓ = 1), Sum+, Vote and Vote+ (x, c come sorted from the CSR ``pairs``)
-        self.rule_crow = sorted_csr(x, c, theta, (n, n)).crow_indices()
-        self.rule_cols = c
-        self.rule_values = torch.stack([theta, theta * weight, torch.ones_like(theta), weight], -1)
+        self.rules = RuleIndex(self.max_antecedent, self.min_support, self.min_confidence).fit(
+            train_tags, n, stability(f_tag, self.k_x).double().cpu().numpy(),
+            stability(f_tag, self.k_c).double().cpu().numpy(), self.k_r,
+            threads=torch.get_num_threads())
+        entropy = torch.as_tensor(self.rules.entropy, dtype=torch.float32, device=dev)
+        if self.distances:
+            x, c, support = self.rules.pairs(threads=torch.get_num_threads())
+            self.pair_support = Lookup(torch.as_tensor(x * n + c, device=dev),
+                                       torch.as_tensor(support, dtype=torch.float32,
+                                                       device=dev), n)
 
         iff = torch.log((self.n_train + 1) / (f_tag + 1))
-        f_text, f_both, self.afs = self._text_statistics(train_objects, terms)
+        f_text, f_both, self.afs = self._text_statistics(train_objects, train_tags, terms)
         pred = torch.where(f_text > 0, f_both / f_text.clamp(min=1), torch.zeros_like(f_text))
         self.term_features = torch.stack([iff, stability(f_tag, self.k_s), entropy, pred], -1)
         if self.topic_tags is not None:
@@ -297,7 +271,7 @@ class LatreCandidates(SignatureSettings):
         return self
 
     def _text_statistics(
-        self, train_objects: np.ndarray, terms: TermIndex
+        self, train_objects: np.ndarray, train_tags: Ragged, terms: TermIndex
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``f_text``, ``f_both`` per term and ``AFS`` per text field, over D."""
         dev, n = self.device, terms.n_terms
@@ -315,7 +289,7 @@ class LatreCandidates(SignatureSettings):
                      torch.cat([p[2] for p in parts]), (self.n_train, n))  # TS(t, d)
         rows, cols, _ = triplets(spread)
         f_text = torch.bincount(cols, minlength=n).float()
-        is_tag = self.has_tag(rows, cols) > 0
+        is_tag = Lookup.from_ragged(train_tags, n, dev)(rows, cols) > 0
         f_both = torch.bincount(cols[is_tag], minlength=n).float()
         ts = Lookup.from_csr(spread)
         afs = []
@@ -333,7 +307,7 @@ class LatreCandidates(SignatureSettings):
         Stage times accumulate in :attr:`stage_seconds` under ``"rules"`` (lazy rule
         generation: Sum with ℓ = 1 and ℓ) and ``"features"`` (the other metrics).
         """
-        if not hasattr(self, "rule_values"):
+        if not hasattr(self, "rules"):
             raise RuntimeError("call fit() before generating candidates")
         if self.max_antecedent > 1 and self.max_antecedent_tags is not None:
             n_capped = int((queries.input_tags.lengths > self.max_antecedent_tags).sum())
@@ -343,32 +317,27 @@ class LatreCandidates(SignatureSettings):
                             "%d input tags most frequent in D", n_capped, len(queries),
                             self.max_antecedent_tags, self.max_antecedent,
                             self.max_antecedent_tags)
-        flat = []
-        for start in range(0, len(queries), self.chunk_size):
-            rows = np.arange(start, min(start + self.chunk_size, len(queries)))
+        pieces = []
+        object_topics = None
+        if self.object_topics is not None:
+            object_topics = torch.zeros(len(queries), self.object_topics.n_topics)
+        for first in range(0, len(queries), self.chunk_size):
+            rows = np.arange(first, min(first + self.chunk_size, len(queries)))
             chunk = TagQueries(queries.objects[rows], queries.input_tags.take(rows),
                                queries.gold_tags.take(rows))
-            part = self._chunk(chunk)
-            flat.append((part[0] + start, *part[1:]))
-        rows_t, cols, features, labels = (torch.cat([p[i] for p in flat]) for i in range(4))
-        tag_topics = object_topics = None
-        if self.object_topics is not None:
-            start = time.perf_counter()
-            tag_topics = self.object_topics.candidates(cols)
-            object_topics = torch.zeros(len(queries), self.object_topics.n_topics)
-            for first in range(0, len(queries), self.chunk_size):  # fold-in seeded per chunk
-                rows = np.arange(first, min(first + self.chunk_size, len(queries)))
-                chunk = TagQueries(queries.objects[rows], queries.input_tags.take(rows),
-                                   queries.gold_tags.take(rows))
-                object_topics[rows] = torch.as_tensor(self.object_topics.objects(chunk),
-                                                      dtype=torch.float32)
-            self._tick("features", start)
-        candidates = CandidateSet.from_flat(
-            objects=torch.as_tensor(queries.objects, dtype=torch.long),
-            rows=rows_t, tags=cols, features=features, labels=labels,
+            chunk_rows, cols, features, labels = self._chunk(chunk)
+            tag_topics = None
+            if self.object_topics is not None and object_topics is not None:
+                start = time.perf_counter()
+                tag_topics = self.object_topics.candidates(cols)
+                object_topics[rows] = torch.as_tensor(  # fold-in seeded per chunk
+                    self.object_topics.objects(chunk), dtype=torch.float32)
+                self._tick("features", start)
+            pieces.append((chunk_rows + first, cols, features, labels, tag_topics))
+        candidates = CandidateSet.from_chunks(
+            objects=torch.as_tensor(queries.objects, dtype=torch.long), chunks=pieces,
             n_relevant=torch.as_tensor(queries.gold_tags.lengths, dtype=torch.long),
-            feature_names=self.feature_names, tag_topics=tag_topics,
-            object_topics=object_topics,
+            feature_names=self.feature_names, object_topics=object_topics,
         )
         if not self.distances:
             return candidates
@@ -390,7 +359,7 @@ class LatreCandidates(SignatureSettings):
             max_pairs: candidate pairs looked up at once (bounds memory).
         """
         if not hasattr(self, "pair_support"):
-            raise RuntimeError("call fit() before computing distances")
+            raise RuntimeError("call fit() with distances=True before computing distances")
         b, length = tags.shape
         out = torch.ones(b, length, length, dtype=torch.float16)
         step = max(1, max_pairs // max(length * length, 1))
@@ -414,33 +383,16 @@ class LatreCandidates(SignatureSettings):
         return now
 
     def _chunk(self, queries: TagQueries) -> tuple[torch.Tensor, ...]:
-        """Flat ``(rows, terms, features [n, 13], labels)`` of one chunk, on the CPU.
-
-        Every product of a few rows with a large matrix is done by gathering the picked rows
-        and summing equal ``(row, column)`` keys (:func:`gather_rows`, :func:`sum_by_key`):
-        unlike a sparse matrix product, its cost does not grow with the large matrix's size,
-        which keeps single-object latency low.
-        """
+        """Flat ``(rows, terms, features [n, 13], labels)`` of one chunk, on the CPU."""
         dev, n = self.device, self.terms.n_terms
         start = time.perf_counter()
         input_rows = torch.as_tensor(queries.input_tags.row_ids, device=dev)
         input_tags = torch.as_tensor(queries.input_tags.values, dtype=torch.long, device=dev)
-        which, position = gather_rows(self.rule_crow, input_tags)
-        one_tag = Lookup(*sum_by_key(input_rows[which] * n + self.rule_cols[position],
-                                     self.rule_values[position]), n)
-        sum_l = self._sum_l(queries.input_tags, one_tag)
-        start = self._tick("rules", start)
-
-        is_input = Lookup(input_rows * n + input_tags, torch.ones(len(input_tags), device=dev), n)
-        rule_rows, rule_cols = sum_l.keys // n, sum_l.keys % n
-        fresh = is_input(rule_rows, rule_cols) == 0
-        rule_rows, rule_cols, rule_values = rule_rows[fresh], rule_cols[fresh], sum_l.values[fresh]
-        if self.max_rule_candidates is not None:
-            top = segment_rank(rule_rows, rule_values, rule_cols) < self.max_rule_candidates
-            rule_rows, rule_cols = rule_rows[top], rule_cols[top]
-        occurrences = [Lookup.from_ragged(r.take(queries.objects), n, dev)
-                       for r in self.terms.fields.values()]
-        keys = [rule_rows * n + rule_cols]
+        is_input = Lookup(*sum_by_key(input_rows * n + input_tags,
+                                      torch.ones(len(input_tags), device=dev)), n)
+        texts = [r.take(queries.objects) for r in self.terms.fields.values()]
+        occurrences = [Lookup.from_ragged(text, n, dev) for text in texts]
+        keys = []
         if self.text_candidates:
             keys += [t.keys[is_input(t.keys // n, t.keys % n) == 0] for t in occurrences]
         theta = None
@@ -448,12 +400,23 @@ class LatreCandidates(SignatureSettings):
             theta = self.topic_tags.mixtures(queries.input_tags, int(queries.objects[0]), dev)
             keys.append(self.topic_tags.top_keys(
                 theta, TopicTags.input_mask(queries.input_tags, n, dev)))
-        keys_t = torch.unique(torch.cat(keys))
+        keep = torch.cat(keys).cpu().numpy() if keys else np.zeros(0, dtype=np.int64)
+        keep = Ragged.from_groups(keep // n, keep % n, len(queries))
+        antecedents, _ = most_frequent_per_row(queries.input_tags, self.tag_counts,
+                                               self.max_antecedent_tags)
+        start = self._tick("features", start)
+        rule_rows, rule_cols, rule_values = self.rules.mine(
+            queries.input_tags, antecedents, keep, self.max_rule_candidates,
+            threads=torch.get_num_threads())
+        start = self._tick("rules", start)
+
+        rule_keys = torch.as_tensor(rule_rows, device=dev) * n + torch.as_tensor(
+            rule_cols, dtype=torch.long, device=dev)  # sorted: rows, then codes, ascending
+        rule_features = Lookup(rule_keys, torch.as_tensor(rule_values, device=dev), n)
+        keys_t = torch.unique(torch.cat([rule_keys, *keys]))
         rows, cols = keys_t // n, keys_t % n
 
-        rule_features = one_tag(rows, cols)  # sum_1, sum_plus, vote, vote_plus
-        columns = [rule_features[:, 0], sum_l(rows, cols), rule_features[:, 1],
-                   rule_features[:, 2], rule_features[:, 3]]
+        columns = list(rule_features(rows, cols).float().unbind(-1))  # sum_1 .. vote_plus
         if occurrences:
             tf = torch.stack([t(rows, cols) for t in occurrences], -1)
             ts = (tf > 0).float()
@@ -468,104 +431,3 @@ class LatreCandidates(SignatureSettings):
         labels = (gold(rows, cols) > 0).float()
         self._tick("features", start)
         return rows.cpu(), cols.cpu(), features.float().cpu(), labels.cpu()
-
-    def _sum_l(self, input_tags: Ragged, one_tag: Lookup) -> Lookup:
-        """``Sum(c, I_o, ℓ)``: one-tag rules plus rules with antecedents of size 2..ℓ.
-
-        The rules of the larger antecedents come in pieces of at most about ``max_work``
-        entries (:meth:`_antecedent_rules`) and are summed into the ``(object, c)`` totals as
-        they come, so memory follows the objects' candidates, not the number of rules.
-        """
-        dev, n = self.device, self.terms.n_terms
-        keys, values = one_tag.keys, one_tag.values[:, 0]
-        pending_keys: list[torch.Tensor] = []
-        pending_values: list[torch.Tensor] = []
-        pending = 0
-        input_tags, _ = most_frequent_per_row(input_tags, self.tag_counts,
-                                              self.max_antecedent_tags)
-        for size in range(2, self.max_antecedent + 1):
-            owner, members = combinations_of_rows(input_tags, size)
-            if len(owner) == 0:
-                continue
-            owner_t = torch.as_tensor(owner, device=dev)
-            members_t = torch.as_tensor(members, device=dev)
-            frequent = torch.ones(len(owner_t), dtype=torch.bool, device=dev)
-            for i in range(size):
-                for j in range(i + 1, size):
-                    support = self.pair_support(members_t[:, i], members_t[:, j])
-                    frequent &= support >= self.min_support
-            owner_t, members_t = owner_t[frequent], members_t[frequent]
-            # cost of an antecedent: the posting list of its rarest tag, scanned once
-            cost = self.tag_frequency[members_t].min(1).values.long()
-            bucket = (torch.cumsum(cost, 0) - cost) // self.max_work
-            for part in torch.split(torch.arange(len(owner_t), device=dev),
-                                    torch.unique_consecutive(bucket, return_counts=True)[1]
-                                    .tolist()):
-                for ant, c, theta in self._antecedent_rules(members_t[part]):
-                    pending_keys.append(owner_t[part][ant] * n + c)
-                    pending_values.append(theta)
-                    pending += len(ant)
-                    if pending > max(self.max_work, len(keys)):  # fold them into the totals
-                        # (amortized: the totals are re-sorted O(log) times, not per piece)
-                        keys, values = sum_by_key(torch.cat([keys, *pending_keys]),
-                                                  torch.cat([values, *pending_values]))
-                        pending_keys, pending_values, pending = [], [], 0
-        if pending_keys:
-            keys, values = sum_by_key(torch.cat([keys, *pending_keys]),
-                                      torch.cat([values, *pending_values]))
-        return Lookup(keys, values, n)
-
-    def _antecedent_rules(
-        self, members: torch.Tensor
-    ) -> Iterator[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
-        """Rules ``X -> c`` for antecedents ``members [a, s]``: pieces ``(antecedent, c, θ)``.
-
-        A piece gathers the tags of at most about ``max_work`` (covering D object, tag)
-        entries (at least one antecedent whole, so its supports and thresholds are exact).
-        Consequents inside X are kept (their θ is 1): they are input tags of the object, so
-        :meth:`_chunk` never turns them into candidates.
-        """
-        dev = self.device
-        a, size = members.shape
-        order = torch.argsort(self.tag_frequency[members], dim=1)
-        members = members.gather(1, order)  # rarest tag first
-        crow, objects = self.incidence_t.crow_indices(), self.incidence_t.col_indices()
-        start, length = crow[members[:, 0]], crow[members[:, 0] + 1] - crow[members[:, 0]]
-        ant = torch.repeat_interleave(torch.arange(a, device=dev), length)
-        offset = torch.cumsum(length, 0) - length
-        obj = objects[torch.arange(len(ant), device=dev) - offset[ant] + start[ant]]
-        for i in range(1, size):  # keep the rarest tag's D objects that hold all of X
-            covers = self.has_tag(obj, members[ant, i]) > 0
-            ant, obj = ant[covers], obj[covers]
-        support_x = torch.bincount(ant, minlength=a).float()
-        crow = self.incidence.crow_indices()
-        tags_of = crow[obj + 1] - crow[obj]  # entries each (antecedent, object) pair gathers
-        per_antecedent = torch.zeros(a, dtype=torch.long, device=dev).index_add_(0, ant, tags_of)
-        piece_of = ((torch.cumsum(per_antecedent, 0) - per_antecedent) // self.max_work)[ant]
-        for piece in torch.split(torch.arange(len(ant), device=dev),
-                                 torch.unique_consecutive(piece_of, return_counts=True)[1]
-                                 .tolist()):
-            yield self._covering_rules(ant[piece], obj[piece], int(tags_of[piece].sum()),
-                                       support_x)
-
-    def _covering_rules(
-        self, ant: torch.Tensor, obj: torch.Tensor, gathered: int, support_x: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``(antecedent, c, θ)`` from the D objects ``obj`` that cover antecedents ``ant``."""
-        dev, n = self.device, self.terms.n_terms
-        crow = self.incidence.crow_indices()
-        if gathered * 8 < self.incidence.values().numel():  # few rows: gather and sum them
-            which, position = gather_rows(crow, obj)
-            key, support = sum_by_key(ant[which] * n + self.incidence.col_indices()[position],
-                                      torch.ones(len(which), device=dev))
-            ant, c = key // n, key % n
-        else:  # many rows: a sparse product accumulates faster than sorting the entries
-            covering = sorted_csr(ant, obj, torch.ones(len(ant), device=dev),
-                                  (len(support_x), self.n_train))
-            ant, c, support = spmm(covering, self.incidence)
-        theta = support / support_x[ant]
-        # consequents inside X are input tags, never candidates: no need to drop them here
-        if self.min_support > 1 or self.min_confidence > 0:
-            keep = (support >= self.min_support) & (theta >= self.min_confidence)
-            ant, c, theta = ant[keep], c[keep], theta[keep]
-        return ant, c, theta

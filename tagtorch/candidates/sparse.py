@@ -1,12 +1,9 @@
-"""Small helpers on torch sparse matrices (CSR products, triplets, batched look-ups)."""
+"""Small helpers on torch sparse matrices (CSR from triplets, triplets, batched look-ups)."""
 
 from __future__ import annotations
 
-import itertools
 import warnings
 
-import numpy as np
-import scipy.sparse as sp
 import torch
 
 from tagtorch.data.ragged import Ragged
@@ -21,51 +18,6 @@ def csr(rows: torch.Tensor, cols: torch.Tensor, values: torch.Tensor,
     coo = torch.sparse_coo_tensor(torch.stack([rows, cols]), values, shape,
                                   check_invariants=False).coalesce()
     return coo.to_sparse_csr()
-
-
-def spmm(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Triplets ``(rows, cols, values)`` of the product of two CSR matrices.
-
-    Rows come in ascending order; the columns within a row in no particular order.
-
-    On CUDA the product is torch's (cuSPARSE). On the CPU it is SciPy's, on zero-copy views of
-    the same arrays: torch's CPU CSR-by-CSR product leaks memory (about 8 bytes per output
-    entry and call in torch 2.13, gigabytes over the chunks of a fold) and its COO product is
-    several times slower.
-
-    Example:
-        >>> a = csr(torch.tensor([0, 1]), torch.tensor([1, 0]), torch.tensor([2.0, 3.0]), (2, 2))
-        >>> rows, cols, values = spmm(a, a)
-        >>> rows.tolist(), cols.tolist(), values.tolist()
-        ([0, 1], [0, 1], [6.0, 6.0])
-    """
-    if a.device.type != "cpu":
-        return triplets(torch.sparse.mm(a, b))
-    product = _scipy(a) @ _scipy(b)
-    rows = np.repeat(np.arange(product.shape[0]), np.diff(product.indptr))
-    return (torch.from_numpy(rows), torch.from_numpy(product.indices.astype(np.int64)),
-            torch.from_numpy(product.data))
-
-
-def _scipy(matrix: torch.Tensor) -> sp.csr_matrix:
-    """A SciPy view of a CPU CSR tensor."""
-    return sp.csr_matrix((matrix.values().numpy(), matrix.col_indices().numpy(),
-                          matrix.crow_indices().numpy()), shape=tuple(matrix.shape))
-
-
-def sorted_csr(rows: torch.Tensor, cols: torch.Tensor, values: torch.Tensor,
-               shape: tuple[int, int]) -> torch.Tensor:
-    """A CSR matrix from triplets already in row-major order without duplicates (no sort).
-
-    Example:
-        >>> m = sorted_csr(torch.tensor([0, 0, 2]), torch.tensor([1, 3, 0]),
-        ...                torch.tensor([1.0, 2.0, 3.0]), (3, 4))
-        >>> m.to_dense().tolist()
-        [[0.0, 1.0, 0.0, 2.0], [0.0, 0.0, 0.0, 0.0], [3.0, 0.0, 0.0, 0.0]]
-    """
-    crow = torch.zeros(shape[0] + 1, dtype=torch.long, device=rows.device)
-    crow[1:] = torch.cumsum(torch.bincount(rows, minlength=shape[0]), 0)
-    return torch.sparse_csr_tensor(crow, cols, values, shape, check_invariants=False)
 
 
 def ragged_csr(ragged: Ragged, n_cols: int, device: torch.device,
@@ -161,79 +113,3 @@ def sum_by_key(keys: torch.Tensor,
     sums = torch.zeros((len(unique), *values.shape[1:]), dtype=values.dtype,
                        device=values.device)
     return unique, sums.index_add_(0, inverse, values)
-
-
-def gather_rows(crow: torch.Tensor, picked: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Entries of the picked rows of a CSR structure, without a sparse product.
-
-    Args:
-        crow: ``[n_rows + 1]`` row pointers.
-        picked: ``[p]`` row indices (repeats allowed).
-
-    Returns:
-        ``(which, position)``: for every gathered entry, the index into ``picked`` it came
-        from and its position in the matrix's column/value arrays.
-
-    Example:
-        >>> gather_rows(torch.tensor([0, 2, 2, 5]), torch.tensor([2, 0]))
-        (tensor([0, 0, 0, 1, 1]), tensor([2, 3, 4, 0, 1]))
-    """
-    start = crow[picked]
-    length = crow[picked + 1] - start
-    which = torch.repeat_interleave(torch.arange(len(picked), device=crow.device), length)
-    offset = torch.cumsum(length, 0) - length
-    position = torch.arange(len(which), device=crow.device) - offset[which] + start[which]
-    return which, position
-
-
-def segment_rank(rows: torch.Tensor, primary: torch.Tensor, secondary: torch.Tensor,
-                 descending: bool = True) -> torch.Tensor:
-    """0-based rank of each entry within its row by ``primary`` (then ``secondary`` ascending).
-
-    Args:
-        rows: ``[n]`` row of each entry (any order).
-        primary: ``[n]`` main sort key.
-        secondary: ``[n]`` tie-break key, ascending.
-        descending: sort ``primary`` descending.
-    """
-    order = torch.argsort(secondary, stable=True)
-    order = order[torch.argsort(primary[order], descending=descending, stable=True)]
-    order = order[torch.argsort(rows[order], stable=True)]
-    sorted_rows = rows[order]
-    starts = torch.searchsorted(sorted_rows, sorted_rows, right=False)
-    rank = torch.empty_like(rows)
-    rank[order] = torch.arange(len(rows), device=rows.device) - starts
-    return rank
-
-
-def combinations_of_rows(tags: Ragged, size: int) -> tuple[np.ndarray, np.ndarray]:
-    """All ``size``-subsets of every row, vectorized per distinct row length.
-
-    Returns:
-        ``(owner [n], members [n, size])``: the row of each subset and its values (ascending
-        when the rows are).
-    """
-    owners, members = [], []
-    lengths = tags.lengths
-    for m in np.unique(lengths[lengths >= size]):
-        rows = np.flatnonzero(lengths == m)
-        combos = _combinations(int(m), size)
-        index = tags.offsets[rows][:, None, None] + combos[None, :, :]
-        owners.append(np.repeat(rows, len(combos)))
-        members.append(tags.values[index].reshape(-1, size))
-    if not owners:
-        return np.zeros(0, dtype=np.int64), np.zeros((0, size), dtype=np.int64)
-    return np.concatenate(owners), np.concatenate(members)
-
-
-_COMBINATIONS: dict[tuple[int, int], np.ndarray] = {}
-
-
-def _combinations(m: int, size: int) -> np.ndarray:
-    """``[C(m, size), size]`` index combinations (cached)."""
-    key = (m, size)
-    if key not in _COMBINATIONS:
-        flat = np.fromiter(itertools.chain.from_iterable(itertools.combinations(range(m), size)),
-                           dtype=np.int64)
-        _COMBINATIONS[key] = flat.reshape(-1, size)
-    return _COMBINATIONS[key]
