@@ -370,9 +370,20 @@ def _bench_latency(args: argparse.Namespace, generator: Any, test: Any, warm: An
         latency["one_thread"] = time_latency(generator, test, latency_rows)
         steal["one_thread"] = steal_note(ticks)
         torch.set_num_threads(threads)
+    # the serving cache (candidates.rule_cache): the same objects asked a second time
+    generator.rules.cache_size = len(latency_rows)
+    time_latency(generator, test, latency_rows)  # fills the cache
+    ticks = cpu_ticks()
+    latency["repeat"] = time_latency(generator, test, latency_rows)
+    steal["repeat"] = steal_note(ticks)
+    generator.rules.cache_size = 0
+    generator.rules.clear_cache()
+    heads = {"default": f"{threads} threads (torch default), main figure",
+             "one_thread": "1 thread (torch.set_num_threads(1)), diagnostic only",
+             "repeat": f"{threads} threads, rule_cache on, every object asked a second time "
+                       f"(serving repeats)"}
     for label, lat in latency.items():
-        head = (f"{threads} threads (torch default), main figure" if label == "default"
-                else "1 thread (torch.set_num_threads(1)), diagnostic only")
+        head = heads[label]
         say(f"\n[latency] {head}: default generator on one object + LatreWTS(0.95).score + "
             f"torch.sort, {lat['n']} random T objects (median {lat['median_input_tags']:.0f} "
             f"input tags):")

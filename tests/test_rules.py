@@ -159,3 +159,32 @@ def test_antecedents_of_size_two_or_more_come_only_from_the_antecedent_tags():
     got = as_dict(rows, cols, feats, 0)
     for c, values in got.items():
         assert values[1] - values[0] == pytest.approx(expected.get(c, 0.0))
+
+
+def test_the_serving_cache_answers_repeats_and_evicts_the_least_recently_used():
+    d = random_d(10)
+    index = RuleIndex(cache_size=2).fit(Ragged.from_lists(d), N_TERMS, np.ones(N_TERMS),
+                                        np.ones(N_TERMS), k_r=4.0)
+    plain = fitted(d)
+
+    def ask(index, query, keep=()):
+        return index.mine(Ragged.from_lists([query]), Ragged.from_lists([query]),
+                          Ragged.from_lists([list(keep)]), top_k=3)
+
+    a, b, c = [1, 2], [3, 4, 5], [0, 6]
+    for query in (a, b, a, c, b):  # a b | a hit | c evicts b | b misses again
+        for got, want in zip(ask(index, query), ask(plain, query), strict=True):
+            np.testing.assert_array_equal(got, want)
+    assert (index.cache_hits, index.cache_misses) == (1, 4)
+    ask(index, a, keep=[7])  # other keep terms: another request
+    assert index.cache_misses == 5
+    first = ask(index, b)
+    first[2][:] = -1.0  # a caller writing into its result does not reach the cache
+    np.testing.assert_array_equal(ask(index, b)[2], ask(plain, b)[2])
+    index.mine(Ragged.from_lists([a, b]), Ragged.from_lists([a, b]), Ragged.from_lists([[], []]))
+    assert index.cache_hits + index.cache_misses == 8  # batches bypass the cache
+
+
+def test_cache_size_is_checked():
+    with pytest.raises(ValueError, match="cache_size"):
+        RuleIndex(cache_size=-1)

@@ -189,6 +189,9 @@ class LatreCandidates(SignatureSettings):
             Section 4.1), from the co-occurrence counts mined on D (so through the
             ``max_train_tags`` cap), for GP_rnd (:mod:`tagtorch.rankers.gp_rnd`). Off by
             default: it is ``L`` times larger than the features.
+        rule_cache: for serving (ours): the rule features of this many one-object calls are
+            kept (least recently used out first), keyed by the object's input tags and its
+            text and topic candidates, so that a repeated request skips rule mining. 0: off.
     """
 
     feature_names = FEATURE_NAMES
@@ -211,6 +214,7 @@ class LatreCandidates(SignatureSettings):
         topics: Mapping[str, Any] | None = None,
         diversity: Mapping[str, Any] | None = None,
         distances: bool = False,
+        rule_cache: int = 0,
     ) -> None:
         check_rule_settings(max_antecedent, min_support, min_confidence)
         for name, cap in (("max_antecedent_tags", max_antecedent_tags),
@@ -249,7 +253,8 @@ class LatreCandidates(SignatureSettings):
         f_tag = torch.bincount(cols, minlength=n).float()
         self.tag_frequency = f_tag
         self.tag_counts = np.bincount(train_tags.values.astype(np.int64), minlength=n)  # f_tag
-        self.rules = RuleIndex(self.max_antecedent, self.min_support, self.min_confidence).fit(
+        self.rules = RuleIndex(self.max_antecedent, self.min_support, self.min_confidence,
+                               cache_size=self.rule_cache).fit(
             train_tags, n, stability(f_tag, self.k_x).double().cpu().numpy(),
             stability(f_tag, self.k_c).double().cpu().numpy(), self.k_r,
             threads=torch.get_num_threads())

@@ -48,6 +48,8 @@ from __future__ import annotations
 
 import itertools
 import math
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Self, TypeVar
@@ -456,6 +458,9 @@ class RuleIndex:
         max_antecedent: ℓ.
         min_support: minimum ``supp(X ∪ {c})`` of a rule.
         min_confidence: minimum confidence of a rule.
+        cache_size: for serving (ours): the results of this many one-object calls are kept,
+            least recently used out first, keyed by the object's input, antecedent and keep
+            terms and ``top_k``; a repeated request is then answered without mining. 0: off.
 
     Example:
         >>> d = Ragged.from_lists([[0, 1], [0, 1, 2], [0, 2]])
@@ -471,9 +476,22 @@ class RuleIndex:
     """
 
     def __init__(self, max_antecedent: int = 3, min_support: int = 1,
-                 min_confidence: float = 0.0) -> None:
+                 min_confidence: float = 0.0, cache_size: int = 0) -> None:
+        if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 0:
+            raise ValueError(f"cache_size must be an integer >= 0, got {cache_size!r}")
         self.max_antecedent, self.min_support = max_antecedent, min_support
         self.min_confidence = min_confidence
+        self.cache_size = cache_size
+        self._cache: OrderedDict[bytes, tuple[np.ndarray, np.ndarray, np.ndarray]] = (
+            OrderedDict())
+        self._cache_lock = threading.Lock()
+        self.cache_hits = self.cache_misses = 0
+
+    def clear_cache(self) -> None:
+        """Empties the serving cache and resets its counters."""
+        with self._cache_lock:
+            self._cache.clear()
+            self.cache_hits = self.cache_misses = 0
 
     def fit(self, train_tags: Ragged, n_terms: int, stability_x: np.ndarray,
             stability_c: np.ndarray, k_r: float, threads: int = 1) -> Self:
@@ -552,6 +570,17 @@ class RuleIndex:
         if top >= 2 and sum(math.comb(longest, s) for s in range(2, top + 1)) >= _MAX_KEY:
             raise ValueError(f"{longest} antecedent tags with max_antecedent {self.max_antecedent}"
                              f" form too many antecedents to index; set max_antecedent_tags")
+        key = None
+        if self.cache_size and len(input_tags) == 1:
+            key = b"|".join(np.unique(r.values).astype(np.int32).tobytes()
+                            for r in (input_tags, antecedent_tags, keep)) + str(top_k).encode()
+            with self._cache_lock:
+                hit = self._cache.get(key)
+                if hit is not None:
+                    self._cache.move_to_end(key)
+                    self.cache_hits += 1
+                    return tuple(array.copy() for array in hit)
+                self.cache_misses += 1
         args = (input_tags.offsets, input_tags.values.astype(np.int32, copy=False),
                 antecedent_tags.offsets, antecedent_tags.values.astype(np.int32, copy=False),
                 keep.offsets, keep.values.astype(np.int32, copy=False), self.post_ptr,
@@ -559,9 +588,14 @@ class RuleIndex:
                 self.rule_support, self.rule_weight, self.n_terms, self.max_antecedent,
                 self.min_support, float(self.min_confidence), -1 if top_k is None else top_k)
         results = _parallel(lambda lo, hi: _mine(lo, hi, *args), len(input_tags), threads)
-        if len(results) == 1:
-            return results[0]
-        return tuple(np.concatenate([r[k] for r in results]) for k in range(3))
+        if len(results) > 1:
+            return tuple(np.concatenate([r[k] for r in results]) for k in range(3))
+        if key is not None:
+            with self._cache_lock:
+                self._cache[key] = results[0]
+                while len(self._cache) > self.cache_size:
+                    self._cache.popitem(last=False)
+        return results[0]
 
 
 def _parallel(work: Callable[[int, int], T], n: int, threads: int) -> list[T]:
