@@ -188,3 +188,13 @@ def test_the_serving_cache_answers_repeats_and_evicts_the_least_recently_used():
 def test_cache_size_is_checked():
     with pytest.raises(ValueError, match="cache_size"):
         RuleIndex(cache_size=-1)
+
+
+def test_top_k_breaks_ties_by_the_lowest_codes():
+    # 0 co-occurs once with each of 1..20 and twice with 25: 25 first, then ties by code
+    d = [[0, c] for c in range(20, 0, -1)] + [[0, 25], [0, 25]]
+    index = fitted(d)
+    _, cols, feats = index.mine(Ragged.from_lists([[0]]), Ragged.from_lists([[0]]),
+                                Ragged.from_lists([[17]]), top_k=5)
+    assert cols.tolist() == [1, 2, 3, 4, 17, 25]
+    assert feats[:, 1].tolist() == pytest.approx([1 / 22] * 5 + [2 / 22])

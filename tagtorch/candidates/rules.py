@@ -186,6 +186,33 @@ def _contains(sorted_values: np.ndarray, value: int) -> bool:
 
 
 @numba.njit(nogil=True, cache=False)
+def _by_code(chosen: np.ndarray, cand: np.ndarray, slot: np.ndarray) -> np.ndarray:
+    """The slots ``chosen`` ordered by their terms' codes.
+
+    When the codes span a range not much wider than their number, a scan of the term-to-slot
+    map over that range replaces the sort.
+    """
+    n = len(chosen)
+    if n == 0:
+        return chosen
+    codes = cand[chosen]
+    low, high = codes.min(), codes.max()
+    if high - low >= 8 * n:
+        return chosen[np.argsort(codes)]
+    picked = np.zeros(len(cand), np.bool_)
+    for t in range(n):
+        picked[chosen[t]] = True
+    out = np.empty(n, chosen.dtype)
+    k = 0
+    for c in range(low, high + 1):
+        s = slot[c]
+        if s >= 0 and picked[s]:
+            out[k] = s
+            k += 1
+    return out
+
+
+@numba.njit(nogil=True, cache=False)
 def _mine(lo, hi, inp_ptr, inp, ant_ptr, ant, keep_ptr, keep, post_ptr, post, tag_ptr, tags,
           rule_ptr, rule_cols, rule_support, rule_weight, n_terms, ell, min_support,
           min_confidence, top_k):
@@ -235,11 +262,16 @@ def _mine(lo, hi, inp_ptr, inp, ant_ptr, ant, keep_ptr, keep, post_ptr, post, ta
         antecedents = np.unique(ant[ant_ptr[i]:ant_ptr[i + 1]])
         m = len(antecedents)
         if ell >= 2 and m >= 2:
-            # 2. projection: D objects with >= 2 tags of A, and the A-indices they hold
-            walked = 0
+            # 2. projection: D objects with >= 2 tags of A, and the A-indices they hold; the
+            # tags by postings length ascending, so that the longest list, walked last, only
+            # looks objects up (an object first met there holds one tag of A)
+            lengths = np.empty(m, np.int64)
             for j in range(m):
-                walked += post_ptr[antecedents[j] + 1] - post_ptr[antecedents[j]]
-            size = _table_size(walked)
+                lengths[j] = post_ptr[antecedents[j] + 1] - post_ptr[antecedents[j]]
+            antecedents = antecedents[np.argsort(lengths, kind="mergesort")]
+            lengths.sort()
+            walked = lengths.sum()
+            size = _table_size(walked - lengths[m - 1])
             shift = _shift(size)
             d_keys = np.full(size, -1, np.int64)
             d_ids = np.empty(size, np.int32)
@@ -251,10 +283,13 @@ def _mine(lo, hi, inp_ptr, inp, ant_ptr, ant, keep_ptr, keep, post_ptr, post, ta
             e = 0
             for j in range(m):
                 a = antecedents[j]
+                last = j == m - 1
                 for p in range(post_ptr[a], post_ptr[a + 1]):
                     d = post[p]
                     h = _probe(d_keys, d, shift)
                     if d_keys[h] == -1:
+                        if last:
+                            continue
                         d_keys[h] = d
                         d_ids[h] = n_d
                         d_objects[n_d] = d
@@ -263,6 +298,7 @@ def _mine(lo, hi, inp_ptr, inp, ant_ptr, ant, keep_ptr, keep, post_ptr, post, ta
                     entry_j[e] = j
                     d_count[d_ids[h]] += 1
                     e += 1
+            walked = e
             member_ptr = np.zeros(n_d + 1, np.int64)
             for k in range(n_d):
                 member_ptr[k + 1] = member_ptr[k] + (d_count[k] if d_count[k] >= 2 else 0)
@@ -414,15 +450,28 @@ def _mine(lo, hi, inp_ptr, inp, ant_ptr, ant, keep_ptr, keep, post_ptr, post, ta
                 eligible[n_eligible] = s
                 n_eligible += 1
         eligible = eligible[:n_eligible]
-        eligible = eligible[np.argsort(cand[eligible])]  # emitted by code ascending
-        if 0 <= top_k < n_eligible:
-            best = np.argsort(-acc[eligible, 1], kind="mergesort")  # ties: codes ascending
-            chosen = np.zeros(n_eligible, np.bool_)
-            chosen[best[:top_k]] = True
+        if 0 <= top_k < n_eligible:  # the top_k-th best sum_l in linear time, then its ties
+            values = acc[eligible, 1]
+            bar = -np.partition(-values, top_k - 1)[top_k - 1]
+            above = 0
+            n_ties = 0
             for t in range(n_eligible):
-                if not chosen[t] and _contains(keep_terms, cand[eligible[t]]):
-                    chosen[t] = True
+                above += values[t] > bar
+                n_ties += values[t] == bar
+            tied = np.empty(n_ties, np.int32)
+            n_ties = 0
+            for t in range(n_eligible):
+                if values[t] == bar:
+                    tied[n_ties] = cand[eligible[t]]
+                    n_ties += 1
+            last_tie = np.sort(tied)[top_k - above - 1]  # ties: codes ascending
+            chosen = np.zeros(n_eligible, np.bool_)
+            for t in range(n_eligible):
+                code = cand[eligible[t]]
+                chosen[t] = (values[t] > bar or (values[t] == bar and code <= last_tie)
+                             or _contains(keep_terms, code))
             eligible = eligible[chosen]
+        eligible = _by_code(eligible, cand, slot)  # emitted by code ascending
         if out_n + len(eligible) > len(out_rows):
             size = len(out_rows)
             while size < out_n + len(eligible):
