@@ -75,7 +75,7 @@ def _table_size(n: int) -> int:
     return size
 
 
-@numba.njit(nogil=True, cache=False, inline="always")
+@numba.njit(nogil=True, cache=False)
 def _probe(keys: np.ndarray, key: int, shift: np.uint64) -> int:
     """The slot of ``key`` in an open-addressing table (where it is, or the free slot to use)."""
     mask = len(keys) - 1
@@ -136,19 +136,21 @@ def _pair_rows(lo: int, hi: int, post_ptr: np.ndarray, post: np.ndarray, tag_ptr
             out_count[x] = kept
             continue
         start = out_ptr[x]
-        row = out_cols[start:start + kept]
-        row.sort()
-        support = np.empty(kept, np.int64)
+        row = np.sort(out_cols[start:start + kept].astype(np.int64))
+        by_support = np.empty(kept, np.int64)  # support descending, then code ascending
         h = 0.0
         for t in range(kept):
-            support[t] = counter[row[t]]
-            out_count[start + t] = support[t]
-            theta = support[t] / f_x
+            out_cols[start + t] = row[t]
+            support = counter[row[t]]
+            out_count[start + t] = support
+            by_support[t] = (f_x - support) * n_terms + row[t]
+            theta = support / f_x
             h -= theta * math.log(theta)
         entropy[x] = h
-        order = np.argsort(-support, kind="mergesort")  # stable: ties keep ascending codes
+        by_support = np.sort(by_support)
         for rank in range(kept):
-            out_position[start + order[rank]] = rank + 1
+            c = by_support[rank] % n_terms
+            out_position[start + np.searchsorted(row, c)] = rank + 1
         for t in range(n_touched):
             counter[touched[t]] = 0
 
@@ -159,12 +161,14 @@ def _grow(cand: np.ndarray, acc: np.ndarray, extra: np.ndarray, need: int):
     size = len(cand)
     while size < need:
         size *= 2
-    new_cand = np.empty(size, cand.dtype)
-    new_cand[:len(cand)] = cand
-    new_acc = np.zeros((size, acc.shape[1]), acc.dtype)
-    new_acc[:len(acc)] = acc
-    new_extra = np.zeros(size, extra.dtype)
-    new_extra[:len(extra)] = extra
+    new_cand = np.empty(size, np.int32)
+    new_acc = np.zeros((size, 5))
+    new_extra = np.zeros(size, np.int32)
+    for s in range(len(cand)):
+        new_cand[s] = cand[s]
+        new_extra[s] = extra[s]
+        for f in range(5):
+            new_acc[s, f] = acc[s, f]
     return new_cand, new_acc, new_extra
 
 
@@ -180,9 +184,49 @@ def _binomials(m: int, ell: int) -> np.ndarray:
 
 
 @numba.njit(nogil=True, cache=False)
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """The distinct values, ascending (int64)."""
+    ordered = np.sort(values.astype(np.int64))
+    n = 0
+    for t in range(len(ordered)):
+        if t == 0 or ordered[t] != ordered[t - 1]:
+            ordered[n] = ordered[t]
+            n += 1
+    return ordered[:n]
+
+
+@numba.njit(nogil=True, cache=False)
 def _contains(sorted_values: np.ndarray, value: int) -> bool:
     at = np.searchsorted(sorted_values, value)
     return at < len(sorted_values) and sorted_values[at] == value
+
+
+@numba.njit(nogil=True, cache=False)
+def _kth_largest(values: np.ndarray, k: int) -> float:
+    """The ``k``-th largest of ``values`` (``1 <= k <= len(values)``), by a bounded min-heap."""
+    heap = values[:k].copy()
+    for start in range(k // 2 - 1, -1, -1):
+        _sift_down(heap, start)
+    for t in range(k, len(values)):
+        if values[t] > heap[0]:
+            heap[0] = values[t]
+            _sift_down(heap, 0)
+    return heap[0]
+
+
+@numba.njit(nogil=True, cache=False)
+def _sift_down(heap: np.ndarray, at: int) -> None:
+    n = len(heap)
+    while True:
+        low, left = at, 2 * at + 1
+        if left < n and heap[left] < heap[low]:
+            low = left
+        if left + 1 < n and heap[left + 1] < heap[low]:
+            low = left + 1
+        if low == at:
+            return
+        heap[at], heap[low] = heap[low], heap[at]
+        at = low
 
 
 @numba.njit(nogil=True, cache=False)
@@ -195,10 +239,18 @@ def _by_code(chosen: np.ndarray, cand: np.ndarray, slot: np.ndarray) -> np.ndarr
     n = len(chosen)
     if n == 0:
         return chosen
-    codes = cand[chosen]
-    low, high = codes.min(), codes.max()
-    if high - low >= 8 * n:
-        return chosen[np.argsort(codes)]
+    low = high = cand[chosen[0]]
+    for t in range(1, n):
+        low = min(low, cand[chosen[t]])
+        high = max(high, cand[chosen[t]])
+    if high - low >= 8 * n:  # codes are unique: sort (code, slot) keys
+        keys = np.empty(n, np.int64)
+        for t in range(n):
+            keys[t] = np.int64(cand[chosen[t]]) * len(cand) + chosen[t]
+        keys = np.sort(keys)
+        for t in range(n):
+            keys[t] = keys[t] % len(cand)
+        return keys
     picked = np.zeros(len(cand), np.bool_)
     for t in range(n):
         picked[chosen[t]] = True
@@ -210,6 +262,290 @@ def _by_code(chosen: np.ndarray, cand: np.ndarray, slot: np.ndarray) -> np.ndarr
             out[k] = s
             k += 1
     return out
+
+
+@numba.njit(nogil=True, cache=False)
+def _slot_of(c, slot, cand, acc, extra, n_cand):
+    """``(slot of term c, candidates so far)``: a new, zeroed slot when c is new.
+
+    The buffers must have room for it.
+    """
+    s = slot[c]
+    if s >= 0:
+        return s, n_cand
+    slot[c] = n_cand
+    cand[n_cand] = c
+    for f in range(5):
+        acc[n_cand, f] = 0.0
+    extra[n_cand] = 0
+    return n_cand, n_cand + 1
+
+
+@numba.njit(nogil=True, cache=False)
+def _one_tag_sums(inputs, post_ptr, rule_ptr, rule_cols, rule_support, rule_weight, slot,
+                  cand, acc, extra, n_cand):
+    """Step 1: the one-tag rules of every input tag (``inputs`` sorted) into the sums."""
+    for p in range(len(inputs)):
+        x = inputs[p]
+        if p > 0 and inputs[p - 1] == x:
+            continue
+        f_x = post_ptr[x + 1] - post_ptr[x]
+        start, stop = rule_ptr[x], rule_ptr[x + 1]
+        if n_cand + stop - start > len(cand):
+            cand, acc, extra = _grow(cand, acc, extra, n_cand + stop - start)
+        for r in range(start, stop):
+            s, n_cand = _slot_of(rule_cols[r], slot, cand, acc, extra, n_cand)
+            theta = rule_support[r] / f_x
+            w = rule_weight[r]
+            acc[s, 0] += theta
+            acc[s, 1] += theta
+            acc[s, 2] += theta * w
+            acc[s, 3] += 1.0
+            acc[s, 4] += w
+    return cand, acc, extra, n_cand
+
+
+@numba.njit(nogil=True, cache=False)
+def _projection(antecedents, post_ptr, post, n_terms):
+    """Step 2: the D objects holding at least two tags of A (``antecedents``, distinct).
+
+    The tags are walked by postings length ascending, so that the longest list, walked last,
+    only looks objects up (an object first met there holds one tag of A).
+
+    Returns:
+        ``(objects [n], held [n], member_ptr [n + 1], members)``: each object, how many tags
+        of A it holds, and those tags as ascending indices into A ordered by length.
+    """
+    m = len(antecedents)
+    by_length = np.empty(m, np.int64)
+    for j in range(m):
+        a = antecedents[j]
+        by_length[j] = (post_ptr[a + 1] - post_ptr[a]) * n_terms + a
+    by_length = np.sort(by_length)
+    walked = 0
+    for j in range(m - 1):
+        walked += by_length[j] // n_terms
+    longest = by_length[m - 1] // n_terms
+    size = _table_size(walked)
+    shift = _shift(size)
+    keys = np.full(size, -1, np.int64)
+    ids = np.empty(size, np.int32)
+    objects = np.empty(walked, np.int32)
+    held = np.zeros(walked, np.int32)
+    entry_d = np.empty(walked + longest, np.int32)
+    entry_j = np.empty(walked + longest, np.int32)
+    n_d = 0
+    e = 0
+    for j in range(m):
+        a = by_length[j] % n_terms
+        last = j == m - 1
+        for p in range(post_ptr[a], post_ptr[a + 1]):
+            d = post[p]
+            h = _probe(keys, d, shift)
+            if keys[h] == -1:
+                if last:
+                    continue
+                keys[h] = d
+                ids[h] = n_d
+                objects[n_d] = d
+                n_d += 1
+            entry_d[e] = ids[h]
+            entry_j[e] = j
+            held[ids[h]] += 1
+            e += 1
+    member_ptr = np.zeros(n_d + 1, np.int64)
+    for k in range(n_d):
+        member_ptr[k + 1] = member_ptr[k] + (held[k] if held[k] >= 2 else 0)
+    members = np.empty(member_ptr[n_d], np.int32)
+    filled = np.zeros(n_d, np.int64)
+    for t in range(e):  # entries come by j ascending: member lists are sorted
+        k = entry_d[t]
+        if held[k] >= 2:
+            members[member_ptr[k] + filled[k]] = entry_j[t]
+            filled[k] += 1
+    return objects[:n_d], held[:n_d], member_ptr, members
+
+
+@numba.njit(nogil=True, cache=False)
+def _antecedent_supports(m, held, member_ptr, members, top):
+    """Step 3: ``supp(X)`` of the antecedents ``X ⊆ A``, ``2 <= |X| <= top``, in the projection.
+
+    Keys are colex ranks offset by size. Every projected object's subsets are enumerated in a
+    fixed order (objects, then sizes, then combinations), which the later steps repeat.
+
+    Returns:
+        ``(support [n_x], entry [n_entries], binom)``: the support of each distinct antecedent,
+        the antecedent of each enumerated subset, and the binomial table.
+    """
+    binom = _binomials(m, top)
+    offset = np.zeros(top + 2, np.int64)
+    for s in range(2, top + 1):
+        offset[s + 1] = offset[s] + binom[m, s]
+    n_entries = 0
+    for k in range(len(held)):
+        for s in range(2, min(top, held[k]) + 1):
+            n_entries += binom[held[k], s]
+    distinct = min(n_entries, offset[top + 1])
+    size = _table_size(distinct)
+    shift = _shift(size)
+    keys = np.full(size, -1, np.int64)
+    ids = np.empty(size, np.int32)
+    support = np.zeros(distinct, np.int32)
+    entry = np.empty(n_entries, np.int32)
+    n_x = 0
+    e = 0
+    index = np.empty(top, np.int64)
+    for k in range(len(held)):
+        n_held = held[k]
+        if n_held < 2:
+            continue
+        row = members[member_ptr[k]:member_ptr[k + 1]]
+        for s in range(2, min(top, n_held) + 1):
+            for t in range(s):
+                index[t] = t
+            while True:
+                key = offset[s]
+                for t in range(s):
+                    key += binom[row[index[t]], t + 1]
+                h = _probe(keys, key, shift)
+                if keys[h] == -1:
+                    keys[h] = key
+                    ids[h] = n_x
+                    n_x += 1
+                support[ids[h]] += 1
+                entry[e] = ids[h]
+                e += 1
+                t = s - 1  # the next combination of s positions among n_held
+                while t >= 0 and index[t] == n_held - s + t:
+                    t -= 1
+                if t < 0:
+                    break
+                index[t] += 1
+                for u in range(t + 1, s):
+                    index[u] = index[u - 1] + 1
+    return support[:n_x], entry, binom
+
+
+@numba.njit(nogil=True, cache=False)
+def _subsets(n_held, top, binom):
+    """How many subsets of sizes ``2..top`` a projected object with ``n_held`` tags has."""
+    n = 0
+    for s in range(2, min(top, n_held) + 1):
+        n += binom[n_held, s]
+    return n
+
+
+@numba.njit(nogil=True, cache=False)
+def _weighted_sums(objects, held, support, entry, binom, top, tag_ptr, tags, slot, cand,
+                   acc, extra, n_cand):
+    """Step 4 without thresholds: every projected object adds ``w(d)`` to its tags' sum_l."""
+    e = 0
+    for k in range(len(objects)):
+        n_sub = _subsets(held[k], top, binom)
+        weight = 0.0
+        for t in range(e, e + n_sub):
+            weight += 1.0 / support[entry[t]]
+        e += n_sub
+        if n_sub == 0:
+            continue
+        d = objects[k]
+        if n_cand + tag_ptr[d + 1] - tag_ptr[d] > len(cand):
+            cand, acc, extra = _grow(cand, acc, extra, n_cand + tag_ptr[d + 1] - tag_ptr[d])
+        for q in range(tag_ptr[d], tag_ptr[d + 1]):
+            s, n_cand = _slot_of(tags[q], slot, cand, acc, extra, n_cand)
+            acc[s, 1] += weight
+    return cand, acc, extra, n_cand
+
+
+@numba.njit(nogil=True, cache=False)
+def _threshold_sums(objects, held, support, entry, binom, top, tag_ptr, tags, min_support,
+                    min_confidence, slot, cand, acc, extra, n_cand):
+    """Step 4 with thresholds: the consequents of every antecedent with enough support."""
+    n_x = len(support)
+    x_ptr = np.zeros(n_x + 1, np.int64)
+    for x in range(n_x):
+        x_ptr[x + 1] = x_ptr[x] + support[x]
+    covering = np.empty(x_ptr[n_x], np.int32)  # the projected objects of each antecedent
+    placed = np.zeros(n_x, np.int64)
+    e = 0
+    for k in range(len(objects)):
+        for _ in range(_subsets(held[k], top, binom)):
+            x = entry[e]
+            covering[x_ptr[x] + placed[x]] = k
+            placed[x] += 1
+            e += 1
+    touched = np.empty(16, np.int32)
+    for x in range(n_x):
+        supp_x = support[x]
+        if supp_x < min_support:  # Apriori: no consequent of X reaches it either
+            continue
+        n_touched = 0
+        for r in range(x_ptr[x], x_ptr[x + 1]):
+            d = objects[covering[r]]
+            grow_to = n_cand + tag_ptr[d + 1] - tag_ptr[d]
+            if grow_to > len(cand):
+                cand, acc, extra = _grow(cand, acc, extra, grow_to)
+            if grow_to > len(touched):
+                bigger = np.empty(max(grow_to, 2 * len(touched)), np.int32)
+                for t in range(n_touched):
+                    bigger[t] = touched[t]
+                touched = bigger
+            for q in range(tag_ptr[d], tag_ptr[d + 1]):
+                s, n_cand = _slot_of(tags[q], slot, cand, acc, extra, n_cand)
+                if extra[s] == 0:
+                    touched[n_touched] = s
+                    n_touched += 1
+                extra[s] += 1
+        for t in range(n_touched):
+            s = touched[t]
+            count = extra[s]
+            extra[s] = 0
+            theta = count / supp_x
+            if count >= min_support and theta >= min_confidence:
+                acc[s, 1] += theta
+    return cand, acc, extra, n_cand
+
+
+@numba.njit(nogil=True, cache=False)
+def _chosen(inputs, keep_terms, top_k, slot, cand, acc, n_cand):
+    """Step 5: the slots emitted, by code.
+
+    They are the consequents outside I: the best ``top_k`` by sum_l (a bounded heap finds the
+    bar, ties go to the lowest codes) plus the keep terms.
+    """
+    eligible = np.empty(n_cand, np.int64)
+    n_eligible = 0
+    for s in range(n_cand):
+        if acc[s, 1] > 0.0 and not _contains(inputs, cand[s]):
+            eligible[n_eligible] = s
+            n_eligible += 1
+    eligible = eligible[:n_eligible]
+    if 0 <= top_k < n_eligible:
+        values = np.empty(n_eligible)
+        for t in range(n_eligible):
+            values[t] = acc[eligible[t], 1]
+        bar = _kth_largest(values, top_k)
+        above = 0
+        n_ties = 0
+        for t in range(n_eligible):
+            above += values[t] > bar
+            n_ties += values[t] == bar
+        tied = np.empty(n_ties, np.int64)
+        n_ties = 0
+        for t in range(n_eligible):
+            if values[t] == bar:
+                tied[n_ties] = cand[eligible[t]]
+                n_ties += 1
+        last_tie = np.sort(tied)[top_k - above - 1]
+        kept = 0
+        for t in range(n_eligible):
+            code = cand[eligible[t]]
+            if (values[t] > bar or (values[t] == bar and code <= last_tie)
+                    or _contains(keep_terms, code)):
+                eligible[kept] = eligible[t]
+                kept += 1
+        eligible = eligible[:kept]
+    return _by_code(eligible, cand, slot)
 
 
 @numba.njit(nogil=True, cache=False)
@@ -231,262 +567,45 @@ def _mine(lo, hi, inp_ptr, inp, ant_ptr, ant, keep_ptr, keep, post_ptr, post, ta
     out_feats = np.empty((4096, 5))
     thresholds = min_support > 1 or min_confidence > 0.0
     for i in range(lo, hi):
-        inputs = np.sort(inp[inp_ptr[i]:inp_ptr[i + 1]])
-        n_cand = 0
-        # 1. one-tag rules of every input tag
-        for p in range(len(inputs)):
-            x = inputs[p]
-            if p > 0 and inputs[p - 1] == x:
-                continue
-            f_x = post_ptr[x + 1] - post_ptr[x]
-            start, stop = rule_ptr[x], rule_ptr[x + 1]
-            if n_cand + stop - start > len(cand):
-                cand, acc, extra = _grow(cand, acc, extra, n_cand + stop - start)
-            for r in range(start, stop):
-                c = rule_cols[r]
-                s = slot[c]
-                if s < 0:
-                    s = n_cand
-                    slot[c] = s
-                    cand[s] = c
-                    acc[s, :] = 0.0
-                    n_cand += 1
-                theta = rule_support[r] / f_x
-                w = rule_weight[r]
-                acc[s, 0] += theta
-                acc[s, 1] += theta
-                acc[s, 2] += theta * w
-                acc[s, 3] += 1.0
-                acc[s, 4] += w
-        # 2-4. antecedents of size 2..ell
-        antecedents = np.unique(ant[ant_ptr[i]:ant_ptr[i + 1]])
-        m = len(antecedents)
-        if ell >= 2 and m >= 2:
-            # 2. projection: D objects with >= 2 tags of A, and the A-indices they hold; the
-            # tags by postings length ascending, so that the longest list, walked last, only
-            # looks objects up (an object first met there holds one tag of A)
-            lengths = np.empty(m, np.int64)
-            for j in range(m):
-                lengths[j] = post_ptr[antecedents[j] + 1] - post_ptr[antecedents[j]]
-            antecedents = antecedents[np.argsort(lengths, kind="mergesort")]
-            lengths.sort()
-            walked = lengths.sum()
-            size = _table_size(walked - lengths[m - 1])
-            shift = _shift(size)
-            d_keys = np.full(size, -1, np.int64)
-            d_ids = np.empty(size, np.int32)
-            d_objects = np.empty(walked, np.int32)
-            d_count = np.zeros(walked, np.int32)
-            entry_d = np.empty(walked, np.int32)
-            entry_j = np.empty(walked, np.int32)
-            n_d = 0
-            e = 0
-            for j in range(m):
-                a = antecedents[j]
-                last = j == m - 1
-                for p in range(post_ptr[a], post_ptr[a + 1]):
-                    d = post[p]
-                    h = _probe(d_keys, d, shift)
-                    if d_keys[h] == -1:
-                        if last:
-                            continue
-                        d_keys[h] = d
-                        d_ids[h] = n_d
-                        d_objects[n_d] = d
-                        n_d += 1
-                    entry_d[e] = d_ids[h]
-                    entry_j[e] = j
-                    d_count[d_ids[h]] += 1
-                    e += 1
-            walked = e
-            member_ptr = np.zeros(n_d + 1, np.int64)
-            for k in range(n_d):
-                member_ptr[k + 1] = member_ptr[k] + (d_count[k] if d_count[k] >= 2 else 0)
-            members = np.empty(member_ptr[n_d], np.int32)
-            filled = np.zeros(n_d, np.int64)
-            for e in range(walked):  # entries come by j ascending: member lists are sorted
-                k = entry_d[e]
-                if d_count[k] >= 2:
-                    members[member_ptr[k] + filled[k]] = entry_j[e]
-                    filled[k] += 1
-            # 3. supports of the antecedents found in the projection (keys: colex ranks,
-            # offset by size)
-            top = min(ell, m)
-            binom = _binomials(m, top)
-            offset = np.zeros(top + 2, np.int64)
-            for s in range(2, top + 1):
-                offset[s + 1] = offset[s] + binom[m, s]
-            n_entries = 0
-            for k in range(n_d):
-                held = d_count[k]
-                if held >= 2:
-                    for s in range(2, min(top, held) + 1):
-                        n_entries += binom[held, s]
-            x_size = _table_size(min(n_entries, offset[top + 1]))
-            x_shift = _shift(x_size)
-            x_keys = np.full(x_size, -1, np.int64)
-            x_ids = np.empty(x_size, np.int32)
-            x_support = np.zeros(min(n_entries, offset[top + 1]), np.int32)
-            entry_x = np.empty(n_entries, np.int32)
-            n_x = 0
-            e = 0
-            index = np.empty(top, np.int64)
-            for k in range(n_d):
-                held = d_count[k]
-                if held < 2:
-                    continue
-                row = members[member_ptr[k]:member_ptr[k + 1]]
-                for s in range(2, min(top, held) + 1):
-                    for t in range(s):
-                        index[t] = t
-                    while True:
-                        key = offset[s]
-                        for t in range(s):
-                            key += binom[row[index[t]], t + 1]
-                        h = _probe(x_keys, key, x_shift)
-                        if x_keys[h] == -1:
-                            x_keys[h] = key
-                            x_ids[h] = n_x
-                            n_x += 1
-                        x_support[x_ids[h]] += 1
-                        entry_x[e] = x_ids[h]
-                        e += 1
-                        t = s - 1  # next combination of s positions among held
-                        while t >= 0 and index[t] == held - s + t:
-                            t -= 1
-                        if t < 0:
-                            break
-                        index[t] += 1
-                        for u in range(t + 1, s):
-                            index[u] = index[u - 1] + 1
-            # 4. rules of the larger antecedents, summed into sum_l
-            if not thresholds:
-                e = 0
-                for k in range(n_d):
-                    held = d_count[k]
-                    if held < 2:
-                        continue
-                    n_sub = 0
-                    for s in range(2, min(top, held) + 1):
-                        n_sub += binom[held, s]
-                    weight = 0.0
-                    for t in range(e, e + n_sub):
-                        weight += 1.0 / x_support[entry_x[t]]
-                    e += n_sub
-                    d = d_objects[k]
-                    if n_cand + tag_ptr[d + 1] - tag_ptr[d] > len(cand):
-                        cand, acc, extra = _grow(cand, acc, extra,
-                                                 n_cand + tag_ptr[d + 1] - tag_ptr[d])
-                    for q in range(tag_ptr[d], tag_ptr[d + 1]):
-                        c = tags[q]
-                        s = slot[c]
-                        if s < 0:
-                            s = n_cand
-                            slot[c] = s
-                            cand[s] = c
-                            acc[s, :] = 0.0
-                            n_cand += 1
-                        acc[s, 1] += weight
+        inputs = _distinct(inp[inp_ptr[i]:inp_ptr[i + 1]])
+        cand, acc, extra, n_cand = _one_tag_sums(inputs, post_ptr, rule_ptr, rule_cols,
+                                                 rule_support, rule_weight, slot, cand, acc,
+                                                 extra, 0)
+        antecedents = _distinct(ant[ant_ptr[i]:ant_ptr[i + 1]])
+        top = min(ell, len(antecedents))
+        if top >= 2:
+            objects, held, member_ptr, members = _projection(antecedents, post_ptr, post,
+                                                             n_terms)
+            support, entry, binom = _antecedent_supports(len(antecedents), held, member_ptr,
+                                                         members, top)
+            if thresholds:
+                cand, acc, extra, n_cand = _threshold_sums(
+                    objects, held, support, entry, binom, top, tag_ptr, tags, min_support,
+                    min_confidence, slot, cand, acc, extra, n_cand)
             else:
-                # the covering D objects of each antecedent (counting sort of the entries)
-                x_ptr = np.zeros(n_x + 1, np.int64)
-                for x in range(n_x):
-                    x_ptr[x + 1] = x_ptr[x] + x_support[x]
-                covering = np.empty(x_ptr[n_x], np.int32)
-                placed = np.zeros(n_x, np.int64)
-                e = 0
-                for k in range(n_d):
-                    held = d_count[k]
-                    if held < 2:
-                        continue
-                    for s in range(2, min(top, held) + 1):
-                        for _ in range(binom[held, s]):
-                            x = entry_x[e]
-                            covering[x_ptr[x] + placed[x]] = k
-                            placed[x] += 1
-                            e += 1
-                touched = np.empty(16, np.int32)
-                for x in range(n_x):
-                    supp_x = x_support[x]
-                    if supp_x < min_support:  # Apriori: no superset of X reaches it either
-                        continue
-                    n_touched = 0
-                    for r in range(x_ptr[x], x_ptr[x + 1]):
-                        d = d_objects[covering[r]]
-                        grow_to = n_cand + tag_ptr[d + 1] - tag_ptr[d]
-                        if grow_to > len(cand):
-                            cand, acc, extra = _grow(cand, acc, extra, grow_to)
-                        if grow_to > len(touched):
-                            bigger = np.empty(max(grow_to, 2 * len(touched)), np.int32)
-                            bigger[:n_touched] = touched[:n_touched]
-                            touched = bigger
-                        for q in range(tag_ptr[d], tag_ptr[d + 1]):
-                            c = tags[q]
-                            s = slot[c]
-                            if s < 0:
-                                s = n_cand
-                                slot[c] = s
-                                cand[s] = c
-                                acc[s, :] = 0.0
-                                extra[s] = 0
-                                n_cand += 1
-                            if extra[s] == 0:
-                                touched[n_touched] = s
-                                n_touched += 1
-                            extra[s] += 1
-                    for t in range(n_touched):
-                        s = touched[t]
-                        count = extra[s]
-                        extra[s] = 0
-                        theta = count / supp_x
-                        if count >= min_support and theta >= min_confidence:
-                            acc[s, 1] += theta
-        # 5. emit the consequents outside I (the best top_k, plus the keep terms)
-        keep_terms = np.sort(keep[keep_ptr[i]:keep_ptr[i + 1]])
-        eligible = np.empty(n_cand, np.int64)
-        n_eligible = 0
-        for s in range(n_cand):
-            if acc[s, 1] > 0.0 and not _contains(inputs, cand[s]):
-                eligible[n_eligible] = s
-                n_eligible += 1
-        eligible = eligible[:n_eligible]
-        if 0 <= top_k < n_eligible:  # the top_k-th best sum_l in linear time, then its ties
-            values = acc[eligible, 1]
-            bar = -np.partition(-values, top_k - 1)[top_k - 1]
-            above = 0
-            n_ties = 0
-            for t in range(n_eligible):
-                above += values[t] > bar
-                n_ties += values[t] == bar
-            tied = np.empty(n_ties, np.int32)
-            n_ties = 0
-            for t in range(n_eligible):
-                if values[t] == bar:
-                    tied[n_ties] = cand[eligible[t]]
-                    n_ties += 1
-            last_tie = np.sort(tied)[top_k - above - 1]  # ties: codes ascending
-            chosen = np.zeros(n_eligible, np.bool_)
-            for t in range(n_eligible):
-                code = cand[eligible[t]]
-                chosen[t] = (values[t] > bar or (values[t] == bar and code <= last_tie)
-                             or _contains(keep_terms, code))
-            eligible = eligible[chosen]
-        eligible = _by_code(eligible, cand, slot)  # emitted by code ascending
-        if out_n + len(eligible) > len(out_rows):
+                cand, acc, extra, n_cand = _weighted_sums(
+                    objects, held, support, entry, binom, top, tag_ptr, tags, slot, cand, acc,
+                    extra, n_cand)
+        keep_terms = _distinct(keep[keep_ptr[i]:keep_ptr[i + 1]])
+        chosen = _chosen(inputs, keep_terms, top_k, slot, cand, acc, n_cand)
+        if out_n + len(chosen) > len(out_rows):
             size = len(out_rows)
-            while size < out_n + len(eligible):
+            while size < out_n + len(chosen):
                 size *= 2
             rows_new = np.empty(size, np.int64)
-            rows_new[:out_n] = out_rows[:out_n]
             cols_new = np.empty(size, np.int32)
-            cols_new[:out_n] = out_cols[:out_n]
             feats_new = np.empty((size, 5))
-            feats_new[:out_n] = out_feats[:out_n]
+            for t in range(out_n):
+                rows_new[t] = out_rows[t]
+                cols_new[t] = out_cols[t]
+                for f in range(5):
+                    feats_new[t, f] = out_feats[t, f]
             out_rows, out_cols, out_feats = rows_new, cols_new, feats_new
-        for s in eligible:
+        for s in chosen:
             out_rows[out_n] = i
             out_cols[out_n] = cand[s]
-            out_feats[out_n] = acc[s]
+            for f in range(5):
+                out_feats[out_n, f] = acc[s, f]
             out_n += 1
         for s in range(n_cand):
             slot[cand[s]] = -1
