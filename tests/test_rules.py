@@ -198,3 +198,18 @@ def test_top_k_breaks_ties_by_the_lowest_codes():
                                 Ragged.from_lists([[17]]), top_k=5)
     assert cols.tolist() == [1, 2, 3, 4, 17, 25]
     assert feats[:, 1].tolist() == pytest.approx([1 / 22] * 5 + [2 / 22])
+
+
+def test_an_index_copied_to_another_process_mines_the_same():
+    import pickle  # the transport of joblib's worker processes (in memory, never from disk)
+
+    d, queries = random_d(11), random_queries(12, n=5)
+    index = RuleIndex(cache_size=4).fit(Ragged.from_lists(d), N_TERMS, np.ones(N_TERMS),
+                                        np.ones(N_TERMS), k_r=4.0)
+    batch = (Ragged.from_lists(queries[:1]), Ragged.from_lists(queries[:1]),
+             Ragged.from_lists([[]]))
+    index.mine(*batch)
+    copy = pickle.loads(pickle.dumps(index))
+    assert copy.cache_hits == 0 and len(copy._cache) == 0
+    for a, b in zip(index.mine(*batch), copy.mine(*batch), strict=True):
+        np.testing.assert_array_equal(a, b)

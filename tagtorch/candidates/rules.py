@@ -655,6 +655,17 @@ class RuleIndex:
         self._cache_lock = threading.Lock()
         self.cache_hits = self.cache_misses = 0
 
+    def __getstate__(self) -> dict[str, object]:
+        """The index without its cache and lock (for copies sent to worker processes)."""
+        state = dict(self.__dict__)
+        state.pop("_cache_lock")
+        state["_cache"] = OrderedDict()
+        return state
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+        self._cache_lock = threading.Lock()
+
     def clear_cache(self) -> None:
         """Empties the serving cache and resets its counters."""
         with self._cache_lock:
