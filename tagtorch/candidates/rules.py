@@ -86,6 +86,13 @@ def _probe(keys: np.ndarray, key: int, shift: np.uint64) -> int:
 
 
 @numba.njit(nogil=True, cache=False)
+def _table(n: int):
+    """An empty open-addressing table for ``n`` keys: ``(keys, ids, shift)`` (empty: -1)."""
+    size = _table_size(n)
+    return np.full(size, -1, np.int64), np.empty(size, np.int32), _shift(size)
+
+
+@numba.njit(nogil=True, cache=False)
 def _shift(size: int) -> np.uint64:
     bits = 0
     while (1 << bits) < size:
@@ -326,10 +333,7 @@ def _projection(antecedents, post_ptr, post, n_terms):
     for j in range(m - 1):
         walked += by_length[j] // n_terms
     longest = by_length[m - 1] // n_terms
-    size = _table_size(walked)
-    shift = _shift(size)
-    keys = np.full(size, -1, np.int64)
-    ids = np.empty(size, np.int32)
+    keys, ids, shift = _table(walked)
     objects = np.empty(walked, np.int32)
     held = np.zeros(walked, np.int32)
     entry_d = np.empty(walked + longest, np.int32)
@@ -383,13 +387,9 @@ def _antecedent_supports(m, held, member_ptr, members, top):
         offset[s + 1] = offset[s] + binom[m, s]
     n_entries = 0
     for k in range(len(held)):
-        for s in range(2, min(top, held[k]) + 1):
-            n_entries += binom[held[k], s]
+        n_entries += _subsets(held[k], top, binom)
     distinct = min(n_entries, offset[top + 1])
-    size = _table_size(distinct)
-    shift = _shift(size)
-    keys = np.full(size, -1, np.int64)
-    ids = np.empty(size, np.int32)
+    keys, ids, shift = _table(distinct)
     support = np.zeros(distinct, np.int32)
     entry = np.empty(n_entries, np.int32)
     n_x = 0
