@@ -20,6 +20,7 @@ before any of its code runs). Every failure is an :class:`UnreadableFileError` n
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import logging
 import os
@@ -35,7 +36,7 @@ from torch import Tensor
 __all__ = ["ARRAYS_FILE", "MANIFEST_FILE", "UnreadableFileError", "atomic_write", "class_name",
            "file_record", "load_array_model", "load_arrays", "load_tensors", "model_folder",
            "plain_json", "read_checkpoint", "read_json", "read_manifest", "save_array_model",
-           "save_arrays", "save_tensors", "write_json", "write_manifest"]
+           "save_arrays", "save_tensors", "trusted_class", "write_json", "write_manifest"]
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +78,41 @@ def plain_json(value: Any) -> Any:
     if isinstance(value, os.PathLike):
         return os.fspath(value)
     return value
+
+
+def trusted_class(target: str, modules: tuple[str, ...], kinds: tuple[type, ...],
+                  what: str) -> type:
+    """The class a config or manifest names, imported only from ``modules``.
+
+    A name read from a file decides what gets imported; it is honoured only inside the trusted
+    module prefixes, and only when it names a subclass of one of ``kinds``.
+
+    Args:
+        target: the dotted name (``package.module.Class``).
+        modules: the module prefixes it may come from.
+        kinds: the classes it must subclass (one of them).
+        what: the setting or file it was read from, for the messages.
+
+    Raises:
+        ValueError: naming ``what``, for a name outside ``modules``, no such class, or another
+            kind of class.
+
+    Example:
+        >>> trusted_class("tagtorch.storage.UnreadableFileError", ("tagtorch.",), (ValueError,),
+        ...               "example").__name__
+        'UnreadableFileError'
+    """
+    module_name, _, name = str(target).rpartition(".")
+    if not module_name.startswith(modules):
+        raise ValueError(f"{what}: {target!r} is not in {modules}")
+    try:
+        found = getattr(importlib.import_module(module_name), name)
+    except (ImportError, AttributeError):
+        raise ValueError(f"{what}: no class {target!r}") from None
+    if not (isinstance(found, type) and issubclass(found, kinds)):
+        raise ValueError(f"{what}: {target!r} is not a "
+                         f"{' or '.join(kind.__name__ for kind in kinds)}")
+    return found
 
 
 def read_json(path: str | Path) -> Any:

@@ -306,11 +306,19 @@ class LatreCandidates(SignatureSettings):
         return f_text, f_both, torch.stack(afs)
 
     # ------------------------------------------------------------------------- candidates
-    def __call__(self, queries: TagQueries) -> CandidateSet:
+    def __call__(self, queries: TagQueries,
+                 texts: Mapping[str, Ragged] | None = None) -> CandidateSet:
         """Candidates, the 13 features and labels for V or T objects (in chunks).
 
         Stage times accumulate in :attr:`stage_seconds` under ``"rules"`` (lazy rule
         generation: Sum with ℓ = 1 and ℓ) and ``"features"`` (the other metrics).
+
+        Args:
+            queries: the objects, their input tags and gold tags (labels only).
+            texts: the objects' text fields as term codes (field name -> ragged rows aligned
+                with ``queries``), for objects the fitted :class:`TermIndex` does not hold
+                (serving new objects); a field left out is empty. None: the objects' texts
+                are read from the :class:`TermIndex` by their codes.
         """
         if not hasattr(self, "rules"):
             raise RuntimeError("call fit() before generating candidates")
@@ -330,7 +338,11 @@ class LatreCandidates(SignatureSettings):
             rows = np.arange(first, min(first + self.chunk_size, len(queries)))
             chunk = TagQueries(queries.objects[rows], queries.input_tags.take(rows),
                                queries.gold_tags.take(rows))
-            chunk_rows, cols, features, labels = self._chunk(chunk)
+            chunk_texts = None if texts is None else {
+                name: (texts[name].take(rows) if name in texts
+                       else Ragged.from_lists([[]] * len(rows)))
+                for name in self.terms.fields}
+            chunk_rows, cols, features, labels = self._chunk(chunk, chunk_texts)
             tag_topics = None
             if self.object_topics is not None and object_topics is not None:
                 start = time.perf_counter()
@@ -387,16 +399,21 @@ class LatreCandidates(SignatureSettings):
         self.stage_seconds[stage] += now - start
         return now
 
-    def _chunk(self, queries: TagQueries) -> tuple[torch.Tensor, ...]:
-        """Flat ``(rows, terms, features [n, 13], labels)`` of one chunk, on the CPU."""
+    def _chunk(self, queries: TagQueries, texts: Mapping[str, Ragged] | None = None
+               ) -> tuple[torch.Tensor, ...]:
+        """Flat ``(rows, terms, features [n, 13], labels)`` of one chunk, on the CPU.
+
+        ``texts``: the chunk's text fields (see :meth:`__call__`); None reads the TermIndex.
+        """
         dev, n = self.device, self.terms.n_terms
         start = time.perf_counter()
         input_rows = torch.as_tensor(queries.input_tags.row_ids, device=dev)
         input_tags = torch.as_tensor(queries.input_tags.values, dtype=torch.long, device=dev)
         is_input = Lookup(*sum_by_key(input_rows * n + input_tags,
                                       torch.ones(len(input_tags), device=dev)), n)
-        texts = [r.take(queries.objects) for r in self.terms.fields.values()]
-        occurrences = [Lookup.from_ragged(text, n, dev) for text in texts]
+        fields = (list(texts.values()) if texts is not None
+                  else [r.take(queries.objects) for r in self.terms.fields.values()])
+        occurrences = [Lookup.from_ragged(field, n, dev) for field in fields]
         keys = []
         if self.text_candidates:
             keys += [t.keys[is_input(t.keys // n, t.keys % n) == 0] for t in occurrences]

@@ -19,7 +19,6 @@ SGD, ``lr = 1e-5``, one list per step, ``i`` epochs from its Table III).
 from __future__ import annotations
 
 import functools
-import importlib
 import logging
 import math
 import tempfile
@@ -38,7 +37,13 @@ from tagtorch.candidates.candidate_set import CandidateSet
 from tagtorch.losses import get_loss
 from tagtorch.metrics.retrieval import NDCG
 from tagtorch.rankers.base import BaseRanker, check_feature_names
-from tagtorch.storage import UnreadableFileError, load_tensors, plain_json, save_tensors
+from tagtorch.storage import (
+    UnreadableFileError,
+    load_tensors,
+    plain_json,
+    save_tensors,
+    trusted_class,
+)
 from tagtorch.training import epoch_mean, fit_best
 
 log = logging.getLogger(__name__)
@@ -493,15 +498,7 @@ def _factory_of(name: str, config: Any) -> functools.partial | None:
     if not isinstance(target, str) or config.get("_partial_") is not True:
         raise ValueError(f"setting {name!r} is not a `_partial_` config with a `_target_`: "
                          f"{config!r}")
-    module_name, _, class_name = target.rpartition(".")
-    if not module_name.startswith(_TRUSTED_MODULES):
-        raise ValueError(f"setting {name!r}: {target!r} is not in {_TRUSTED_MODULES}")
-    try:
-        found = getattr(importlib.import_module(module_name), class_name)
-    except (ImportError, AttributeError):
-        raise ValueError(f"setting {name!r}: no class {target!r}") from None
-    if not (isinstance(found, type) and issubclass(found, _FACTORIES[name])):
-        raise ValueError(f"setting {name!r}: {target!r} is not a "
-                         f"{' or '.join(kind.__name__ for kind in _FACTORIES[name])}")
+    found = trusted_class(target, _TRUSTED_MODULES, _FACTORIES[name],
+                          f"setting {name!r}")
     keywords = {k: v for k, v in config.items() if k not in ("_target_", "_partial_")}
     return functools.partial(found, **keywords)

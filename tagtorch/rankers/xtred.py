@@ -48,7 +48,6 @@ least ``(1 - max_loss)`` times that of ``λ = 0`` (the base ranking), ``max_loss
 
 from __future__ import annotations
 
-import importlib
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -62,7 +61,7 @@ from tagtorch.candidates.candidate_set import CandidateSet
 from tagtorch.metrics.diversity import alpha_ndcg_at_k, check_topics
 from tagtorch.metrics.functional import ndcg_at_k, rank_order
 from tagtorch.rankers.base import BaseRanker
-from tagtorch.storage import UnreadableFileError, plain_json
+from tagtorch.storage import UnreadableFileError, plain_json, trusted_class
 
 __all__ = ["Coverage", "XTReD", "xtred_order", "xtred_rerank"]
 
@@ -193,14 +192,8 @@ def _base_class(config: Mapping[str, Any]) -> type[BaseRanker]:
     target = config.get("_target_") if isinstance(config, Mapping) else None
     if not isinstance(target, str):
         raise ValueError(f"base must be a ranker config with a _target_, got {config!r}")
-    module_name, _, class_name = target.rpartition(".")
-    if not module_name.startswith("tagtorch.rankers."):
-        raise ValueError(f"base: {target!r} is not a ranker of tagtorch.rankers")
-    try:
-        found = getattr(importlib.import_module(module_name), class_name)
-    except (ImportError, AttributeError):
-        raise ValueError(f"base: no class {target!r}") from None
-    if not (isinstance(found, type) and issubclass(found, BaseRanker)) or found is XTReD:
+    found = trusted_class(target, ("tagtorch.rankers.",), (BaseRanker,), "base")
+    if found is XTReD:
         raise ValueError(f"base: {target!r} is not a BaseRanker to diversify")
     return found
 
