@@ -207,6 +207,8 @@ def _task_kind(cfg: dict[str, Any]) -> str | None:
         return "tagrec"
     if target.endswith("ResourceRankingTask"):
         return "resources"
+    if target.endswith("FitTask"):
+        return "tagrec"  # a fitted artifact serves tag rankers (item models: not yet)
     return None  # describe: no model is used
 
 

@@ -1,0 +1,1 @@
+"""Fitted recommenders as artifacts, asked through a Python API (and the CLI built on it)."""

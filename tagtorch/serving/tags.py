@@ -1,0 +1,359 @@
+"""A fitted tag recommender as one artifact: recommend tags for new objects.
+
+:meth:`TagRecommender.fit` learns a whole recommender on a folksonomy:
+
+- D and V: the objects with at least ``min_tags`` tags are shuffled (seeded) and
+  ``val_fraction`` of them become V, whose tags are split into input and gold tags as in the
+  protocol (``input_fraction``); every other object, the rest of the eligible ones and those
+  with fewer tags, is D. Unlike the evaluation protocol there is no T: every object serves.
+- The candidate generator (LATRE rules and the 13 features, :mod:`tagtorch.candidates`) mines
+  D, and the ranker learns on V's candidate lists.
+
+:meth:`TagRecommender.save` writes one folder: ``manifest.json`` (tagtorch's version, the
+configuration, the data's fingerprint, the size and SHA-256 of every file), ``data.npz`` (D's
+tag sets, the text fields of every object as term codes), ``vocabulary.json`` (the terms and
+each tag's display string) and the ranker's own folder. Nothing in it is a pickle. The
+statistics of D (the rule index, the per-term and per-field statistics) are mined again from
+``data.npz`` when the folder is loaded: they are a function of D and its texts, they take
+seconds, and served posts (which change D) must reach them anyway.
+
+:meth:`TagRecommender.recommend_tags` takes an object's raw text fields and tags. It normalizes
+them with the artifact's text pipeline; words and tags the vocabulary does not hold are left
+out and reported. An object with no candidate gets an empty list with the reason, never an
+exception.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Self
+
+import numpy as np
+import torch
+
+import tagtorch
+from tagtorch.candidates.features import LatreCandidates
+from tagtorch.data.folksonomy import Folksonomy
+from tagtorch.data.ragged import Ragged
+from tagtorch.data.splits import TagQueries, split_input_gold
+from tagtorch.data.terms import TermIndex
+from tagtorch.data.text import TextProcessor
+from tagtorch.rankers.base import BaseRanker
+from tagtorch.storage import (
+    UnreadableFileError,
+    load_arrays,
+    model_folder,
+    read_json,
+    read_manifest,
+    save_arrays,
+    trusted_class,
+    write_json,
+    write_manifest,
+)
+
+DATA_FILE = "data.npz"
+VOCABULARY_FILE = "vocabulary.json"
+RANKER_FOLDER = "ranker"
+MAX_TEXT_CHARS = 100_000
+"""Longest text field accepted per object (characters)."""
+MAX_TAGS = 10_000
+"""Most input tags accepted per object."""
+
+
+@dataclass
+class Recommendations:
+    """Tags recommended for one object, best first, and why the list may be short.
+
+    Attributes:
+        tags: ``[(tag, score)]``, at most ``k``, scores descending.
+        reason: why the list is empty (None when it is not).
+        unknown_tags: input tags the recommender has never seen (left out).
+        unknown_words: text words the vocabulary does not hold (left out).
+    """
+
+    tags: list[tuple[str, float]]
+    reason: str | None = None
+    unknown_tags: list[str] = field(default_factory=list)
+    unknown_words: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain JSON-able form."""
+        return {"tags": [{"tag": tag, "score": score} for tag, score in self.tags],
+                "reason": self.reason, "unknown_tags": self.unknown_tags,
+                "unknown_words": self.unknown_words}
+
+
+class TagRecommender:
+    """A fitted tag recommender: text pipeline, vocabulary, D, candidate generator and ranker.
+
+    Build one with :meth:`fit` or :meth:`load`; ask it with :meth:`recommend_tags`.
+
+    Args:
+        processor: the text pipeline (lowercasing, stopwords, stemming) of the training data.
+        terms: the vocabulary and every training object's text fields as term codes.
+        train_tags: ragged ``[n_objects]`` tag codes of every object (D's objects are those
+            listed in ``train_objects``).
+        train_objects: ``[n_D]`` the object codes of D.
+        display: ``[n_tags]`` the string shown for each tag (its most used raw form).
+        candidates: the candidate generator's settings (:class:`LatreCandidates`).
+        ranker: the fitted ranker.
+        info: what the manifest records besides (configuration, data name, fingerprint).
+    """
+
+    def __init__(self, processor: TextProcessor, terms: TermIndex, train_tags: Ragged,
+                 train_objects: np.ndarray, display: Sequence[str],
+                 candidates: Mapping[str, Any], ranker: BaseRanker,
+                 info: Mapping[str, Any] | None = None) -> None:
+        self.processor, self.terms, self.ranker = processor, terms, ranker
+        self.train_tags, self.train_objects = train_tags, np.asarray(train_objects)
+        self.display = list(display)
+        self.candidate_settings = {k: v for k, v in dict(candidates).items()
+                                   if not k.startswith("_")}
+        self.info = dict(info or {})
+        self.generator = LatreCandidates(**self.candidate_settings)
+        if self.generator.object_topics is not None:
+            raise ValueError("candidates with a diversity component need the categories of "
+                             "new objects, which recommend_tags does not take")
+        self.generator.fit(self.train_objects, self.train_tags.take(self.train_objects), terms)
+        self._term_codes = {str(term): code for code, term in enumerate(terms.vocabulary)}
+
+    # --------------------------------------------------------------------------- fitting
+    @classmethod
+    def fit(cls, folksonomy: Folksonomy, processor: TextProcessor,
+            candidates: Mapping[str, Any], ranker: BaseRanker, *,
+            display: Sequence[str] | None = None, val_fraction: float = 0.2,
+            input_fraction: float = 0.5, min_tags: int = 2, seed: int = 0,
+            info: Mapping[str, Any] | None = None) -> Self:
+        """Fits a recommender on a normalized folksonomy (D/V split described in the module).
+
+        Args:
+            folksonomy: the folksonomy, already normalized by ``processor``.
+            processor: its text pipeline, applied to the texts and tags of new objects.
+            candidates: :class:`LatreCandidates` settings.
+            ranker: an unfitted ranker; it learns on V's candidate lists.
+            display: the string shown for each tag (default: the normalized tag).
+            val_fraction: share of the eligible objects in V.
+            input_fraction: share of a V object's tags given as input.
+            min_tags: fewest tags of a V object.
+            seed: seed of the split.
+            info: extra manifest entries (configuration, ...).
+        """
+        if not 0.0 < val_fraction < 1.0:
+            raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction}")
+        rng = np.random.default_rng(seed)
+        object_tags = folksonomy.object_tags()
+        eligible = rng.permutation(np.flatnonzero(object_tags.lengths >= max(min_tags, 2)))
+        n_val = round(val_fraction * len(eligible))
+        if n_val == 0 or n_val == len(eligible):
+            raise ValueError(f"{len(eligible)} objects with >= {min_tags} tags cannot be split "
+                             f"into D and V with val_fraction={val_fraction}")
+        val_objects = np.sort(eligible[:n_val])
+        in_val = np.zeros(folksonomy.n_objects, dtype=bool)
+        in_val[val_objects] = True
+        train_objects = np.flatnonzero(~in_val & (object_tags.lengths > 0))
+        input_tags, gold_tags = split_input_gold(object_tags.take(val_objects), input_fraction,
+                                                 rng)
+        terms = TermIndex.from_folksonomy(folksonomy)
+        display = list(folksonomy.tags) if display is None else list(display)
+        info = {**dict(info or {}), "data": folksonomy.name,
+                "fingerprint": folksonomy.fingerprint(), "d_objects": len(train_objects),
+                "v_objects": len(val_objects), "seed": seed}
+        recommender = cls(processor, terms, object_tags, train_objects, display, candidates,
+                          ranker, info)
+        val = recommender.generator(TagQueries(val_objects, input_tags, gold_tags))
+        ranker.fit(val, None)
+        return recommender
+
+    # ---------------------------------------------------------------------------- saving
+    def save(self, path: str | Path) -> Path:
+        """Writes the artifact folder (module docstring); returns it."""
+        folder = model_folder(path)
+        arrays = {"tag_offsets": self.train_tags.offsets, "tag_values": self.train_tags.values,
+                  "train_objects": self.train_objects}
+        for i, ragged in enumerate(self.terms.fields.values()):
+            arrays[f"field{i}_offsets"], arrays[f"field{i}_values"] = ragged.offsets, ragged.values
+        save_arrays(arrays, folder / DATA_FILE)
+        write_json({"vocabulary": [str(t) for t in self.terms.vocabulary],
+                    "n_tags": self.terms.n_tags, "fields": list(self.terms.fields),
+                    "display": self.display}, folder / VOCABULARY_FILE)
+        self.ranker.save(folder / RANKER_FOLDER)
+        settings = {"processor": _processor_settings(self.processor),
+                    "candidates": self.candidate_settings}
+        write_manifest(folder, type(self), settings, [DATA_FILE, VOCABULARY_FILE, RANKER_FOLDER],
+                       tagtorch_version=tagtorch.__version__,
+                       ranker_class=f"{type(self.ranker).__module__}."
+                                    f"{type(self.ranker).__qualname__}",
+                       **self.info)
+        return folder
+
+    @classmethod
+    def load(cls, path: str | Path) -> Self:
+        """Reads an artifact folder; every file is checked against the manifest first.
+
+        Raises:
+            UnreadableFileError: naming the file, for a missing, altered or malformed one.
+        """
+        folder = Path(path)
+        manifest = read_manifest(folder, cls)
+        try:
+            ranker_class = trusted_class(manifest["ranker_class"], ("tagtorch.rankers.",),
+                                         (BaseRanker,), f"{folder / 'manifest.json'}: ranker")
+            settings = manifest["settings"]
+            processor = TextProcessor(**{**settings["processor"], "cache": False})
+            vocabulary = read_json(folder / VOCABULARY_FILE)
+            names = list(vocabulary["fields"])
+            keys = ["tag_offsets", "tag_values", "train_objects"] + [
+                f"field{i}_{part}" for i in range(len(names)) for part in ("offsets", "values")]
+            arrays = load_arrays(folder / DATA_FILE, keys)
+            fields = {name: Ragged(arrays[f"field{i}_offsets"], arrays[f"field{i}_values"])
+                      for i, name in enumerate(names)}
+            terms = TermIndex(n_tags=int(vocabulary["n_tags"]),
+                              vocabulary=np.asarray(vocabulary["vocabulary"], dtype=object),
+                              fields=fields)
+            train_tags = Ragged(arrays["tag_offsets"], arrays["tag_values"])
+            info = {k: v for k, v in manifest.items()
+                    if k not in ("format", "class", "settings", "files")}
+            return cls(processor, terms, train_tags, arrays["train_objects"],
+                       vocabulary["display"], settings["candidates"],
+                       ranker_class.load(folder / RANKER_FOLDER), info)
+        except UnreadableFileError:
+            raise
+        except (KeyError, TypeError, ValueError) as error:
+            raise UnreadableFileError(f"{folder}: not a readable tag recommender "
+                                      f"({type(error).__name__}: {error})") from None
+
+    # ------------------------------------------------------------------------ recommending
+    @property
+    def text_fields(self) -> list[str]:
+        """The text fields an object may have (those of the training data)."""
+        return list(self.terms.fields)
+
+    def recommend_tags(self, tags: Iterable[str] = (), k: int = 5, **texts: str | None
+                       ) -> Recommendations:
+        """The ``k`` best tags for one object from its tags and text fields.
+
+        Args:
+            tags: tags the object already has (raw strings; normalized here).
+            k: how many tags to return.
+            **texts: text fields by name (e.g. ``title=...``), raw strings.
+
+        Raises:
+            ValueError: a bad ``k``, an unknown field, or input over the size limits.
+        """
+        given = tags if isinstance(tags, str) else list(tags)  # a string is refused below
+        return self.recommend_tags_batch([{"tags": given, **texts}], k=k)[0]
+
+    def recommend_tags_batch(self, objects: Sequence[Mapping[str, Any]], k: int = 5
+                             ) -> list[Recommendations]:
+        """:meth:`recommend_tags` for many objects at once (``{"tags": [...], field: text}``).
+
+        Raises:
+            ValueError: as :meth:`recommend_tags`, naming the object's position.
+        """
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ValueError(f"k must be an integer >= 1, got {k!r}")
+        parsed = [self._parse(i, obj) for i, obj in enumerate(objects)]
+        out = [Recommendations([], None, unknown_tags, unknown_words)
+               for _, _, unknown_tags, unknown_words in parsed]
+        if not parsed:
+            return out
+        queries = TagQueries(np.zeros(len(parsed), dtype=np.int64),
+                             Ragged.from_lists([codes for codes, *_ in parsed]),
+                             Ragged.from_lists([[]] * len(parsed)))
+        texts = {name: Ragged.from_lists([fields[name] for _, fields, *_ in parsed])
+                 for name in self.text_fields}
+        lists = self.generator(queries, texts)
+        if lists.mask.shape[1]:
+            scores = self.ranker.score(lists).float().cpu()
+            scores = torch.where(lists.mask, scores, torch.full_like(scores, -torch.inf))
+            # ties by candidate order (term code), as the protocol's metrics rank them
+            ordered = torch.sort(scores, dim=1, descending=True, stable=True)
+            top_values = ordered.values[:, :k]
+            top_indices = ordered.indices[:, :k]
+        for row, result in enumerate(out):
+            n = int(lists.mask[row].sum())
+            if n == 0:
+                result.reason = ("no candidate tag: none of the object's known tags co-occurs "
+                                 "with another tag in the training data, and its text has no "
+                                 "known word")
+                continue
+            for value, column in zip(top_values[row].tolist(), top_indices[row].tolist(),
+                                     strict=True):
+                if lists.mask[row, column]:
+                    code = int(lists.tags[row, column])
+                    result.tags.append((self._display(code), float(value)))
+        return out
+
+    def _display(self, code: int) -> str:
+        return self.display[code] if code < len(self.display) else str(self.terms.vocabulary[code])
+
+    def _parse(self, position: int, obj: Mapping[str, Any]
+               ) -> tuple[list[int], dict[str, list[int]], list[str], list[str]]:
+        """``(tag codes, field -> term codes, unknown tags, unknown words)`` of one object."""
+        where = f"object {position}"
+        if not isinstance(obj, Mapping):
+            raise ValueError(f"{where}: expected a mapping of tags and text fields, got "
+                             f"{type(obj).__name__}")
+        unknown_fields = sorted(set(obj) - {"tags", *self.text_fields})
+        if unknown_fields:
+            raise ValueError(f"{where}: unknown fields {unknown_fields}; this recommender "
+                             f"knows the text fields {self.text_fields} and 'tags'")
+        raw_tags = obj.get("tags") or []
+        if isinstance(raw_tags, str) or not isinstance(raw_tags, Sequence):
+            raise ValueError(f"{where}: tags must be a list of strings, got {raw_tags!r}")
+        if len(raw_tags) > MAX_TAGS:
+            raise ValueError(f"{where}: {len(raw_tags)} tags, more than the {MAX_TAGS} accepted")
+        codes, unknown_tags = [], []
+        for tag in raw_tags:
+            if not isinstance(tag, str):
+                raise ValueError(f"{where}: tags must be strings, got {tag!r}")
+            code = self._term_codes.get(self.processor.normalize_tag(tag))
+            if code is None or code >= self.terms.n_tags:
+                unknown_tags.append(tag)
+            elif code not in codes:
+                codes.append(code)
+        fields, unknown_words = {}, []
+        for name in self.text_fields:
+            text = obj.get(name) or ""
+            if not isinstance(text, str):
+                raise ValueError(f"{where}: field {name!r} must be a string, got "
+                                 f"{type(text).__name__}")
+            if len(text) > MAX_TEXT_CHARS:
+                raise ValueError(f"{where}: field {name!r} has {len(text):,} characters, more "
+                                 f"than the {MAX_TEXT_CHARS:,} accepted")
+            fields[name] = []
+            for term in self.processor.terms(text):
+                code = self._term_codes.get(term)
+                if code is None:
+                    unknown_words.append(term)
+                else:
+                    fields[name].append(code)
+        return sorted(codes), fields, unknown_tags, sorted(set(unknown_words))
+
+
+def _processor_settings(processor: TextProcessor) -> dict[str, Any]:
+    """The text pipeline's settings (JSON; the cache settings are left out)."""
+    return {"lowercase": processor.lowercase, "token_pattern": processor.token_pattern,
+            "remove_stopwords": processor.remove_stopwords, "stemmer": processor.stemmer,
+            "min_token_length": processor.min_token_length}
+
+
+def display_names(raw: Folksonomy, processor: TextProcessor, normalized: Folksonomy
+                  ) -> list[str]:
+    """Each normalized tag's most used raw spelling (ties: the first in the raw tag order).
+
+    Args:
+        raw: the folksonomy before text processing.
+        processor: the pipeline that turned ``raw`` into ``normalized``.
+        normalized: the processed folksonomy, whose tag order the result follows.
+    """
+    uses = np.bincount(np.asarray(raw.assignments["tag"]), minlength=raw.n_tags)
+    best: dict[str, tuple[int, str]] = {}
+    for code, tag in enumerate(raw.tags):
+        key = processor.normalize_tag(str(tag))
+        if key not in best or uses[code] > best[key][0]:
+            best[key] = (int(uses[code]), str(tag))
+    return [best.get(str(tag), (0, str(tag)))[1] for tag in normalized.tags]
+

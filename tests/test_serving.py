@@ -1,0 +1,143 @@
+"""A fitted tag recommender as one artifact: task=fit, the Python API and the CLI."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+import torch
+from test_train import compose_cfg
+
+from tagtorch.data.ragged import Ragged
+from tagtorch.data.splits import TagQueries
+from tagtorch.data.synthetic import generate_folksonomy
+from tagtorch.data.text import TextProcessor
+from tagtorch.rankers.latre import LatreWTS
+from tagtorch.recommend import main as recommend_main
+from tagtorch.serving.tags import MAX_TEXT_CHARS, TagRecommender, display_names
+from tagtorch.storage import UnreadableFileError
+from tagtorch.train import run_task
+
+CANDIDATES = {"max_rule_candidates": 50, "device": "cpu"}
+
+
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory):
+    raw = generate_folksonomy(n_objects=400, seed=5)
+    processor = TextProcessor(cache=False)
+    folksonomy = processor.apply(raw)
+    recommender = TagRecommender.fit(folksonomy, processor, CANDIDATES, LatreWTS(alpha=0.9),
+                                     display=display_names(raw, processor, folksonomy),
+                                     val_fraction=0.25, seed=3)
+    folder = recommender.save(tmp_path_factory.mktemp("artifact") / "synthetic-latre_wts")
+    return raw, folksonomy, recommender, folder
+
+
+def raw_object(raw, folksonomy, obj):
+    """The raw texts and tags of object ``obj`` (codes of the normalized folksonomy)."""
+    texts = {name: str(raw.texts[name].iloc[obj]) for name in folksonomy.text_fields}
+    tag_codes = folksonomy.object_tags()[obj]
+    return texts, [str(folksonomy.tags[t]) for t in tag_codes], tag_codes
+
+
+def test_d_and_v_split_the_objects(fitted):
+    _, folksonomy, recommender, _ = fitted
+    d = set(recommender.train_objects.tolist())
+    eligible = int((folksonomy.object_tags().lengths >= 2).sum())
+    assert recommender.info["v_objects"] == round(0.25 * eligible)
+    assert recommender.info["d_objects"] == len(d) == folksonomy.n_objects - recommender.info[
+        "v_objects"] - int((folksonomy.object_tags().lengths == 0).sum())
+
+
+def test_a_raw_object_is_scored_as_the_protocol_scores_its_code(fitted):
+    """Raw strings through the text pipeline and vocabulary give the lists of the TermIndex."""
+    raw, folksonomy, recommender, _ = fitted
+    for obj in range(5):
+        texts, tag_strings, tag_codes = raw_object(raw, folksonomy, obj)
+        given = tag_strings[: max(1, len(tag_strings) // 2)]
+        got = recommender.recommend_tags(tags=given, k=10, **texts)
+        codes = np.sort(tag_codes[: len(given)])
+        lists = recommender.generator(TagQueries(np.array([obj]), Ragged.from_lists([codes]),
+                                                 Ragged.from_lists([[]])))
+        scores = recommender.ranker.score(lists)[0][lists.mask[0]]
+        tags = lists.tags[0][lists.mask[0]]
+        order = torch.argsort(scores, descending=True, stable=True)[:10]
+        want = [recommender.display[int(tags[i])] for i in order]
+        assert [tag for tag, _ in got.tags] == want
+        np.testing.assert_allclose([s for _, s in got.tags], scores[order].tolist(), rtol=1e-6)
+
+
+def test_unknown_input_is_reported_and_no_candidate_is_an_empty_list(fitted):
+    raw, folksonomy, recommender, _ = fitted
+    texts, tag_strings, _ = raw_object(raw, folksonomy, 0)
+    got = recommender.recommend_tags(tags=[*tag_strings[:1], "never-seen-tag"],
+                                     title="zzqx " + texts["title"])
+    assert got.unknown_tags == ["never-seen-tag"] and "zzqx" in got.unknown_words
+    assert got.tags and got.reason is None
+    empty = recommender.recommend_tags(tags=["never-seen-tag"], title="zzqx")
+    assert empty.tags == [] and "no candidate" in empty.reason
+
+
+@pytest.mark.parametrize(("call", "message"), [
+    (lambda r: r.recommend_tags(k=0), "k must be"),
+    (lambda r: r.recommend_tags(genre="rock"), "unknown fields"),
+    (lambda r: r.recommend_tags(tags="rock"), "list of strings"),
+    (lambda r: r.recommend_tags(tags=[3]), "must be strings"),
+    (lambda r: r.recommend_tags(title=5), "must be a string"),
+    (lambda r: r.recommend_tags(title="a" * (MAX_TEXT_CHARS + 1)), "characters"),
+    (lambda r: r.recommend_tags_batch(["rock"]), "object 0"),
+])
+def test_bad_input_gets_a_clear_error(fitted, call, message):
+    with pytest.raises(ValueError, match=message):
+        call(fitted[2])
+
+
+def test_the_saved_folder_reads_back_the_same(fitted):
+    raw, folksonomy, recommender, folder = fitted
+    loaded = TagRecommender.load(folder)
+    for obj in range(3):
+        texts, tag_strings, _ = raw_object(raw, folksonomy, obj)
+        assert (loaded.recommend_tags(tags=tag_strings[:1], **texts)
+                == recommender.recommend_tags(tags=tag_strings[:1], **texts))
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["fingerprint"] == folksonomy.fingerprint()
+    assert set(manifest["files"]) == {"data.npz", "vocabulary.json", "ranker"}
+
+
+def test_an_altered_or_untrusted_artifact_is_refused(fitted, tmp_path):
+    folder = tmp_path / "copy"
+    shutil.copytree(fitted[3], folder)
+    with open(folder / "data.npz", "ab") as handle:
+        handle.write(b"x")
+    with pytest.raises(UnreadableFileError, match=r"data\.npz"):
+        TagRecommender.load(folder)
+    shutil.rmtree(folder)
+    shutil.copytree(fitted[3], folder)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["ranker_class"] = "os.system"
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(UnreadableFileError, match="not in"):
+        TagRecommender.load(folder)
+
+
+def test_task_fit_writes_an_artifact_the_cli_reads(tmp_path, capsys):
+    cfg = compose_cfg(tmp_path, ["task=fit", "data.n_objects=300",
+                                 "candidates.max_rule_candidates=30"])
+    (folder,) = run_task(cfg)
+    assert folder == tmp_path / "checkpoints" / "recommenders" / "synthetic-latre_wts"
+    vocabulary = json.loads((folder / "vocabulary.json").read_text())
+    tags = ",".join(vocabulary["display"][:2])
+    capsys.readouterr()
+    assert recommend_main([str(folder), "--tags", tags, "-k", "3", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert len(out["tags"]) == 3 and out["reason"] is None
+    assert recommend_main([str(folder), "--tags", tags, "--title", "the"]) == 0
+    assert capsys.readouterr().out.splitlines()[0].split() == ["tag", "score"]
+    csv = tmp_path / "objects.csv"
+    csv.write_text(f'tags,title\n"{tags}",x\nnope,\n')
+    assert recommend_main([str(folder), "--csv", str(csv), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert len(rows) == 2 and rows[1]["tags"] == [] and rows[1]["unknown_tags"] == ["nope"]
+    assert recommend_main([str(folder), "--text", "genre=rock"]) == 2
+    assert "unknown fields" in capsys.readouterr().err
+    assert recommend_main([str(tmp_path / "missing")]) == 2
