@@ -141,3 +141,96 @@ def test_task_fit_writes_an_artifact_the_cli_reads(tmp_path, capsys):
     assert recommend_main([str(folder), "--text", "genre=rock"]) == 2
     assert "unknown fields" in capsys.readouterr().err
     assert recommend_main([str(tmp_path / "missing")]) == 2
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(fitted):
+    """The real service, started as a user starts it, on 127.0.0.1."""
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+
+    port = free_port()
+    process = subprocess.Popen([sys.executable, "-m", "tagtorch.serve", str(fitted[3]),
+                                "--port", str(port), "--max-body", "20000"],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                break
+        except httpx.TransportError:
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            pytest.fail(f"the server did not start: {process.stdout.read().decode()[-2000:]}")
+        time.sleep(0.3)
+    yield url
+    process.terminate()
+    process.wait(timeout=30)
+
+
+def test_the_service_answers_as_the_api_does(fitted, server):
+    import httpx
+
+    raw, folksonomy, recommender, _ = fitted
+    texts, tag_strings, _ = raw_object(raw, folksonomy, 1)
+    body = {"tags": tag_strings[:2], "title": texts["title"], "k": 4}
+    response = httpx.post(f"{server}/v1/tags", json=body, timeout=30)
+    assert response.status_code == 200
+    want = recommender.recommend_tags(tags=tag_strings[:2], k=4, title=texts["title"])
+    got = response.json()
+    assert [(t["tag"], pytest.approx(t["score"])) for t in got["tags"]] == want.tags
+    info = httpx.get(f"{server}/v1/info", timeout=10).json()
+    assert info["data"] == "synthetic" and info["text_fields"] == ["title", "description"]
+    assert "/v1/tags" in httpx.get(f"{server}/openapi.json", timeout=10).json()["paths"]
+
+
+@pytest.mark.parametrize("body", [
+    {"tags": "rock"}, {"k": 0}, {"k": "five"}, {"genre": "x"}, {"texts": {"genre": "rock"}},
+    {"tags": [1, 2]}, [], "not json", {"title": None, "description": 3},
+])
+def test_malformed_requests_get_4xx_never_5xx(server, body):
+    import httpx
+
+    if isinstance(body, str):
+        response = httpx.post(f"{server}/v1/tags", content=body, timeout=30,
+                              headers={"content-type": "application/json"})
+    else:
+        response = httpx.post(f"{server}/v1/tags", json=body, timeout=30)
+    assert 400 <= response.status_code < 500, response.text
+    assert response.json()["detail"]
+
+
+def test_an_oversized_body_gets_413(server):
+    import httpx
+
+    response = httpx.post(f"{server}/v1/tags", json={"title": "x" * 30000}, timeout=30)
+    assert response.status_code == 413
+
+
+def test_concurrent_requests_are_all_answered(fitted, server):
+    from concurrent.futures import ThreadPoolExecutor
+
+    import httpx
+
+    raw, folksonomy, _, _ = fitted
+    bodies = []
+    for obj in range(32):
+        texts, tag_strings, _ = raw_object(raw, folksonomy, obj)
+        bodies.append({"tags": tag_strings[:1], "title": texts["title"]})
+    with httpx.Client(timeout=60) as client, ThreadPoolExecutor(8) as pool:
+        codes = list(pool.map(lambda b: client.post(f"{server}/v1/tags", json=b).status_code,
+                              bodies))
+    assert codes == [200] * 32

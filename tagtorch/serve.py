@@ -1,0 +1,150 @@
+"""``python -m tagtorch.serve PATH``: a fitted tag recommender (``task=fit``) over HTTP.
+
+Example:
+    python -m tagtorch.serve checkpoints/recommenders/lastfm-latre_wts --port 8000
+
+Endpoints (schemas on the OpenAPI page, ``/docs``):
+
+- ``POST /v1/tags``: ``{"tags": [...], "title": ..., "description": ..., "texts": {field:
+  text}, "k": 5}`` -> ``{"tags": [{"tag", "score"}], "reason", "unknown_tags",
+  "unknown_words"}``;
+- ``GET /health`` and ``GET /v1/info`` (method, data, fingerprint, tagtorch version, fields).
+
+The artifact is loaded once and its kernels compiled by one warm-up request before the server
+accepts connections; requests run concurrently in the server's thread pool. A body over
+``--max-body`` bytes gets 413; a request the schema or the recommender refuses gets 422 with
+the reason, never a 5xx.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+import tagtorch
+from tagtorch.serving.tags import MAX_TAGS, MAX_TEXT_CHARS, TagRecommender
+from tagtorch.storage import UnreadableFileError
+
+log = logging.getLogger(__name__)
+
+MAX_BODY_BYTES = 1 << 20
+"""Default largest request body (bytes)."""
+MAX_K = 1000
+
+
+class TagRequest(BaseModel):
+    """One object to recommend tags for."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tags: list[str] = Field(default_factory=list, max_length=MAX_TAGS,
+                            description="the object's tags so far (raw strings)")
+    title: str | None = Field(None, max_length=MAX_TEXT_CHARS)
+    description: str | None = Field(None, max_length=MAX_TEXT_CHARS)
+    texts: dict[str, str] = Field(default_factory=dict,
+                                  description="other text fields of the recommender by name")
+    k: int = Field(5, ge=1, le=MAX_K, description="how many tags to return")
+
+
+class ScoredTag(BaseModel):
+    """A recommended tag."""
+
+    tag: str
+    score: float
+
+
+class TagResponse(BaseModel):
+    """The recommended tags, best first, and what was left out of the input."""
+
+    tags: list[ScoredTag]
+    reason: str | None = Field(None, description="why the list is empty")
+    unknown_tags: list[str]
+    unknown_words: list[str]
+
+
+def create_app(recommender: TagRecommender, max_body: int = MAX_BODY_BYTES) -> FastAPI:
+    """The service around one loaded recommender."""
+    app = FastAPI(title="tagtorch", version=tagtorch.__version__,
+                  description="Tag recommendation by a fitted tagtorch recommender.")
+
+    @app.middleware("http")
+    async def limit_body(request: Request, call_next: Any) -> Any:
+        length = request.headers.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > max_body):
+            return JSONResponse({"detail": f"request body over {max_body} bytes"}, 413)
+        if request.method == "POST":
+            body = await request.body()  # also bounds bodies sent without a length
+            if len(body) > max_body:
+                return JSONResponse({"detail": f"request body over {max_body} bytes"}, 413)
+        return await call_next(request)
+
+    @app.get("/health")
+    def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/v1/info")
+    def info() -> dict[str, Any]:
+        return {"method": recommender.info.get("method"), "data": recommender.info.get("data"),
+                "fingerprint": recommender.info.get("fingerprint"),
+                "tagtorch_version": tagtorch.__version__,
+                "artifact_version": recommender.info.get("tagtorch_version"),
+                "text_fields": recommender.text_fields,
+                "d_objects": recommender.info.get("d_objects")}
+
+    @app.post("/v1/tags", response_model=TagResponse,
+              responses={422: {"description": "input the recommender refuses"},
+                         413: {"description": "body too large"}})
+    def tags(request: TagRequest) -> Any:
+        texts = dict(request.texts)
+        for name in ("title", "description"):
+            value = getattr(request, name)
+            if value is not None:
+                texts[name] = value
+        try:
+            result = recommender.recommend_tags(tags=request.tags, k=request.k, **texts)
+        except ValueError as error:
+            return JSONResponse({"detail": str(error)}, 422)
+        return result.as_dict()
+
+    return app
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Loads the artifact, warms it up and serves until interrupted."""
+    import uvicorn
+
+    parser = argparse.ArgumentParser(prog="python -m tagtorch.serve",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("path", help="a recommender folder written by task=fit")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--max-body", type=int, default=MAX_BODY_BYTES,
+                        help="largest request body in bytes")
+    parser.add_argument("--rule-cache", type=int, default=1024,
+                        help="one-object rule results kept for repeated requests (0: off)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    try:
+        recommender = TagRecommender.load(Path(args.path))
+    except (UnreadableFileError, FileNotFoundError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    recommender.generator.rules.cache_size = args.rule_cache
+    recommender.recommend_tags(tags=recommender.display[:1])  # compiles the kernels
+    recommender.generator.rules.clear_cache()
+    log.info("serving %s on http://%s:%d", args.path, args.host, args.port)
+    uvicorn.run(create_app(recommender, args.max_body), host=args.host, port=args.port,
+                log_level="warning")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
