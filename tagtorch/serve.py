@@ -8,6 +8,9 @@ Endpoints (schemas on the OpenAPI page, ``/docs``):
 - ``POST /v1/tags``: ``{"tags": [...], "title": ..., "description": ..., "texts": {field:
   text}, "k": 5}`` -> ``{"tags": [{"tag", "score"}], "reason", "unknown_tags",
   "unknown_words"}``;
+- ``POST /v1/posts``: ``{"posts": [{"user", "object", "tags", "title", ...}]}`` adds tag
+  assignments; they are journaled (fsync) before the answer, and the next recommendation
+  uses them (:meth:`TagRecommender.add_posts`); a restart replays the journal;
 - ``GET /health`` and ``GET /v1/info`` (method, data, fingerprint, tagtorch version, fields).
 
 The artifact is loaded once and its kernels compiled by one warm-up request before the server
@@ -52,6 +55,27 @@ class TagRequest(BaseModel):
     texts: dict[str, str] = Field(default_factory=dict,
                                   description="other text fields of the recommender by name")
     k: int = Field(5, ge=1, le=MAX_K, description="how many tags to return")
+
+
+class Post(BaseModel):
+    """Tags a user gave an object (a known object id, or a new one with its texts)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    user: str = Field(min_length=1, max_length=1000)
+    object: str = Field(min_length=1, max_length=1000)
+    tags: list[str] = Field(min_length=1, max_length=MAX_TAGS)
+    title: str | None = Field(None, max_length=MAX_TEXT_CHARS)
+    description: str | None = Field(None, max_length=MAX_TEXT_CHARS)
+    texts: dict[str, str] = Field(default_factory=dict)
+
+
+class Posts(BaseModel):
+    """Posts to add."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    posts: list[Post] = Field(min_length=1, max_length=1000)
 
 
 class ScoredTag(BaseModel):
@@ -113,6 +137,22 @@ def create_app(recommender: TagRecommender, max_body: int = MAX_BODY_BYTES) -> F
         except ValueError as error:
             return JSONResponse({"detail": str(error)}, 422)
         return result.as_dict()
+
+    @app.post("/v1/posts", responses={422: {"description": "a post the recommender refuses"}})
+    def posts(request: Posts) -> Any:
+        plain = []
+        for post in request.posts:
+            entry = {"user": post.user, "object": post.object, "tags": post.tags,
+                     **post.texts}
+            for name in ("title", "description"):
+                if getattr(post, name) is not None:
+                    entry[name] = getattr(post, name)
+            plain.append(entry)
+        try:
+            added = recommender.add_posts(plain)
+        except ValueError as error:
+            return JSONResponse({"detail": str(error)}, 422)
+        return {"added": added, "d_objects": len(recommender.train_objects)}
 
     return app
 

@@ -151,9 +151,8 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def server(fitted):
-    """The real service, started as a user starts it, on 127.0.0.1."""
+def start_server(folder):
+    """The real service, started as a user starts it, on 127.0.0.1: ``(process, url)``."""
     import subprocess
     import sys
     import time
@@ -161,7 +160,7 @@ def server(fitted):
     import httpx
 
     port = free_port()
-    process = subprocess.Popen([sys.executable, "-m", "tagtorch.serve", str(fitted[3]),
+    process = subprocess.Popen([sys.executable, "-m", "tagtorch.serve", str(folder),
                                 "--port", str(port), "--max-body", "20000"],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
@@ -176,6 +175,12 @@ def server(fitted):
             process.kill()
             pytest.fail(f"the server did not start: {process.stdout.read().decode()[-2000:]}")
         time.sleep(0.3)
+    return process, url
+
+
+@pytest.fixture(scope="module")
+def server(fitted):
+    process, url = start_server(fitted[3])
     yield url
     process.terminate()
     process.wait(timeout=30)
@@ -234,3 +239,76 @@ def test_concurrent_requests_are_all_answered(fitted, server):
         codes = list(pool.map(lambda b: client.post(f"{server}/v1/tags", json=b).status_code,
                               bodies))
     assert codes == [200] * 32
+
+
+def rare_tag(folksonomy, recommender) -> str:
+    """A tag of one object: a new tag posted with it ranks within the best 50 candidates."""
+    uses = np.bincount(folksonomy.object_tags().values)
+    return recommender.display[int(np.flatnonzero(uses == 1)[0])]
+
+
+def post_new_tag(recommender, known: str, n: int = 3):
+    """Posts n new objects tagged ``known`` and a tag no object had before."""
+    return recommender.add_posts([{"user": "u1", "object": f"new-{i}",
+                                   "tags": [known, "Brandnewtag"], "title": "fresh words"}
+                                  for i in range(n)])
+
+
+def test_posts_reach_the_next_recommendation_and_survive_a_reload(fitted, tmp_path):
+    _, folksonomy, _, folder = fitted
+    copy = tmp_path / "artifact"
+    shutil.copytree(folder, copy)
+    recommender = TagRecommender.load(copy)
+    known = rare_tag(folksonomy, recommender)
+    before = recommender.recommend_tags(tags=[known], k=1000)
+    assert "Brandnewtag" not in dict(before.tags)
+    n_d = len(recommender.train_objects)
+    assert post_new_tag(recommender, known) == 3
+    assert len(recommender.train_objects) == n_d + 3
+    after = recommender.recommend_tags(tags=[known], k=1000)
+    assert "Brandnewtag" in dict(after.tags)
+    assert recommender.recommend_tags(tags=["brandnewtag"]).unknown_tags == []
+    lines = (copy / "journal.jsonl").read_text().splitlines()
+    assert len(lines) == 3 and json.loads(lines[0])["object"] == "new-0"
+    reloaded = TagRecommender.load(copy)
+    assert reloaded.recommend_tags(tags=[known], k=1000) == after
+    with pytest.raises(ValueError, match="post 0"):
+        recommender.add_posts([{"user": "", "object": "x", "tags": ["a"]}])
+    with pytest.raises(ValueError, match="no tags"):
+        recommender.add_posts([{"user": "u", "object": "x", "tags": []}])
+    assert len((copy / "journal.jsonl").read_text().splitlines()) == 3  # refused: not journaled
+
+
+def test_a_torn_last_journal_line_is_skipped(fitted, tmp_path):
+    copy = tmp_path / "artifact"
+    shutil.copytree(fitted[3], copy)
+    recommender = TagRecommender.load(copy)
+    post_new_tag(recommender, recommender.display[0], n=1)
+    with open(copy / "journal.jsonl", "a") as handle:
+        handle.write('{"user": "u", "obj')
+    assert len(TagRecommender.load(copy).train_objects) == len(recommender.train_objects)
+
+
+def test_an_acknowledged_post_survives_kill_9(fitted, tmp_path):
+    import httpx
+
+    copy = tmp_path / "artifact"
+    shutil.copytree(fitted[3], copy)
+    known = rare_tag(fitted[1], TagRecommender.load(copy))
+    process, url = start_server(copy)
+    try:
+        body = {"posts": [{"user": "u9", "object": "killed", "tags": [known, "Survivor"]}]}
+        response = httpx.post(f"{url}/v1/posts", json=body, timeout=60)
+        assert response.status_code == 200 and response.json()["added"] == 1
+        assert httpx.post(f"{url}/v1/posts", json={"posts": [{"user": "u"}]},
+                          timeout=30).status_code == 422
+    finally:
+        process.kill()  # SIGKILL: no shutdown handler runs
+        process.wait(timeout=30)
+    process, url = start_server(copy)
+    try:
+        got = httpx.post(f"{url}/v1/tags", json={"tags": [known], "k": 1000}, timeout=60).json()
+        assert "Survivor" in [t["tag"] for t in got["tags"]]
+    finally:
+        process.terminate()
+        process.wait(timeout=30)

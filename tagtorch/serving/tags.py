@@ -25,6 +25,10 @@ exception.
 
 from __future__ import annotations
 
+import json
+import logging
+import os
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,12 +58,29 @@ from tagtorch.storage import (
 )
 
 DATA_FILE = "data.npz"
+JOURNAL_FILE = "journal.jsonl"
 VOCABULARY_FILE = "vocabulary.json"
 RANKER_FOLDER = "ranker"
 MAX_TEXT_CHARS = 100_000
 """Longest text field accepted per object (characters)."""
 MAX_TAGS = 10_000
 """Most input tags accepted per object."""
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class _Data:
+    """What a recommendation reads, replaced whole when posts arrive (never changed in place)."""
+
+    terms: TermIndex
+    train_tags: Ragged
+    train_objects: np.ndarray
+    display: list[str]
+    object_ids: list[str]
+    generator: LatreCandidates
+    term_codes: dict[str, int]
+    object_codes: dict[str, int]
 
 
 @dataclass
@@ -105,19 +126,54 @@ class TagRecommender:
     def __init__(self, processor: TextProcessor, terms: TermIndex, train_tags: Ragged,
                  train_objects: np.ndarray, display: Sequence[str],
                  candidates: Mapping[str, Any], ranker: BaseRanker,
-                 info: Mapping[str, Any] | None = None) -> None:
-        self.processor, self.terms, self.ranker = processor, terms, ranker
-        self.train_tags, self.train_objects = train_tags, np.asarray(train_objects)
-        self.display = list(display)
+                 info: Mapping[str, Any] | None = None,
+                 object_ids: Sequence[str] | None = None) -> None:
+        self.processor, self.ranker = processor, ranker
         self.candidate_settings = {k: v for k, v in dict(candidates).items()
                                    if not k.startswith("_")}
         self.info = dict(info or {})
-        self.generator = LatreCandidates(**self.candidate_settings)
-        if self.generator.object_topics is not None:
+        self.journal: Path | None = None
+        self._lock = threading.Lock()
+        ids = [str(o) for o in range(len(train_tags))] if object_ids is None else object_ids
+        self._data = self._mine(terms, train_tags, np.asarray(train_objects), list(display),
+                                [str(o) for o in ids])
+
+    def _mine(self, terms: TermIndex, train_tags: Ragged, train_objects: np.ndarray,
+              display: list[str], object_ids: list[str]) -> _Data:
+        """The state a recommendation reads, with the generator fitted on D."""
+        generator = LatreCandidates(**self.candidate_settings)
+        if generator.object_topics is not None:
             raise ValueError("candidates with a diversity component need the categories of "
                              "new objects, which recommend_tags does not take")
-        self.generator.fit(self.train_objects, self.train_tags.take(self.train_objects), terms)
-        self._term_codes = {str(term): code for code, term in enumerate(terms.vocabulary)}
+        generator.fit(train_objects, train_tags.take(train_objects), terms)
+        return _Data(terms, train_tags, train_objects, display, object_ids, generator,
+                     {str(term): code for code, term in enumerate(terms.vocabulary)},
+                     {o: code for code, o in enumerate(object_ids)})
+
+    @property
+    def terms(self) -> TermIndex:
+        """The vocabulary and every object's text fields as term codes."""
+        return self._data.terms
+
+    @property
+    def generator(self) -> LatreCandidates:
+        """The candidate generator, fitted on D."""
+        return self._data.generator
+
+    @property
+    def display(self) -> list[str]:
+        """The string shown for each tag."""
+        return self._data.display
+
+    @property
+    def train_tags(self) -> Ragged:
+        """Every object's tag codes."""
+        return self._data.train_tags
+
+    @property
+    def train_objects(self) -> np.ndarray:
+        """The object codes of D."""
+        return self._data.train_objects
 
     # --------------------------------------------------------------------------- fitting
     @classmethod
@@ -161,14 +217,18 @@ class TagRecommender:
                 "fingerprint": folksonomy.fingerprint(), "d_objects": len(train_objects),
                 "v_objects": len(val_objects), "seed": seed}
         recommender = cls(processor, terms, object_tags, train_objects, display, candidates,
-                          ranker, info)
+                          ranker, info, object_ids=[str(o) for o in folksonomy.objects])
         val = recommender.generator(TagQueries(val_objects, input_tags, gold_tags))
         ranker.fit(val, None)
         return recommender
 
     # ---------------------------------------------------------------------------- saving
     def save(self, path: str | Path) -> Path:
-        """Writes the artifact folder (module docstring); returns it."""
+        """Writes the artifact folder (module docstring), posts included; returns it."""
+        with self._lock:
+            return self._save(path)
+
+    def _save(self, path: str | Path) -> Path:
         folder = model_folder(path)
         arrays = {"tag_offsets": self.train_tags.offsets, "tag_values": self.train_tags.values,
                   "train_objects": self.train_objects}
@@ -177,8 +237,10 @@ class TagRecommender:
         save_arrays(arrays, folder / DATA_FILE)
         write_json({"vocabulary": [str(t) for t in self.terms.vocabulary],
                     "n_tags": self.terms.n_tags, "fields": list(self.terms.fields),
-                    "display": self.display}, folder / VOCABULARY_FILE)
+                    "display": self.display, "objects": self._data.object_ids},
+                   folder / VOCABULARY_FILE)
         self.ranker.save(folder / RANKER_FOLDER)
+        (folder / JOURNAL_FILE).unlink(missing_ok=True)  # the posts are in the data now
         settings = {"processor": _processor_settings(self.processor),
                     "candidates": self.candidate_settings}
         write_manifest(folder, type(self), settings, [DATA_FILE, VOCABULARY_FILE, RANKER_FOLDER],
@@ -215,14 +277,109 @@ class TagRecommender:
             train_tags = Ragged(arrays["tag_offsets"], arrays["tag_values"])
             info = {k: v for k, v in manifest.items()
                     if k not in ("format", "class", "settings", "files")}
-            return cls(processor, terms, train_tags, arrays["train_objects"],
-                       vocabulary["display"], settings["candidates"],
-                       ranker_class.load(folder / RANKER_FOLDER), info)
+            recommender = cls(processor, terms, train_tags, arrays["train_objects"],
+                              vocabulary["display"], settings["candidates"],
+                              ranker_class.load(folder / RANKER_FOLDER), info,
+                              object_ids=vocabulary["objects"])
         except UnreadableFileError:
             raise
         except (KeyError, TypeError, ValueError) as error:
             raise UnreadableFileError(f"{folder}: not a readable tag recommender "
                                       f"({type(error).__name__}: {error})") from None
+        recommender.journal = folder / JOURNAL_FILE
+        replayed = read_journal(recommender.journal)
+        if replayed:
+            recommender._apply(replayed)
+            log.info("%s: %d journaled posts replayed", folder, len(replayed))
+        return recommender
+
+    # ------------------------------------------------------------------------ learning
+    def add_posts(self, posts: Sequence[Mapping[str, Any]]) -> int:
+        """Adds tag assignments: D absorbs them before the next recommendation.
+
+        Each post is ``{"user": str, "object": str, "tags": [str], field: text, ...}``: the
+        object (a known id, or a new one) gets the tags, and a new object's text fields are
+        kept. The posts are appended to the journal (``journal.jsonl`` in the artifact folder,
+        flushed to disk with fsync) before they are applied, so an acknowledged post
+        survives a kill; :meth:`load` replays the journal. The ranker is not refitted: LATRE's
+        rules are mined lazily from D, whose statistics are mined again here.
+
+        Returns:
+            The number of posts added.
+
+        Raises:
+            ValueError: a malformed post (nothing is added then), naming its position.
+        """
+        checked = [self._check_post(i, post) for i, post in enumerate(posts)]
+        with self._lock:
+            if self.journal is not None:
+                append_journal(self.journal, checked)
+            self._apply(checked)
+        return len(checked)
+
+    def _check_post(self, position: int, post: Mapping[str, Any]) -> dict[str, Any]:
+        where = f"post {position}"
+        if not isinstance(post, Mapping):
+            raise ValueError(f"{where}: expected a mapping, got {type(post).__name__}")
+        for name in ("user", "object"):
+            if not isinstance(post.get(name), str) or not post[name]:
+                raise ValueError(f"{where}: {name!r} must be a non-empty string")
+        self._parse(self._data, position, {k: v for k, v in post.items()
+                                           if k not in ("user", "object")})
+        if not post.get("tags"):
+            raise ValueError(f"{where}: no tags to add")
+        return {k: (list(v) if k == "tags" else v) for k, v in post.items()}
+
+    def _apply(self, posts: Sequence[Mapping[str, Any]]) -> None:
+        """D, the vocabulary and the texts with the posts in; the generator mined again."""
+        data = self._data
+        object_ids = list(data.object_ids)
+        object_codes = dict(data.object_codes)
+        rows: dict[int, list[int]] = {}
+        texts: dict[int, dict[str, str]] = {}
+        new_tags: dict[str, str] = {}  # normalized -> raw, for tags the vocabulary lacks
+        for post in posts:
+            code = object_codes.get(post["object"])
+            if code is None:
+                code = object_codes[post["object"]] = len(object_ids)
+                object_ids.append(post["object"])
+                texts[code] = {name: str(post.get(name) or "") for name in data.terms.fields}
+            rows.setdefault(code, list(data.train_tags[code]) if code < len(data.train_tags)
+                            else [])
+            for tag in post["tags"]:
+                key = self.processor.normalize_tag(tag)
+                known = data.term_codes.get(key)
+                if known is not None and known < data.terms.n_tags:
+                    rows[code].append(known)
+                else:
+                    new_tags.setdefault(key, tag)
+                    rows[code].append(-1 - list(new_tags).index(key))  # coded below
+        terms, display, remap = _with_new_tags(data.terms, data.display, new_tags)
+        codes = {str(term): code for code, term in enumerate(terms.vocabulary)}
+        n_old, n_objects = data.terms.n_tags, len(object_ids)
+        fields = {}
+        for name, ragged in data.terms.fields.items():
+            added = [[] for _ in range(n_objects - len(ragged))]
+            for code, values in texts.items():
+                added[code - len(ragged)] = [codes[term] for term in
+                                             self.processor.terms(values[name]) if term in codes]
+            fields[name] = _concat(Ragged(ragged.offsets, remap[ragged.values]),
+                                   Ragged.from_lists(added))
+        terms = TermIndex(n_tags=terms.n_tags, vocabulary=terms.vocabulary, fields=fields)
+        old = data.train_tags
+        kept = ~np.isin(old.row_ids, list(rows))
+        changed = {code: sorted({v if v >= 0 else n_old - 1 - v for v in values})
+                   for code, values in rows.items()}
+        groups = np.concatenate([old.row_ids[kept], np.repeat(
+            np.fromiter(changed, dtype=np.int64, count=len(changed)),
+            [len(v) for v in changed.values()]).astype(np.int64)])
+        values = np.concatenate([old.values[kept].astype(np.int64), np.asarray(
+            [v for row in changed.values() for v in row], dtype=np.int64)])
+        train_tags = Ragged.from_groups(groups, values, n_objects)
+        in_d = np.zeros(n_objects, dtype=bool)
+        in_d[data.train_objects] = True
+        in_d[list(rows)] = True
+        self._data = self._mine(terms, train_tags, np.flatnonzero(in_d), display, object_ids)
 
     # ------------------------------------------------------------------------ recommending
     @property
@@ -254,7 +411,8 @@ class TagRecommender:
         """
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ValueError(f"k must be an integer >= 1, got {k!r}")
-        parsed = [self._parse(i, obj) for i, obj in enumerate(objects)]
+        data = self._data  # one consistent state, whatever posts arrive meanwhile
+        parsed = [self._parse(data, i, obj) for i, obj in enumerate(objects)]
         out = [Recommendations([], None, unknown_tags, unknown_words)
                for _, _, unknown_tags, unknown_words in parsed]
         if not parsed:
@@ -264,7 +422,7 @@ class TagRecommender:
                              Ragged.from_lists([[]] * len(parsed)))
         texts = {name: Ragged.from_lists([fields[name] for _, fields, *_ in parsed])
                  for name in self.text_fields}
-        lists = self.generator(queries, texts)
+        lists = data.generator(queries, texts)
         if lists.mask.shape[1]:
             scores = self.ranker.score(lists).float().cpu()
             scores = torch.where(lists.mask, scores, torch.full_like(scores, -torch.inf))
@@ -283,13 +441,12 @@ class TagRecommender:
                                      strict=True):
                 if lists.mask[row, column]:
                     code = int(lists.tags[row, column])
-                    result.tags.append((self._display(code), float(value)))
+                    shown = (data.display[code] if code < len(data.display)
+                             else str(data.terms.vocabulary[code]))  # a text-only term
+                    result.tags.append((shown, float(value)))
         return out
 
-    def _display(self, code: int) -> str:
-        return self.display[code] if code < len(self.display) else str(self.terms.vocabulary[code])
-
-    def _parse(self, position: int, obj: Mapping[str, Any]
+    def _parse(self, data: _Data, position: int, obj: Mapping[str, Any]
                ) -> tuple[list[int], dict[str, list[int]], list[str], list[str]]:
         """``(tag codes, field -> term codes, unknown tags, unknown words)`` of one object."""
         where = f"object {position}"
@@ -309,8 +466,8 @@ class TagRecommender:
         for tag in raw_tags:
             if not isinstance(tag, str):
                 raise ValueError(f"{where}: tags must be strings, got {tag!r}")
-            code = self._term_codes.get(self.processor.normalize_tag(tag))
-            if code is None or code >= self.terms.n_tags:
+            code = data.term_codes.get(self.processor.normalize_tag(tag))
+            if code is None or code >= data.terms.n_tags:
                 unknown_tags.append(tag)
             elif code not in codes:
                 codes.append(code)
@@ -325,7 +482,7 @@ class TagRecommender:
                                  f"than the {MAX_TEXT_CHARS:,} accepted")
             fields[name] = []
             for term in self.processor.terms(text):
-                code = self._term_codes.get(term)
+                code = data.term_codes.get(term)
                 if code is None:
                     unknown_words.append(term)
                 else:
@@ -357,3 +514,70 @@ def display_names(raw: Folksonomy, processor: TextProcessor, normalized: Folkson
             best[key] = (int(uses[code]), str(tag))
     return [best.get(str(tag), (0, str(tag)))[1] for tag in normalized.tags]
 
+
+def _concat(first: Ragged, second: Ragged) -> Ragged:
+    """The rows of ``first`` then those of ``second``."""
+    offsets = np.concatenate([first.offsets, first.offsets[-1] + second.offsets[1:]])
+    return Ragged(offsets, np.concatenate([first.values.astype(np.int64),
+                                           second.values.astype(np.int64)]))
+
+
+def _with_new_tags(terms: TermIndex, display: list[str], new_tags: Mapping[str, str]
+                   ) -> tuple[TermIndex, list[str], np.ndarray]:
+    """The vocabulary with ``new_tags`` (normalized -> raw) appended to the tags.
+
+    Tags come first in the code space, so the text-only terms move up; a text-only term equal
+    to a new tag becomes that tag. Returns ``(terms without fields, display, remap)`` where
+    ``remap[old code]`` is a term's new code.
+    """
+    n_tags, vocabulary = terms.n_tags, [str(t) for t in terms.vocabulary]
+    added = list(new_tags)
+    position = {tag: n_tags + i for i, tag in enumerate(added)}
+    remap = np.arange(len(vocabulary), dtype=np.int64)
+    rest = []
+    for code in range(n_tags, len(vocabulary)):
+        term = vocabulary[code]
+        if term in position:
+            remap[code] = position[term]
+        else:
+            remap[code] = n_tags + len(added) + len(rest)
+            rest.append(term)
+    merged = np.asarray([*vocabulary[:n_tags], *added, *rest], dtype=object)
+    return (TermIndex(n_tags=n_tags + len(added), vocabulary=merged, fields={}),
+            [*display, *new_tags.values()], remap)
+
+
+def append_journal(path: Path, posts: Sequence[Mapping[str, Any]]) -> None:
+    """Appends posts to a journal (one JSON object a line), flushed to disk before returning."""
+    new = not path.exists()
+    with open(path, "a", encoding="utf-8") as handle:
+        for post in posts:
+            handle.write(json.dumps(post, ensure_ascii=False) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    if new:  # the file's entry in its folder must reach the disk too
+        descriptor = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
+
+
+def read_journal(path: Path) -> list[dict[str, Any]]:
+    """The posts of a journal (JSON lines; nothing runs). A torn last line is skipped."""
+    if not path.exists():
+        return []
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    posts = []
+    for number, line in enumerate(lines, 1):
+        try:
+            post = json.loads(line)
+        except json.JSONDecodeError:
+            if number == len(lines):  # cut short by a crash while it was written
+                log.warning("%s: its last line is incomplete and was skipped", path)
+                continue
+            raise UnreadableFileError(f"{path}:{number}: not a JSON post") from None
+        if not isinstance(post, dict):
+            raise UnreadableFileError(f"{path}:{number}: not a JSON post")
+        posts.append(post)
+    return posts
