@@ -3,7 +3,7 @@
 Example:
     python -m tagtorch.serve checkpoints/recommenders/lastfm-latre_wts --port 8000
 
-Endpoints (schemas on the OpenAPI page, ``/docs``):
+Endpoints (schemas on the OpenAPI page, ``/docs``; a one-page demo form at ``/``):
 
 - ``POST /v1/tags``: ``{"tags": [...], "title": ..., "description": ..., "texts": {field:
   text}, "k": 5}`` -> ``{"tags": [{"tag", "score"}], "reason", "unknown_tags",
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 import tagtorch
@@ -41,6 +41,53 @@ log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 1 << 20
 """Default largest request body (bytes)."""
 MAX_K = 1000
+
+DEMO_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>tagtorch: recommend tags</title>
+<style>
+body { font-family: sans-serif; max-width: 40em; margin: 2em auto; }
+label { display: block; margin-top: 0.8em; }
+input { width: 100%; padding: 0.3em; }
+table { margin-top: 1em; border-collapse: collapse; }
+td, th { padding: 0.2em 1em; border-bottom: 1px solid #ccc; text-align: left; }
+#note { color: #a33; margin-top: 1em; }
+</style></head>
+<body>
+<h1>Recommend tags</h1>
+<form id="ask">
+<label>Title <input id="title" name="title"></label>
+<label>Tags, separated by commas <input id="tags" name="tags"></label>
+<label>How many <input id="k" name="k" type="number" value="5" min="1" max="1000"></label>
+<p><button type="submit">Recommend</button></p>
+</form>
+<table id="result"></table>
+<div id="note"></div>
+<script>
+document.getElementById("ask").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const tags = document.getElementById("tags").value.split(",").map(t => t.trim())
+    .filter(t => t);
+  const body = {tags: tags, title: document.getElementById("title").value,
+                k: Number(document.getElementById("k").value)};
+  const response = await fetch("/v1/tags", {method: "POST",
+    headers: {"content-type": "application/json"}, body: JSON.stringify(body)});
+  const data = await response.json();
+  const table = document.getElementById("result");
+  const note = document.getElementById("note");
+  table.textContent = ""; note.textContent = "";
+  if (!response.ok) { note.textContent = JSON.stringify(data.detail); return; }
+  const head = table.insertRow(); head.innerHTML = "<th>tag</th><th>score</th>";
+  for (const item of data.tags) {
+    const row = table.insertRow();
+    row.insertCell().textContent = item.tag;
+    row.insertCell().textContent = item.score.toFixed(4);
+  }
+  const left = [...data.unknown_tags, ...data.unknown_words];
+  note.textContent = (data.reason || "") + (left.length ? " Left out: " + left.join(", ") : "");
+});
+</script>
+</body></html>
+"""
 
 
 class TagRequest(BaseModel):
@@ -109,6 +156,10 @@ def create_app(recommender: TagRecommender, max_body: int = MAX_BODY_BYTES) -> F
             if len(body) > max_body:
                 return JSONResponse({"detail": f"request body over {max_body} bytes"}, 413)
         return await call_next(request)
+
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    def demo() -> str:
+        return DEMO_PAGE
 
     @app.get("/health")
     def health() -> dict[str, str]:

@@ -6,6 +6,8 @@ import shutil
 import numpy as np
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from test_train import compose_cfg
 
 from tagtorch.data.ragged import Ragged
@@ -312,3 +314,58 @@ def test_an_acknowledged_post_survives_kill_9(fitted, tmp_path):
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+def test_the_demo_page_is_served(server):
+    import httpx
+
+    page = httpx.get(f"{server}/", timeout=10)
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert '<form id="ask">' in page.text and 'fetch("/v1/tags"' in page.text
+
+
+def chromium() -> str | None:
+    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+def test_the_demo_page_in_a_headless_browser(server, tmp_path):
+    playwright = pytest.importorskip("playwright.sync_api",
+                                     reason="playwright is not installed")
+    browser_path = chromium()
+    if browser_path is None:
+        pytest.skip("no Chromium from the system packages on this machine")
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=browser_path)
+        page = browser.new_page()
+        page.goto(f"{server}/")
+        page.fill("#tags", "x")
+        page.click("button")
+        page.wait_for_selector("#note:not(:empty), #result tr", timeout=30_000)
+        page.screenshot(path=str(tmp_path / "demo.png"))
+        browser.close()
+    assert (tmp_path / "demo.png").stat().st_size > 0
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=20)
+    | st.floats(allow_nan=False, allow_infinity=False),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner,
+                                                                 max_size=4),
+    max_leaves=10)
+FIELDS = st.sampled_from(["tags", "title", "description", "texts", "k", "user", "object",
+                          "posts", "genre"])
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=st.dictionaries(FIELDS, JSON_VALUES, max_size=5) | JSON_VALUES,
+       path=st.sampled_from(["/v1/tags", "/v1/posts"]))
+def test_fuzzed_requests_never_get_a_5xx(server, body, path):
+    import httpx
+
+    response = httpx.post(f"{server}{path}", json=body, timeout=60)
+    assert response.status_code < 500, (body, response.text)
