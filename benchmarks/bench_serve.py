@@ -54,11 +54,18 @@ def compose(method: str):
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import open_dict
 
     GlobalHydra.instance().clear()
     with initialize_config_dir(version_base="1.3", config_dir=str(ROOT / "conf")):
-        return hydra_compose("train", overrides=[f"model={method}", "task=fit", "logger=none",
-                                                 "trainer.enable_progress_bar=false"])
+        cfg = hydra_compose("train", overrides=[f"model={method}", "task=fit", "logger=none"],
+                            return_hydra_config=True)
+    HydraConfig().set_config(cfg)
+    with open_dict(cfg):
+        cfg.paths.output_dir = tempfile.mkdtemp(prefix="bench_serve_")
+        del cfg.hydra  # as in a real run
+    return cfg
 
 
 def load(name: str, args: argparse.Namespace):
