@@ -337,7 +337,7 @@ class TagRecommender:
         object_codes = dict(data.object_codes)
         rows: dict[int, list[int]] = {}
         texts: dict[int, dict[str, str]] = {}
-        new_tags: dict[str, str] = {}  # normalized -> raw, for tags the vocabulary lacks
+        new_tags: dict[str, tuple[int, str]] = {}  # normalized -> (rank, raw): tags not yet known
         for post in posts:
             code = object_codes.get(post["object"])
             if code is None:
@@ -352,9 +352,10 @@ class TagRecommender:
                 if known is not None and known < data.terms.n_tags:
                     rows[code].append(known)
                 else:
-                    new_tags.setdefault(key, tag)
-                    rows[code].append(-1 - list(new_tags).index(key))  # coded below
-        terms, display, remap = _with_new_tags(data.terms, data.display, new_tags)
+                    rank, _ = new_tags.setdefault(key, (len(new_tags), tag))
+                    rows[code].append(-1 - rank)  # given its code once all are known
+        terms, display, remap = _with_new_tags(data.terms, data.display,
+                                               {key: raw for key, (_, raw) in new_tags.items()})
         codes = {str(term): code for code, term in enumerate(terms.vocabulary)}
         n_old, n_objects = data.terms.n_tags, len(object_ids)
         fields = {}
