@@ -141,6 +141,16 @@ class TagResponse(BaseModel):
     unknown_words: list[str]
 
 
+def _texts(request: TagRequest | Post) -> dict[str, str]:
+    """A request's text fields: ``texts`` plus ``title`` and ``description`` when given."""
+    texts = dict(request.texts)
+    for name in ("title", "description"):
+        value = getattr(request, name)
+        if value is not None:
+            texts[name] = value
+    return texts
+
+
 def create_app(recommender: TagRecommender, max_body: int = MAX_BODY_BYTES) -> FastAPI:
     """The service around one loaded recommender."""
     app = FastAPI(title="tagtorch", version=tagtorch.__version__,
@@ -178,27 +188,17 @@ def create_app(recommender: TagRecommender, max_body: int = MAX_BODY_BYTES) -> F
               responses={422: {"description": "input the recommender refuses"},
                          413: {"description": "body too large"}})
     def tags(request: TagRequest) -> Any:
-        texts = dict(request.texts)
-        for name in ("title", "description"):
-            value = getattr(request, name)
-            if value is not None:
-                texts[name] = value
         try:
-            result = recommender.recommend_tags(tags=request.tags, k=request.k, **texts)
+            result = recommender.recommend_tags(tags=request.tags, k=request.k,
+                                                **_texts(request))
         except ValueError as error:
             return JSONResponse({"detail": str(error)}, 422)
         return result.as_dict()
 
     @app.post("/v1/posts", responses={422: {"description": "a post the recommender refuses"}})
     def posts(request: Posts) -> Any:
-        plain = []
-        for post in request.posts:
-            entry = {"user": post.user, "object": post.object, "tags": post.tags,
-                     **post.texts}
-            for name in ("title", "description"):
-                if getattr(post, name) is not None:
-                    entry[name] = getattr(post, name)
-            plain.append(entry)
+        plain = [{"user": post.user, "object": post.object, "tags": post.tags,
+                  **_texts(post)} for post in request.posts]
         try:
             added = recommender.add_posts(plain)
         except ValueError as error:
