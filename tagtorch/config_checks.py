@@ -199,17 +199,18 @@ def model_kind(cls: type) -> str:
     return "itemrec" if len(parameters) == 2 else "tagrec"
 
 
-def _task_kind(cfg: dict[str, Any]) -> str | None:
+def _task_kinds(cfg: dict[str, Any]) -> tuple[str, ...]:
+    """The kinds of model the configured task runs (none for ``describe``)."""
     target = str((cfg.get("task") or {}).get("_target_", ""))
     if target.endswith("ItemRecommendationTask"):
-        return "itemrec"
+        return ("itemrec",)
     if target.endswith("TagRecommendationTask"):
-        return "tagrec"
+        return ("tagrec",)
     if target.endswith("ResourceRankingTask"):
-        return "resources"
+        return ("resources",)
     if target.endswith("FitTask"):
-        return "tagrec"  # a fitted artifact serves tag rankers (item models: not yet)
-    return None  # describe: no model is used
+        return ("tagrec", "itemrec")  # a fitted artifact of either kind
+    return ()  # describe: no model is used
 
 
 def drop_unselected_settings(cfg: DictConfig) -> list[str]:
@@ -266,8 +267,8 @@ of integers >= 1, e.g. [5] or [1,5,10]
             check = _CHECKS.get(name)
             if check is not None:
                 check(key, value)
-    task = _task_kind(container)
-    if task is None:
+    kinds = _task_kinds(container)
+    if not kinds:
         return
     models = container.get("model") or {}
     if not models:
@@ -280,9 +281,10 @@ of integers >= 1, e.g. [5] or [1,5,10]
         target = node.get("_target_") if isinstance(node, dict) else None
         if target is None:
             raise ConfigError(f"model.{name}", node, "a config node with a _target_ class")
-        if _model_kind(f"model.{name}._target_", target) != task:
+        if _model_kind(f"model.{name}._target_", target) not in kinds:
+            task = "fit" if len(kinds) > 1 else kinds[0]
             raise ConfigError(f"model.{name}._target_", target,
-                              f"{allowed[task]} for task={task}")
+                              f"{' or '.join(allowed[kind] for kind in kinds)} for task={task}")
         candidates = container.get("candidates") or {}
         if target == "tagtorch.rankers.xtred.XTReD" and not candidates.get("diversity"):
             raise ConfigError("candidates.diversity", candidates.get("diversity"),

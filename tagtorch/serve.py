@@ -1,19 +1,23 @@
-"""``python -m tagtorch.serve PATH``: a fitted tag recommender (``task=fit``) over HTTP.
+"""``python -m tagtorch.serve PATH``: a fitted recommender (``task=fit``) over HTTP.
 
 Example:
     python -m tagtorch.serve checkpoints/recommenders/lastfm-latre_wts --port 8000
 
 Endpoints (schemas on the OpenAPI page, ``/docs``; a one-page demo form at ``/``):
 
-- ``POST /v1/tags``: ``{"tags": [...], "title": ..., "description": ..., "texts": {field:
-  text}, "k": 5}`` -> ``{"tags": [{"tag", "score"}], "reason", "unknown_tags",
-  "unknown_words"}``;
-- ``POST /v1/posts``: ``{"posts": [{"user", "object", "tags", "title", ...}]}`` adds tag
-  assignments; they are journaled (fsync) before the answer, and the next recommendation
-  uses them (:meth:`TagRecommender.add_posts`); a restart replays the journal;
-- ``GET /health`` and ``GET /v1/info`` (method, data, fingerprint, tagtorch version, fields).
+- ``POST /v1/tags`` (tag recommenders): ``{"tags": [...], "title": ..., "description": ...,
+  "texts": {field: text}, "k": 5}`` -> ``{"tags": [{"tag", "score"}], "reason",
+  "unknown_tags", "unknown_words"}``;
+- ``POST /v1/posts`` (tag recommenders): ``{"posts": [{"user", "object", "tags", "title",
+  ...}]}`` adds tag assignments; they are journaled (fsync) before the answer, and the next
+  recommendation uses them (:meth:`TagRecommender.add_posts`); a restart replays the journal;
+- ``POST /v1/items`` (item recommenders): ``{"user": ..., "tag": null, "k": 10}`` ->
+  ``{"items": [{"item", "title", "score"}], "reason"}`` (:meth:`ItemRecommender
+  .recommend_items`);
+- ``GET /health`` and ``GET /v1/info`` (kind, method, data, fingerprint, tagtorch version).
 
-The artifact is loaded once and its kernels compiled by one warm-up request before the server
+An endpoint of the other kind of recommender answers 404 with a message naming the right one.
+The artifact is loaded once and warmed up (kernels compiled) by one request before the server
 accepts connections; requests run concurrently in the server's thread pool. A body over
 ``--max-body`` bytes gets 413; a request the schema or the recommender refuses gets 422 with
 the reason, never a 5xx.
@@ -22,6 +26,7 @@ the reason, never a 5xx.
 from __future__ import annotations
 
 import argparse
+import html
 import logging
 import sys
 from collections.abc import Sequence
@@ -33,7 +38,9 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 import tagtorch
-from tagtorch.serving.tags import MAX_TAGS, MAX_TEXT_CHARS, TagRecommender
+from tagtorch.serving import ItemRecommender, Recommender, TagRecommender
+from tagtorch.serving.items import MAX_ID_CHARS
+from tagtorch.serving.tags import MAX_TAGS, MAX_TEXT_CHARS
 from tagtorch.storage import UnreadableFileError
 
 log = logging.getLogger(__name__)
@@ -43,51 +50,75 @@ MAX_BODY_BYTES = 1 << 20
 MAX_K = 1000
 
 DEMO_PAGE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>tagtorch: recommend tags</title>
+<html lang="en"><head><meta charset="utf-8"><title>tagtorch: recommend {what}</title>
 <style>
-body { font-family: sans-serif; max-width: 40em; margin: 2em auto; }
-label { display: block; margin-top: 0.8em; }
-input { width: 100%; padding: 0.3em; }
-table { margin-top: 1em; border-collapse: collapse; }
-td, th { padding: 0.2em 1em; border-bottom: 1px solid #ccc; text-align: left; }
-#note { color: #a33; margin-top: 1em; }
+body {{ font-family: sans-serif; max-width: 40em; margin: 2em auto; }}
+label {{ display: block; margin-top: 0.8em; }}
+input {{ width: 100%; padding: 0.3em; }}
+table {{ margin-top: 1em; border-collapse: collapse; }}
+td, th {{ padding: 0.2em 1em; border-bottom: 1px solid #ccc; text-align: left; }}
+#note {{ color: #a33; margin-top: 1em; }}
 </style></head>
 <body>
-<h1>Recommend tags</h1>
+<h1>Recommend {what}</h1>
+<p>{about}</p>
 <form id="ask">
-<label>Title <input id="title" name="title"></label>
-<label>Tags, separated by commas <input id="tags" name="tags"></label>
-<label>How many <input id="k" name="k" type="number" value="5" min="1" max="1000"></label>
+{inputs}
+<label>How many <input id="k" name="k" type="number" value="{k}" min="1" max="1000"></label>
 <p><button type="submit">Recommend</button></p>
 </form>
 <table id="result"></table>
 <div id="note"></div>
 <script>
-document.getElementById("ask").addEventListener("submit", async (event) => {
+const value = (id) => document.getElementById(id).value;
+document.getElementById("ask").addEventListener("submit", async (event) => {{
   event.preventDefault();
-  const tags = document.getElementById("tags").value.split(",").map(t => t.trim())
-    .filter(t => t);
-  const body = {tags: tags, title: document.getElementById("title").value,
-                k: Number(document.getElementById("k").value)};
-  const response = await fetch("/v1/tags", {method: "POST",
-    headers: {"content-type": "application/json"}, body: JSON.stringify(body)});
+  const body = {body};
+  const response = await fetch("{endpoint}", {{method: "POST",
+    headers: {{"content-type": "application/json"}}, body: JSON.stringify(body)}});
   const data = await response.json();
   const table = document.getElementById("result");
   const note = document.getElementById("note");
   table.textContent = ""; note.textContent = "";
-  if (!response.ok) { note.textContent = JSON.stringify(data.detail); return; }
-  const head = table.insertRow(); head.innerHTML = "<th>tag</th><th>score</th>";
-  for (const item of data.tags) {
+  if (!response.ok) {{ note.textContent = JSON.stringify(data.detail); return; }}
+  const columns = {columns};
+  const head = table.insertRow();
+  for (const name of columns) {{
+    head.appendChild(document.createElement("th")).textContent = name;
+  }}
+  for (const entry of data.{what}) {{
     const row = table.insertRow();
-    row.insertCell().textContent = item.tag;
-    row.insertCell().textContent = item.score.toFixed(4);
-  }
-  const left = [...data.unknown_tags, ...data.unknown_words];
+    for (const name of columns) {{
+      const cell = entry[name];
+      row.insertCell().textContent = name === "score" ? cell.toFixed(4) : cell;
+    }}
+  }}
+  const left = [...(data.unknown_tags || []), ...(data.unknown_words || [])];
   note.textContent = (data.reason || "") + (left.length ? " Left out: " + left.join(", ") : "");
-});
+}});
 </script>
 </body></html>
 """
+"""The demo form, filled in by :func:`demo_page` for the artifact's kind."""
+
+
+def demo_page(recommender: TagRecommender | ItemRecommender) -> str:
+    """The one-page demo of ``/``: a form for the artifact's kind and a table of answers."""
+    method, data = (html.escape(str(recommender.info.get(key))) for key in ("method", "data"))
+    if isinstance(recommender, TagRecommender):
+        inputs = ('<label>Title <input id="title" name="title"></label>\n'
+                  '<label>Tags, separated by commas <input id="tags" name="tags"></label>')
+        body = ('{tags: value("tags").split(",").map(t => t.trim()).filter(t => t), '
+                'title: value("title"), k: Number(value("k"))}')
+        return DEMO_PAGE.format(what="tags", inputs=inputs, body=body, k=5,
+                                endpoint="/v1/tags", columns='["tag", "score"]',
+                                about=f"{method} fitted on {data}: tags for an object.")
+    inputs = ('<label>User <input id="user" name="user"></label>\n'
+              '<label>Tag (optional) <input id="tag" name="tag"></label>')
+    body = '{user: value("user"), tag: value("tag") || null, k: Number(value("k"))}'
+    return DEMO_PAGE.format(what="items", inputs=inputs, body=body, k=10, endpoint="/v1/items",
+                            columns='["item", "title", "score"]',
+                            about=f"{method} fitted on {data}: items for a user.")
 
 
 class TagRequest(BaseModel):
@@ -125,6 +156,33 @@ class Posts(BaseModel):
     posts: list[Post] = Field(min_length=1, max_length=1000)
 
 
+class ItemRequest(BaseModel):
+    """A user (and a tag) to recommend items for."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    user: str = Field(min_length=1, max_length=MAX_ID_CHARS, description="the user's raw id")
+    tag: str | None = Field(None, min_length=1, max_length=MAX_ID_CHARS,
+                            description="the items for this tag (null: the user's ranking "
+                                        "over tags)")
+    k: int = Field(10, ge=1, le=MAX_K, description="how many items to return")
+
+
+class ScoredItem(BaseModel):
+    """A recommended item."""
+
+    item: str
+    title: str
+    score: float
+
+
+class ItemResponse(BaseModel):
+    """The recommended items, best first."""
+
+    items: list[ScoredItem]
+    reason: str | None = Field(None, description="why the list is empty")
+
+
 class ScoredTag(BaseModel):
     """A recommended tag."""
 
@@ -151,10 +209,22 @@ def _texts(request: TagRequest | Post) -> dict[str, str]:
     return texts
 
 
-def create_app(recommender: TagRecommender, max_body: int = MAX_BODY_BYTES) -> FastAPI:
-    """The service around one loaded recommender."""
+def _wrong_kind(recommender: TagRecommender | ItemRecommender) -> JSONResponse:
+    """The 404 of an endpoint of the other kind of recommender."""
+    if isinstance(recommender, TagRecommender):
+        return JSONResponse({"detail": "this service holds a tag recommender: POST /v1/tags "
+                                       "(and /v1/posts)"}, 404)
+    return JSONResponse({"detail": "this service holds an item recommender: POST /v1/items"},
+                        404)
+
+
+def create_app(recommender: TagRecommender | ItemRecommender,
+               max_body: int = MAX_BODY_BYTES) -> FastAPI:
+    """The service around one loaded recommender (either kind)."""
+    kind = "tags" if isinstance(recommender, TagRecommender) else "items"
     app = FastAPI(title="tagtorch", version=tagtorch.__version__,
-                  description="Tag recommendation by a fitted tagtorch recommender.")
+                  description=f"Recommendation of {kind} by a fitted tagtorch recommender.")
+    page = demo_page(recommender)
 
     @app.middleware("http")
     async def limit_body(request: Request, call_next: Any) -> Any:
@@ -169,7 +239,7 @@ def create_app(recommender: TagRecommender, max_body: int = MAX_BODY_BYTES) -> F
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     def demo() -> str:
-        return DEMO_PAGE
+        return page
 
     @app.get("/health")
     def health() -> dict[str, str]:
@@ -177,17 +247,23 @@ def create_app(recommender: TagRecommender, max_body: int = MAX_BODY_BYTES) -> F
 
     @app.get("/v1/info")
     def info() -> dict[str, Any]:
-        return {"method": recommender.info.get("method"), "data": recommender.info.get("data"),
-                "fingerprint": recommender.info.get("fingerprint"),
-                "tagtorch_version": tagtorch.__version__,
-                "artifact_version": recommender.info.get("tagtorch_version"),
-                "text_fields": recommender.text_fields,
-                "d_objects": recommender.info.get("d_objects")}
+        described = {"kind": kind, "method": recommender.info.get("method"),
+                     "data": recommender.info.get("data"),
+                     "fingerprint": recommender.info.get("fingerprint"),
+                     "tagtorch_version": tagtorch.__version__,
+                     "artifact_version": recommender.info.get("tagtorch_version")}
+        if isinstance(recommender, TagRecommender):
+            return {**described, "text_fields": recommender.text_fields,
+                    "d_objects": len(recommender.train_objects)}
+        return {**described, **{key: recommender.info.get(key)
+                                for key in ("p", "users", "items", "tags")}}
 
     @app.post("/v1/tags", response_model=TagResponse,
               responses={422: {"description": "input the recommender refuses"},
                          413: {"description": "body too large"}})
     def tags(request: TagRequest) -> Any:
+        if not isinstance(recommender, TagRecommender):
+            return _wrong_kind(recommender)
         try:
             result = recommender.recommend_tags(tags=request.tags, k=request.k,
                                                 **_texts(request))
@@ -197,6 +273,8 @@ def create_app(recommender: TagRecommender, max_body: int = MAX_BODY_BYTES) -> F
 
     @app.post("/v1/posts", responses={422: {"description": "a post the recommender refuses"}})
     def posts(request: Posts) -> Any:
+        if not isinstance(recommender, TagRecommender):
+            return _wrong_kind(recommender)
         plain = [{"user": post.user, "object": post.object, "tags": post.tags,
                   **_texts(post)} for post in request.posts]
         try:
@@ -204,6 +282,19 @@ def create_app(recommender: TagRecommender, max_body: int = MAX_BODY_BYTES) -> F
         except ValueError as error:
             return JSONResponse({"detail": str(error)}, 422)
         return {"added": added, "d_objects": len(recommender.train_objects)}
+
+    @app.post("/v1/items", response_model=ItemResponse,
+              responses={422: {"description": "input the recommender refuses"},
+                         404: {"description": "the service holds a tag recommender"}})
+    def items(request: ItemRequest) -> Any:
+        if not isinstance(recommender, ItemRecommender):
+            return _wrong_kind(recommender)
+        try:
+            result = recommender.recommend_items(user=request.user, tag=request.tag,
+                                                 k=request.k)
+        except ValueError as error:
+            return JSONResponse({"detail": str(error)}, 422)
+        return result.as_dict()
 
     return app
 
@@ -220,17 +311,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-body", type=int, default=MAX_BODY_BYTES,
                         help="largest request body in bytes")
     parser.add_argument("--rule-cache", type=int, default=1024,
-                        help="one-object rule results kept for repeated requests (0: off)")
+                        help="tag recommenders: one-object rule results kept for repeated "
+                             "requests (0: off)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     try:
-        recommender = TagRecommender.load(Path(args.path))
+        recommender = Recommender.load(Path(args.path))
     except (UnreadableFileError, FileNotFoundError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    recommender.generator.rules.cache_size = args.rule_cache
-    recommender.recommend_tags(tags=recommender.display[:1])  # compiles the kernels
-    recommender.generator.rules.clear_cache()
+    if isinstance(recommender, TagRecommender):
+        recommender.generator.rules.cache_size = args.rule_cache
+        recommender.recommend_tags(tags=recommender.display[:1])  # compiles the kernels
+        recommender.generator.rules.clear_cache()
+    else:
+        recommender.recommend_items(user=recommender.users[0])
     log.info("serving %s on http://%s:%d", args.path, args.host, args.port)
     uvicorn.run(create_app(recommender, args.max_body), host=args.host, port=args.port,
                 log_level="warning")

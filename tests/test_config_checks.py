@@ -41,6 +41,7 @@ def test_every_shipped_configuration_passes(tmp_path, experiment):
     (["task=itemrec", "model=latre_wts"], "model.latre_wts._target_", "an item model"),
     (["task=resources", "model=latre_wts"], "model.latre_wts._target_", "a resource ranker"),
     (["model=bm25"], "model.bm25._target_", "a tag ranker"),
+    (["task=fit", "model=bm25"], "model.bm25._target_", "for task=fit"),
     (["task=resources", "model=bm25", "task.metrics=[mrr@0]"], "task.metrics", "mrr@K"),
     (["task=itemrec", "model=[dorank,lambdamart]"], "model.lambdamart._target_",
      "an item model"),

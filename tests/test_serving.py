@@ -332,22 +332,36 @@ def chromium() -> str | None:
     return None
 
 
-def test_the_demo_page_in_a_headless_browser(server, tmp_path):
+def test_the_demo_page_in_a_headless_browser(fitted, server, tmp_path):
+    """The form, filled and sent in a real browser, shows the API's recommendations."""
     playwright = pytest.importorskip("playwright.sync_api",
                                      reason="playwright is not installed")
     browser_path = chromium()
     if browser_path is None:
         pytest.skip("no Chromium from the system packages on this machine")
+    raw, folksonomy, recommender, _ = fitted
+    texts, tag_strings, _ = raw_object(raw, folksonomy, 0)
+    want = recommender.recommend_tags(tags=tag_strings[:2], title=texts["title"], k=4)
     with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=browser_path)
+        browser = p.chromium.launch(executable_path=browser_path, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync", "--no-first-run"])
         page = browser.new_page()
         page.goto(f"{server}/")
-        page.fill("#tags", "x")
+        page.fill("#title", texts["title"])
+        page.fill("#tags", ", ".join(tag_strings[:2]))
+        page.fill("#k", "4")
         page.click("button")
-        page.wait_for_selector("#note:not(:empty), #result tr", timeout=30_000)
+        page.wait_for_selector("#result td", timeout=30_000)
+        rows = page.eval_on_selector_all(
+            "#result tr", "rows => rows.map(r => [...r.cells].map(c => c.textContent))")
         page.screenshot(path=str(tmp_path / "demo.png"))
         browser.close()
-    assert (tmp_path / "demo.png").stat().st_size > 0
+    assert rows[0] == ["tag", "score"]
+    assert [row[0] for row in rows[1:]] == [tag for tag, _ in want.tags]
+    assert [float(row[1]) for row in rows[1:]] == pytest.approx(
+        [score for _, score in want.tags], abs=1e-4)
+    assert (tmp_path / "demo.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 JSON_VALUES = st.recursive(

@@ -1,1 +1,43 @@
-"""Fitted recommenders as artifacts, asked through a Python API (and the CLI built on it)."""
+"""Fitted recommenders as artifacts (tags for objects, items for users) and their loader."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tagtorch.serving.items import ItemRecommendations, ItemRecommender
+from tagtorch.serving.tags import Recommendations, TagRecommender
+from tagtorch.storage import MANIFEST_FILE, UnreadableFileError, class_name, read_json
+
+__all__ = ["ItemRecommendations", "ItemRecommender", "Recommendations", "Recommender",
+           "TagRecommender"]
+
+
+class Recommender:
+    """Opens an artifact of ``task=fit``, whichever kind it is: ``Recommender.load(path)``.
+
+    A tag recommender (:class:`TagRecommender`) answers ``recommend_tags``, an item
+    recommender (:class:`ItemRecommender`) ``recommend_items``.
+    """
+
+    kinds: tuple[type[TagRecommender] | type[ItemRecommender], ...] = (TagRecommender,
+                                                                       ItemRecommender)
+
+    @classmethod
+    def load(cls, path: str | Path) -> TagRecommender | ItemRecommender:
+        """Reads the artifact folder ``path`` with the class its manifest names.
+
+        Raises:
+            UnreadableFileError: no manifest, or one naming neither kind of recommender (the
+                chosen class then checks every file, :func:`tagtorch.storage.read_manifest`).
+        """
+        manifest_path = Path(path) / MANIFEST_FILE
+        if not manifest_path.is_file():
+            raise UnreadableFileError(f"{manifest_path}: no such file; {path} is not a "
+                                      f"recommender folder written by task=fit")
+        manifest = read_json(manifest_path)
+        named = manifest.get("class") if isinstance(manifest, dict) else None
+        for kind in cls.kinds:
+            if named == class_name(kind):
+                return kind.load(path)
+        raise UnreadableFileError(f"{manifest_path}: holds a {named!r}, not a recommender "
+                                  f"written by task=fit")

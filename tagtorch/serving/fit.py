@@ -2,8 +2,10 @@
 
 ``python -m tagtorch.train task=fit data=lastfm model=lambdamart`` fits the text pipeline's
 vocabulary, the candidate statistics of D and the ranker on V (:class:`TagRecommender`), and
-writes ``{task.output}/{dataset}-{method}/`` (default ``checkpoints/recommenders/``). With
-several methods, one folder each.
+writes ``{task.output}/{dataset}-{method}/`` (default ``checkpoints/recommenders/``). An item
+model (``model=dorank``, ``pitf``, ...) is fitted on the data's p-core instead
+(:class:`ItemRecommender`). With several methods, one folder each; ``Recommender.load`` opens
+either kind.
 """
 
 from __future__ import annotations
@@ -18,28 +20,46 @@ from omegaconf import DictConfig, OmegaConf
 
 from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.evaluation.runs import MetricLogger, methods_of
+from tagtorch.itemrec.data import AGGREGATES, QUERY_KINDS
+from tagtorch.rankers.base import BaseRanker
+from tagtorch.serving.items import ItemRecommender
 from tagtorch.serving.tags import TagRecommender, display_names
 
 log = logging.getLogger(__name__)
 
 
 class FitTask:
-    """Fits each configured tag ranker into a :class:`TagRecommender` artifact.
+    """Fits each configured method into a :class:`TagRecommender` or :class:`ItemRecommender`.
 
     Args:
         output: the folder the artifacts go under (``DATASET-METHOD/`` each).
-        val_fraction: share of the objects with at least ``min_tags`` tags put in V.
+        val_fraction: tag rankers: share of the objects with at least ``min_tags`` tags put in
+            V; item models: share of the core's posts held out for early stopping.
         input_fraction: share of a V object's tags given as input.
         min_tags: fewest tags of a V object.
-        seed: seed of the D/V split.
+        seed: seed of the splits (and of the item models' initialization).
+        p: item models: the p-core level.
+        split: item models: the unit held out, ``"posts"`` or ``"triples"``.
+        query: item models: the kind of the validation queries.
+        aggregate: item models: requests without a tag, ``"profile"`` or ``"max"``.
     """
 
     def __init__(self, output: str | Path = "checkpoints/recommenders",
                  val_fraction: float = 0.2, input_fraction: float = 0.5, min_tags: int = 2,
-                 seed: int = 0) -> None:
+                 seed: int = 0, p: int = 5, split: str = "posts", query: str = "user_tag",
+                 aggregate: str = "profile") -> None:
+        if not 0.0 < val_fraction < 1.0:
+            raise ValueError(f"task.val_fraction must be in (0, 1), got {val_fraction}")
+        if split not in ("posts", "triples") or query not in QUERY_KINDS:
+            raise ValueError(f"task.split must be 'posts' or 'triples' and task.query one of "
+                             f"{QUERY_KINDS}, got {split!r} and {query!r}")
+        if aggregate not in AGGREGATES or p < 1:
+            raise ValueError(f"task.aggregate must be one of {AGGREGATES} and task.p >= 1, got "
+                             f"{aggregate!r} and {p}")
         self.output = Path(output)
         self.val_fraction, self.input_fraction = val_fraction, input_fraction
         self.min_tags, self.seed = min_tags, seed
+        self.p, self.split, self.query, self.aggregate = p, split, query, aggregate
 
     def run(self, folksonomy: Folksonomy, cfg: DictConfig, output_dir: Path,
             loggers: Sequence[MetricLogger] = ()) -> list[Path]:
@@ -48,21 +68,34 @@ class FitTask:
         if processor is None:
             raise ValueError("task=fit needs the text pipeline (text=porter): new objects' "
                              "texts and tags are normalized by it")
-        display = display_names(instantiate(cfg.data), processor, folksonomy)
+        raw = instantiate(cfg.data)
+        display = display_names(raw, processor, folksonomy)
+        titles = ({str(o): str(t) for o, t in zip(raw.objects, raw.texts["title"], strict=True)}
+                  if "title" in raw.texts else {})
         candidates: dict[str, Any] = {
             k: v for k, v in OmegaConf.to_container(cfg.candidates, resolve=True).items()
             if k != "_target_"}
         folders = []
         for name, config in methods_of(cfg).items():
-            ranker = instantiate(config)
-            recommender = TagRecommender.fit(
-                folksonomy, processor, candidates, ranker, display=display,
-                val_fraction=self.val_fraction, input_fraction=self.input_fraction,
-                min_tags=self.min_tags, seed=self.seed,
-                info={"method": name, "config": OmegaConf.to_container(cfg, resolve=True)})
+            info = {"method": name, "config": OmegaConf.to_container(cfg, resolve=True)}
+            model = instantiate(config)
+            recommender: TagRecommender | ItemRecommender
+            if isinstance(model, BaseRanker):
+                recommender = TagRecommender.fit(
+                    folksonomy, processor, candidates, model, display=display,
+                    val_fraction=self.val_fraction, input_fraction=self.input_fraction,
+                    min_tags=self.min_tags, seed=self.seed, info=info)
+                log.info("%s: fitted on %d D objects and %d V objects", name,
+                         recommender.info["d_objects"], recommender.info["v_objects"])
+            else:
+                recommender = ItemRecommender.fit(
+                    folksonomy, processor, model, display=display, titles=titles, p=self.p,
+                    val_fraction=self.val_fraction, split=self.split, query=self.query,
+                    aggregate=self.aggregate, seed=self.seed, info=info)
+                log.info("%s: fitted on the %d-core (%d users, %d items, %d tags)", name,
+                         self.p, recommender.info["users"], recommender.info["items"],
+                         recommender.info["tags"])
             folder = recommender.save(self.output / f"{folksonomy.name}-{name}")
-            log.info("%s: fitted on %d D objects and %d V objects, written to %s", name,
-                     recommender.info["d_objects"], recommender.info["v_objects"], folder)
             print(f"{name}: {folder}")
             folders.append(folder)
         return folders

@@ -241,7 +241,7 @@ class TagRecommender:
                    folder / VOCABULARY_FILE)
         self.ranker.save(folder / RANKER_FOLDER)
         (folder / JOURNAL_FILE).unlink(missing_ok=True)  # the posts are in the data now
-        settings = {"processor": _processor_settings(self.processor),
+        settings = {"processor": processor_settings(self.processor),
                     "candidates": self.candidate_settings}
         write_manifest(folder, type(self), settings, [DATA_FILE, VOCABULARY_FILE, RANKER_FOLDER],
                        tagtorch_version=tagtorch.__version__,
@@ -491,7 +491,7 @@ class TagRecommender:
         return sorted(codes), fields, unknown_tags, sorted(set(unknown_words))
 
 
-def _processor_settings(processor: TextProcessor) -> dict[str, Any]:
+def processor_settings(processor: TextProcessor) -> dict[str, Any]:
     """The text pipeline's settings (JSON; the cache settings are left out)."""
     return {"lowercase": processor.lowercase, "token_pattern": processor.token_pattern,
             "remove_stopwords": processor.remove_stopwords, "stemmer": processor.stemmer,
