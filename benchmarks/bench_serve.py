@@ -27,9 +27,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import socket
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -127,12 +124,6 @@ def in_process(recommender, bodies) -> tuple[dict[str, float], int]:
     return percentiles(times), errors
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 async def drive(url: str, bodies, clients: int, n_requests: int, limit_s: float) -> dict:
     import httpx
 
@@ -164,23 +155,13 @@ async def drive(url: str, bodies, clients: int, n_requests: int, limit_s: float)
 
 
 def over_http(recommender, bodies, args: argparse.Namespace) -> dict[int, dict]:
-    import httpx
+    from tagtorch.serve import start_service
 
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
         folder = recommender.save(Path(tmp) / "artifact")
-        port = free_port()
-        server = subprocess.Popen([sys.executable, "-m", "tagtorch.serve", str(folder),
-                                   "--port", str(port)], cwd=ROOT,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        url = f"http://127.0.0.1:{port}"
+        server, url = start_service(folder, timeout=300)
         try:
-            for _ in range(600):
-                try:
-                    if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    time.sleep(0.5)
             for clients in args.clients:
                 out[clients] = asyncio.run(drive(url, bodies, clients, args.requests,
                                                  args.time_limit))

@@ -20,14 +20,12 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import socket
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-import httpx
 from playwright.sync_api import sync_playwright
+
+from tagtorch.serve import start_service
 
 BROWSER_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
@@ -45,24 +43,8 @@ def main() -> int:
     if browser_path is None:
         print("error: no system Chromium (apt-get install chromium)", file=sys.stderr)
         return 2
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-m", "tagtorch.serve", args.folder,
-                               "--port", str(port)])
-    url = f"http://127.0.0.1:{port}"
+    server, url = start_service(args.folder)
     try:
-        deadline = time.monotonic() + 300
-        while True:
-            try:
-                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if server.poll() is not None or time.monotonic() > deadline:
-                print("error: the server did not start", file=sys.stderr)
-                return 1
-            time.sleep(0.5)
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=browser_path, args=BROWSER_FLAGS)
             page = browser.new_page(viewport={"width": 900, "height": 760})

@@ -32,7 +32,11 @@ from __future__ import annotations
 import argparse
 import html
 import logging
+import socket
+import subprocess
 import sys
+import time
+import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -301,6 +305,47 @@ def create_app(recommender: TagRecommender | ItemRecommender,
         return JSONResponse(result.as_dict())
 
     return app
+
+
+def start_service(folder: str | Path, *options: str, timeout: float = 300.0,
+                  output: int | None = subprocess.DEVNULL) -> tuple[subprocess.Popen, str]:
+    """Starts ``python -m tagtorch.serve FOLDER`` on a free port of 127.0.0.1 and waits for it.
+
+    For tests, benchmarks and scripts: the real service in its own process, as a user starts
+    it. Stop it with ``process.terminate()``.
+
+    Args:
+        folder: the artifact folder.
+        *options: further command-line options (``--max-body``, ...).
+        timeout: seconds to wait for ``GET /health`` to answer (loading, warm-up).
+        output: where the server's output goes (``subprocess.PIPE`` to read it).
+
+    Returns:
+        ``(process, url)``.
+
+    Raises:
+        RuntimeError: the server exited or did not answer in time (with its output's end).
+    """
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    process = subprocess.Popen([sys.executable, "-m", "tagtorch.serve", str(folder),
+                                "--port", str(port), *options],
+                               stdout=output, stderr=subprocess.STDOUT if output else None)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=1) as response:
+                if response.status == 200:
+                    return process, url
+        except OSError:
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            said = process.communicate()[0] if output == subprocess.PIPE else b""
+            raise RuntimeError(f"the server did not start: {(said or b'').decode()[-2000:]}")
+        time.sleep(0.3)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -16,6 +16,7 @@ from tagtorch.data.synthetic import generate_folksonomy
 from tagtorch.data.text import TextProcessor
 from tagtorch.rankers.latre import LatreWTS
 from tagtorch.recommend import main as recommend_main
+from tagtorch.serve import start_service
 from tagtorch.serving.tags import MAX_TEXT_CHARS, TagRecommender, display_names
 from tagtorch.storage import UnreadableFileError
 from tagtorch.train import run_task
@@ -145,39 +146,15 @@ def test_task_fit_writes_an_artifact_the_cli_reads(tmp_path, capsys):
     assert recommend_main([str(tmp_path / "missing")]) == 2
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def start_server(folder):
     """The real service, started as a user starts it, on 127.0.0.1: ``(process, url)``."""
     import subprocess
-    import sys
-    import time
 
-    import httpx
-
-    port = free_port()
-    process = subprocess.Popen([sys.executable, "-m", "tagtorch.serve", str(folder),
-                                "--port", str(port), "--max-body", "20000"],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                break
-        except httpx.TransportError:
-            pass
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            pytest.fail(f"the server did not start: {process.stdout.read().decode()[-2000:]}")
-        time.sleep(0.3)
-    return process, url
+    try:
+        return start_service(folder, "--max-body", "20000", timeout=120,
+                             output=subprocess.PIPE)
+    except RuntimeError as error:
+        pytest.fail(str(error))
 
 
 @pytest.fixture(scope="module")

@@ -39,24 +39,20 @@ from typing import Any, Self
 import numpy as np
 import torch
 
-import tagtorch
 from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.data.ragged import Ragged
 from tagtorch.data.splits import p_core, random_post_split
 from tagtorch.data.text import TextProcessor
 from tagtorch.itemrec.base import ItemRanker, user_scores
 from tagtorch.itemrec.data import AGGREGATES, ItemRecData, TagProfile
-from tagtorch.serving.tags import processor_settings
+from tagtorch.serving.artifact import open_artifact, write_artifact
 from tagtorch.storage import (
     UnreadableFileError,
     load_arrays,
     model_folder,
     read_json,
-    read_manifest,
     save_arrays,
-    trusted_class,
     write_json,
-    write_manifest,
 )
 
 DATA_FILE = "data.npz"
@@ -187,11 +183,9 @@ class ItemRecommender:
         write_json({"users": self.users, "items": self.items, "tags": self.tags,
                     "display": self.display, "titles": self.titles}, folder / VOCABULARY_FILE)
         self.model.save(folder / MODEL_FOLDER)
-        settings = {"processor": processor_settings(self.processor), "aggregate": self.aggregate}
-        write_manifest(folder, type(self), settings, [DATA_FILE, VOCABULARY_FILE, MODEL_FOLDER],
-                       tagtorch_version=tagtorch.__version__,
-                       model_class=f"{type(self.model).__module__}.{type(self.model).__qualname__}",
-                       **self.info)
+        write_artifact(folder, type(self), self.processor, {"aggregate": self.aggregate},
+                       [DATA_FILE, VOCABULARY_FILE, MODEL_FOLDER], "model_class", self.model,
+                       self.info)
         return folder
 
     @classmethod
@@ -202,19 +196,15 @@ class ItemRecommender:
             UnreadableFileError: naming the file, for a missing, altered or malformed one.
         """
         folder = Path(path)
-        manifest = read_manifest(folder, cls)
         try:
-            model_class = trusted_class(manifest["model_class"], ("tagtorch.itemrec.",),
-                                        (ItemRanker,), f"{folder / 'manifest.json'}: model")
-            settings = manifest["settings"]
-            processor = TextProcessor(**{**settings["processor"], "cache": False})
+            opened = open_artifact(folder, cls, "model_class", ("tagtorch.itemrec.",),
+                                   (ItemRanker,))
             names = read_json(folder / VOCABULARY_FILE)
             triples = load_arrays(folder / DATA_FILE, ["triples"])["triples"]
-            info = {k: v for k, v in manifest.items()
-                    if k not in ("format", "class", "settings", "files")}
-            model = model_class.load(folder / MODEL_FOLDER)
-            return cls(processor, model, triples, names["users"], names["items"], names["tags"],
-                       names["display"], names["titles"], settings["aggregate"], info)
+            model = opened.model_class.load(folder / MODEL_FOLDER)
+            return cls(opened.processor, model, triples, names["users"], names["items"],
+                       names["tags"], names["display"], names["titles"],
+                       opened.settings["aggregate"], opened.info)
         except UnreadableFileError:
             raise
         except (KeyError, TypeError, ValueError) as error:

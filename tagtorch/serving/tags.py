@@ -37,7 +37,6 @@ from typing import Any, Self
 import numpy as np
 import torch
 
-import tagtorch
 from tagtorch.candidates.features import LatreCandidates
 from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.data.ragged import Ragged
@@ -45,16 +44,14 @@ from tagtorch.data.splits import TagQueries, split_input_gold
 from tagtorch.data.terms import TermIndex
 from tagtorch.data.text import TextProcessor
 from tagtorch.rankers.base import BaseRanker
+from tagtorch.serving.artifact import open_artifact, write_artifact
 from tagtorch.storage import (
     UnreadableFileError,
     load_arrays,
     model_folder,
     read_json,
-    read_manifest,
     save_arrays,
-    trusted_class,
     write_json,
-    write_manifest,
 )
 
 DATA_FILE = "data.npz"
@@ -241,13 +238,10 @@ class TagRecommender:
                    folder / VOCABULARY_FILE)
         self.ranker.save(folder / RANKER_FOLDER)
         (folder / JOURNAL_FILE).unlink(missing_ok=True)  # the posts are in the data now
-        settings = {"processor": processor_settings(self.processor),
-                    "candidates": self.candidate_settings}
-        write_manifest(folder, type(self), settings, [DATA_FILE, VOCABULARY_FILE, RANKER_FOLDER],
-                       tagtorch_version=tagtorch.__version__,
-                       ranker_class=f"{type(self.ranker).__module__}."
-                                    f"{type(self.ranker).__qualname__}",
-                       **self.info)
+        write_artifact(folder, type(self), self.processor,
+                       {"candidates": self.candidate_settings},
+                       [DATA_FILE, VOCABULARY_FILE, RANKER_FOLDER], "ranker_class", self.ranker,
+                       self.info)
         return folder
 
     @classmethod
@@ -258,12 +252,9 @@ class TagRecommender:
             UnreadableFileError: naming the file, for a missing, altered or malformed one.
         """
         folder = Path(path)
-        manifest = read_manifest(folder, cls)
         try:
-            ranker_class = trusted_class(manifest["ranker_class"], ("tagtorch.rankers.",),
-                                         (BaseRanker,), f"{folder / 'manifest.json'}: ranker")
-            settings = manifest["settings"]
-            processor = TextProcessor(**{**settings["processor"], "cache": False})
+            opened = open_artifact(folder, cls, "ranker_class", ("tagtorch.rankers.",),
+                                   (BaseRanker,))
             vocabulary = read_json(folder / VOCABULARY_FILE)
             names = list(vocabulary["fields"])
             keys = ["tag_offsets", "tag_values", "train_objects"] + [
@@ -275,11 +266,9 @@ class TagRecommender:
                               vocabulary=np.asarray(vocabulary["vocabulary"], dtype=object),
                               fields=fields)
             train_tags = Ragged(arrays["tag_offsets"], arrays["tag_values"])
-            info = {k: v for k, v in manifest.items()
-                    if k not in ("format", "class", "settings", "files")}
-            recommender = cls(processor, terms, train_tags, arrays["train_objects"],
-                              vocabulary["display"], settings["candidates"],
-                              ranker_class.load(folder / RANKER_FOLDER), info,
+            recommender = cls(opened.processor, terms, train_tags, arrays["train_objects"],
+                              vocabulary["display"], opened.settings["candidates"],
+                              opened.model_class.load(folder / RANKER_FOLDER), opened.info,
                               object_ids=vocabulary["objects"])
         except UnreadableFileError:
             raise
@@ -489,13 +478,6 @@ class TagRecommender:
                 else:
                     fields[name].append(code)
         return sorted(codes), fields, unknown_tags, sorted(set(unknown_words))
-
-
-def processor_settings(processor: TextProcessor) -> dict[str, Any]:
-    """The text pipeline's settings (JSON; the cache settings are left out)."""
-    return {"lowercase": processor.lowercase, "token_pattern": processor.token_pattern,
-            "remove_stopwords": processor.remove_stopwords, "stemmer": processor.stemmer,
-            "min_token_length": processor.min_token_length}
 
 
 def display_names(raw: Folksonomy, processor: TextProcessor, normalized: Folksonomy

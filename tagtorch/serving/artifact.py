@@ -1,0 +1,76 @@
+"""What both kinds of recommender artifact share: the manifest's entries and their reading.
+
+A ``task=fit`` folder's manifest (:func:`tagtorch.storage.write_manifest`) records, besides the
+files' sizes and digests: the settings of the text pipeline (requests are normalized by it),
+the class of the fitted model under a key of the artifact's kind (``ranker_class``,
+``model_class``: imported on load only from that kind's trusted modules), tagtorch's version
+and what the fit recorded (configuration, data name and fingerprint, sizes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import tagtorch
+from tagtorch.data.text import TextProcessor
+from tagtorch.storage import read_manifest, trusted_class, write_manifest
+
+__all__ = ["OpenedArtifact", "open_artifact", "processor_settings", "write_artifact"]
+
+
+def processor_settings(processor: TextProcessor) -> dict[str, Any]:
+    """The text pipeline's settings (JSON; the cache settings are left out)."""
+    return {"lowercase": processor.lowercase, "token_pattern": processor.token_pattern,
+            "remove_stopwords": processor.remove_stopwords, "stemmer": processor.stemmer,
+            "min_token_length": processor.min_token_length}
+
+
+def write_artifact(folder: Path, kind: type, processor: TextProcessor,
+                   settings: dict[str, Any], files: list[str], model_key: str, model: object,
+                   info: dict[str, Any]) -> None:
+    """Writes an artifact's manifest once its ``files`` are in ``folder``.
+
+    Args:
+        folder: the artifact folder.
+        kind: the recommender class that reads it back.
+        processor: the text pipeline (its settings join ``settings``).
+        settings: the recommender's other settings.
+        files: the files and model folders the manifest pins.
+        model_key: the manifest key of the model's class.
+        model: the fitted model.
+        info: further entries (configuration, data, fingerprint, sizes).
+    """
+    write_manifest(folder, kind, {"processor": processor_settings(processor), **settings}, files,
+                   tagtorch_version=tagtorch.__version__,
+                   **{model_key: f"{type(model).__module__}.{type(model).__qualname__}"},
+                   **info)
+
+
+@dataclass(frozen=True)
+class OpenedArtifact:
+    """An artifact's checked manifest, its text pipeline and its model class."""
+
+    settings: dict[str, Any]
+    processor: TextProcessor
+    model_class: type
+    info: dict[str, Any]
+
+
+def open_artifact(folder: Path, kind: type, model_key: str, modules: tuple[str, ...],
+                  kinds: tuple[type, ...]) -> OpenedArtifact:
+    """Reads and checks an artifact's manifest (every file's size and digest, the model class).
+
+    Raises:
+        UnreadableFileError: a missing, altered or foreign file (:func:`read_manifest`).
+        KeyError, TypeError, ValueError: a manifest without the expected entries, or a model
+            class outside ``modules`` (the caller names the folder).
+    """
+    manifest = read_manifest(folder, kind)
+    model_class = trusted_class(manifest[model_key], modules, kinds,
+                                f"{folder / 'manifest.json'}: {model_key}")
+    settings = manifest["settings"]
+    processor = TextProcessor(**{**settings["processor"], "cache": False})
+    info = {k: v for k, v in manifest.items() if k not in ("format", "class", "settings", "files")}
+    return OpenedArtifact(settings, processor, model_class, info)
