@@ -243,6 +243,32 @@ def drop_unselected_settings(cfg: DictConfig) -> list[str]:
     return []
 
 
+def keep_search_method(cfg: DictConfig) -> None:
+    """Leaves only ``search_method`` in ``model`` when it is set (an hparams_search's method).
+
+    A search tunes one method; with an experiment of many (``+experiment=compare_lastfm
+    hparams_search=lambdamart``) the others would be fitted in every trial for nothing.
+
+    Raises:
+        ConfigError: ``search_method`` names no method of ``model``.
+
+    Example:
+        >>> cfg = OmegaConf.create({"search_method": "b", "model": {"a": {}, "b": {}}})
+        >>> keep_search_method(cfg); list(cfg.model)
+        ['b']
+    """
+    method = cfg.get("search_method")
+    if method is None:
+        return
+    models = cfg.get("model") or {}
+    if method not in models:
+        raise ConfigError("search_method", method, f"one of the methods of this run, "
+                          f"{[str(m) for m in models]}")
+    with open_dict(cfg):
+        for name in [str(m) for m in models if m != method]:
+            del cfg.model[name]
+
+
 def check_config(cfg: DictConfig) -> None:
     """Checks a composed configuration before any work.
 

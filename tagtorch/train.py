@@ -39,9 +39,15 @@ from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from tagtorch.config_checks import ConfigError, check_config, drop_unselected_settings
+from tagtorch.config_checks import (
+    ConfigError,
+    check_config,
+    drop_unselected_settings,
+    keep_search_method,
+)
 from tagtorch.data.loaders.errors import DataFormatError
 from tagtorch.storage import UnreadableFileError, atomic_write
+from tagtorch.sweeps import trial_of
 
 log = logging.getLogger(__name__)
 
@@ -154,6 +160,7 @@ def run_task(cfg: DictConfig) -> Any:
         for ``describe``).
     """
     drop_unselected_settings(cfg)
+    keep_search_method(cfg)
     check_config(cfg)
     check_optimized_metric(cfg)
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
@@ -221,17 +228,20 @@ def train(cfg: DictConfig) -> float | None:
 def main(cfg: DictConfig) -> float | None:
     """Hydra entry point; returns ``optimized_metric``'s value (for sweepers).
 
-    The output folder is ``cfg.paths.output_dir``.
+    The output folder is ``cfg.paths.output_dir``. A job of an Optuna sweep (``cfg.sweep``
+    set by the sweeper) runs inside its trial (:func:`tagtorch.sweeps.trial_of`: heartbeat,
+    pruning, time limit), and its errors go to the sweeper instead of ending the process.
     """
     log.info("output folder: %s", HydraConfig.get().runtime.output_dir)
-    try:
-        return train(cfg)
-    except Exception as error:
-        cause = user_error(error)
-        if cause is None:
-            raise
-        print(f"error: {cause}", file=sys.stderr)
-        raise SystemExit(2) from None
+    with trial_of(cfg.get("sweep")) as trial:
+        try:
+            return train(cfg)
+        except Exception as error:
+            cause = user_error(error)
+            if cause is None or trial is not None:  # a sweep records the trial as failed
+                raise
+            print(f"error: {cause}", file=sys.stderr)
+            raise SystemExit(2) from None
 
 
 if __name__ == "__main__":

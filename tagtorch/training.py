@@ -30,6 +30,7 @@ from torch.utils.data import DataLoader
 from torchmetrics import Metric
 
 from tagtorch.storage import read_checkpoint
+from tagtorch.sweeps import pruning_callbacks
 
 __all__ = ["BestEpoch", "epoch_mean", "fit_best"]
 
@@ -121,7 +122,7 @@ def fit_best(
     """
     best = ModelCheckpoint(dirpath=folder, filename=best_name, monitor=monitor, mode="max",
                            save_top_k=1, enable_version_counter=False)
-    callbacks: list[pl.Callback] = [best, *extra_callbacks]
+    callbacks: list[pl.Callback] = [best, *extra_callbacks, *pruning_callbacks(monitor)]
     if patience is not None:
         callbacks.append(EarlyStopping(monitor, mode="max", patience=patience))
     make = trainer or (lambda **kw: pl.Trainer(max_epochs=max_epochs, **kw))

@@ -122,6 +122,12 @@ class TagRecommendationProtocol(SignatureSettings):
             ``{checkpoint_dir}/{dataset}/{method}/fold{k}`` (a folder with ``manifest.json`` and
             the model files for the tree and neural rankers, one JSON file for the others; the
             ranker class's ``load`` reads it back). None: nothing saved.
+        evaluate_on: ``"test"``: rankers learn on V and are evaluated on T (the paper's
+            protocol); ``"validation"``: for tuning (hyperparameter sweeps), a seeded
+            ``tune_fraction`` of each fold's V objects is held out, the rankers learn on the
+            rest of V and are evaluated on the held-out part, and T is never read (no TREC files,
+            no single-object timing on T): every figure is then a validation figure.
+        tune_fraction: share of V held out with ``evaluate_on="validation"``.
         resume: reuse the finished (fold, method) outcomes of an interrupted run into the same
             output folder. While a run goes, each outcome is kept in ``pieces/`` there, with
             the method's configuration, the candidate features and the protocol settings; a
@@ -148,7 +154,13 @@ class TagRecommendationProtocol(SignatureSettings):
         n_jobs: int = 1,
         checkpoint_dir: str | Path | None = None,
         resume: bool = False,
+        evaluate_on: str = "test",
+        tune_fraction: float = 0.25,
     ) -> None:
+        if evaluate_on not in ("test", "validation"):
+            raise ValueError(f"evaluate_on must be 'test' or 'validation', got {evaluate_on!r}")
+        if not 0.0 < tune_fraction < 1.0:
+            raise ValueError(f"tune_fraction must be in (0, 1), got {tune_fraction}")
         self.folds = list(range(n_folds)) if folds is None else list(folds)
         bad = [f for f in self.folds if not 0 <= f < n_folds]
         if bad:
@@ -226,9 +238,12 @@ class TagRecommendationProtocol(SignatureSettings):
         whole = MethodOutcome.merge([done[fold.fold, name] for fold in folds for name in rankers])
         result_frame, object_frame = whole.frames()
         title = f"Tag recommendation on {folksonomy.name}"
+        if self.validating:
+            title += (f" (validation: evaluated on a held-out {self.tune_fraction:g} of V, "
+                      "T unread)")
         if out is None:
             report = markdown_report(result_frame, object_frame, title=title)
-        elif self.write_trec:
+        elif self.write_trec and not self.validating:
             qrels = [line for fold in folds
                      for line in qrels_lines(fold.test.objects, fold.test.gold_tags)]
             runs = {file: [line for fold in folds for line in done[fold.fold, name].run_lines[name]]
@@ -254,11 +269,20 @@ class TagRecommendationProtocol(SignatureSettings):
         candidates: Callable[[], CandidateGenerator],
         cache: CandidateCache | None,
     ) -> _PreparedFold:
-        """Mines D and builds the candidate sets of V and T for one fold."""
+        """Mines D and builds the candidate sets of V and T (of V's two parts) for one fold."""
         generator = candidates().fit(fold.train_objects, fold.train_tags, terms)
         val = self._candidates(generator, fold, "val", cache)
         before = dict(generator.stage_seconds)
-        test = self._candidates(generator, fold, "test", cache)
+        if self.validating:
+            order = np.random.default_rng([self.seed, fold.fold]).permutation(len(val))
+            n_tune = max(1, round(self.tune_fraction * len(val)))
+            if n_tune >= len(val):
+                raise ValueError(f"fold {fold.fold}: {len(val)} V objects cannot be split "
+                                 f"with tune_fraction={self.tune_fraction}")
+            test = val[torch.from_numpy(np.sort(order[:n_tune]))]
+            val = val[torch.from_numpy(np.sort(order[n_tune:]))]
+        else:
+            test = self._candidates(generator, fold, "test", cache)
         spent = {stage: generator.stage_seconds.get(stage, 0.0) - before.get(stage, 0.0)
                  for stage in ("rules", "features")}
         # read from the cache: nothing was timed, so no batched stage time is reported
@@ -271,6 +295,11 @@ class TagRecommendationProtocol(SignatureSettings):
                  len(test), shared["candidates_per_object"], shared["candidate_recall"])
         return _PreparedFold(fold, generator, val, test, shared)
 
+    @property
+    def validating(self) -> bool:
+        """Whether the rankers are evaluated on held-out V instead of T (tuning)."""
+        return self.evaluate_on == "validation"
+
     def _split_settings(self) -> list[Any]:
         """The settings that fix the folds of a folksonomy."""
         return [self.n_folds, self.input_fraction, self.min_tags, self.sample_size, self.seed]
@@ -279,7 +308,7 @@ class TagRecommendationProtocol(SignatureSettings):
                     candidate_config: Mapping[str, Any] | None) -> dict[str, str]:
         """Per method, everything its outcome on a fold depends on, as one JSON string."""
         protocol = [*self._split_settings(), self.ks, self.metrics, self.write_trec,
-                    self.online_objects]
+                    self.online_objects, self.evaluate_on, self.tune_fraction]
         data = folksonomy.fingerprint()
         return {name: json.dumps({"data": data, "method": config, "features": candidate_config,
                                   "protocol": protocol}, sort_keys=True, default=str)
@@ -302,12 +331,14 @@ class TagRecommendationProtocol(SignatureSettings):
                                  ks=self.ks, metrics=self.metrics)
         if test.has_topics:
             values.update(topic_diversity(scores, test, fold.train_tags, self.ks))
-        means = {**ready.shared, "fit_seconds": fit_seconds, **timings,
-                 **self._online_timing(ready.generator, ranker, fold.test)}
+        means = {**ready.shared, "fit_seconds": fit_seconds, **timings}
+        if not self.validating:
+            means.update(self._online_timing(ready.generator, ranker, fold.test))
         outcome = MethodOutcome.from_values(
             name, fold.fold, test.objects.numpy(), values, extra=means,
-            run_lines=_run_lines(test, scores, name.replace(" ", "_")) if self.write_trec
-            else None, curve=_tradeoff(ranker, name, fold.fold))
+            run_lines=_run_lines(test, scores, name.replace(" ", "_"))
+            if self.write_trec and not self.validating else None,
+            curve=_tradeoff(ranker, name, fold.fold))
         log.info("fold %d, %s: %s (fit %.1f s)", fold.fold, name,
                  ", ".join(f"{k} {outcome.means[name][k]:.4f}" for k in values), fit_seconds)
         if pieces is not None:

@@ -1,0 +1,1 @@
+"""tagtorch's Optuna sweeper for Hydra: ``hydra/sweeper=tagtorch_optuna`` (see ``sweeper.py``)."""
