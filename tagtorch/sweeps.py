@@ -33,7 +33,8 @@ import pytorch_lightning as pl
 
 log = logging.getLogger(__name__)
 
-__all__ = ["PruningCallback", "TrialTimeoutError", "active_trial", "pruning_callbacks", "trial_of"]
+__all__ = ["PruningCallback", "TrialTimeoutError", "active_trial", "make_pruner",
+           "pruning_callbacks", "trial_of"]
 
 HEARTBEAT_SECONDS = 20.0
 """How often a running job marks its trial alive, unless ``sweep.heartbeat`` says otherwise
@@ -44,6 +45,29 @@ _ACTIVE: dict[str, Any] = {}
 
 class TrialTimeoutError(RuntimeError):
     """A sweep job ran over its time limit."""
+
+
+def make_pruner(settings: Mapping[str, Any]) -> Any:
+    """The Optuna pruner of a sweep's settings, which the sweeper keeps in the study.
+
+    Args:
+        settings: ``name`` (``"median"``, the default, or ``"none"``), ``n_startup_trials``
+            (finished trials before any pruning) and ``n_warmup_steps`` (epochs reported by a
+            trial before it may be pruned).
+
+    Example:
+        >>> type(make_pruner({"name": "median", "n_startup_trials": 3})).__name__
+        'MedianPruner'
+    """
+    import optuna
+
+    name = settings.get("name", "median")
+    if name == "none":
+        return optuna.pruners.NopPruner()
+    if name != "median":
+        raise ValueError(f"hydra.sweeper.pruner must be median or none, got {name!r}")
+    return optuna.pruners.MedianPruner(n_startup_trials=int(settings.get("n_startup_trials", 5)),
+                                       n_warmup_steps=int(settings.get("n_warmup_steps", 2)))
 
 
 def active_trial() -> Any | None:
@@ -71,6 +95,7 @@ def trial_of(sweep: Mapping[str, Any] | None) -> Iterator[Any | None]:
     storage = optuna.storages.RDBStorage(str(sweep["storage"]), heartbeat_interval=every,
                                          grace_period=3 * every)
     study = optuna.load_study(study_name=str(sweep["study"]), storage=storage)
+    study.pruner = make_pruner(study.user_attrs.get("pruner") or {})  # the sweeper's choice
     trial_id = storage.get_trial_id_from_study_id_trial_number(study._study_id,
                                                                int(sweep["trial"]))
     trial = optuna.trial.Trial(study, trial_id)

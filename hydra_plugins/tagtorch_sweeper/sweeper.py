@@ -53,6 +53,8 @@ from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
+from tagtorch.sweeps import make_pruner
+
 log = logging.getLogger(__name__)
 
 
@@ -101,7 +103,11 @@ def _distribution(override: Override) -> Any:
     value = override.value()
     key = override.get_key_element()
     if isinstance(value, ChoiceSweep):
-        return optuna.distributions.CategoricalDistribution(list(override.sweep_iterator()))
+        choices = list(override.sweep_iterator())
+        if not all(c is None or isinstance(c, bool | int | float | str) for c in choices):
+            # lists and mappings (e.g. layer sizes): their override strings are the categories
+            choices = list(override.sweep_iterator(transformer=Transformer.encode))
+        return optuna.distributions.CategoricalDistribution(choices)
     if isinstance(value, RangeSweep):
         start, stop, step = value.start, value.stop, value.step
         if all(isinstance(v, int) for v in (start, stop, step)):
@@ -192,14 +198,10 @@ class TagtorchOptunaSweeper(Sweeper):
         raise ValueError(f"hydra.sweeper.sampler must be tpe, random or grid, got "
                          f"{self.sampler_name!r}")
 
-    def _pruner(self) -> optuna.pruners.BasePruner:
-        if self.pruner_name == "median":
-            return optuna.pruners.MedianPruner(n_startup_trials=self.n_startup_trials,
-                                               n_warmup_steps=self.n_warmup_steps)
-        if self.pruner_name == "none":
-            return optuna.pruners.NopPruner()
-        raise ValueError(f"hydra.sweeper.pruner must be median or none, got "
-                         f"{self.pruner_name!r}")
+    def _pruner_settings(self) -> dict[str, Any]:
+        """The pruner's settings, kept in the study for the jobs (:func:`make_pruner`)."""
+        return {"name": self.pruner_name, "n_startup_trials": self.n_startup_trials,
+                "n_warmup_steps": self.n_warmup_steps}
 
     def study(self, space: Mapping[str, Any]) -> optuna.Study:
         """The study (created, or loaded to resume), in its RDB storage."""
@@ -211,9 +213,11 @@ class TagtorchOptunaSweeper(Sweeper):
             grace_period=3 * self.heartbeat_seconds,
             heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(
                 max_retry=2))
+        pruner = self._pruner_settings()
         study = optuna.create_study(study_name=self.study_name, storage=storage,
-                                    pruner=self._pruner(), direction=self.direction,
+                                    pruner=make_pruner(pruner), direction=self.direction,
                                     load_if_exists=True)
+        study.set_user_attr("pruner", pruner)  # the jobs prune as the sweep says
         # a resumed sweep must not draw its first points again, nor reuse job folders
         study.sampler = self._sampler(space, len(study.trials))
         self.job_idx = len(study.trials)
@@ -243,6 +247,11 @@ class TagtorchOptunaSweeper(Sweeper):
                                                and "failure" in t.user_attrs) for t in trials)
             running = sum(t.state == optuna.trial.TrialState.RUNNING for t in trials)
             todo = min(slots, self.n_trials - done - running)
+            if isinstance(study.sampler, optuna.samplers.GridSampler) and \
+                    study.sampler.is_exhausted(study):
+                todo = 0
+                running = 0  # every grid point is asked: nothing to wait for
+
             if todo <= 0:
                 if done < self.n_trials and running:  # another worker's, or a dead job's
                     time.sleep(self.heartbeat_seconds)
@@ -287,19 +296,19 @@ class TagtorchOptunaSweeper(Sweeper):
             except (TypeError, ValueError):
                 number = math.nan
             if math.isfinite(number):
-                study.tell(trial, number)
+                _tell(study, trial, number)
                 log.info("trial %d: %s", trial.number, number)
                 return
             reason = f"the job returned {value!r}, not a finite optimized_metric"
         else:
             error = outcome._return_value
             if isinstance(error, optuna.TrialPruned):
-                study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+                _tell(study, trial, state=optuna.trial.TrialState.PRUNED)
                 log.info("trial %d: pruned (%s)", trial.number, error)
                 return
             reason = f"{type(error).__name__}: {error}"
         trial.set_user_attr("failure", reason[:2000])
-        study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        _tell(study, trial, state=optuna.trial.TrialState.FAIL)
         log.warning("trial %d failed: %s", trial.number, reason[:500])
 
     # ---------------------------------------------------------------------------- outputs
@@ -331,6 +340,16 @@ class TagtorchOptunaSweeper(Sweeper):
                                      for t in study.trials)}}),
             self.sweep_dir / "best.yaml")
         _plots(study, self.sweep_dir)
+
+
+def _tell(study: optuna.Study, trial: optuna.Trial, value: float | None = None,
+          state: optuna.trial.TrialState | None = None) -> None:
+    """``study.tell``; a grid sampler's ``study.stop()`` on its last point is not an error."""
+    try:
+        study.tell(trial, value, state=state)
+    except RuntimeError as error:  # raised after the trial was told
+        if "Study.stop" not in str(error):
+            raise
 
 
 def _plots(study: optuna.Study, folder: Path) -> None:

@@ -1,0 +1,201 @@
+"""Optuna sweeps: the tagtorch_optuna sweeper, the job side (pruning, time limit), V objectives."""
+
+import math
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import ClassVar
+
+import numpy as np
+import optuna
+import pandas as pd
+import pytest
+import yaml
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.utils import JobStatus
+from test_train import compose_cfg
+
+from hydra_plugins.tagtorch_sweeper.sweeper import TagtorchOptunaSweeper, distributions
+from tagtorch.data.synthetic import generate_folksonomy
+from tagtorch.data.text import TextProcessor
+from tagtorch.evaluation.tag_recommendation import TagRecommendationProtocol
+from tagtorch.rankers.single_feature import FeatureRanker
+from tagtorch.sweeps import TrialTimeoutError, trial_of
+from tagtorch.train import train
+
+ROOT = Path(__file__).resolve().parents[1]
+CONF = ROOT / "conf"
+SEARCHES = sorted(p.stem for p in (CONF / "hparams_search").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("name", SEARCHES)
+def test_every_search_composes_with_its_method_and_a_valid_space(name):
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(version_base="1.3", config_dir=str(CONF)):
+        cfg = compose("train", overrides=[f"hparams_search={name}"], return_hydra_config=True)
+    assert cfg.hydra.sweeper._target_.endswith("TagtorchOptunaSweeper")
+    assert cfg.search_method in cfg.model
+    space, _ = distributions(dict(cfg.hydra.sweeper.params))
+    assert space and all(key.split(".")[0] in cfg for key in space)
+    if "protocol" in cfg.task:  # tag recommendation: tuned on V, never on T
+        assert cfg.task.protocol.evaluate_on == "validation"
+
+
+def test_a_search_in_an_experiment_tunes_its_method_only(tmp_path):
+    cfg = compose_cfg(tmp_path, ["+experiment=compare_lastfm", "hparams_search=lambdamart"])
+    from tagtorch.config_checks import keep_search_method
+
+    assert len(cfg.model) > 1
+    keep_search_method(cfg)
+    assert list(cfg.model) == ["lambdamart"]
+
+
+class Spy(FeatureRanker):
+    """A one-feature ranker that records the objects it learns from and scores."""
+
+    seen: ClassVar[dict[str, set[int]]] = {"fit": set(), "score": set()}
+
+    def fit(self, train, val=None):
+        Spy.seen["fit"].update(train.objects.tolist())
+        return super().fit(train, val)
+
+    def score(self, batch):
+        Spy.seen["score"].update(batch.objects.tolist())
+        return super().score(batch)
+
+
+def test_validation_mode_learns_and_scores_on_v_and_never_reads_t():
+    folksonomy = TextProcessor(cache=False).apply(generate_folksonomy(n_objects=400, seed=2))
+    from tagtorch.candidates.features import LatreCandidates
+
+    protocol = TagRecommendationProtocol(folds=[0], evaluate_on="validation", tune_fraction=0.25,
+                                         online_objects=0, device="cpu")
+    Spy.seen = {"fit": set(), "score": set()}
+    result = protocol.evaluate(folksonomy, lambda: LatreCandidates(max_rule_candidates=30),
+                               {"spy": lambda: Spy(feature="sum_1")})
+    fold = protocol.splits(folksonomy)[0]
+    v, t = set(fold.val.objects.tolist()), set(fold.test.objects.tolist())
+    fitted, scored = Spy.seen["fit"], Spy.seen["score"]
+    assert scored and fitted and scored <= v and fitted <= v and not (scored & fitted)
+    assert not (scored | fitted) & t
+    assert len(scored) == round(0.25 * len(v))
+    assert "validation" in result.report
+
+
+def sweep(folder: Path, *extra: str, n_trials: int = 3) -> subprocess.CompletedProcess:
+    """The real sweep command on a small synthetic folksonomy, one fold."""
+    return subprocess.run(
+        [sys.executable, "-m", "tagtorch.train", "-m", "hparams_search=lambdamart",
+         "data.n_objects=500", "logger=none", "task.protocol.folds=[0]",
+         "candidates.max_rule_candidates=30", "model.lambdamart.n_iterations=choice(10,20)",
+         f"hydra.sweeper.n_trials={n_trials}", f"hydra.sweep.dir={folder}",
+         f"paths.checkpoint_dir={folder}/checkpoints", *extra],
+        cwd=ROOT, capture_output=True, text=True, timeout=600)
+
+
+def test_a_sweep_writes_its_outputs_and_resumes_where_it_stopped(tmp_path):
+    done = sweep(tmp_path, n_trials=2)
+    assert done.returncode == 0, done.stderr[-3000:]
+    trials = pd.read_csv(tmp_path / "trials.csv")
+    assert list(trials["number"]) == [0, 1] and set(trials["state"]) == {"COMPLETE"}
+    best = yaml.safe_load((tmp_path / "best.yaml").read_text())
+    assert best["value"] == pytest.approx(trials["value"].max())
+    assert "task.protocol.evaluate_on=test" in best["rerun_on_test"]
+    assert "choice(" not in best["rerun_on_test"]
+    for name in ["optimization_history.png", "param_importances.png",
+                 "parallel_coordinate.png"]:
+        assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG", name
+    # the jobs' own runs were scored on V: their reports say so
+    assert "validation" in (tmp_path / "0" / "report.md").read_text()
+    again = sweep(tmp_path, n_trials=3)  # a restarted sweep goes on to 3 trials
+    assert again.returncode == 0, again.stderr[-3000:]
+    trials = pd.read_csv(tmp_path / "trials.csv")
+    assert list(trials["number"]) == [0, 1, 2]
+    assert (tmp_path / "2" / "results.csv").is_file()  # a new job folder, none overwritten
+    first = trials.filter(like="params_").iloc[0].tolist()
+    assert trials.filter(like="params_").iloc[2].tolist() != first
+
+
+def test_a_failing_trial_is_recorded_and_the_sweep_goes_on(tmp_path):
+    done = sweep(tmp_path, "hydra.sweeper.sampler=grid", "model.lambdamart.n_iterations=10",
+                 "model.lambdamart.n_leaves=4", "model.lambdamart.min_leaf_size=1",
+                 "model.lambdamart.learning_rate=choice(0.1,-1.0)", n_trials=2)
+    assert done.returncode == 0, done.stderr[-3000:]
+    trials = pd.read_csv(tmp_path / "trials.csv")
+    failed = trials[trials["state"] == "FAIL"]
+    assert len(failed) == 1 and len(trials[trials["state"] == "COMPLETE"]) == 1
+    assert float(failed["params_model.lambdamart.learning_rate"].iloc[0]) == -1.0
+    assert "learning_rate" in failed["user_attrs_failure"].iloc[0]
+
+
+def study_with(tmp_path: Path, pruner: dict | None = None) -> tuple[optuna.Study, str]:
+    """A study as the sweeper makes it: its pruner's settings kept for the jobs."""
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    study = optuna.create_study(study_name="s", storage=url, direction="maximize")
+    study.set_user_attr("pruner", pruner or {"name": "none"})
+    return study, url
+
+
+def test_a_neural_trial_reports_its_epochs_and_is_pruned(tmp_path):
+    """A trial far below a finished one at every epoch is pruned by the median pruner."""
+    study, url = study_with(tmp_path, {"name": "median", "n_startup_trials": 1,
+                                       "n_warmup_steps": 0})
+    study.add_trial(optuna.trial.create_trial(
+        value=1.0, intermediate_values={step: 1.0 for step in range(100)}))
+    trial = study.ask()
+    cfg = compose_cfg(tmp_path, ["model=lambdarank", "data.n_objects=300",
+                                 "task.protocol.folds=[0]", "trainer.max_epochs=3",
+                                 "candidates.max_rule_candidates=30"])
+    with pytest.raises(optuna.TrialPruned), trial_of({"storage": url, "study": "s",
+                                                      "trial": trial.number}):
+        train(cfg)
+    reported = study.trials[trial.number].intermediate_values
+    assert list(reported) == [0] and reported[0] < 1.0
+
+
+def test_a_trial_over_its_time_limit_is_stopped(tmp_path):
+    study, url = study_with(tmp_path)
+    trial = study.ask()
+    start = time.monotonic()
+    with pytest.raises(TrialTimeoutError, match="time limit"), trial_of(
+            {"storage": url, "study": "s", "trial": trial.number, "time_limit": 1}):
+        time.sleep(10)
+    assert time.monotonic() - start < 5
+
+
+def outcome(status, value):
+    return SimpleNamespace(status=status, return_value=value, _return_value=value)
+
+
+def test_outcomes_complete_prune_or_fail_trials_with_their_reason(tmp_path):
+    study, _ = study_with(tmp_path)
+    sweeper = TagtorchOptunaSweeper()
+    cases = [(outcome(JobStatus.COMPLETED, 0.5), "COMPLETE", None),
+             (outcome(JobStatus.COMPLETED, math.nan), "FAIL", "not a finite"),
+             (outcome(JobStatus.COMPLETED, None), "FAIL", "not a finite"),
+             (outcome(JobStatus.FAILED, optuna.TrialPruned("low")), "PRUNED", None),
+             (outcome(JobStatus.FAILED, MemoryError("out of memory")), "FAIL", "MemoryError")]
+    for job, state, reason in cases:
+        trial = study.ask()
+        sweeper._tell(study, trial, job)
+        frozen = study.trials[trial.number]
+        assert frozen.state.name == state
+        if reason:
+            assert reason in frozen.user_attrs["failure"]
+
+
+def test_a_trial_whose_job_died_is_failed_and_asked_again(tmp_path):
+    sweeper = TagtorchOptunaSweeper(heartbeat_seconds=0.5)
+    sweeper.sweep_dir = tmp_path
+    space, _ = distributions({"x": "interval(0, 1)"})
+    study = sweeper.study(space)
+    trial = study.ask(space)
+    study._storage.record_heartbeat(trial._trial_id)
+    time.sleep(2.0)  # no beat for longer than the grace period (3 beats)
+    optuna.storages.fail_stale_trials(study)
+    states = [t.state.name for t in study.trials]
+    assert states == ["FAIL", "WAITING"]
+    assert np.isclose(study.trials[1].params["x"], trial.params["x"])  # asked again as it was
