@@ -53,6 +53,7 @@ from tagtorch.data.ragged import Ragged
 from tagtorch.data.splits import TagQueries, TagRecFold, tag_recommendation_folds
 from tagtorch.data.terms import TermIndex
 from tagtorch.devices import resolve_device
+from tagtorch.engines import BACKENDS, joblib_engine
 from tagtorch.evaluation.plots import plot_tradeoff
 from tagtorch.evaluation.report import markdown_report
 from tagtorch.evaluation.runs import MethodOutcome, MetricLogger, RunPieces, methods_of, write_run
@@ -128,6 +129,10 @@ class TagRecommendationProtocol(SignatureSettings):
             rest of V and are evaluated on the held-out part, and T is never read (no TREC files,
             no single-object timing on T): every figure is then a validation figure.
         tune_fraction: share of V held out with ``evaluate_on="validation"``.
+        backend: where the parallel jobs run (:mod:`tagtorch.engines`): ``"processes"`` on
+            this machine (with ``n_jobs`` != 1), ``"dask"`` or ``"ray"`` on a cluster (always
+            parallel; ``n_jobs``: concurrent jobs, -1 as many as the cluster takes).
+        address: the Dask or Ray cluster's address (None: a local cluster for the run).
         resume: reuse the finished (fold, method) outcomes of an interrupted run into the same
             output folder. While a run goes, each outcome is kept in ``pieces/`` there, with
             the method's configuration, the candidate features and the protocol settings; a
@@ -156,7 +161,11 @@ class TagRecommendationProtocol(SignatureSettings):
         resume: bool = False,
         evaluate_on: str = "test",
         tune_fraction: float = 0.25,
+        backend: str = "processes",
+        address: str | None = None,
     ) -> None:
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         if evaluate_on not in ("test", "validation"):
             raise ValueError(f"evaluate_on must be 'test' or 'validation', got {evaluate_on!r}")
         if not 0.0 < tune_fraction < 1.0:
@@ -217,19 +226,22 @@ class TagRecommendationProtocol(SignatureSettings):
         if pieces is not None and self.resume:
             done = pieces.read_all([fold.fold for fold in folds], list(rankers))
         todo = [fold for fold in folds if any((fold.fold, name) not in done for name in rankers)]
-        if self.n_jobs == 1:
+        if self.n_jobs == 1 and self.backend == "processes":
             for fold in tqdm(todo, desc="folds", unit="fold"):
                 ready = prepare(fold)
                 for name, make in rankers.items():
                     if (fold.fold, name) not in done:
                         done[fold.fold, name] = run_method(ready, name, make, pieces=pieces)
-        else:  # candidates of each fold, then every (fold, method) pair, in parallel processes
-            parallel = Parallel(n_jobs=self.n_jobs)
-            prepared = parallel(delayed(prepare)(fold) for fold in todo)
-            pairs = [(ready, name, make) for ready in prepared for name, make in rankers.items()
-                     if (ready.fold.fold, name) not in done]
-            outcomes = parallel(delayed(run_method)(ready, name, make, pieces=pieces)
-                                for ready, name, make in pairs)
+        else:  # candidates of each fold, then every (fold, method) pair, in parallel jobs
+            with joblib_engine(self.backend, self.address):
+                # on a cluster, n_jobs=1 still means "distributed": as many jobs as it takes
+                distributed = self.backend != "processes" and self.n_jobs == 1
+                parallel = Parallel(n_jobs=-1 if distributed else self.n_jobs)
+                prepared = parallel(delayed(prepare)(fold) for fold in todo)
+                pairs = [(ready, name, make) for ready in prepared
+                         for name, make in rankers.items() if (ready.fold.fold, name) not in done]
+                outcomes = parallel(delayed(run_method)(ready, name, make, pieces=pieces)
+                                    for ready, name, make in pairs)
             done.update({(ready.fold.fold, name): outcome
                          for (ready, name, _), outcome in zip(pairs, outcomes, strict=True)})
         for fold in folds:
