@@ -199,8 +199,13 @@ def model_kind(cls: type) -> str:
     return "itemrec" if len(parameters) == 2 else "tagrec"
 
 
-def _task_kinds(cfg: dict[str, Any]) -> tuple[str, ...]:
-    """The kinds of model the configured task runs (none for ``describe``)."""
+def task_kinds(cfg: Any) -> tuple[str, ...]:
+    """The kinds of model the configured task runs (none for ``describe``).
+
+    Example:
+        >>> task_kinds({"task": {"_target_": "tagtorch.serving.fit.FitTask"}})
+        ('tagrec', 'itemrec')
+    """
     target = str((cfg.get("task") or {}).get("_target_", ""))
     if target.endswith("ItemRecommendationTask"):
         return ("itemrec",)
@@ -293,7 +298,7 @@ of integers >= 1, e.g. [5] or [1,5,10]
             check = _CHECKS.get(name)
             if check is not None:
                 check(key, value)
-    kinds = _task_kinds(container)
+    kinds = task_kinds(container)
     if not kinds:
         return
     models = container.get("model") or {}

@@ -44,6 +44,7 @@ from tagtorch.config_checks import (
     check_config,
     drop_unselected_settings,
     keep_search_method,
+    task_kinds,
 )
 from tagtorch.data.loaders.errors import DataFormatError
 from tagtorch.storage import UnreadableFileError, atomic_write
@@ -69,11 +70,10 @@ def user_error(error: BaseException) -> BaseException | None:
     return None
 
 
-def _task_kind(cfg: DictConfig) -> str:
-    """``"tagrec"``, ``"itemrec"`` or another task's class name, from ``task._target_``."""
-    target = str(cfg.task.get("_target_", "")).rsplit(".", 1)[-1]
-    return {"TagRecommendationTask": "tagrec", "ItemRecommendationTask": "itemrec",
-            "ResourceRankingTask": "resources"}.get(target, target)
+def _task_kind(cfg: DictConfig) -> str | None:
+    """``"tagrec"``, ``"itemrec"`` or ``"resources"``; None for a task without metrics."""
+    kinds = task_kinds(cfg)
+    return kinds[0] if len(kinds) == 1 else None
 
 
 def default_metric(cfg: DictConfig) -> str | None:
