@@ -240,6 +240,7 @@ class TagtorchOptunaSweeper(Sweeper):
         log.info("study %s in %s: %d trials so far, %d to reach", study.study_name,
                  self.storage_url, len(study.trials), self.n_trials)
         slots = len(self.devices) * self.trials_per_device if self.devices else self.n_jobs
+        launched = False
         while True:
             optuna.storages.fail_stale_trials(study)
             trials = study.get_trials(deepcopy=False)
@@ -266,8 +267,10 @@ class TagtorchOptunaSweeper(Sweeper):
             for trial in batch:
                 study._storage.record_heartbeat(trial._trial_id)  # a job that never starts
             self._run_batch(study, batch, fixed)
+            self._write_outputs(study)  # after every batch: a killed sweep keeps them
+            launched = True
+        if not launched:  # resumed with nothing left to run: the outputs of the study so far
             self._write_outputs(study)
-        self._write_outputs(study)
 
     def _run_batch(self, study: optuna.Study, batch: list[optuna.Trial],
                    fixed: Mapping[str, str]) -> None:

@@ -9,15 +9,18 @@ and what the fit recorded (configuration, data name and fingerprint, sizes).
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import tagtorch
 from tagtorch.data.text import TextProcessor
-from tagtorch.storage import read_manifest, trusted_class, write_manifest
+from tagtorch.storage import UnreadableFileError, read_manifest, trusted_class, write_manifest
 
-__all__ = ["OpenedArtifact", "open_artifact", "processor_settings", "write_artifact"]
+__all__ = ["OpenedArtifact", "open_artifact", "processor_settings", "reading",
+           "write_artifact"]
 
 
 def processor_settings(processor: TextProcessor) -> dict[str, Any]:
@@ -74,3 +77,20 @@ def open_artifact(folder: Path, kind: type, model_key: str, modules: tuple[str, 
     processor = TextProcessor(**{**settings["processor"], "cache": False})
     info = {k: v for k, v in manifest.items() if k not in ("format", "class", "settings", "files")}
     return OpenedArtifact(settings, processor, model_class, info)
+
+
+@contextlib.contextmanager
+def reading(folder: Path, what: str) -> Iterator[None]:
+    """Turns a malformed artifact's ``KeyError``, ``TypeError`` or ``ValueError`` into one error.
+
+    Raises:
+        UnreadableFileError: ``"{folder}: not a readable {what} (...)"``; an
+            ``UnreadableFileError`` raised inside (naming its file) goes through unchanged.
+    """
+    try:
+        yield
+    except UnreadableFileError:
+        raise
+    except (KeyError, TypeError, ValueError) as error:
+        raise UnreadableFileError(f"{folder}: not a readable {what} "
+                                  f"({type(error).__name__}: {error})") from None

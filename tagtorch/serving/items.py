@@ -45,9 +45,8 @@ from tagtorch.data.splits import p_core, random_post_split
 from tagtorch.data.text import TextProcessor
 from tagtorch.itemrec.base import ItemRanker, user_scores
 from tagtorch.itemrec.data import AGGREGATES, ItemRecData, TagProfile
-from tagtorch.serving.artifact import open_artifact, write_artifact
+from tagtorch.serving.artifact import open_artifact, reading, write_artifact
 from tagtorch.storage import (
-    UnreadableFileError,
     load_arrays,
     model_folder,
     read_json,
@@ -196,7 +195,7 @@ class ItemRecommender:
             UnreadableFileError: naming the file, for a missing, altered or malformed one.
         """
         folder = Path(path)
-        try:
+        with reading(folder, "item recommender"):
             opened = open_artifact(folder, cls, "model_class", ("tagtorch.itemrec.",),
                                    (ItemRanker,))
             names = read_json(folder / VOCABULARY_FILE)
@@ -205,11 +204,6 @@ class ItemRecommender:
             return cls(opened.processor, model, triples, names["users"], names["items"],
                        names["tags"], names["display"], names["titles"],
                        opened.settings["aggregate"], opened.info)
-        except UnreadableFileError:
-            raise
-        except (KeyError, TypeError, ValueError) as error:
-            raise UnreadableFileError(f"{folder}: not a readable item recommender "
-                                      f"({type(error).__name__}: {error})") from None
 
     # ------------------------------------------------------------------------ recommending
     def recommend_items(self, user: str, tag: str | None = None, k: int = 10

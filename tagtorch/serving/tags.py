@@ -44,7 +44,7 @@ from tagtorch.data.splits import TagQueries, split_input_gold
 from tagtorch.data.terms import TermIndex
 from tagtorch.data.text import TextProcessor
 from tagtorch.rankers.base import BaseRanker
-from tagtorch.serving.artifact import open_artifact, write_artifact
+from tagtorch.serving.artifact import open_artifact, reading, write_artifact
 from tagtorch.storage import (
     UnreadableFileError,
     load_arrays,
@@ -252,7 +252,7 @@ class TagRecommender:
             UnreadableFileError: naming the file, for a missing, altered or malformed one.
         """
         folder = Path(path)
-        try:
+        with reading(folder, "tag recommender"):
             opened = open_artifact(folder, cls, "ranker_class", ("tagtorch.rankers.",),
                                    (BaseRanker,))
             vocabulary = read_json(folder / VOCABULARY_FILE)
@@ -270,11 +270,6 @@ class TagRecommender:
                               vocabulary["display"], opened.settings["candidates"],
                               opened.model_class.load(folder / RANKER_FOLDER), opened.info,
                               object_ids=vocabulary["objects"])
-        except UnreadableFileError:
-            raise
-        except (KeyError, TypeError, ValueError) as error:
-            raise UnreadableFileError(f"{folder}: not a readable tag recommender "
-                                      f"({type(error).__name__}: {error})") from None
         recommender.journal = folder / JOURNAL_FILE
         replayed = read_journal(recommender.journal)
         if replayed:
