@@ -10,6 +10,19 @@ does all of that; the models keep what is theirs: the loaders, the validation me
 checkpoint folder's layout and, for :class:`~tagtorch.itemrec.base.FactorModel`, the
 resumption from ``last.ckpt`` (an extra callback and ``ckpt_path``) and the random states.
 
+Data-parallel training (Lightning DDP): ``trainer.strategy=ddp_spawn`` (any accelerator) or
+``ddp_fork`` (CPU; no pickling) with ``trainer.devices=N`` trains in ``N`` processes, each on
+``1/N`` of every epoch's batches (Lightning's ``DistributedSampler``), gradients averaged across
+them (gloo on CPU, NCCL on GPUs): with ``batch_size`` per process, the effective batch is
+``N * batch_size``. The validation metrics are torchmetrics ``Metric`` objects, summed over the
+processes before early stopping reads them. ``trainer.strategy=ddp`` would start the whole
+command again in every process (Lightning's script launcher), which a protocol run inside one
+command cannot do: it is run as ``ddp_spawn`` (logged). The trained model comes back to this
+process through the best checkpoint, as without DDP, and so does the model's learning curve
+(``on_load_checkpoint``): in a DDP run, the curve ends at the best epoch. Tensors reach the
+spawned processes through files in shared memory (torch's ``file_system`` sharing strategy,
+for the fit only): this project's machines refuse the default file-descriptor passing.
+
 DESIGN: a top-level module, like :mod:`tagtorch.storage`, so that ``rankers/`` and
 ``itemrec/`` (siblings) may both import it.
 """
@@ -18,14 +31,18 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-from collections.abc import Callable, Sequence
+import logging
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytorch_lightning as pl
+import torch.multiprocessing
 from pytorch_lightning.callbacks import EarlyStopping, ModelCheckpoint
 from pytorch_lightning.loggers import Logger
+from pytorch_lightning.strategies.launchers import _SubprocessScriptLauncher
+from pytorch_lightning.strategies.launchers.multiprocessing import _MultiProcessingLauncher
 from torch.utils.data import DataLoader
 from torchmetrics import Metric
 
@@ -33,6 +50,8 @@ from tagtorch.storage import read_checkpoint
 from tagtorch.sweeps import pruning_callbacks
 
 __all__ = ["BestEpoch", "epoch_mean", "fit_best"]
+
+log = logging.getLogger(__name__)
 
 
 def epoch_mean(metric: Metric) -> float:
@@ -126,11 +145,17 @@ def fit_best(
     if patience is not None:
         callbacks.append(EarlyStopping(monitor, mode="max", patience=patience))
     make = trainer or (lambda **kw: pl.Trainer(max_epochs=max_epochs, **kw))
-    fitter = make(callbacks=callbacks, logger=logger, enable_checkpointing=True,
-                  enable_model_summary=False, **trainer_settings)
+    settings = dict(callbacks=callbacks, logger=logger, enable_checkpointing=True,
+                    enable_model_summary=False, **trainer_settings)
+    fitter = make(**settings)
+    if isinstance(fitter.strategy.launcher, _SubprocessScriptLauncher):
+        log.info("trainer.strategy=ddp would run the whole command again in each process: "
+                 "the fit runs as ddp_spawn")
+        fitter = make(**{**settings, "strategy": "ddp_spawn"})
+    elsewhere = isinstance(fitter.strategy.launcher, _MultiProcessingLauncher)
     safe = ({"weights_only": True}
             if "weights_only" in inspect.signature(fitter.fit).parameters else {})
-    with fit_context():
+    with fit_context(), _sharing_files() if elsewhere else contextlib.nullcontext():
         fitter.fit(module, train_loader, val_loaders,
                    ckpt_path=None if ckpt_path is None else str(ckpt_path), **safe)
     path = Path(folder) / f"{best_name}.ckpt"
@@ -138,5 +163,21 @@ def fit_best(
         return BestEpoch(None, None, None)
     state = read_checkpoint(path)
     module.load_state_dict(state["state_dict"])
+    if elsewhere:  # trained in other processes: what the module kept, from its checkpoint
+        module.on_load_checkpoint(state)
     score = best.best_model_score
+    if score is None:  # a spawned fit: the score is in the checkpoint callback's state
+        score = next((value["best_model_score"] for key, value in state.get("callbacks", {})
+                      .items() if key.startswith("ModelCheckpoint")), None)
     return BestEpoch(path, int(state["epoch"]), None if score is None else float(score))
+
+
+@contextlib.contextmanager
+def _sharing_files() -> Iterator[None]:
+    """Shares tensors with other processes through files in the block (module docstring)."""
+    before = torch.multiprocessing.get_sharing_strategy()
+    torch.multiprocessing.set_sharing_strategy("file_system")
+    try:
+        yield
+    finally:
+        torch.multiprocessing.set_sharing_strategy(before)

@@ -1,15 +1,24 @@
 """The protocol's parallel jobs on a real local Dask or Ray cluster give the serial results."""
 
+import dataclasses
+import itertools
+
 import numpy as np
 import pytest
+import torch
+from joblib import Parallel
 
+from tagtorch.candidates.candidate_set import CandidateSet
 from tagtorch.candidates.features import LatreCandidates
+from tagtorch.candidates.generator import generate_in_tasks
 from tagtorch.data.synthetic import generate_folksonomy
+from tagtorch.data.terms import TermIndex
 from tagtorch.data.text import TextProcessor
 from tagtorch.engines import joblib_engine
 from tagtorch.evaluation.tag_recommendation import TagRecommendationProtocol
+from tagtorch.metrics.functional import ndcg_at_k
 from tagtorch.rankers.latre import LatreWTS
-from tagtorch.rankers.trees import RandomForestRanker
+from tagtorch.rankers.trees import LambdaMARTRanker, MARTRanker, RandomForestRanker
 
 
 @pytest.fixture(scope="module")
@@ -17,9 +26,10 @@ def folksonomy():
     return TextProcessor(cache=False).apply(generate_folksonomy(n_objects=500, seed=3))
 
 
-def results(folksonomy, backend: str, n_jobs: int = 1):
+def results(folksonomy, backend: str, n_jobs: int = 1, task_objects: int | None = None):
     protocol = TagRecommendationProtocol(folds=[0, 1], online_objects=0, device="cpu",
-                                         backend=backend, n_jobs=n_jobs)
+                                         backend=backend, n_jobs=n_jobs,
+                                         task_objects=task_objects)
     rankers = {"latre": lambda: LatreWTS(),
                "rf": lambda: RandomForestRanker(n_trees=20, n_leaves=50, n_jobs=1, seed=0)}
     frame = protocol.evaluate(folksonomy, lambda: LatreCandidates(max_rule_candidates=30),
@@ -37,6 +47,106 @@ def test_a_local_dask_cluster_gives_the_serial_results(folksonomy, serial):
     got = results(folksonomy, "dask")
     assert got[["method", "fold", "metric"]].equals(serial[["method", "fold", "metric"]])
     np.testing.assert_array_equal(got["value"].to_numpy(), serial["value"].to_numpy())
+
+
+def test_candidate_tasks_on_a_local_dask_cluster_give_the_serial_results(folksonomy, serial):
+    got = results(folksonomy, "dask", task_objects=20)
+    np.testing.assert_array_equal(got["value"].to_numpy(), serial["value"].to_numpy())
+
+
+def assert_same_sets(got: CandidateSet, want: CandidateSet) -> None:
+    assert got.feature_names == want.feature_names
+    for field in dataclasses.fields(CandidateSet):
+        a, b = getattr(got, field.name), getattr(want, field.name)
+        if isinstance(b, torch.Tensor):
+            assert a.shape == b.shape and a.dtype == b.dtype, field.name
+            assert torch.equal(a, b), field.name
+        else:
+            assert a == b, field.name
+
+
+@pytest.mark.parametrize("backend", ["processes", "dask"])
+def test_generating_in_tasks_equals_one_call(folksonomy, backend):
+    """Every field equal to the last bit, topics (fold-in seeded per chunk) and distances too."""
+    fold = TagRecommendationProtocol(device="cpu").splits(folksonomy)[0]
+    lda = {"n_topics": 4, "iterations": 20, "burn_in": 10}
+    generator = LatreCandidates(device="cpu", chunk_size=16, distances=True,
+                                diversity={"source": "lda", "lda": lda})
+    generator.fit(fold.train_objects, fold.train_tags, TermIndex.from_folksonomy(folksonomy))
+    want = generator(fold.test)
+    before = dict(generator.stage_seconds)
+    with joblib_engine(backend, n_workers=2):
+        got = generate_in_tasks(generator, fold.test, 20, Parallel(n_jobs=2))  # 20 -> 32
+    assert_same_sets(got, want)
+    assert generator.stage_seconds["rules"] > before["rules"]  # the tasks' seconds are added
+
+
+def test_concatenated_sets_pad_like_one_set():
+    def one(objects, rows, tags):
+        n = len(rows)
+        return CandidateSet.from_flat(torch.tensor(objects), torch.tensor(rows),
+                                      torch.tensor(tags), torch.arange(2.0 * n).view(n, 2),
+                                      torch.ones(n), torch.ones(len(objects), dtype=torch.long),
+                                      ("a", "b"))
+
+    parts = [one([1], [0], [5]), one([2, 3], [0, 0, 0, 1], [6, 7, 8, 9])]
+    whole = one([1, 2, 3], [0, 1, 1, 1, 2], [5, 6, 7, 8, 9])
+    got = CandidateSet.concat(parts)
+    assert parts == []  # emptied as copied
+    assert got.tags.tolist() == [[5, -1, -1], [6, 7, 8], [9, -1, -1]]
+    assert got.mask.tolist() == whole.mask.tolist()
+    assert got.features[1].tolist() == [[0, 1], [2, 3], [4, 5]]
+    assert got.features[0, 1:].abs().sum() == 0
+    with pytest.raises(ValueError, match="feature names"):
+        CandidateSet.concat([one([1], [0], [5]), dataclasses.replace(one([1], [0], [5]),
+                                                                     feature_names=("c", "d"))])
+    with pytest.raises(ValueError, match="nothing"):
+        CandidateSet.concat([])
+
+
+@pytest.fixture(scope="module")
+def lists(folksonomy):
+    fold = TagRecommendationProtocol(device="cpu").splits(folksonomy)[0]
+    generator = LatreCandidates(device="cpu", max_rule_candidates=30).fit(
+        fold.train_objects, fold.train_tags, TermIndex.from_folksonomy(folksonomy))
+    return generator(fold.val), generator(fold.test)
+
+
+@pytest.mark.parametrize("cls", [LambdaMARTRanker, MARTRanker])
+def test_lightgbm_on_a_local_dask_cluster_ranks_like_one_process(cls, lists, monkeypatch):
+    import lightgbm
+
+    val, test = lists
+    seen = []
+    model_class = lightgbm.DaskLGBMRanker if cls is LambdaMARTRanker else lightgbm.DaskLGBMRegressor
+    fit = model_class.fit
+
+    def spy(self, X, y, **kwargs):  # noqa: N803 (scikit-learn's names)
+        seen.append((X.chunks[0], y.chunks[0], kwargs.get("group")))
+        return fit(self, X, y, **kwargs)
+
+    monkeypatch.setattr(model_class, "fit", spy)
+    settings = {"n_iterations": 100, "n_jobs": 1, "seed": 0}
+    local = cls(**settings).fit(val)
+    remote = cls(**settings, dask={"n_workers": 2, "partitions": 3}).fit(val)
+    (rows, label_rows, group), = seen
+    assert len(rows) == 3 and rows == label_rows and sum(rows) == int(val.mask.sum())
+    if cls is LambdaMARTRanker:  # every partition holds whole lists
+        sizes = group.compute()
+        cuts = np.cumsum([0, *group.chunks[0]])
+        assert [int(sizes[a:b].sum()) for a, b in itertools.pairwise(cuts)] == \
+            list(rows)
+    assert remote.model_.num_trees() == 100
+
+    def ndcg(ranker) -> float:
+        return float(ndcg_at_k(ranker.score(test), test.labels, test.mask, 5,
+                               n_relevant=test.n_relevant).nanmean())
+
+    assert abs(ndcg(remote) - ndcg(local)) < 0.03, (ndcg(remote), ndcg(local))
+    with pytest.raises(ValueError, match="early stopping"):
+        cls(early_stopping_rounds=5, dask={"n_workers": 2})
+    with pytest.raises(ValueError, match="dask settings"):
+        cls(dask={"workers": 2})
 
 
 @pytest.mark.slow

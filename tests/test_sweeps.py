@@ -1,5 +1,7 @@
 """Optuna sweeps: the tagtorch_optuna sweeper, the job side (pruning, time limit), V objectives."""
 
+import itertools
+import json
 import math
 import subprocess
 import sys
@@ -199,3 +201,33 @@ def test_a_trial_whose_job_died_is_failed_and_asked_again(tmp_path):
     states = [t.state.name for t in study.trials]
     assert states == ["FAIL", "WAITING"]
     assert np.isclose(study.trials[1].params["x"], trial.params["x"])  # asked again as it was
+
+
+def test_the_ray_launcher_runs_the_jobs_as_concurrent_ray_tasks(tmp_path):
+    """A real local Ray instance of 2 CPUs runs 4 jobs of 1 CPU each, two at a time."""
+    app = Path(__file__).parent / "fixtures" / "ray_app" / "app.py"
+    process = subprocess.Popen(
+        [sys.executable, str(app), "-m", "x=1,2,3,4", "hydra/launcher=tagtorch_ray",
+         "hydra.launcher.num_cpus=2", f"hydra.sweep.dir={tmp_path}"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _, stderr = process.communicate(timeout=300)
+    assert process.returncode == 0, stderr[-3000:]
+    jobs = [json.loads(path.read_text()) for path in tmp_path.glob("*/job.json")]
+    assert sorted(job["x"] for job in jobs) == [1, 2, 3, 4]
+    assert sorted(job["num"] for job in jobs) == [0, 1, 2, 3]
+    assert process.pid not in {job["pid"] for job in jobs}  # Ray workers ran them
+    events = sorted([(job["start"], 1) for job in jobs] + [(job["end"], -1) for job in jobs])
+    running = list(itertools.accumulate(change for _, change in events))
+    assert max(running) == 2, running  # concurrent, within the cluster's 2 CPUs
+
+
+@pytest.mark.slow
+def test_a_sweep_runs_its_trials_on_ray(tmp_path):
+    """The real sweep, 2 trials at a time as tasks of a local Ray instance (slow: each Ray
+    worker imports tagtorch and compiles the candidate kernels anew)."""
+    done = sweep(tmp_path, "hydra/launcher=tagtorch_ray", "hydra.launcher.num_cpus=2",
+                 "hydra.sweeper.n_jobs=2", n_trials=2)
+    assert done.returncode == 0, done.stderr[-3000:]
+    trials = pd.read_csv(tmp_path / "trials.csv")
+    assert list(trials["number"]) == [0, 1] and set(trials["state"]) == {"COMPLETE"}
+    assert (tmp_path / "best.yaml").is_file()

@@ -7,6 +7,11 @@ from dataclasses import dataclass, fields, replace
 
 import torch
 
+_PADDING = {"tags": -1, "mask": False, "tag_distance": 1}
+"""Padding values of the fields whose padding is not 0 (see :class:`CandidateSet`)."""
+_PER_OBJECT = ("objects", "n_relevant", "object_topics")
+"""The fields with one entry per list, not per candidate."""
+
 
 @dataclass(frozen=True)
 class CandidateSet:
@@ -128,6 +133,66 @@ class CandidateSet:
                    labels=padded_labels, mask=mask, n_relevant=n_relevant.long(),
                    feature_names=tuple(feature_names), tag_topics=padded_topics,
                    object_topics=None if object_topics is None else object_topics.float())
+
+    @classmethod
+    def concat(cls, parts: list[CandidateSet]) -> CandidateSet:
+        """The lists of ``parts`` one after another, padded to the widest part.
+
+        Each part is emptied from ``parts`` once it is copied, so the parts and the result are
+        never both held whole. Padding takes each field's padding value (tag ``-1``, distance
+        1, otherwise 0 or False): the result equals the set generated in one piece. The parts
+        must agree on the feature names and on which optional fields they carry.
+
+        Example:
+            >>> part = CandidateSet.from_flat(
+            ...     torch.tensor([7]), torch.tensor([0, 0]), torch.tensor([3, 4]),
+            ...     torch.ones(2, 1), torch.tensor([1.0, 0.0]), torch.tensor([1]), ("f",))
+            >>> other = CandidateSet.from_flat(
+            ...     torch.tensor([8]), torch.tensor([0]), torch.tensor([5]),
+            ...     torch.ones(1, 1), torch.tensor([0.0]), torch.tensor([2]), ("f",))
+            >>> CandidateSet.concat([part, other]).tags.tolist()
+            [[3, 4], [5, -1]]
+        """
+        if not parts:
+            raise ValueError("nothing to concatenate")
+        feature_names = parts[0].feature_names
+        if any(part.feature_names != feature_names for part in parts):
+            raise ValueError("the parts have different feature names")
+        names = [f.name for f in fields(cls) if f.name != "feature_names"]
+        for name in names:
+            if len({getattr(part, name) is None for part in parts}) > 1:
+                raise ValueError(f"{name} is present in some parts only")
+        b, width = sum(len(part) for part in parts), max(part.tags.shape[1] for part in parts)
+        merged: dict[str, torch.Tensor | None] = {}
+        for name in names:
+            value = getattr(parts[0], name)
+            if value is None:
+                merged[name] = None
+                continue
+            shape = [b, *value.shape[1:]]
+            if name not in _PER_OBJECT:
+                shape[1] = width
+            if name == "tag_distance":
+                shape[2] = width
+            merged[name] = value.new_full(shape, _PADDING.get(name, 0))
+        del value
+        row = 0
+        while parts:
+            part = parts.pop(0)
+            n, length = len(part), part.tags.shape[1]
+            for name, out in merged.items():
+                if out is None:
+                    continue
+                value = getattr(part, name)
+                if name in _PER_OBJECT:
+                    out[row : row + n] = value
+                elif name == "tag_distance":
+                    out[row : row + n, :length, :length] = value
+                else:
+                    out[row : row + n, :length] = value
+            row += n
+            del part
+        return cls(feature_names=feature_names, **merged)  # type: ignore[arg-type]
 
     def state(self) -> dict[str, object]:
         """The fields as a plain dict (``CandidateSet(**state)`` rebuilds it; absent: None)."""

@@ -93,6 +93,7 @@ from tagtorch.data.ragged import Ragged
 from tagtorch.data.splits import TagQueries
 from tagtorch.data.terms import TermIndex
 from tagtorch.devices import resolve_device
+from tagtorch.engines import array_bytes
 from tagtorch.metrics.diversity import jaccard_from_counts
 from tagtorch.settings import SignatureSettings
 
@@ -230,6 +231,10 @@ class LatreCandidates(SignatureSettings):
             self.feature_names = (*FEATURE_NAMES, TopicTags.feature_name)
         self.object_topics = None if diversity is None else ObjectTopics(**dict(diversity))
 
+    def __sizeof__(self) -> int:
+        """Bytes of the mined statistics too (:func:`tagtorch.engines.array_bytes`)."""
+        return object.__sizeof__(self) + array_bytes(vars(self))
+
     # ------------------------------------------------------------------------------- fit
     def fit(self, train_objects: np.ndarray, train_tags: Ragged, terms: TermIndex) -> Self:
         """Mines D: incidence, one-tag rules, per-term statistics and AFS of each text field.
@@ -336,8 +341,7 @@ class LatreCandidates(SignatureSettings):
             object_topics = torch.zeros(len(queries), self.object_topics.n_topics)
         for first in range(0, len(queries), self.chunk_size):
             rows = np.arange(first, min(first + self.chunk_size, len(queries)))
-            chunk = TagQueries(queries.objects[rows], queries.input_tags.take(rows),
-                               queries.gold_tags.take(rows))
+            chunk = queries.take(rows)
             chunk_texts = None if texts is None else {
                 name: (texts[name].take(rows) if name in texts
                        else Ragged.from_lists([[]] * len(rows)))

@@ -45,6 +45,11 @@ class TagQueries:
     def __len__(self) -> int:
         return len(self.objects)
 
+    def take(self, rows: np.ndarray) -> TagQueries:
+        """The queries at ``rows`` (in the given order)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        return TagQueries(self.objects[rows], self.input_tags.take(rows), self.gold_tags.take(rows))
+
 
 @dataclass(frozen=True)
 class TagRecFold:
@@ -151,8 +156,7 @@ def tag_recommendation_folds(
     input_tags, gold_tags = split_input_gold(chosen_tags, input_fraction, rng)
     portions = np.arange(len(chosen)).reshape(n_folds, portion)
 
-    def queries(rows: np.ndarray) -> TagQueries:
-        return TagQueries(chosen[rows], input_tags.take(rows), gold_tags.take(rows))
+    everything = TagQueries(chosen, input_tags, gold_tags)
 
     folds = []
     for f in range(n_folds):
@@ -163,8 +167,8 @@ def tag_recommendation_folds(
                 fold=f,
                 train_objects=chosen[train_rows],
                 train_tags=chosen_tags.take(train_rows),
-                val=queries(portions[v]),
-                test=queries(portions[f]),
+                val=everything.take(portions[v]),
+                test=everything.take(portions[f]),
             )
         )
     return folds

@@ -46,7 +46,7 @@ from tqdm.auto import tqdm
 
 from tagtorch.candidates.cache import CandidateCache
 from tagtorch.candidates.candidate_set import CandidateSet
-from tagtorch.candidates.generator import CandidateGenerator
+from tagtorch.candidates.generator import CandidateGenerator, generate_in_tasks
 from tagtorch.data.download import user_cache_dir
 from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.data.ragged import Ragged
@@ -133,6 +133,11 @@ class TagRecommendationProtocol(SignatureSettings):
             this machine (with ``n_jobs`` != 1), ``"dask"`` or ``"ray"`` on a cluster (always
             parallel; ``n_jobs``: concurrent jobs, -1 as many as the cluster takes).
         address: the Dask or Ray cluster's address (None: a local cluster for the run).
+        task_objects: generate each split's candidates in independent tasks of this many
+            objects (:func:`~tagtorch.candidates.generator.generate_in_tasks`), run on the
+            ``backend`` like the other jobs: the folds are then prepared one after another,
+            each split's tasks in parallel (for millions of objects). The candidate sets equal
+            the one-process ones. None: one call per split, folds in parallel.
         resume: reuse the finished (fold, method) outcomes of an interrupted run into the same
             output folder. While a run goes, each outcome is kept in ``pieces/`` there, with
             the method's configuration, the candidate features and the protocol settings; a
@@ -163,11 +168,14 @@ class TagRecommendationProtocol(SignatureSettings):
         tune_fraction: float = 0.25,
         backend: str = "processes",
         address: str | None = None,
+        task_objects: int | None = None,
     ) -> None:
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         if evaluate_on not in ("test", "validation"):
             raise ValueError(f"evaluate_on must be 'test' or 'validation', got {evaluate_on!r}")
+        if task_objects is not None and task_objects < 1:
+            raise ValueError(f"task_objects must be >= 1, got {task_objects}")
         if not 0.0 < tune_fraction < 1.0:
             raise ValueError(f"tune_fraction must be in (0, 1), got {tune_fraction}")
         self.folds = list(range(n_folds)) if folds is None else list(folds)
@@ -228,7 +236,7 @@ class TagRecommendationProtocol(SignatureSettings):
         todo = [fold for fold in folds if any((fold.fold, name) not in done for name in rankers)]
         if self.n_jobs == 1 and self.backend == "processes":
             for fold in tqdm(todo, desc="folds", unit="fold"):
-                ready = prepare(fold)
+                ready = prepare(fold, parallel=Parallel(n_jobs=1))
                 for name, make in rankers.items():
                     if (fold.fold, name) not in done:
                         done[fold.fold, name] = run_method(ready, name, make, pieces=pieces)
@@ -237,7 +245,10 @@ class TagRecommendationProtocol(SignatureSettings):
                 # on a cluster, n_jobs=1 still means "distributed": as many jobs as it takes
                 distributed = self.backend != "processes" and self.n_jobs == 1
                 parallel = Parallel(n_jobs=-1 if distributed else self.n_jobs)
-                prepared = parallel(delayed(prepare)(fold) for fold in todo)
+                if self.task_objects is None:
+                    prepared = parallel(delayed(prepare)(fold) for fold in todo)
+                else:  # one fold after another, each split's candidate tasks in parallel
+                    prepared = [prepare(fold, parallel=parallel) for fold in todo]
                 pairs = [(ready, name, make) for ready in prepared
                          for name, make in rankers.items() if (ready.fold.fold, name) not in done]
                 outcomes = parallel(delayed(run_method)(ready, name, make, pieces=pieces)
@@ -280,10 +291,14 @@ class TagRecommendationProtocol(SignatureSettings):
         terms: TermIndex,
         candidates: Callable[[], CandidateGenerator],
         cache: CandidateCache | None,
+        parallel: Parallel | None = None,
     ) -> _PreparedFold:
-        """Mines D and builds the candidate sets of V and T (of V's two parts) for one fold."""
+        """Mines D and builds the candidate sets of V and T (of V's two parts) for one fold.
+
+        ``parallel`` runs the candidate tasks when ``task_objects`` is set (None: one call).
+        """
         generator = candidates().fit(fold.train_objects, fold.train_tags, terms)
-        val = self._candidates(generator, fold, "val", cache)
+        val = self._candidates(generator, fold, "val", cache, parallel)
         before = dict(generator.stage_seconds)
         if self.validating:
             order = np.random.default_rng([self.seed, fold.fold]).permutation(len(val))
@@ -294,7 +309,7 @@ class TagRecommendationProtocol(SignatureSettings):
             test = val[torch.from_numpy(np.sort(order[:n_tune]))]
             val = val[torch.from_numpy(np.sort(order[n_tune:]))]
         else:
-            test = self._candidates(generator, fold, "test", cache)
+            test = self._candidates(generator, fold, "test", cache, parallel)
         spent = {stage: generator.stage_seconds.get(stage, 0.0) - before.get(stage, 0.0)
                  for stage in ("rules", "features")}
         # read from the cache: nothing was timed, so no batched stage time is reported
@@ -365,13 +380,16 @@ class TagRecommendationProtocol(SignatureSettings):
                "split": self._split_settings()}
         return CandidateCache(self.cache_dir, key)
 
-    @staticmethod
-    def _candidates(generator: CandidateGenerator, fold: TagRecFold, split: str,
-                    cache: CandidateCache | None) -> CandidateSet:
+    def _candidates(self, generator: CandidateGenerator, fold: TagRecFold, split: str,
+                    cache: CandidateCache | None, parallel: Parallel | None) -> CandidateSet:
         queries = fold.val if split == "val" else fold.test
-        if cache is None:
-            return generator(queries)
-        return cache.get(fold.fold, split, lambda: generator(queries))
+
+        def generate() -> CandidateSet:
+            if self.task_objects is None or parallel is None:
+                return generator(queries)
+            return generate_in_tasks(generator, queries, self.task_objects, parallel)
+
+        return generate() if cache is None else cache.get(fold.fold, split, generate)
 
     def _sync(self) -> None:
         if self.device.type == "cuda":
@@ -418,9 +436,7 @@ class TagRecommendationProtocol(SignatureSettings):
             for call, i in enumerate([0, *range(n)]):  # call 0 warms up, is not counted
                 before = dict(generator.stage_seconds)
                 start = time.perf_counter()
-                one = generator(TagQueries(queries.objects[i : i + 1],
-                                           queries.input_tags.take(np.array([i])),
-                                           queries.gold_tags.take(np.array([i]))))
+                one = generator(queries.take(np.array([i])))
                 one = one.to(self.device)
                 middle = time.perf_counter()
                 diversify = getattr(ranker, "diversify_seconds", 0.0)

@@ -241,6 +241,34 @@ class _SetIndex(torch.utils.data.Dataset):
         return i
 
 
+class _SetBatch:
+    """Gathers a batch of training sets: users, tags, padded items and their mask.
+
+    A class, not a closure, so that a spawned DDP process can receive the loader.
+    """
+
+    def __init__(self, sets: UserTagSets) -> None:
+        self.sets = sets
+
+    def __call__(self, rows: list[int]) -> list[Tensor]:
+        index = np.asarray(rows)
+        items, mask = self.sets.padded(index)
+        return [torch.from_numpy(self.sets.users[index]), torch.from_numpy(self.sets.tags[index]),
+                items, mask]
+
+
+class _QueryBatch:
+    """Gathers a batch of queries: their rows, labels over all items and mask (see _SetBatch)."""
+
+    def __init__(self, queries: Queries, n_items: int) -> None:
+        self.queries, self.n_items = queries, n_items
+
+    def __call__(self, rows: list[int]) -> list[Tensor]:
+        index = np.asarray(rows)
+        labels, mask = self.queries.batch(index, self.n_items)
+        return [torch.from_numpy(index), labels, mask]
+
+
 class FactorModel(SignatureSettings, pl.LightningModule):
     """Lightning trainer shared by the factorization models.
 
@@ -391,7 +419,8 @@ class FactorModel(SignatureSettings, pl.LightningModule):
     def training_step(self, batch: list[Tensor], batch_idx: int) -> Tensor:
         """The subclass's loss on a batch of UTS sets."""
         loss = self.set_loss(*batch)
-        self.log("train/loss", loss, on_step=False, on_epoch=True, batch_size=len(batch[0]))
+        self.log("train/loss", loss, on_step=False, on_epoch=True, batch_size=len(batch[0]),
+                 sync_dist=True)
         self._loss_sum = self._loss_sum + loss.detach() * len(batch[0])
         self._loss_count += len(batch[0])
         return loss
@@ -419,8 +448,8 @@ class FactorModel(SignatureSettings, pl.LightningModule):
     def on_validation_epoch_end(self) -> None:
         """Logs ``val/dcg@10`` (the early-stopping monitor) and ``train/dcg@10``."""
         val, train = epoch_mean(self.val_dcg), epoch_mean(self.train_dcg)
-        self.log("val/dcg@10", val)
-        self.log("train/dcg@10", train)
+        self.log("val/dcg@10", val, sync_dist=True)  # metrics summed over DDP processes: equal
+        self.log("train/dcg@10", train, sync_dist=True)
         if not self.trainer.sanity_checking:
             loss = float(self._loss_sum) / max(self._loss_count, 1)
             self.history_.append({"epoch": float(self.current_epoch), "train_loss": loss,
@@ -582,22 +611,12 @@ class FactorModel(SignatureSettings, pl.LightningModule):
 
     # ------------------------------------------------------------- loaders
     def _train_loader(self, sets: UserTagSets, generator: torch.Generator) -> DataLoader:
-        def collate(rows: list[int]) -> list[Tensor]:
-            index = np.asarray(rows)
-            items, mask = sets.padded(index)
-            return [torch.from_numpy(sets.users[index]), torch.from_numpy(sets.tags[index]),
-                    items, mask]
-
         return DataLoader(_SetIndex(len(sets)), batch_size=self.batch_size, shuffle=True,
-                          collate_fn=collate, generator=generator)
+                          collate_fn=_SetBatch(sets), generator=generator)
 
     def _query_loader(self, queries: Queries, n_items: int) -> DataLoader:
-        def collate(rows: list[int]) -> list[Tensor]:
-            index = np.asarray(rows)
-            labels, mask = queries.batch(index, n_items)
-            return [torch.from_numpy(index), labels, mask]
-
-        return DataLoader(_SetIndex(len(queries)), batch_size=512, collate_fn=collate)
+        return DataLoader(_SetIndex(len(queries)), batch_size=512,
+                          collate_fn=_QueryBatch(queries, n_items))
 
     def _validation_queries(self, data: ItemRecData) -> Queries:
         """The validation queries early stopping scores: all, or a seeded ``val_sample``."""

@@ -295,7 +295,7 @@ class NeuralRanker(BaseRanker, pl.LightningModule):
         features, labels, mask, _ = batch
         loss = self.loss_fn(self(features, mask), labels, mask, **self.loss_params)
         self.log("train/loss", loss, on_step=False, on_epoch=True, batch_size=len(features),
-                 prog_bar=True)
+                 prog_bar=True, sync_dist=True)
         return loss
 
     def on_validation_epoch_start(self) -> None:
@@ -316,11 +316,19 @@ class NeuralRanker(BaseRanker, pl.LightningModule):
         """Logs ``val/ndcg@k`` (the early-stopping monitor) and ``val/loss``."""
         total, lists = self._val_loss
         ndcg, loss = epoch_mean(self.val_ndcg), total / max(lists, 1)
-        self.log(self.monitor, ndcg, prog_bar=True)
-        self.log("val/loss", loss)
+        self.log(self.monitor, ndcg, prog_bar=True, sync_dist=True)  # equal on every process
+        self.log("val/loss", loss, sync_dist=True)  # a DDP process's mean, then their mean
         if not self.trainer.sanity_checking:
             self.history_.append({"epoch": float(self.current_epoch), "val_ndcg": ndcg,
                                   "val_loss": loss})
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Adds the learning curve so far (a DDP fit brings it back: :mod:`tagtorch.training`)."""
+        checkpoint["tagtorch_history"] = [dict(row) for row in self.history_]
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Restores the learning curve of :meth:`on_save_checkpoint`."""
+        self.history_ = [dict(row) for row in checkpoint.get("tagtorch_history", [])]
 
     def configure_optimizers(self) -> Any:
         """The optimizer (default AdamW, lr 1e-3) and the optional per-epoch scheduler."""

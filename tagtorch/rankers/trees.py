@@ -41,6 +41,15 @@ Deviations from the paper, which used RankLib:
   has not improved for that many rounds, and scoring uses the best iteration. The
   scikit-learn forest has no early stopping.
 
+Large V sets (ours): MART and λ-MART with ``dask={...}`` train through LightGBM's Dask interface
+(``DaskLGBMRegressor`` / ``DaskLGBMRanker``, data-parallel trees: each worker builds the
+histograms of its rows, LightGBM sums them) on a Dask cluster (``address``) or on a local one
+started for the fit (``n_workers``). The rows are cut into ``partitions`` pieces (default: one
+per worker) at list boundaries, so that no query group is split. The fitted model is a plain
+LightGBM booster, scored and saved as any other. LightGBM's Dask interface has no early
+stopping; each worker trains with ``n_jobs`` threads. The trees are close to, not identical
+with, one process's: each worker bins the features on its own rows.
+
 Example:
     >>> import torch
     >>> from tagtorch.candidates.candidate_set import CandidateSet
@@ -274,7 +283,8 @@ class _TreeRanker(BaseRanker):
     params: dict[str, Any]
 
     def _init_common(self, backend: str, k: int, early_stopping_rounds: int | None,
-                     n_jobs: int, seed: int, params: Mapping[str, Any] | None) -> None:
+                     n_jobs: int, seed: int, params: Mapping[str, Any] | None,
+                     dask: Mapping[str, Any] | None = None) -> None:
         if backend not in self.backends:
             raise ValueError(f"{type(self).__name__}: backend must be one of {self.backends}, "
                              f"got {backend!r}")
@@ -284,6 +294,16 @@ class _TreeRanker(BaseRanker):
             raise ValueError(f"early_stopping_rounds must be >= 1 or None, "
                              f"got {early_stopping_rounds}")
         self.params = plain_json(params) if params else {}
+        if dask is not None:
+            unknown = set(dask) - {"address", "n_workers", "partitions"}
+            if unknown:
+                raise ValueError(f"dask settings are address, n_workers and partitions, got "
+                                 f"{sorted(unknown)}")
+            if backend != "lightgbm" or early_stopping_rounds is not None:
+                raise ValueError("dask training needs backend='lightgbm' and "
+                                 "early_stopping_rounds=None (LightGBM's Dask interface has "
+                                 "no early stopping)")
+            self.dask = plain_json(dask)
         self.model_: Any = None
         self.feature_names_: tuple[str, ...] | None = None
         self.best_iteration_: int | None = None
@@ -357,6 +377,8 @@ class _TreeRanker(BaseRanker):
         if self.listwise or valid is not None:
             params["label_gain"] = list(range(top + 1))  # linear gain, as tagtorch's NDCG
         params.update(self.params)
+        if getattr(self, "dask", None) is not None:
+            return self._fit_lightgbm_dask(params, data, labels)
         train_set = lgb.Dataset(data.features, label=labels, group=data.group_sizes,
                                 params=params)
         valid_sets: list[Any] = []
@@ -371,6 +393,32 @@ class _TreeRanker(BaseRanker):
         if valid is not None and booster.best_iteration > 0:
             self.best_iteration_ = int(booster.best_iteration)
         return booster
+
+    def _fit_lightgbm_dask(self, params: dict[str, Any], data: FlatLists,
+                           labels: np.ndarray) -> Any:
+        """LightGBM's Dask interface on the rows of ``data`` (module docstring): the booster."""
+        import dask.array as da
+        import lightgbm as lgb
+
+        from tagtorch.engines import dask_client
+
+        settings = dict(self.dask)
+        with dask_client(settings.get("address"), settings.get("n_workers")) as client:
+            parts = settings.get("partitions") or len(client.scheduler_info()["workers"])
+            groups = np.array_split(np.arange(len(data.group_sizes)), max(int(parts), 1))
+            ends = np.concatenate([[0], np.cumsum(data.group_sizes)])
+
+            def pieces(array: np.ndarray, cuts: list[tuple[int, int]]) -> Any:
+                sizes = tuple(b - a for a, b in cuts)
+                return da.from_array(array, chunks=(sizes, *array.shape[1:]))
+
+            rows = [(int(ends[g[0]]), int(ends[g[-1] + 1])) for g in groups if len(g)]
+            lists = [(int(g[0]), int(g[-1] + 1)) for g in groups if len(g)]
+            model_class = lgb.DaskLGBMRanker if self.listwise else lgb.DaskLGBMRegressor
+            model = model_class(client=client, n_estimators=self._n_rounds(), **params)
+            extra = {"group": pieces(data.group_sizes, lists)} if self.listwise else {}
+            model.fit(pieces(data.features, rows), pieces(labels, rows), **extra)
+            return model.to_local().booster_
 
     def _fit_xgboost(self, data: FlatLists, valid: FlatLists | None) -> Any:
         import xgboost as xgb
@@ -662,6 +710,9 @@ class MARTRanker(_TreeRanker):
         n_jobs: threads (``-1``: all cores).
         seed: the library's seed.
         params: extra LightGBM or XGBoost parameters, applied last.
+        dask: train on a Dask cluster through LightGBM's Dask interface (ours; module
+            docstring): ``address`` (None: a local cluster of ``n_workers`` processes for the
+            fit) and ``partitions``. None: in this process.
     """
 
     backends = ("lightgbm", "xgboost")
@@ -681,11 +732,12 @@ class MARTRanker(_TreeRanker):
         n_jobs: int = -1,
         seed: int = 0,
         params: Mapping[str, Any] | None = None,
+        dask: Mapping[str, Any] | None = None,
     ) -> None:
         if n_leaves < 2 or n_iterations < 1 or learning_rate <= 0:
             raise ValueError(f"need n_leaves >= 2, n_iterations >= 1 and learning_rate > 0, "
                              f"got {n_leaves}, {n_iterations}, {learning_rate}")
-        self._init_common(backend, k, early_stopping_rounds, n_jobs, seed, params)
+        self._init_common(backend, k, early_stopping_rounds, n_jobs, seed, params, dask)
 
     def _n_rounds(self) -> int:
         return self.n_iterations
@@ -722,6 +774,9 @@ class LambdaMARTRanker(MARTRanker):
         n_jobs: threads (``-1``: all cores).
         seed: the library's seed.
         params: extra LightGBM or XGBoost parameters, applied last.
+        dask: train through LightGBM's Dask interface (``DaskLGBMRanker``, ours; module
+            docstring): ``address`` (None: a local cluster of ``n_workers`` processes for the
+            fit) and ``partitions``. None: in this process.
     """
 
     method = "λ-MART"
@@ -742,13 +797,14 @@ class LambdaMARTRanker(MARTRanker):
         n_jobs: int = -1,
         seed: int = 0,
         params: Mapping[str, Any] | None = None,
+        dask: Mapping[str, Any] | None = None,
     ) -> None:
         if truncation_level < 1:
             raise ValueError(f"truncation_level must be >= 1, got {truncation_level}")
         super().__init__(n_leaves=n_leaves, learning_rate=learning_rate,
                          n_iterations=n_iterations, min_leaf_size=min_leaf_size,
                          backend=backend, k=k, early_stopping_rounds=early_stopping_rounds,
-                         n_jobs=n_jobs, seed=seed, params=params)
+                         n_jobs=n_jobs, seed=seed, params=params, dask=dask)
 
     def _lightgbm_params(self, n_features: int) -> dict[str, Any]:
         return {**super()._lightgbm_params(n_features),
