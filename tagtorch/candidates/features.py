@@ -85,6 +85,7 @@ import torch
 
 from tagtorch.candidates.candidate_set import CandidateSet
 from tagtorch.candidates.generator import check_rule_settings
+from tagtorch.candidates.neighbours import NeighbourTags, top_per_row
 from tagtorch.candidates.object_topics import ObjectTopics
 from tagtorch.candidates.rules import RuleIndex
 from tagtorch.candidates.sparse import Lookup, csr, ragged_csr, sum_by_key, triplets
@@ -190,6 +191,10 @@ class LatreCandidates(SignatureSettings):
             Section 4.1), from the co-occurrence counts mined on D (so through the
             ``max_train_tags`` cap), for GP_rnd (:mod:`tagtorch.rankers.gp_rnd`). Off by
             default: it is ``L`` times larger than the features.
+        neighbours: settings of :class:`~tagtorch.candidates.neighbours.NeighbourTags` (ours,
+            off by default): the tags of the D objects most similar to I_o join the candidates
+            (``n_candidates``), and their normalized vote ``knn`` becomes a feature after
+            ``p_lda`` (``feature``).
         rule_cache: for serving (ours): the rule features of this many one-object calls are
             kept (least recently used out first), keyed by the object's input tags and its
             text and topic candidates, so that a repeated request skips rule mining. 0: off.
@@ -215,6 +220,7 @@ class LatreCandidates(SignatureSettings):
         topics: Mapping[str, Any] | None = None,
         diversity: Mapping[str, Any] | None = None,
         distances: bool = False,
+        neighbours: Mapping[str, Any] | None = None,
         rule_cache: int = 0,
     ) -> None:
         check_rule_settings(max_antecedent, min_support, min_confidence)
@@ -230,6 +236,9 @@ class LatreCandidates(SignatureSettings):
         if self.topic_tags is not None and self.topic_tags.feature:
             self.feature_names = (*FEATURE_NAMES, TopicTags.feature_name)
         self.object_topics = None if diversity is None else ObjectTopics(**dict(diversity))
+        self.neighbour_tags = None if neighbours is None else NeighbourTags(**dict(neighbours))
+        if self.neighbour_tags is not None and self.neighbour_tags.feature:
+            self.feature_names = (*self.feature_names, NeighbourTags.feature_name)
 
     def __sizeof__(self) -> int:
         """Bytes of the mined statistics too (:func:`tagtorch.engines.array_bytes`)."""
@@ -276,6 +285,8 @@ class LatreCandidates(SignatureSettings):
         self.term_features = torch.stack([iff, stability(f_tag, self.k_s), entropy, pred], -1)
         if self.topic_tags is not None:
             self.topic_tags.fit(train_tags, n)
+        if self.neighbour_tags is not None:
+            self.neighbour_tags.fit(train_tags, n)
         if self.object_topics is not None:
             self.object_topics.fit(train_objects, train_tags, terms)
         return self
@@ -426,6 +437,14 @@ class LatreCandidates(SignatureSettings):
             theta = self.topic_tags.mixtures(queries.input_tags, int(queries.objects[0]), dev)
             keys.append(self.topic_tags.top_keys(
                 theta, TopicTags.input_mask(queries.input_tags, n, dev)))
+        knn = None
+        if self.neighbour_tags is not None:
+            knn = self.neighbour_tags.scores(queries.input_tags)
+            knn.sort_indices()
+            if self.neighbour_tags.n_candidates:
+                top = top_per_row(knn, self.neighbour_tags.n_candidates)
+                top_rows = np.repeat(np.arange(len(queries)), np.diff(top.indptr))
+                keys.append(torch.as_tensor(top_rows * n + top.indices, device=dev))
         keep = torch.cat(keys).cpu().numpy() if keys else np.zeros(0, dtype=np.int64)
         keep = Ragged.from_groups(keep // n, keep % n, len(queries))
         antecedents, _ = most_frequent_per_row(queries.input_tags, self.tag_counts,
@@ -453,6 +472,11 @@ class LatreCandidates(SignatureSettings):
         if theta is not None and self.topic_tags is not None and self.topic_tags.feature:
             p_lda = self.topic_tags.probability(theta, rows, cols)
             features = torch.cat([features, p_lda[:, None]], -1)
+        if knn is not None and self.neighbour_tags is not None and self.neighbour_tags.feature:
+            knn_rows = np.repeat(np.arange(len(queries)), np.diff(knn.indptr))
+            lookup = Lookup(torch.as_tensor(knn_rows * n + knn.indices, device=dev),
+                            torch.as_tensor(knn.data, dtype=torch.float32, device=dev), n)
+            features = torch.cat([features, lookup(rows, cols)[:, None]], -1)
         gold = Lookup.from_ragged(queries.gold_tags, n, dev)
         labels = (gold(rows, cols) > 0).float()
         self._tick("features", start)
