@@ -121,6 +121,16 @@ def test_movielens_2k_fixture_timestamps_file() -> None:
                                 353: {"Action", "Thriller"}}
 
 
+def test_movielens_2k_metadata_become_text_fields() -> None:
+    folk = load_movielens_2k(FIXTURES, download=False, metadata=True)
+    assert folk.text_fields == ["title", "directors", "countries", "genres"]
+    texts = folk.texts.set_index(folk.objects)
+    assert texts.loc[1].tolist() == ["Toy story", "John Lasseter", "USA",
+                                     "Adventure Animation Children"]
+    assert texts.loc[4223].tolist() == ["Les misérables", "", "UK Germany", ""]
+    assert rows(folk) == rows(load_movielens_2k(FIXTURES, download=False))  # tags unchanged
+
+
 def test_movielens_2k_date_columns_match_timestamps(tmp_path: Path) -> None:
     folder = copy_folder("hetrec2011-movielens-2k", tmp_path)
     expected = rows(load_movielens_2k(path=folder))

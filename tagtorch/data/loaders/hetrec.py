@@ -242,6 +242,7 @@ def load_movielens_2k(
     download: bool = True,
     *,
     path: str | Path | None = None,
+    metadata: bool = False,
 ) -> Folksonomy:
     """Loads HetRec 2011 MovieLens 2k: users tagging movies, with genres as categories.
 
@@ -254,6 +255,10 @@ def load_movielens_2k(
         data_dir: data home holding ``hetrec2011-movielens-2k/``.
         download: fetch the official archive if the files are missing.
         path: a folder holding the files directly (no data home, no download).
+        metadata: add the movies' metadata as text fields beside the title (ours, for the
+            extended candidates): ``directors`` (``movie_directors.dat``, the names),
+            ``countries`` (``movie_countries.dat``) and ``genres`` (``movie_genres.dat``), each
+            a movie's values joined by spaces in file order ("" without any).
 
     Returns:
         The raw folksonomy (47,957 assignments by 2,113 users in the official release).
@@ -274,6 +279,18 @@ def load_movielens_2k(
                    text=["genre"])
     texts = _titles(movies, "id", "title")
     _log_untitled(frame, texts, "movies.dat")
+    if metadata:
+        directors = _read(folder / "movie_directors.dat", ["movieID", "directorName"],
+                          integer=["movieID"], text=["directorName"], optional=["directorID"],
+                          encoding="latin-1")
+        countries = _read(folder / "movie_countries.dat", ["movieID", "country"],
+                          integer=["movieID"], text=["country"], encoding="latin-1")
+        for name, table, column in (("directors", directors, "directorName"),
+                                    ("countries", countries, "country"),
+                                    ("genres", genres, "genre")):
+            values = table.frame[column].fillna("").astype(str).str.strip()
+            joined = values.groupby(table.frame["movieID"].to_numpy(), sort=False).agg(" ".join)
+            texts[name] = joined.reindex(texts.index).fillna("").to_numpy()
     categories = pd.DataFrame({
         "object": genres.frame["movieID"].to_numpy(),
         "category": genres.frame["genre"].fillna("").astype(str).str.strip().to_numpy(),
