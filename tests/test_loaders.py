@@ -96,6 +96,19 @@ def test_lastfm_fixture() -> None:
     assert folk.assignments.dtypes.tolist() == [np.int64] * 4
 
 
+def test_lastfm_listening_counts_become_profiles() -> None:
+    folk = load_lastfm(FIXTURES, download=False, listening=True)
+    got = {(int(folk.objects[o]), int(k), float(w))
+           for o, k, w in folk.profiles[["object", "key", "weight"]].itertuples(index=False)}
+    users = {2: 0, 3: 1, 5: 2}  # key codes: listeners of tagged artists, sorted as strings
+    assert got == {(52, users[2], 13883.0), (63, users[2], 11690.0), (52, users[3], 500.0),
+                   (311, users[5], 20.0)}  # 707: listened to, never tagged
+    assert len(load_lastfm(FIXTURES, download=False).profiles) == 0
+    assert folk.fingerprint() != load_lastfm(FIXTURES, download=False).fingerprint()
+    kept = folk.select(folk.assignments["object"].to_numpy() == 0)  # artist 52 only
+    assert sorted(kept.profiles["weight"].tolist()) == [500.0, 13883.0]
+
+
 def test_lastfm_path_argument_and_missing_file(tmp_path: Path) -> None:
     folder = copy_folder("hetrec2011-lastfm-2k", tmp_path)
     assert load_lastfm(path=folder).n_assignments == 6

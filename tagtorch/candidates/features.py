@@ -195,6 +195,14 @@ class LatreCandidates(SignatureSettings):
             off by default): the tags of the D objects most similar to I_o join the candidates
             (``n_candidates``), and their normalized vote ``knn`` becomes a feature after
             ``p_lda`` (``feature``).
+        max_candidates: a budget of candidates per object over every source (ours; None: no
+            budget, the paper's lists): beyond it, an object keeps its text terms, then the
+            candidates of highest reciprocal-rank fusion ``Σ_s 1 / (60 + rank_s)`` over the
+            sources that score them (the rules by ``sum_l``, each neighbour source by its
+            score, LDA by ``p_lda``; ranks from 0 within the object, ties by tag code).
+        profile_neighbours: the same with the similarity of the objects' profiles
+            (``space="profiles"``, e.g. Last.fm's listeners; ours, off by default); feature
+            ``knn_profile``, after ``knn``.
         rule_cache: for serving (ours): the rule features of this many one-object calls are
             kept (least recently used out first), keyed by the object's input tags and its
             text and topic candidates, so that a repeated request skips rule mining. 0: off.
@@ -221,6 +229,8 @@ class LatreCandidates(SignatureSettings):
         diversity: Mapping[str, Any] | None = None,
         distances: bool = False,
         neighbours: Mapping[str, Any] | None = None,
+        profile_neighbours: Mapping[str, Any] | None = None,
+        max_candidates: int | None = None,
         rule_cache: int = 0,
     ) -> None:
         check_rule_settings(max_antecedent, min_support, min_confidence)
@@ -229,6 +239,8 @@ class LatreCandidates(SignatureSettings):
             if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int)
                                     or cap < 1):
                 raise ValueError(f"{name} must be an integer >= 1 or None, got {cap!r}")
+        if max_candidates is not None and max_candidates < 1:
+            raise ValueError(f"max_candidates must be >= 1 or None, got {max_candidates}")
         self.k_x, self.k_c, self.k_r, self.k_s = k_x, k_c, k_r, k_s
         self.device = resolve_device(device)
         self.stage_seconds: dict[str, float] = defaultdict(float)
@@ -236,9 +248,12 @@ class LatreCandidates(SignatureSettings):
         if self.topic_tags is not None and self.topic_tags.feature:
             self.feature_names = (*FEATURE_NAMES, TopicTags.feature_name)
         self.object_topics = None if diversity is None else ObjectTopics(**dict(diversity))
-        self.neighbour_tags = None if neighbours is None else NeighbourTags(**dict(neighbours))
-        if self.neighbour_tags is not None and self.neighbour_tags.feature:
-            self.feature_names = (*self.feature_names, NeighbourTags.feature_name)
+        self.neighbour_sources = [
+            NeighbourTags(**{**dict(settings), "space": space})
+            for space, settings in (("tags", neighbours), ("profiles", profile_neighbours))
+            if settings is not None]
+        self.feature_names = (*self.feature_names, *(
+            source.feature_name for source in self.neighbour_sources if source.feature))
 
     def __sizeof__(self) -> int:
         """Bytes of the mined statistics too (:func:`tagtorch.engines.array_bytes`)."""
@@ -285,8 +300,8 @@ class LatreCandidates(SignatureSettings):
         self.term_features = torch.stack([iff, stability(f_tag, self.k_s), entropy, pred], -1)
         if self.topic_tags is not None:
             self.topic_tags.fit(train_tags, n)
-        if self.neighbour_tags is not None:
-            self.neighbour_tags.fit(train_tags, n)
+        for source in self.neighbour_sources:
+            source.fit(train_objects, train_tags, terms)
         if self.object_topics is not None:
             self.object_topics.fit(train_objects, train_tags, terms)
         return self
@@ -437,12 +452,13 @@ class LatreCandidates(SignatureSettings):
             theta = self.topic_tags.mixtures(queries.input_tags, int(queries.objects[0]), dev)
             keys.append(self.topic_tags.top_keys(
                 theta, TopicTags.input_mask(queries.input_tags, n, dev)))
-        knn = None
-        if self.neighbour_tags is not None:
-            knn = self.neighbour_tags.scores(queries.input_tags)
+        votes = []
+        for source in self.neighbour_sources:
+            knn = source.scores(queries.objects, queries.input_tags, known=texts is None)
             knn.sort_indices()
-            if self.neighbour_tags.n_candidates:
-                top = top_per_row(knn, self.neighbour_tags.n_candidates)
+            votes.append(knn)
+            if source.n_candidates:
+                top = top_per_row(knn, source.n_candidates)
                 top_rows = np.repeat(np.arange(len(queries)), np.diff(top.indptr))
                 keys.append(torch.as_tensor(top_rows * n + top.indices, device=dev))
         keep = torch.cat(keys).cpu().numpy() if keys else np.zeros(0, dtype=np.int64)
@@ -469,15 +485,47 @@ class LatreCandidates(SignatureSettings):
         else:
             columns += [torch.zeros(len(rows), device=dev)] * 4
         features = torch.cat([torch.stack(columns, -1), self.term_features[cols]], -1)
-        if theta is not None and self.topic_tags is not None and self.topic_tags.feature:
+        ranked = [columns[1]]  # the sources' scores, for the budget: sum_l first
+        if theta is not None and self.topic_tags is not None:
             p_lda = self.topic_tags.probability(theta, rows, cols)
-            features = torch.cat([features, p_lda[:, None]], -1)
-        if knn is not None and self.neighbour_tags is not None and self.neighbour_tags.feature:
+            if self.topic_tags.feature:
+                features = torch.cat([features, p_lda[:, None]], -1)
+            if self.topic_tags.n_candidates:
+                ranked.append(p_lda)
+        for source, knn in zip(self.neighbour_sources, votes, strict=True):
             knn_rows = np.repeat(np.arange(len(queries)), np.diff(knn.indptr))
             lookup = Lookup(torch.as_tensor(knn_rows * n + knn.indices, device=dev),
                             torch.as_tensor(knn.data, dtype=torch.float32, device=dev), n)
-            features = torch.cat([features, lookup(rows, cols)[:, None]], -1)
+            value = lookup(rows, cols)
+            ranked.append(value)
+            if source.feature:
+                features = torch.cat([features, value[:, None]], -1)
+        if self.max_candidates is not None:
+            fused = torch.zeros(len(rows), dtype=torch.float64, device=dev)
+            for score in ranked:  # float64: no rounding reorders near-equal sums
+                rank = _row_ranks(rows, score).double()
+                fused = fused + torch.where(score > 0, 1.0 / (60.0 + rank), 0.0)
+            fused = fused + (columns[5] > 0).double()  # text terms first (ts > 0)
+            chosen = _row_ranks(rows, fused) < self.max_candidates
+            rows, cols, features = rows[chosen], cols[chosen], features[chosen]
         gold = Lookup.from_ragged(queries.gold_tags, n, dev)
         labels = (gold(rows, cols) > 0).float()
         self._tick("features", start)
         return rows.cpu(), cols.cpu(), features.float().cpu(), labels.cpu()
+
+
+def _row_ranks(rows: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """Rank (0 = highest value) of each entry within its row; ties keep the entries' order.
+
+    ``rows`` is non-decreasing (entries grouped by row).
+
+    Example:
+        >>> _row_ranks(torch.tensor([0, 0, 0, 1]), torch.tensor([0.2, 0.9, 0.2, 5.0])).tolist()
+        [1, 0, 2, 0]
+    """
+    order = torch.argsort(-values, stable=True)
+    order = order[torch.argsort(rows[order], stable=True)]
+    rank = torch.empty_like(order)
+    first = torch.searchsorted(rows, rows[order])  # the row's first position
+    rank[order] = torch.arange(len(order), device=rows.device) - first
+    return rank

@@ -14,6 +14,13 @@ Ties among neighbours are broken by D order, among tags by tag code. Only D's ta
 default): the ``n_candidates`` tags of highest ``knn`` outside ``I_o`` join the candidates, and
 ``knn`` becomes a feature of every candidate (``feature``).
 
+With ``space="profiles"`` (the generator's ``profile_neighbours`` setting, feature
+``knn_profile``), the similarity is that of the objects' other interactions instead
+(:attr:`~tagtorch.data.folksonomy.Folksonomy.profiles`, e.g. Last.fm's listeners with their
+play counts): ``sim(o, d) = cos(w_o, w_d)`` with ``w_{o,u} = log(1 + count) · idf_u`` over the
+keys ``u``, and the vote is the same. A target object's profile is object metadata, known
+before any tag, like its title; an object without a profile gets no votes.
+
 Defaults (``k = 1000``, ``p = 3``) are the best of a small grid on fold 0 of HetRec Last.fm
 measured on T's candidate recall at 300 (the design note in ``docs/extended_candidates.md``);
 a sweep should tune them on V.
@@ -30,6 +37,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from tagtorch.data.ragged import Ragged
+from tagtorch.data.terms import TermIndex
 
 __all__ = ["NeighbourTags", "top_per_row"]
 
@@ -53,74 +61,119 @@ def top_per_row(matrix: sp.csr_matrix, k: int) -> sp.csr_matrix:
     return sp.csr_matrix((matrix.data[kept], matrix.indices[kept], indptr), shape=matrix.shape)
 
 
-def _incidence(tags: Ragged, n_terms: int) -> sp.csr_matrix:
-    """``[n, W]`` 0/1 matrix of ragged tag sets (repeated tags count once)."""
-    matrix = sp.csr_matrix((np.ones(len(tags.values)), np.asarray(tags.values, dtype=np.int64),
+def _incidence(tags: Ragged, n_terms: int, weights: np.ndarray | None = None
+               ) -> sp.csr_matrix:
+    """``[n, W]`` matrix of ragged rows: 1 per distinct entry, or the summed ``weights``."""
+    matrix = sp.csr_matrix((np.ones(len(tags.values)) if weights is None else weights,
+                            np.asarray(tags.values, dtype=np.int64),
                             np.asarray(tags.offsets, dtype=np.int64)),
                            shape=(len(tags), n_terms))
     matrix.sum_duplicates()
-    matrix.data[:] = 1.0
+    if weights is None:
+        matrix.data[:] = 1.0
     return matrix
 
 
+def _unit_rows(matrix: sp.csr_matrix) -> sp.csr_matrix:
+    """Each row divided by its Euclidean norm (empty rows stay empty)."""
+    norms = np.sqrt(np.asarray(matrix.multiply(matrix).sum(1)).ravel())
+    scale = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
+    return matrix.multiply(scale[:, None]).tocsr()
+
+
 class NeighbourTags:
-    """Tags of the D objects most similar to a target object's input tags (module docstring).
+    """Tags of the D objects most similar to a target object (module docstring).
 
     Args:
         k: neighbours per object.
         power: ``p``, the exponent of the similarity in the vote.
-        idf: weight tags by their inverse document frequency in D (False: plain cosine).
-        n_candidates: tags of highest ``knn`` added to each object's candidates (0: none).
-        feature: add ``knn`` to the candidates' features.
+        idf: weight tags (or profile keys) by their inverse document frequency in D (False:
+            plain cosine).
+        n_candidates: tags of highest score added to each object's candidates (0: none).
+        feature: add the score to the candidates' features (``knn`` or ``knn_profile``).
+        space: ``"tags"``: similarity of I_o and D's tag sets; ``"profiles"``: of the
+            objects' profiles (:attr:`tagtorch.data.terms.TermIndex.profile_keys`).
     """
 
-    feature_name = "knn"
-
     def __init__(self, k: int = 1000, power: float = 3.0, idf: bool = True,
-                 n_candidates: int = 100, feature: bool = True) -> None:
+                 n_candidates: int = 100, feature: bool = True, space: str = "tags") -> None:
         if k < 1 or n_candidates < 0 or power <= 0:
             raise ValueError(f"neighbours: need k >= 1, n_candidates >= 0 and power > 0, got "
                              f"{k}, {n_candidates}, {power}")
-        self.k, self.power, self.idf, self.n_candidates, self.feature = \
-            k, power, idf, n_candidates, feature
+        if space not in ("tags", "profiles"):
+            raise ValueError(f"neighbours: space must be 'tags' or 'profiles', got {space!r}")
+        self.k, self.power, self.idf, self.n_candidates, self.feature, self.space = \
+            k, power, idf, n_candidates, feature, space
         self.weights_: np.ndarray | None = None
         self._similar: sp.csr_matrix | None = None
         self._tags: sp.csr_matrix | None = None
+        self._terms: TermIndex | None = None
 
-    def fit(self, train_tags: Ragged, n_terms: int) -> Self:
-        """Indexes D's tag sets (one row per D object)."""
-        tags = _incidence(train_tags, n_terms)
-        df = np.asarray(tags.sum(0)).ravel()
-        self.weights_ = (np.log((tags.shape[0] + 1) / (df + 1)) if self.idf
-                         else np.ones(n_terms))
-        weighted = tags.multiply(self.weights_[None, :]).tocsr()
-        norms = np.sqrt(np.asarray(weighted.multiply(weighted).sum(1)).ravel())
-        scale = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
-        self._similar = weighted.multiply(scale[:, None]).T.tocsr()  # [W, |D|], unit rows of D
-        self._tags = tags
+    @property
+    def feature_name(self) -> str:
+        """The score's feature name: ``knn`` (tags) or ``knn_profile`` (profiles)."""
+        return "knn" if self.space == "tags" else "knn_profile"
+
+    def _idf(self, rows: sp.csr_matrix) -> np.ndarray:
+        df = np.asarray((rows > 0).sum(0)).ravel()
+        return np.log((rows.shape[0] + 1) / (df + 1)) if self.idf else np.ones(rows.shape[1])
+
+    def _vectors(self, objects: np.ndarray, input_tags: Ragged, n_terms: int) -> sp.csr_matrix:
+        """The rows compared: 0/1 tag sets, or ``log(1 + count)`` profiles (unweighted)."""
+        if self.space == "tags":
+            return _incidence(input_tags, n_terms)
+        terms = self._terms
+        if terms is None or terms.profile_keys is None or terms.profile_weights is None:
+            raise ValueError("neighbours: space='profiles' needs a folksonomy with profiles "
+                             "(e.g. data=lastfm data.listening=true)")
+        keys = terms.profile_keys.take(objects)
+        weights = np.log1p(terms.profile_weights[_positions(terms.profile_keys, objects)])
+        return _incidence(keys, terms.n_profile_keys, weights)
+
+    def fit(self, train_objects: np.ndarray, train_tags: Ragged, terms: TermIndex) -> Self:
+        """Indexes D (one row per D object): its tag sets, and its profiles if compared."""
+        self._terms = terms
+        self._tags = _incidence(train_tags, terms.n_terms)
+        compared = self._vectors(np.asarray(train_objects), train_tags, terms.n_terms)
+        self.weights_ = self._idf(compared)
+        self._similar = _unit_rows(compared.multiply(self.weights_[None, :]).tocsr()).T.tocsr()
         return self
 
-    def scores(self, input_tags: Ragged) -> sp.csr_matrix:
-        """``knn(o, t)`` of each target object (rows) and tag (columns), 0 on ``I_o``.
+    def scores(self, objects: np.ndarray, input_tags: Ragged,
+               known: bool = True) -> sp.csr_matrix:
+        """Scores of each target object (rows) and tag (columns), 0 on ``I_o``.
 
         Args:
-            input_tags: ragged ``[b]`` input tag codes of the target objects.
+            objects: ``[b]`` object codes of the targets (their profiles).
+            input_tags: ragged ``[b]`` input tag codes of the targets.
+            known: whether ``objects`` are codes of the fitted index; False (new objects, as a
+                service posts): no profile is known, so the profile space gives no votes.
 
         Returns:
             ``[b, W]`` sparse scores in (0, 1], each row's best tag at 1.
         """
         if self._similar is None or self._tags is None or self.weights_ is None:
             raise RuntimeError("call fit() before scoring")
-        query = _incidence(input_tags, self._tags.shape[1])
-        weighted = query.multiply(self.weights_[None, :]).tocsr()
-        norms = np.sqrt(np.asarray(weighted.multiply(weighted).sum(1)).ravel())
-        scale = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
-        similarity = top_per_row(weighted.multiply(scale[:, None]).tocsr() @ self._similar,
-                                 self.k)
+        n_terms = self._tags.shape[1]
+        if self.space == "profiles" and not known:
+            return sp.csr_matrix((len(input_tags), n_terms))
+        query = self._vectors(np.asarray(objects), input_tags, n_terms)
+        weighted = _unit_rows(query.multiply(self.weights_[None, :]).tocsr())
+        similarity = top_per_row(weighted @ self._similar, self.k)
         similarity.data **= self.power
         votes = (similarity @ self._tags).tocsr()
-        votes = (votes - votes.multiply(query)).tocsr()  # I_o is never a candidate
+        given = _incidence(input_tags, n_terms)
+        votes = (votes - votes.multiply(given)).tocsr()  # I_o is never a candidate
         votes.eliminate_zeros()
         row_max = votes.max(axis=1).toarray().ravel()  # every stored vote is > 0
         votes.data /= row_max[np.repeat(np.arange(votes.shape[0]), np.diff(votes.indptr))]
         return votes
+
+
+def _positions(ragged: Ragged, rows: np.ndarray) -> np.ndarray:
+    """Indices into ``ragged.values`` of the entries of ``rows``, row after row."""
+    rows = np.asarray(rows, dtype=np.int64)
+    lengths = ragged.lengths[rows]
+    starts = np.repeat(ragged.offsets[rows] - np.concatenate([[0], np.cumsum(lengths)[:-1]]),
+                       lengths)
+    return np.arange(int(lengths.sum()), dtype=np.int64) + starts

@@ -49,6 +49,9 @@ class Folksonomy:
         categories: ``object`` and ``category`` int64 codes, one row per (object, category).
         category_names: name of each category code.
         name: dataset name used in logs and reports.
+        profiles: object interactions other than tags (ours; e.g. Last.fm's listening counts):
+            ``object`` and ``key`` int64 codes and a float64 ``weight``, one row per
+            (object, key); empty for most datasets. Object metadata, like the texts.
         meta: free-form facts from the source, indexed by the codes above (e.g. the synthetic
             generator's ground truth); transforms that re-code tags or objects drop it.
     """
@@ -62,6 +65,9 @@ class Folksonomy:
     category_names: np.ndarray
     name: str = "folksonomy"
     meta: Mapping[str, Any] = field(default_factory=dict)
+    profiles: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(
+        {"object": np.zeros(0, np.int64), "key": np.zeros(0, np.int64),
+         "weight": np.zeros(0, np.float64)}))
 
     @classmethod
     def from_frame(
@@ -70,6 +76,7 @@ class Folksonomy:
         texts: pd.DataFrame | None = None,
         categories: pd.DataFrame | None = None,
         name: str = "folksonomy",
+        profiles: pd.DataFrame | None = None,
     ) -> Folksonomy:
         """Builds a folksonomy from raw ids.
 
@@ -81,6 +88,10 @@ class Folksonomy:
                 without assignments are ignored.
             categories: columns ``object`` (raw id) and ``category`` (name).
             name: dataset name.
+            profiles: columns ``object`` (raw id), ``key`` (raw id) and ``weight`` (a number):
+                the objects' other interactions (see the attribute). Objects without
+                assignments and rows with a missing or non-positive weight are ignored; a
+                repeated (object, key) keeps its summed weight.
 
         Returns:
             The folksonomy with contiguous ids (sorted raw ids and tag strings).
@@ -127,6 +138,15 @@ class Folksonomy:
             category_names = np.zeros(0, dtype=object)
             cat_table = pd.DataFrame({"object": np.zeros(0, np.int64),
                                       "category": np.zeros(0, np.int64)})
+        extra = {}
+        if profiles is not None and len(profiles):
+            rows = profiles.assign(weight=pd.to_numeric(profiles["weight"], errors="coerce"))
+            rows = rows[rows["object"].isin(object_index) & (rows["weight"] > 0)]
+            key, _ = _encode(rows["key"].astype(str))
+            extra["profiles"] = pd.DataFrame({
+                "object": object_index.get_indexer(rows["object"]), "key": key,
+                "weight": rows["weight"].to_numpy(dtype=np.float64)}) \
+                .groupby(["object", "key"], as_index=False)["weight"].sum()
         return cls(
             assignments=_deduplicate(table),
             users=users,
@@ -136,6 +156,7 @@ class Folksonomy:
             categories=cat_table,
             category_names=category_names,
             name=name,
+            **extra,
         )
 
     # ------------------------------------------------------------------ sizes
@@ -170,13 +191,14 @@ class Folksonomy:
 
         It covers the assignments (user, object and tag codes and timestamps, in row order),
         the vocabularies those codes name (raw user ids, raw object ids, tag strings), the text
-        fields (names and every object's strings) and the categories (the (object, category)
-        rows and the category names). It leaves out the dataset's ``name`` (a label for logs)
-        and ``meta`` (free-form source facts). Two folksonomies with equal digests have equal
-        content, so the candidate cache, the text cache and the evaluation's run pieces key
-        their entries by it; the digest is the same in every process and on every run (pandas'
-        value hashing with its fixed key, never Python's salted ``hash``). It is computed once
-        per object (a folksonomy is not modified in place; transforms return new ones).
+        fields (names and every object's strings), the categories (the (object, category)
+        rows and the category names) and the profiles, when there are any. It leaves out the
+        dataset's ``name`` (a label for logs) and ``meta`` (free-form source facts). Two
+        folksonomies with equal digests have equal content, so the candidate cache, the text
+        cache and the evaluation's run pieces key their entries by it; the digest is the same in
+        every process and on every run (pandas' value hashing with its fixed key, never Python's
+        salted ``hash``). It is computed once per object (a folksonomy is not modified in place;
+        transforms return new ones).
 
         Example:
             >>> frame = pd.DataFrame({"user": ["u", "u"], "object": ["a", "b"],
@@ -212,6 +234,8 @@ class Folksonomy:
         table("texts", self.texts)
         table("categories", self.categories[["object", "category"]])
         strings("category_names", self.category_names)
+        if len(self.profiles):  # absent profiles leave the digests of earlier versions
+            table("profiles", self.profiles[["object", "key", "weight"]])
         value = digest.hexdigest()
         self.__dict__["_fingerprint"] = value  # frozen dataclass: memoized beside the fields
         return value
@@ -263,6 +287,8 @@ class Folksonomy:
         cats = self.categories[self.categories["object"].isin(objects)]
         cats = pd.DataFrame({"object": np.searchsorted(objects, cats["object"].to_numpy()),
                              "category": cats["category"].to_numpy()})
+        kept = self.profiles[self.profiles["object"].isin(objects)]
+        profiles = kept.assign(object=np.searchsorted(objects, kept["object"].to_numpy()))
         return replace(
             self,
             assignments=new,
@@ -271,6 +297,7 @@ class Folksonomy:
             tags=self.tags[tags],
             texts=self.texts.iloc[objects].reset_index(drop=True),
             categories=cats,
+            profiles=profiles.reset_index(drop=True),
             meta={},
         )
 

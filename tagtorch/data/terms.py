@@ -30,6 +30,11 @@ class TermIndex:
             genres), ascending; None when the folksonomy has no categories. Object metadata
             like the texts, read by the optional topic component of the candidates (xTReD).
         n_categories: number of category codes (0 without categories).
+        profile_keys: ragged ``[n_objects]`` interaction key codes of every object (ours:
+            :attr:`Folksonomy.profiles`, e.g. Last.fm's listeners), ascending; None without
+            profiles. Read by the profile-neighbour candidates.
+        profile_weights: the weight of each entry of ``profile_keys.values``.
+        n_profile_keys: number of key codes (0 without profiles).
 
     Example:
         >>> import pandas as pd
@@ -46,6 +51,9 @@ class TermIndex:
     fields: dict[str, Ragged]
     categories: Ragged | None = None
     n_categories: int = 0
+    profile_keys: Ragged | None = None
+    profile_weights: np.ndarray | None = None
+    n_profile_keys: int = 0
 
     @property
     def n_terms(self) -> int:
@@ -79,6 +87,15 @@ class TermIndex:
         categories = None
         if len(folksonomy.categories):
             categories = object_categories(folksonomy, np.arange(folksonomy.n_objects))
+        profiles = {}
+        if len(folksonomy.profiles):
+            table = folksonomy.profiles.sort_values(["object", "key"])
+            profiles = {
+                "profile_keys": Ragged.from_groups(table["object"].to_numpy(),
+                                                   table["key"].to_numpy(), folksonomy.n_objects),
+                "profile_weights": table["weight"].to_numpy(dtype=np.float64),
+                "n_profile_keys": int(table["key"].max()) + 1}
         return cls(n_tags=folksonomy.n_tags, vocabulary=vocabulary, fields=fields,
                    categories=categories,
-                   n_categories=len(folksonomy.category_names) if categories is not None else 0)
+                   n_categories=len(folksonomy.category_names) if categories is not None else 0,
+                   **profiles)

@@ -203,6 +203,7 @@ def load_lastfm(
     download: bool = True,
     *,
     path: str | Path | None = None,
+    listening: bool = False,
 ) -> Folksonomy:
     """Loads HetRec 2011 Last.fm 2k: users tagging music artists.
 
@@ -216,6 +217,9 @@ def load_lastfm(
             :func:`~tagtorch.data.download.data_home`).
         download: fetch the official archive if the files are missing.
         path: a folder holding the files directly (no data home, no download).
+        listening: read ``user_artists.dat`` (``userID artistID weight``, play counts) into
+            the folksonomy's profiles (ours, for the profile-neighbour candidates): key the
+            listener, weight the play count.
 
     Returns:
         The raw folksonomy (186,479 assignments by 1,892 users in the official release).
@@ -233,8 +237,15 @@ def load_lastfm(
     artists = _read(folder / "artists.dat", ["id", "name"], integer=["id"], text=["name"])
     texts = _titles(artists, "id", "name")
     _log_untitled(frame, texts, "artists.dat")
+    profiles = None
+    if listening:
+        plays = _read(folder / "user_artists.dat", ["userID", "artistID", "weight"],
+                      integer=["userID", "artistID", "weight"])
+        profiles = pd.DataFrame({"object": plays.frame["artistID"].to_numpy(),
+                                 "key": plays.frame["userID"].to_numpy(),
+                                 "weight": plays.frame["weight"].to_numpy()})
     return Folksonomy.from_frame(_with_tags(frame, source, tags, "tagID", "tagValue"), texts,
-                                 name=LASTFM_2K.folder)
+                                 name=LASTFM_2K.folder, profiles=profiles)
 
 
 def load_movielens_2k(
