@@ -166,9 +166,10 @@ def fit_best(
     if elsewhere:  # trained in other processes: what the module kept, from its checkpoint
         module.on_load_checkpoint(state)
     score = best.best_model_score
-    if score is None:  # a spawned fit: the score is in the checkpoint callback's state
-        score = next((value["best_model_score"] for key, value in state.get("callbacks", {})
-                      .items() if key.startswith("ModelCheckpoint")), None)
+    if score is None:  # a spawned fit: the score is in the best checkpoint callback's state
+        score = next((value.get("best_model_score") for value in state.get("callbacks", {})
+                      .values() if isinstance(value, dict) and value.get("monitor") == monitor),
+                     None)
     return BestEpoch(path, int(state["epoch"]), None if score is None else float(score))
 
 
