@@ -127,7 +127,7 @@ class NeighbourTags:
             raise ValueError("neighbours: space='profiles' needs a folksonomy with profiles "
                              "(e.g. data=lastfm data.listening=true)")
         keys = terms.profile_keys.take(objects)
-        weights = np.log1p(terms.profile_weights[_positions(terms.profile_keys, objects)])
+        weights = np.log1p(terms.profile_weights[terms.profile_keys.positions(objects)])
         return _incidence(keys, terms.n_profile_keys, weights)
 
     def fit(self, train_objects: np.ndarray, train_tags: Ragged, terms: TermIndex) -> Self:
@@ -169,11 +169,3 @@ class NeighbourTags:
         votes.data /= row_max[np.repeat(np.arange(votes.shape[0]), np.diff(votes.indptr))]
         return votes
 
-
-def _positions(ragged: Ragged, rows: np.ndarray) -> np.ndarray:
-    """Indices into ``ragged.values`` of the entries of ``rows``, row after row."""
-    rows = np.asarray(rows, dtype=np.int64)
-    lengths = ragged.lengths[rows]
-    starts = np.repeat(ragged.offsets[rows] - np.concatenate([[0], np.cumsum(lengths)[:-1]]),
-                       lengths)
-    return np.arange(int(lengths.sum()), dtype=np.int64) + starts

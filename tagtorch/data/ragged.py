@@ -92,9 +92,19 @@ class Ragged:
     def take(self, rows: np.ndarray) -> Ragged:
         """Selects rows (in the given order) as a new ragged array."""
         rows = np.asarray(rows, dtype=np.int64)
-        lengths = self.lengths[rows]
         offsets = np.zeros(len(rows) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=offsets[1:])
-        starts = np.repeat(self.offsets[rows] - offsets[:-1], lengths)
-        index = np.arange(offsets[-1], dtype=np.int64) + starts
-        return Ragged(offsets, self.values[index])
+        np.cumsum(self.lengths[rows], out=offsets[1:])
+        return Ragged(offsets, self.values[self.positions(rows)])
+
+    def positions(self, rows: np.ndarray) -> np.ndarray:
+        """Indices into :attr:`values` of the entries of ``rows``, row after row.
+
+        Example:
+            >>> Ragged.from_lists([[5, 6], [], [7]]).positions(np.array([2, 0])).tolist()
+            [2, 0, 1]
+        """
+        rows = np.asarray(rows, dtype=np.int64)
+        lengths = self.lengths[rows]
+        firsts = np.cumsum(lengths) - lengths  # where each row starts in the result
+        starts = np.repeat(self.offsets[rows] - firsts, lengths)
+        return np.arange(int(lengths.sum()), dtype=np.int64) + starts
