@@ -7,7 +7,8 @@ Each combination is :class:`~tagtorch.candidates.features.LatreCandidates` with 
 consequent (``max_rule_candidates=None``) and ``max_candidates=N`` (the budget: text terms,
 then reciprocal-rank fusion of the sources). With rules alone, that keeps the text terms and
 the best consequents by ``sum_l``, the paper's ordering. Prints one table per dataset and
-writes the curve to ``--figure`` (default ``docs/figures/recall_at_n.png``).
+writes the curve to ``--figure`` (default ``docs/figures/recall_at_n.png``): one line per
+combination, dashed for a source alone (its own candidates only, no text terms).
 
 Usage::
 
@@ -25,20 +26,40 @@ from typing import Any
 
 TAG_NEIGHBOURS = {"n_candidates": 300}
 LISTENERS = {"n_candidates": 300, "k": 200, "power": 2.0}
+EMBEDDINGS = {"n_candidates": 300, "rank": 128}
+TOPICS = {"lda": {"n_topics": 100, "iterations": 300, "burn_in": 200, "seed": 0},
+          "n_candidates": 300, "infer_iterations": 50, "infer_burn_in": 25}
+ALONE = {"max_rule_candidates": 0, "text_candidates": False}  # a source's own candidates only
 COMBINATIONS: dict[str, dict[str, dict[str, Any]]] = {
     "lastfm": {
         "rules + text (paper)": {},
+        "rules alone": {"text_candidates": False},
+        "tag neighbours alone": {**ALONE, "neighbours": TAG_NEIGHBOURS},
+        "listener neighbours alone": {**ALONE, "profile_neighbours": LISTENERS},
+        "tag embeddings alone": {**ALONE, "embeddings": EMBEDDINGS},
+        "LDA topics alone": {**ALONE, "topics": TOPICS},
         "+ tag neighbours": {"neighbours": TAG_NEIGHBOURS},
         "+ tag and listener neighbours": {"neighbours": TAG_NEIGHBOURS,
                                           "profile_neighbours": LISTENERS},
-        "text + both neighbours, no rules": {"neighbours": TAG_NEIGHBOURS,
-                                             "profile_neighbours": LISTENERS,
-                                             "max_rule_candidates": 0},
+        "+ both neighbours + embeddings": {"neighbours": TAG_NEIGHBOURS,
+                                           "profile_neighbours": LISTENERS,
+                                           "embeddings": EMBEDDINGS},
+        "+ both neighbours + embeddings + LDA": {"neighbours": TAG_NEIGHBOURS,
+                                                 "profile_neighbours": LISTENERS,
+                                                 "embeddings": EMBEDDINGS, "topics": TOPICS},
     },
     "movielens": {
         "rules + title (paper)": {"metadata": False},
         "+ metadata text": {},
+        "metadata text alone": {"max_rule_candidates": 0},
+        "tag neighbours alone": {**ALONE, "neighbours": TAG_NEIGHBOURS},
+        "tag embeddings alone": {**ALONE, "embeddings": EMBEDDINGS},
+        "LDA topics alone": {**ALONE, "topics": TOPICS},
         "+ metadata + tag neighbours": {"neighbours": TAG_NEIGHBOURS},
+        "+ metadata + tag neighbours + embeddings": {"neighbours": TAG_NEIGHBOURS,
+                                                     "embeddings": EMBEDDINGS},
+        "+ metadata + tag neighbours + embeddings + LDA": {
+            "neighbours": TAG_NEIGHBOURS, "embeddings": EMBEDDINGS, "topics": TOPICS},
     },
 }
 
@@ -55,8 +76,11 @@ def load(name: str, metadata: bool) -> Any:
 
 
 def recall_curve(name: str, settings: dict[str, Any], folds: list[int],
-                 ns: list[int]) -> list[float]:
-    """Recall at each N, pooled over the folds' T objects (gold tags found / gold tags)."""
+                 ns: list[int], split: str = "test") -> list[float]:
+    """Recall at each N, pooled over the folds' T (or V) objects (gold found / gold tags).
+
+    The generator is fitted once per fold; only its budget changes between the N.
+    """
     import torch
 
     from tagtorch.candidates.features import LatreCandidates
@@ -71,10 +95,12 @@ def recall_curve(name: str, settings: dict[str, Any], folds: list[int],
     total = 0.0
     for f in folds:
         fold = splits[f]
+        queries = fold.test if split == "test" else fold.val
+        generator = LatreCandidates(device="cpu", **{"max_rule_candidates": None, **settings})
+        generator.fit(fold.train_objects, fold.train_tags, terms)
         for i, n in enumerate(ns):
-            generator = LatreCandidates(device="cpu", **{"max_rule_candidates": None,
-                                                         **settings, "max_candidates": n})
-            candidates = generator.fit(fold.train_objects, fold.train_tags, terms)(fold.test)
+            generator.max_candidates = n
+            candidates = generator(queries)
             found[i] += float(candidates.labels.sum())
         total += float(candidates.n_relevant.sum())
     return (found / total).tolist()
@@ -85,6 +111,9 @@ def main() -> None:
     parser.add_argument("--folds", type=int, nargs="+", default=[0])
     parser.add_argument("--ns", type=int, nargs="+", default=[25, 50, 100, 200, 300, 500])
     parser.add_argument("--figure", default="docs/figures/recall_at_n.png")
+    parser.add_argument("--split", choices=["test", "val"], default="test",
+                        help="the objects measured: T, or V (to choose a source's settings)")
+    parser.add_argument("--only", nargs="*", default=None, help="datasets (default: both)")
     args = parser.parse_args()
     if "TAGTORCH_DATA_DIR" not in os.environ:
         sys.exit("set TAGTORCH_DATA_DIR to the folder holding the HetRec data")
@@ -94,14 +123,18 @@ def main() -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(COMBINATIONS), figsize=(6 * len(COMBINATIONS), 4.2))
-    for ax, (name, combinations) in zip(axes, COMBINATIONS.items(), strict=True):
-        print(f"\n{name}, folds {args.folds}: candidate recall at N (T objects)")
-        print(f"{'candidates':<36}" + "".join(f"{n:>8}" for n in args.ns))
+    datasets = {name: rows for name, rows in COMBINATIONS.items()
+                if args.only is None or name in args.only}
+    fig, axes = plt.subplots(1, len(datasets), figsize=(7 * len(datasets), 5), squeeze=False)
+    for ax, (name, combinations) in zip(axes[0], datasets.items(), strict=True):
+        objects = "T" if args.split == "test" else "V"
+        print(f"\n{name}, folds {args.folds}: candidate recall at N ({objects} objects)")
+        print(f"{'candidates':<48}" + "".join(f"{n:>8}" for n in args.ns))
         for label, settings in combinations.items():
-            curve = recall_curve(name, settings, args.folds, args.ns)
-            print(f"{label:<36}" + "".join(f"{r:>8.3f}" for r in curve), flush=True)
-            ax.plot(args.ns, curve, marker="o", label=label)
+            curve = recall_curve(name, settings, args.folds, args.ns, args.split)
+            print(f"{label:<48}" + "".join(f"{r:>8.3f}" for r in curve), flush=True)
+            ax.plot(args.ns, curve, marker="o", markersize=3, label=label,
+                    linestyle="--" if "alone" in label else "-")
         target = 0.85 if name == "lastfm" else 0.60
         ax.axhline(target, color="grey", linestyle="--", linewidth=1)
         ax.axvline(300, color="grey", linestyle=":", linewidth=1)

@@ -261,6 +261,10 @@ def keep_search_method(cfg: DictConfig) -> None:
         >>> cfg = OmegaConf.create({"search_method": "b", "model": {"a": {}, "b": {}}})
         >>> keep_search_method(cfg); list(cfg.model)
         ['b']
+        >>> cfg = OmegaConf.create({"search_method": "c", "seed": 1,
+        ...                         "model": {"a": {"seed": "${seed}"}, "c": "${model.a}"}})
+        >>> keep_search_method(cfg); OmegaConf.to_container(cfg.model, resolve=True)
+        {'c': {'seed': 1}}
     """
     method = cfg.get("search_method")
     if method is None:
@@ -270,6 +274,8 @@ def keep_search_method(cfg: DictConfig) -> None:
         raise ConfigError("search_method", method, f"one of the methods of this run, "
                           f"{[str(m) for m in models]}")
     with open_dict(cfg):
+        if OmegaConf.is_interpolation(cfg.model, method):  # a copy (rf_extended: ${model.rf})
+            cfg.model[method] = OmegaConf.to_container(cfg.model[method], resolve=False)
         for name in [str(m) for m in models if m != method]:
             del cfg.model[name]
 
@@ -317,6 +323,12 @@ of integers >= 1, e.g. [5] or [1,5,10]
             raise ConfigError(f"model.{name}._target_", target,
                               f"{' or '.join(allowed[kind] for kind in kinds)} for task={task}")
         candidates = container.get("candidates") or {}
+        chosen = (container.get("method_candidates") or {}).get(name)
+        if chosen is not None:
+            candidates = (container.get("candidate_sets") or {}).get(chosen)
+            if candidates is None:
+                raise ConfigError(f"method_candidates.{name}", chosen, "a name of candidate_sets "
+                                  f"{sorted(container.get('candidate_sets') or {})}")
         if target == "tagtorch.rankers.xtred.XTReD" and not candidates.get("diversity"):
             raise ConfigError("candidates.diversity", candidates.get("diversity"),
                               f"the topics that model.{name} (xTReD) re-ranks by: "

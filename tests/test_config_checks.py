@@ -48,6 +48,8 @@ def test_every_shipped_configuration_passes(tmp_path, experiment):
     (["data=tabular"], "data.path", "a value"),
     (["seed=abc"], "seed", "an integer"),
     (["model=xtred_rf"], "candidates.diversity", "candidates=latre_diverse"),
+    (["+experiment=extended_lastfm", "method_candidates.rf_extended=extnded"],
+     "method_candidates.rf_extended", "a name of candidate_sets ['extended']"),
 ])
 def test_bad_settings_are_named_before_any_work(tmp_path, overrides, key, expected):
     cfg = compose_cfg(tmp_path, overrides)

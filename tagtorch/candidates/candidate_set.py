@@ -208,6 +208,19 @@ class CandidateSet:
         except ValueError:
             raise KeyError(f"no feature {name!r}; the features are {self.feature_names}") from None
 
+    def without_features(self, names: tuple[str, ...] | list[str]) -> CandidateSet:
+        """The same lists with the features ``names`` left out (the others in their order).
+
+        Raises:
+            KeyError: a name is not a feature of the set.
+        """
+        missing = [name for name in names if name not in self.feature_names]
+        if missing:
+            raise KeyError(f"no features {missing}; the features are {self.feature_names}")
+        kept = [i for i, name in enumerate(self.feature_names) if name not in names]
+        return replace(self, features=self.features[..., kept],
+                       feature_names=tuple(self.feature_names[i] for i in kept))
+
     def to(self, device: torch.device | str) -> CandidateSet:
         """Moves every tensor to ``device`` (absent optional fields stay None)."""
         return replace(self, **{

@@ -76,7 +76,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Self
 
@@ -84,6 +84,7 @@ import numpy as np
 import torch
 
 from tagtorch.candidates.candidate_set import CandidateSet
+from tagtorch.candidates.embeddings import EmbeddingTags
 from tagtorch.candidates.generator import check_rule_settings
 from tagtorch.candidates.neighbours import NeighbourTags, top_per_row
 from tagtorch.candidates.object_topics import ObjectTopics
@@ -198,11 +199,27 @@ class LatreCandidates(SignatureSettings):
         max_candidates: a budget of candidates per object over every source (ours; None: no
             budget, the paper's lists): beyond it, an object keeps its text terms, then the
             candidates of highest reciprocal-rank fusion ``Σ_s 1 / (60 + rank_s)`` over the
-            sources that score them (the rules by ``sum_l``, each neighbour source by its
-            score, LDA by ``p_lda``; ranks from 0 within the object, ties by tag code).
+            sources that score them (the rules by ``sum_l``, LDA by ``p_lda`` when topics are
+            on, each neighbour and embedding source by its score; ranks from 0 within the
+            object, ties by tag code).
         profile_neighbours: the same with the similarity of the objects' profiles
             (``space="profiles"``, e.g. Last.fm's listeners; ours, off by default); feature
             ``knn_profile``, after ``knn``.
+        embeddings: settings of :class:`~tagtorch.candidates.embeddings.EmbeddingTags` (ours,
+            off by default): the tags nearest to I_o in a PPMI-SVD space of D's tags join the
+            candidates (``n_candidates``); feature ``emb``, after the neighbours' features.
+        fields: the text fields read (candidates, text features, AFS); None: every field of
+            the data. E.g. ``[title]`` keeps the paper's MovieLens text when the run loads the
+            movies' metadata fields for another candidate set.
+        source_features: the extended feature set (ours, ``candidates=extended``): after every
+            other feature, for each scoring source ``s`` (``rules`` by ``sum_l``, ``lda`` by
+            ``p_lda``, then each of ``knn``, ``knn_profile``, ``emb`` that is on), the
+            reciprocal rank ``rr_s = 1 / (1 + rank_s)`` of the candidate within the object's
+            candidates by that source's score (0 where the score is 0), then ``agreement``,
+            the number of sources (the text terms included) that score the candidate, and
+            ``rrf``, the reciprocal-rank fusion ``Σ_s 1 / (60 + rank_s)`` that orders the
+            ``max_candidates`` budget. Ranks are taken before the budget cuts, so a kept
+            candidate's features do not depend on the budget.
         rule_cache: for serving (ours): the rule features of this many one-object calls are
             kept (least recently used out first), keyed by the object's input tags and its
             text and topic candidates, so that a repeated request skips rule mining. 0: off.
@@ -231,6 +248,9 @@ class LatreCandidates(SignatureSettings):
         neighbours: Mapping[str, Any] | None = None,
         profile_neighbours: Mapping[str, Any] | None = None,
         max_candidates: int | None = None,
+        embeddings: Mapping[str, Any] | None = None,
+        fields: Sequence[str] | None = None,
+        source_features: bool = False,
         rule_cache: int = 0,
     ) -> None:
         check_rule_settings(max_antecedent, min_support, min_confidence)
@@ -248,12 +268,24 @@ class LatreCandidates(SignatureSettings):
         if self.topic_tags is not None and self.topic_tags.feature:
             self.feature_names = (*FEATURE_NAMES, TopicTags.feature_name)
         self.object_topics = None if diversity is None else ObjectTopics(**dict(diversity))
-        self.neighbour_sources = [
+        self.tag_sources: list[NeighbourTags | EmbeddingTags] = [
             NeighbourTags(**{**dict(settings), "space": space})
             for space, settings in (("tags", neighbours), ("profiles", profile_neighbours))
             if settings is not None]
+        if embeddings is not None:
+            self.tag_sources.append(EmbeddingTags(**dict(embeddings)))
         self.feature_names = (*self.feature_names, *(
-            source.feature_name for source in self.neighbour_sources if source.feature))
+            source.feature_name for source in self.tag_sources if source.feature))
+        if source_features:
+            self.feature_names = (*self.feature_names,
+                                  *(f"rr_{name}" for name in self.scoring_sources),
+                                  "agreement", "rrf")
+
+    @property
+    def scoring_sources(self) -> tuple[str, ...]:
+        """The sources that score candidates, in the order of the fusion and ``rr_*``."""
+        return ("rules", *(("lda",) if self.topic_tags is not None else ()),
+                *(source.feature_name for source in self.tag_sources))
 
     def __sizeof__(self) -> int:
         """Bytes of the mined statistics too (:func:`tagtorch.engines.array_bytes`)."""
@@ -276,7 +308,13 @@ class LatreCandidates(SignatureSettings):
             log.warning("candidates.max_train_tags: %d of %d D objects have more than %d tags; "
                         "rules and statistics of D use only their %d most frequent tags",
                         n_capped, len(train_objects), self.max_train_tags, self.max_train_tags)
+        missing = sorted(set(self.fields or ()) - set(terms.fields))
+        if missing:
+            raise ValueError(f"candidates.fields: no text fields {missing}; the data has "
+                             f"{sorted(terms.fields)}")
         self.terms = terms
+        self.text_fields = {name: field for name, field in terms.fields.items()
+                            if self.fields is None or name in self.fields}
         self.n_train = len(train_objects)
         cols = torch.as_tensor(train_tags.values, dtype=torch.long, device=dev)
         f_tag = torch.bincount(cols, minlength=n).float()
@@ -300,7 +338,7 @@ class LatreCandidates(SignatureSettings):
         self.term_features = torch.stack([iff, stability(f_tag, self.k_s), entropy, pred], -1)
         if self.topic_tags is not None:
             self.topic_tags.fit(train_tags, n)
-        for source in self.neighbour_sources:
+        for source in self.tag_sources:
             source.fit(train_objects, train_tags, terms)
         if self.object_topics is not None:
             self.object_topics.fit(train_objects, train_tags, terms)
@@ -312,7 +350,7 @@ class LatreCandidates(SignatureSettings):
         """``f_text``, ``f_both`` per term and ``AFS`` per text field, over D."""
         dev, n = self.device, terms.n_terms
         presence = [ragged_csr(ragged.take(train_objects), n, dev) for ragged in
-                    terms.fields.values()]
+                    self.text_fields.values()]
         presence = [torch.sparse_csr_tensor(m.crow_indices(), m.col_indices(),
                                             torch.ones_like(m.values()), m.shape,
                                             check_invariants=False)
@@ -371,7 +409,7 @@ class LatreCandidates(SignatureSettings):
             chunk_texts = None if texts is None else {
                 name: (texts[name].take(rows) if name in texts
                        else Ragged.from_lists([[]] * len(rows)))
-                for name in self.terms.fields}
+                for name in self.text_fields}
             chunk_rows, cols, features, labels = self._chunk(chunk, chunk_texts)
             tag_topics = None
             if self.object_topics is not None and object_topics is not None:
@@ -442,7 +480,7 @@ class LatreCandidates(SignatureSettings):
         is_input = Lookup(*sum_by_key(input_rows * n + input_tags,
                                       torch.ones(len(input_tags), device=dev)), n)
         fields = (list(texts.values()) if texts is not None
-                  else [r.take(queries.objects) for r in self.terms.fields.values()])
+                  else [r.take(queries.objects) for r in self.text_fields.values()])
         occurrences = [Lookup.from_ragged(field, n, dev) for field in fields]
         keys = []
         if self.text_candidates:
@@ -453,7 +491,7 @@ class LatreCandidates(SignatureSettings):
             keys.append(self.topic_tags.top_keys(
                 theta, TopicTags.input_mask(queries.input_tags, n, dev)))
         votes = []
-        for source in self.neighbour_sources:
+        for source in self.tag_sources:
             knn = source.scores(queries.objects, queries.input_tags, known=texts is None)
             knn.sort_indices()
             votes.append(knn)
@@ -485,14 +523,13 @@ class LatreCandidates(SignatureSettings):
         else:
             columns += [torch.zeros(len(rows), device=dev)] * 4
         features = torch.cat([torch.stack(columns, -1), self.term_features[cols]], -1)
-        ranked = [columns[1]]  # the sources' scores, for the budget: sum_l first
+        ranked = [columns[1]]  # the sources' scores (scoring_sources): sum_l first
         if theta is not None and self.topic_tags is not None:
             p_lda = self.topic_tags.probability(theta, rows, cols)
             if self.topic_tags.feature:
                 features = torch.cat([features, p_lda[:, None]], -1)
-            if self.topic_tags.n_candidates:
-                ranked.append(p_lda)
-        for source, knn in zip(self.neighbour_sources, votes, strict=True):
+            ranked.append(p_lda)
+        for source, knn in zip(self.tag_sources, votes, strict=True):
             knn_rows = np.repeat(np.arange(len(queries)), np.diff(knn.indptr))
             lookup = Lookup(torch.as_tensor(knn_rows * n + knn.indices, device=dev),
                             torch.as_tensor(knn.data, dtype=torch.float32, device=dev), n)
@@ -500,13 +537,22 @@ class LatreCandidates(SignatureSettings):
             ranked.append(value)
             if source.feature:
                 features = torch.cat([features, value[:, None]], -1)
+        if self.source_features or self.max_candidates is not None:
+            ranks = [_row_ranks(rows, score).double() for score in ranked]
+            # float64: no rounding reorders near-equal sums
+            fused = sum((torch.where(score > 0, 1.0 / (60.0 + rank), 0.0)
+                         for score, rank in zip(ranked, ranks, strict=True)),
+                        torch.zeros(len(rows), dtype=torch.float64, device=dev))
+        if self.source_features:
+            scored = [score > 0 for score in ranked]
+            features = torch.cat([features, *(
+                torch.where(on, 1.0 / (1.0 + rank), 0.0).float()[:, None]
+                for on, rank in zip(scored, ranks, strict=True)),
+                (sum(on.float() for on in scored) + (columns[5] > 0).float())[:, None],
+                fused.float()[:, None]], -1)
         if self.max_candidates is not None:
-            fused = torch.zeros(len(rows), dtype=torch.float64, device=dev)
-            for score in ranked:  # float64: no rounding reorders near-equal sums
-                rank = _row_ranks(rows, score).double()
-                fused = fused + torch.where(score > 0, 1.0 / (60.0 + rank), 0.0)
-            fused = fused + (columns[5] > 0).double()  # text terms first (ts > 0)
-            chosen = _row_ranks(rows, fused) < self.max_candidates
+            chosen = _row_ranks(rows, fused + (columns[5] > 0).double()) < self.max_candidates
+            # text terms (ts > 0) first
             rows, cols, features = rows[chosen], cols[chosen], features[chosen]
         gold = Lookup.from_ragged(queries.gold_tags, n, dev)
         labels = (gold(rows, cols) > 0).float()

@@ -39,7 +39,7 @@ import scipy.sparse as sp
 from tagtorch.data.ragged import Ragged
 from tagtorch.data.terms import TermIndex
 
-__all__ = ["NeighbourTags", "top_per_row"]
+__all__ = ["NeighbourTags", "incidence", "top_per_row"]
 
 
 def top_per_row(matrix: sp.csr_matrix, k: int) -> sp.csr_matrix:
@@ -61,7 +61,7 @@ def top_per_row(matrix: sp.csr_matrix, k: int) -> sp.csr_matrix:
     return sp.csr_matrix((matrix.data[kept], matrix.indices[kept], indptr), shape=matrix.shape)
 
 
-def _incidence(tags: Ragged, n_terms: int, weights: np.ndarray | None = None
+def incidence(tags: Ragged, n_terms: int, weights: np.ndarray | None = None
                ) -> sp.csr_matrix:
     """``[n, W]`` matrix of ragged rows: 1 per distinct entry, or the summed ``weights``."""
     matrix = sp.csr_matrix((np.ones(len(tags.values)) if weights is None else weights,
@@ -121,19 +121,19 @@ class NeighbourTags:
     def _vectors(self, objects: np.ndarray, input_tags: Ragged, n_terms: int) -> sp.csr_matrix:
         """The rows compared: 0/1 tag sets, or ``log(1 + count)`` profiles (unweighted)."""
         if self.space == "tags":
-            return _incidence(input_tags, n_terms)
+            return incidence(input_tags, n_terms)
         terms = self._terms
         if terms is None or terms.profile_keys is None or terms.profile_weights is None:
             raise ValueError("neighbours: space='profiles' needs a folksonomy with profiles "
                              "(e.g. data=lastfm data.listening=true)")
         keys = terms.profile_keys.take(objects)
         weights = np.log1p(terms.profile_weights[terms.profile_keys.positions(objects)])
-        return _incidence(keys, terms.n_profile_keys, weights)
+        return incidence(keys, terms.n_profile_keys, weights)
 
     def fit(self, train_objects: np.ndarray, train_tags: Ragged, terms: TermIndex) -> Self:
         """Indexes D (one row per D object): its tag sets, and its profiles if compared."""
         self._terms = terms
-        self._tags = _incidence(train_tags, terms.n_terms)
+        self._tags = incidence(train_tags, terms.n_terms)
         compared = self._vectors(np.asarray(train_objects), train_tags, terms.n_terms)
         self.weights_ = self._idf(compared)
         self._similar = _unit_rows(compared.multiply(self.weights_[None, :]).tocsr()).T.tocsr()
@@ -162,7 +162,7 @@ class NeighbourTags:
         similarity = top_per_row(weighted @ self._similar, self.k)
         similarity.data **= self.power
         votes = (similarity @ self._tags).tocsr()
-        given = _incidence(input_tags, n_terms)
+        given = incidence(input_tags, n_terms)
         votes = (votes - votes.multiply(given)).tocsr()  # I_o is never a candidate
         votes.eliminate_zeros()
         row_max = votes.max(axis=1).toarray().ravel()  # every stored vote is > 0

@@ -66,6 +66,9 @@ from tagtorch.storage import atomic_write
 
 log = logging.getLogger(__name__)
 
+DEFAULT_SET = "candidates"
+"""The name of the protocol's main candidate set (``candidates``) among ``candidate_sets``."""
+
 STAGES = ("rules", "features", "model", "diversify", "sort")
 """Recommendation stages timed per object; ``diversify`` (xTReD's re-ranking) only for methods
 that re-rank (their ``diversify_seconds``), taken out of ``model``."""
@@ -95,6 +98,7 @@ class _PreparedFold:
     val: CandidateSet
     test: CandidateSet
     shared: dict[str, float]  # figures every method of the fold reports (candidate recall, ...)
+    name: str = "candidates"  # the candidate set (``candidate_sets`` of the protocol)
 
 
 class TagRecommendationProtocol(SignatureSettings):
@@ -204,6 +208,9 @@ class TagRecommendationProtocol(SignatureSettings):
         loggers: Sequence[MetricLogger] = (),
         candidate_config: Mapping[str, Any] | None = None,
         ranker_configs: Mapping[str, Any] | None = None,
+        candidate_sets: Mapping[str, Callable[[], CandidateGenerator]] | None = None,
+        candidate_set_configs: Mapping[str, Mapping[str, Any]] | None = None,
+        method_candidates: Mapping[str, str] | None = None,
     ) -> EvaluationResult:
         """Evaluates every ranker on every selected fold.
 
@@ -217,28 +224,50 @@ class TagRecommendationProtocol(SignatureSettings):
                 off without it).
             ranker_configs: each method's settings (JSON-like), which let an interrupted run
                 resume (``resume``); without them (or an output folder) nothing is kept.
+            candidate_sets: further candidate generators by name, beside ``candidates``
+                (e.g. the paper's features and an extended set compared in one run).
+            candidate_set_configs: their settings, as ``candidate_config``.
+            method_candidates: method -> the name of the candidate set it learns and is
+                evaluated on; a method not named uses ``candidates``.
+
+        Raises:
+            ValueError: no ranker, or a method names an unknown candidate set.
         """
         if not rankers:
             raise ValueError("no ranker to evaluate")
+        sets = {DEFAULT_SET: candidates, **(candidate_sets or {})}
+        set_configs = {DEFAULT_SET: candidate_config, **(candidate_set_configs or {})}
+        chosen = dict(method_candidates or {})
+        bad = {name: used for name, used in chosen.items()
+               if name not in rankers or used not in sets}
+        if bad:
+            raise ValueError(f"method_candidates {bad} names an unknown method or candidate set "
+                             f"(methods: {sorted(rankers)}, sets: {sorted(sets)})")
+        uses = {name: chosen.get(name, DEFAULT_SET) for name in rankers}
         out = Path(output_dir) if output_dir is not None else None
         terms = TermIndex.from_folksonomy(folksonomy)
-        prepare = partial(self._prepare_fold, terms=terms, candidates=candidates,
-                          cache=self._cache(folksonomy, candidate_config))
+        preparers = {used: partial(self._prepare_fold, terms=terms, candidates=sets[used],
+                                   cache=self._cache(folksonomy, set_configs.get(used)),
+                                   name=used)
+                     for used in dict.fromkeys(uses.values())}
         run_method = partial(self._run_method, checkpoints=self.checkpoint_dir / folksonomy.name
                              if self.checkpoint_dir else None)
         folds = [self.splits(folksonomy)[f] for f in self.folds]
+        method_features = {name: set_configs.get(used) for name, used in uses.items()}
         pieces = RunPieces(out / "pieces",
-                           self._piece_keys(folksonomy, ranker_configs, candidate_config)) \
+                           self._piece_keys(folksonomy, ranker_configs, method_features)) \
             if out is not None and ranker_configs is not None else None
         done: dict[tuple[int, str], MethodOutcome] = {}
         if pieces is not None and self.resume:
             done = pieces.read_all([fold.fold for fold in folds], list(rankers))
-        todo = [fold for fold in folds if any((fold.fold, name) not in done for name in rankers)]
+        # every (fold, candidate set) with a method still to run on it
+        todo = [(fold, used) for fold in folds for used in preparers
+                if any((fold.fold, name) not in done for name in rankers if uses[name] == used)]
         if self.n_jobs == 1 and self.backend == "processes":
-            for fold in tqdm(todo, desc="folds", unit="fold"):
-                ready = prepare(fold, parallel=Parallel(n_jobs=1))
+            for fold, used in tqdm(todo, desc="folds", unit="fold"):
+                ready = preparers[used](fold, parallel=Parallel(n_jobs=1))
                 for name, make in rankers.items():
-                    if (fold.fold, name) not in done:
+                    if uses[name] == used and (fold.fold, name) not in done:
                         done[fold.fold, name] = run_method(ready, name, make, pieces=pieces)
         else:  # candidates of each fold, then every (fold, method) pair, in parallel jobs
             with joblib_engine(self.backend, self.address):
@@ -246,11 +275,12 @@ class TagRecommendationProtocol(SignatureSettings):
                 distributed = self.backend != "processes" and self.n_jobs == 1
                 parallel = Parallel(n_jobs=-1 if distributed else self.n_jobs)
                 if self.task_objects is None:
-                    prepared = parallel(delayed(prepare)(fold) for fold in todo)
+                    prepared = parallel(delayed(preparers[used])(fold) for fold, used in todo)
                 else:  # one fold after another, each split's candidate tasks in parallel
-                    prepared = [prepare(fold, parallel=parallel) for fold in todo]
+                    prepared = [preparers[used](fold, parallel=parallel) for fold, used in todo]
                 pairs = [(ready, name, make) for ready in prepared
-                         for name, make in rankers.items() if (ready.fold.fold, name) not in done]
+                         for name, make in rankers.items()
+                         if uses[name] == ready.name and (ready.fold.fold, name) not in done]
                 outcomes = parallel(delayed(run_method)(ready, name, make, pieces=pieces)
                                     for ready, name, make in pairs)
             done.update({(ready.fold.fold, name): outcome
@@ -292,10 +322,12 @@ class TagRecommendationProtocol(SignatureSettings):
         candidates: Callable[[], CandidateGenerator],
         cache: CandidateCache | None,
         parallel: Parallel | None = None,
+        name: str = DEFAULT_SET,
     ) -> _PreparedFold:
         """Mines D and builds the candidate sets of V and T (of V's two parts) for one fold.
 
-        ``parallel`` runs the candidate tasks when ``task_objects`` is set (None: one call).
+        ``parallel`` runs the candidate tasks when ``task_objects`` is set (None: one call);
+        ``name`` is the candidate set's name in the log and the result.
         """
         generator = candidates().fit(fold.train_objects, fold.train_tags, terms)
         val = self._candidates(generator, fold, "val", cache, parallel)
@@ -317,10 +349,10 @@ class TagRecommendationProtocol(SignatureSettings):
                   for stage, seconds in spent.items() if seconds > 0}
         shared["candidate_recall"] = float(test.labels.sum() / test.n_relevant.sum())
         shared["candidates_per_object"] = float(test.mask.sum() / max(len(test), 1))
-        log.info("fold %d: D=%d V=%d T=%d objects, %.1f candidates per T object, "
-                 "candidate recall %.3f", fold.fold, len(fold.train_objects), len(val),
+        log.info("fold %d, %s: D=%d V=%d T=%d objects, %.1f candidates per T object, "
+                 "candidate recall %.3f", fold.fold, name, len(fold.train_objects), len(val),
                  len(test), shared["candidates_per_object"], shared["candidate_recall"])
-        return _PreparedFold(fold, generator, val, test, shared)
+        return _PreparedFold(fold, generator, val, test, shared, name)
 
     @property
     def validating(self) -> bool:
@@ -332,12 +364,16 @@ class TagRecommendationProtocol(SignatureSettings):
         return [self.n_folds, self.input_fraction, self.min_tags, self.sample_size, self.seed]
 
     def _piece_keys(self, folksonomy: Folksonomy, ranker_configs: Mapping[str, Any] | None,
-                    candidate_config: Mapping[str, Any] | None) -> dict[str, str]:
-        """Per method, everything its outcome on a fold depends on, as one JSON string."""
+                    candidate_configs: Mapping[str, Any]) -> dict[str, str]:
+        """Per method, everything its outcome on a fold depends on, as one JSON string.
+
+        ``candidate_configs``: method -> the settings of its candidate set.
+        """
         protocol = [*self._split_settings(), self.ks, self.metrics, self.write_trec,
                     self.online_objects, self.evaluate_on, self.tune_fraction]
         data = folksonomy.fingerprint()
-        return {name: json.dumps({"data": data, "method": config, "features": candidate_config,
+        return {name: json.dumps({"data": data, "method": config,
+                                  "features": candidate_configs.get(name),
                                   "protocol": protocol}, sort_keys=True, default=str)
                 for name, config in (ranker_configs or {}).items()}
 
@@ -541,7 +577,9 @@ class TagRecommendationTask:
     """Evaluates the configured rankers (``model``: method name -> ranker config) by the protocol.
 
     The first method is the baseline of the significance tests; candidates come from
-    ``candidates``.
+    ``candidates``, or, for a method named in ``method_candidates`` (method -> set name), from
+    that set of ``candidate_sets`` (name -> generator config; e.g. the paper's features and
+    the extended set in one run, ``+experiment=extended_lastfm``).
 
     Args:
         protocol: the D/V/T evaluation protocol.
@@ -554,6 +592,8 @@ class TagRecommendationTask:
             loggers: Sequence[MetricLogger] = ()) -> EvaluationResult:
         """Runs the protocol and prints the report."""
         configs = methods_of(cfg)
+        extra = {str(name): cast(dict[str, Any], OmegaConf.to_container(node, resolve=True))
+                 for name, node in (cfg.get("candidate_sets") or {}).items()}
         result = self.protocol.evaluate(
             folksonomy,
             candidates=partial(instantiate, cfg.candidates),
@@ -563,6 +603,11 @@ class TagRecommendationTask:
             loggers=loggers,
             candidate_config=cast(dict[str, Any],
                                   OmegaConf.to_container(cfg.candidates, resolve=True)),
+            candidate_sets={name: partial(instantiate, config) for name, config in extra.items()},
+            candidate_set_configs=extra,
+            method_candidates={str(k): str(v)  # of the methods this run keeps (search_method)
+                               for k, v in (cfg.get("method_candidates") or {}).items()
+                               if k in configs},
         )
         print(result.report)
         return result
