@@ -74,11 +74,24 @@ def incidence(tags: Ragged, n_terms: int, weights: np.ndarray | None = None
     return matrix
 
 
-def _unit_rows(matrix: sp.csr_matrix) -> sp.csr_matrix:
-    """Each row divided by its Euclidean norm (empty rows stay empty)."""
-    norms = np.sqrt(np.asarray(matrix.multiply(matrix).sum(1)).ravel())
+def _row_ids(matrix: sp.csr_matrix) -> np.ndarray:
+    """The row of each stored entry of a CSR matrix."""
+    return np.repeat(np.arange(matrix.shape[0]), np.diff(matrix.indptr))
+
+
+def _unit_rows(matrix: sp.csr_matrix, column_weights: np.ndarray) -> sp.csr_matrix:
+    """Each column scaled by its weight, then each row by its Euclidean norm.
+
+    Empty rows stay empty. Works on the stored entries, without scipy's broadcasting (one
+    object in microseconds).
+    """
+    out = matrix.copy()
+    out.data = out.data * column_weights[out.indices]
+    rows = _row_ids(out)
+    norms = np.sqrt(np.bincount(rows, weights=out.data ** 2, minlength=out.shape[0]))
     scale = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
-    return matrix.multiply(scale[:, None]).tocsr()
+    out.data *= scale[rows]
+    return out
 
 
 class NeighbourTags:
@@ -136,7 +149,7 @@ class NeighbourTags:
         self._tags = incidence(train_tags, terms.n_terms)
         compared = self._vectors(np.asarray(train_objects), train_tags, terms.n_terms)
         self.weights_ = self._idf(compared)
-        self._similar = _unit_rows(compared.multiply(self.weights_[None, :]).tocsr()).T.tocsr()
+        self._similar = _unit_rows(compared, self.weights_).T.tocsr()
         return self
 
     def scores(self, objects: np.ndarray, input_tags: Ragged,
@@ -158,14 +171,17 @@ class NeighbourTags:
         if self.space == "profiles" and not known:
             return sp.csr_matrix((len(input_tags), n_terms))
         query = self._vectors(np.asarray(objects), input_tags, n_terms)
-        weighted = _unit_rows(query.multiply(self.weights_[None, :]).tocsr())
-        similarity = top_per_row(weighted @ self._similar, self.k)
+        similarity = top_per_row(_unit_rows(query, self.weights_) @ self._similar, self.k)
         similarity.data **= self.power
         votes = (similarity @ self._tags).tocsr()
         given = incidence(input_tags, n_terms)
-        votes = (votes - votes.multiply(given)).tocsr()  # I_o is never a candidate
+        votes.data[np.isin(_row_ids(votes) * n_terms + votes.indices,  # I_o is never a
+                           _row_ids(given) * n_terms + given.indices)] = 0.0  # candidate
         votes.eliminate_zeros()
-        row_max = votes.max(axis=1).toarray().ravel()  # every stored vote is > 0
-        votes.data /= row_max[np.repeat(np.arange(votes.shape[0]), np.diff(votes.indptr))]
+        rows = _row_ids(votes)
+        row_max = np.ones(votes.shape[0])  # every stored vote is > 0
+        filled = np.diff(votes.indptr) > 0
+        row_max[filled] = np.maximum.reduceat(votes.data, votes.indptr[:-1][filled])
+        votes.data /= row_max[rows]
         return votes
 
