@@ -15,7 +15,6 @@ import torch
 
 from tagtorch.candidates.embeddings import EmbeddingTags, ppmi
 from tagtorch.candidates.features import FEATURE_NAMES, LatreCandidates
-from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.data.splits import TagQueries, tag_recommendation_folds
 from tagtorch.data.synthetic import generate_folksonomy
 from tagtorch.data.terms import TermIndex
@@ -23,24 +22,6 @@ from tagtorch.data.text import TextProcessor
 from tagtorch.evaluation.tag_recommendation import TagRecommendationProtocol
 from tagtorch.rankers.latre import LatreWTS
 from tagtorch.rankers.trees import RandomForestRanker
-
-
-@pytest.fixture(scope="module")
-def fold_and_terms():
-    """A synthetic folksonomy with listener profiles (some objects have none)."""
-    raw = generate_folksonomy(n_objects=300, seed=1)
-    rng = np.random.default_rng(0)
-    objects = np.repeat(raw.objects, rng.integers(0, 6, len(raw.objects)))
-    profiles = pd.DataFrame({"object": objects, "key": rng.integers(0, 40, len(objects)),
-                             "weight": rng.integers(1, 1000, len(objects))})
-    folksonomy = Folksonomy.from_frame(
-        raw.assignments.assign(user=raw.users[raw.assignments["user"]],
-                               object=raw.objects[raw.assignments["object"]],
-                               tag=raw.tags[raw.assignments["tag"]]),
-        texts=raw.texts.set_index(raw.objects), profiles=profiles)
-    folksonomy = TextProcessor(cache=False).apply(folksonomy)
-    return tag_recommendation_folds(folksonomy, n_folds=5, seed=0)[0], \
-        TermIndex.from_folksonomy(folksonomy), folksonomy
 
 
 def plain_ppmi(counts: np.ndarray, alpha: float) -> np.ndarray:
@@ -67,10 +48,10 @@ def test_ppmi_matches_a_plain_computation():
         np.testing.assert_allclose(got, plain_ppmi(counts, alpha), rtol=1e-10, atol=1e-12)
 
 
-def test_embedding_scores_match_an_exact_svd(fold_and_terms):
+def test_embedding_scores_match_an_exact_svd(with_profiles):
     """Rank r with r + 10 >= the tags in use: the randomized SVD spans the whole space, so it
     equals numpy's exact SVD truncated to r (up to signs, which cosines do not see)."""
-    fold, terms, _ = fold_and_terms
+    fold, terms, _ = with_profiles
     used = np.unique(fold.train_tags.values)
     rank = len(used) - 5
     source = EmbeddingTags(rank=rank, top=10_000).fit(fold.train_objects, fold.train_tags,
@@ -100,8 +81,8 @@ def test_embedding_scores_match_an_exact_svd(fold_and_terms):
     assert (got > 0).any(1).mean() > 0.9  # an object whose input tags are all new has none
 
 
-def test_embeddings_keep_their_top_scores_and_check_settings(fold_and_terms):
-    fold, terms, _ = fold_and_terms
+def test_embeddings_keep_their_top_scores_and_check_settings(with_profiles):
+    fold, terms, _ = with_profiles
     source = EmbeddingTags(rank=16, top=7).fit(fold.train_objects, fold.train_tags, terms)
     scores = source.scores(fold.test.objects, fold.test.input_tags)
     assert int(np.diff(scores.indptr).max()) <= 7
@@ -117,9 +98,9 @@ EXTENDED = {"neighbours": {"k": 20, "n_candidates": 15},
             "embeddings": {"rank": 16, "n_candidates": 10}}
 
 
-def test_source_features_match_a_plain_recomputation(fold_and_terms):
+def test_source_features_match_a_plain_recomputation(with_profiles):
     """rr_s, agreement and rrf from the candidates' own scores, ranked here with sorted()."""
-    fold, terms, _ = fold_and_terms
+    fold, terms, _ = with_profiles
     generator = LatreCandidates(device="cpu", chunk_size=64, source_features=True, **EXTENDED)
     cs = generator.fit(fold.train_objects, fold.train_tags, terms)(fold.test)
     sources = {"rules": "sum_l", "knn": "knn", "knn_profile": "knn_profile", "emb": "emb"}
@@ -145,9 +126,9 @@ def test_source_features_match_a_plain_recomputation(fold_and_terms):
             pytest.approx([fusion[j] for j in real], rel=1e-6)
 
 
-def test_the_extended_set_never_reads_a_gold_tag(fold_and_terms):
+def test_the_extended_set_never_reads_a_gold_tag(with_profiles):
     """Changing the gold tags changes labels only, never candidates or features."""
-    fold, terms, _ = fold_and_terms
+    fold, terms, _ = with_profiles
     generator = LatreCandidates(device="cpu", source_features=True, max_candidates=20,
                                 **EXTENDED).fit(fold.train_objects, fold.train_tags, terms)
     queries = fold.test
@@ -159,9 +140,9 @@ def test_the_extended_set_never_reads_a_gold_tag(fold_and_terms):
     assert not torch.equal(first.labels, second.labels)
 
 
-def test_two_candidate_sets_in_one_run_equal_two_runs(fold_and_terms):
+def test_two_candidate_sets_in_one_run_equal_two_runs(with_profiles):
     """Each method's figures equal a run with its candidate set alone."""
-    *_, folksonomy = fold_and_terms
+    *_, folksonomy = with_profiles
     protocol = TagRecommendationProtocol(folds=[0], device="cpu", online_objects=0,
                                          write_trec=False)
     paper = partial(LatreCandidates, max_rule_candidates=20, device="cpu")
@@ -216,8 +197,8 @@ def test_fields_read_only_the_chosen_text_fields():
             fold_both.train_objects, fold_both.train_tags, terms_both)
 
 
-def test_without_features_leaves_the_named_columns_out(fold_and_terms):
-    fold, terms, _ = fold_and_terms
+def test_without_features_leaves_the_named_columns_out(with_profiles):
+    fold, terms, _ = with_profiles
     cs = LatreCandidates(device="cpu", max_rule_candidates=10).fit(
         fold.train_objects, fold.train_tags, terms)(fold.test)
     left = cs.without_features(["tf", "sum_1"])

@@ -6,14 +6,12 @@ import math
 from collections import Counter
 
 import numpy as np
-import pandas as pd
 import pytest
 import scipy.sparse as sp
 import torch
 
 from tagtorch.candidates.features import FEATURE_NAMES, LatreCandidates
 from tagtorch.candidates.neighbours import NeighbourTags, top_per_row
-from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.data.splits import tag_recommendation_folds
 from tagtorch.data.synthetic import generate_folksonomy
 from tagtorch.data.terms import TermIndex
@@ -116,24 +114,6 @@ def test_settings_are_checked():
         NeighbourTags(space="users")
     with pytest.raises(RuntimeError, match="fit"):
         NeighbourTags().scores(np.zeros(0), None)
-
-
-@pytest.fixture(scope="module")
-def with_profiles():
-    """A synthetic folksonomy whose objects have random listener profiles (some none)."""
-    raw = generate_folksonomy(n_objects=300, seed=1)
-    rng = np.random.default_rng(0)
-    objects = np.repeat(raw.objects, rng.integers(0, 6, len(raw.objects)))
-    profiles = pd.DataFrame({"object": objects, "key": rng.integers(0, 40, len(objects)),
-                             "weight": rng.integers(1, 1000, len(objects))})
-    folksonomy = Folksonomy.from_frame(
-        raw.assignments.assign(user=raw.users[raw.assignments["user"]],
-                               object=raw.objects[raw.assignments["object"]],
-                               tag=raw.tags[raw.assignments["tag"]]),
-        texts=raw.texts.set_index(raw.objects), profiles=profiles)
-    folksonomy = TextProcessor(cache=False).apply(folksonomy)
-    return tag_recommendation_folds(folksonomy, n_folds=5, seed=0)[0], \
-        TermIndex.from_folksonomy(folksonomy), folksonomy
 
 
 def test_profile_scores_match_a_plain_computation(with_profiles):
