@@ -98,7 +98,7 @@ class _PreparedFold:
     val: CandidateSet
     test: CandidateSet
     shared: dict[str, float]  # figures every method of the fold reports (candidate recall, ...)
-    name: str = "candidates"  # the candidate set (``candidate_sets`` of the protocol)
+    name: str = DEFAULT_SET  # the candidate set (``candidate_sets`` of the protocol)
 
 
 class TagRecommendationProtocol(SignatureSettings):
