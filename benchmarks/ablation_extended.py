@@ -7,9 +7,10 @@ ranker learns on V and is evaluated on T, once with everything, then
 
 - without one **source** (its candidates and its features; the generator is fitted again):
   rule consequents (``max_rule_candidates=0``: the rules still give every candidate its rule
-  features), text terms, tag neighbours, listener neighbours, tag embeddings;
+  features), text terms, tag neighbours, listener neighbours, tag embeddings, LDA topics (each
+  where the experiment's set has it);
 - without one **feature group** (same candidates, the features left out of V and T): Table I's
-  13, the sources' scores (``knn``, ``knn_profile``, ``emb``), their reciprocal ranks
+  13, the sources' scores (``knn``, ``knn_profile``, ``emb``, ``p_lda``), their reciprocal ranks
   (``rr_*``), agreement and fusion (``agreement``, ``rrf``), and every feature of ours at once.
 
 Prints NDCG@5 and candidate recall (mean ± 95% CI over folds) and the difference to the full
@@ -36,17 +37,21 @@ SOURCES = {  # removed source -> the generator settings that remove it
     "tag neighbours": {"neighbours": None},
     "listener neighbours": {"profile_neighbours": None},
     "tag embeddings": {"embeddings": None},
+    "LDA topics": {"topics": None},
 }
+
+
+SOURCE_SCORES = ("knn", "knn_profile", "emb", "p_lda")  # the sources' own scores
 
 
 def feature_groups(names: tuple[str, ...]) -> dict[str, list[str]]:
     """Removed feature group -> the features it holds among ``names``."""
     from tagtorch.candidates.features import FEATURE_NAMES
 
+    scores = [n for n in SOURCE_SCORES if n in names]
     groups = {
         "Table I features (13)": list(FEATURE_NAMES),
-        "source scores (knn, knn_profile, emb)": [n for n in ("knn", "knn_profile", "emb")
-                                                  if n in names],
+        f"source scores ({', '.join(scores)})": scores,
         "source ranks (rr_*)": [n for n in names if n.startswith("rr_")],
         "agreement and fusion": [n for n in ("agreement", "rrf") if n in names],
         "all features of ours": [n for n in names if n not in FEATURE_NAMES],
