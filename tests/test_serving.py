@@ -146,6 +146,34 @@ def test_task_fit_writes_an_artifact_the_cli_reads(tmp_path, capsys):
     assert recommend_main([str(tmp_path / "missing")]) == 2
 
 
+def test_task_fit_uses_the_methods_own_candidate_set(tmp_path):
+    """A method named in method_candidates is fitted with that set, as the evaluation runs it."""
+    cfg = compose_cfg(tmp_path, ["task=fit", "data.n_objects=300", "model=[latre_wts,rf]",
+                                 "+candidates@candidate_sets.small=latre",
+                                 "candidate_sets.small.max_rule_candidates=7",
+                                 "candidate_sets.small.text_candidates=false",
+                                 "+method_candidates.rf=small"])
+    folders = {folder.name: folder for folder in run_task(cfg)}
+    manifests = {name: json.loads((folder / "manifest.json").read_text())
+                 for name, folder in folders.items()}
+    assert [m["candidate_set"] for m in manifests.values()] == ["candidates", "small"]
+    paper, small = (m["settings"]["candidates"] for m in manifests.values())
+    assert (paper["max_rule_candidates"], paper["text_candidates"]) == (200, True)
+    assert (small["max_rule_candidates"], small["text_candidates"]) == (7, False)
+    recommender = TagRecommender.load(folders["synthetic-rf"])
+    vocabulary = json.loads((folders["synthetic-rf"] / "vocabulary.json").read_text())
+    lists = recommender.generator(TagQueries(np.zeros(1, dtype=np.int64), Ragged.from_lists(
+        [[0]]), Ragged.from_lists([[]])), {name: Ragged.from_lists([[]])
+                                           for name in vocabulary["fields"]})
+    assert 0 < int(lists.mask.sum()) <= 7
+
+
+def test_profile_neighbours_are_refused_with_the_reason(with_profiles):
+    with pytest.raises(ValueError, match="new objects do not have"):
+        TagRecommender.fit(with_profiles[2], TextProcessor(cache=False),
+                           {**CANDIDATES, "profile_neighbours": {"k": 10}}, LatreWTS(alpha=0.9))
+
+
 def start_server(folder):
     """The real service, started as a user starts it, on 127.0.0.1: ``(process, url)``."""
     import subprocess

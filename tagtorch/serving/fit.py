@@ -5,7 +5,9 @@ vocabulary, the candidate statistics of D and the ranker on V (:class:`TagRecomm
 writes ``{task.output}/{dataset}-{method}/`` (default ``checkpoints/recommenders/``). An item
 model (``model=dorank``, ``pitf``, ...) is fitted on the data's p-core instead
 (:class:`ItemRecommender`). With several methods, one folder each; ``Recommender.load`` opens
-either kind.
+either kind. A tag ranker named in ``method_candidates`` is fitted with that set of
+``candidate_sets`` (``+experiment=extended_lastfm task=fit search_method=lambdarank_extended``),
+as the evaluation does.
 """
 
 from __future__ import annotations
@@ -13,13 +15,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.evaluation.runs import MetricLogger, methods_of
+from tagtorch.evaluation.tag_recommendation import DEFAULT_SET
 from tagtorch.itemrec.data import AGGREGATES, QUERY_KINDS
 from tagtorch.rankers.base import BaseRanker
 from tagtorch.serving.items import ItemRecommender
@@ -72,15 +74,22 @@ class FitTask:
         display = display_names(raw, processor, folksonomy)
         titles = ({str(o): str(t) for o, t in zip(raw.objects, raw.texts["title"], strict=True)}
                   if "title" in raw.texts else {})
-        candidates: dict[str, Any] = {
-            k: v for k, v in OmegaConf.to_container(cfg.candidates, resolve=True).items()
-            if k != "_target_"}
+        sets = {DEFAULT_SET: cfg.candidates, **(cfg.get("candidate_sets") or {})}
+        chosen = {str(k): str(v) for k, v in (cfg.get("method_candidates") or {}).items()}
         folders = []
         for name, config in methods_of(cfg).items():
-            info = {"method": name, "config": OmegaConf.to_container(cfg, resolve=True)}
+            used = chosen.get(name, DEFAULT_SET)
+            if used not in sets:
+                raise ValueError(f"method_candidates.{name}={used!r} is not a candidate set "
+                                 f"(candidate_sets: {sorted(set(sets) - {DEFAULT_SET})})")
+            info = {"method": name, "candidate_set": used,
+                    "config": OmegaConf.to_container(cfg, resolve=True)}
             model = instantiate(config)
             recommender: TagRecommender | ItemRecommender
             if isinstance(model, BaseRanker):
+                candidates = {k: v for k, v in OmegaConf.to_container(sets[used],
+                                                                      resolve=True).items()
+                              if k != "_target_"}
                 recommender = TagRecommender.fit(
                     folksonomy, processor, candidates, model, display=display,
                     val_fraction=self.val_fraction, input_fraction=self.input_fraction,

@@ -142,6 +142,10 @@ class TagRecommender:
         if generator.object_topics is not None:
             raise ValueError("candidates with a diversity component need the categories of "
                              "new objects, which recommend_tags does not take")
+        if any(getattr(source, "space", None) == "profiles" for source in generator.tag_sources):
+            raise ValueError("candidates.profile_neighbours compare the objects' profiles "
+                             "(e.g. Last.fm's listeners), which new objects do not have and "
+                             "recommend_tags does not take; serve a set without them")
         generator.fit(train_objects, train_tags.take(train_objects), terms)
         return _Data(terms, train_tags, train_objects, display, object_ids, generator,
                      {str(term): code for code, term in enumerate(terms.vocabulary)},
