@@ -94,30 +94,40 @@ def sinkhorn_scaling(matrix: Tensor, *, max_iter: int = 50, tol: float = 1e-6) -
     check_positive("tol", tol, allow_zero=True)
     if matrix.numel() == 0:
         return matrix
+    # The scaled matrix is diag(u) K diag(v): a column normalization sets v = 1 / (K^T u), a row
+    # normalization u = 1 / (K v). Iterating on the two [B, N] vectors gives the matrix
+    # iteration's result, but each step reads K twice (two batched products) instead of making
+    # new [B, N, N] matrices, and backpropagation keeps the vectors, not one matrix per step:
+    # memory O(B N^2 + max_iter B N) instead of O(max_iter B N^2).
     live_rows = matrix.sum(-1) > 0  # [B, N]
     live_cols = matrix.sum(-2) > 0
+    u = torch.ones(matrix.shape[:2], dtype=matrix.dtype, device=matrix.device)
+    v = torch.ones_like(u)
     done = torch.zeros(matrix.shape[0], dtype=torch.bool, device=matrix.device)
     for _ in range(max_iter):
-        scaled = matrix / _safe_sum(matrix, -2)
-        scaled = scaled / _safe_sum(scaled, -1)
-        matrix = torch.where(done[:, None, None], matrix, scaled)
+        new_v = _safe_inverse((u[:, None, :] @ matrix).squeeze(1))  # columns: 1 / (K^T u)
+        row_sums = (matrix @ new_v[:, :, None]).squeeze(-1)  # K v
+        new_u = _safe_inverse(row_sums)
+        u = torch.where(done[:, None], u, new_u)
+        v = torch.where(done[:, None], v, new_v)
         with torch.no_grad():
-            row_err = zero_padding((matrix.sum(-1) - 1).abs(), live_rows).amax(-1)
-            col_err = zero_padding((matrix.sum(-2) - 1).abs(), live_cols).amax(-1)
+            row_err = zero_padding((u * (matrix @ v[:, :, None]).squeeze(-1) - 1).abs(),
+                                   live_rows).amax(-1)
+            col_err = zero_padding((v * (u[:, None, :] @ matrix).squeeze(1) - 1).abs(),
+                                   live_cols).amax(-1)
             done = done | ((row_err < tol) & (col_err < tol))
         if bool(done.all()):
             break
-    return matrix
+    return u[:, :, None] * matrix * v[:, None, :]
 
 
-def _safe_sum(matrix: Tensor, dim: int) -> Tensor:
-    """Sums over ``dim`` (kept), with 1 in place of a zero sum (an all-zero row or column).
+def _safe_inverse(total: Tensor) -> Tensor:
+    """``1 / total``, with 1 where the total is 0 (an all-zero row or column of the matrix).
 
-    Dividing by it keeps zero rows and columns at zero with a zero gradient; a clamp to a tiny
-    positive value would divide ``0`` by ``tiny**2`` in the backward pass and give NaN.
+    The scale of a zero row or column changes nothing, and 1 keeps its gradient zero; a clamp
+    to a tiny positive value would give ``0 / tiny**2`` in the backward pass and NaN.
     """
-    total = matrix.sum(dim, keepdim=True)
-    return torch.where(total > 0, total, torch.ones_like(total))
+    return torch.where(total > 0, total, torch.ones_like(total)).reciprocal()
 
 
 def neuralndcg_loss(
