@@ -15,7 +15,7 @@ ranker learns on V and is evaluated on T, once with everything, then
 
 Prints NDCG@5 and candidate recall (mean ± 95% CI over folds) and the difference to the full
 set with a paired t test over T's objects (all folds), as a markdown table; ``--out`` also
-writes it (with a CSV beside it).
+writes it (with a CSV beside it), after each fold with the folds done so far.
 
 Usage::
 
@@ -70,6 +70,39 @@ def compose(dataset: str) -> Any:
             f"+experiment=extended_{dataset}", "logger=none", "paths.output_dir=outputs/ablation"])
 
 
+def write_table(rows: list[dict[str, Any]], dataset: str, method: str,
+                out: str | None) -> str:
+    """The markdown table of the folds done so far (written to ``out`` and a CSV beside it)."""
+    import numpy as np
+    import pandas as pd
+
+    from tagtorch.evaluation.stats import confidence_interval, paired_test
+
+    frame = pd.DataFrame(rows)
+    folds = sorted(frame.fold.unique().tolist())
+    full_ndcg = np.concatenate(list(frame[frame.variant == "full extended set"].ndcg))
+    table = []
+    for name, part in frame.groupby("variant", sort=False):
+        ndcg = np.concatenate(list(part.ndcg))
+        mean, half = confidence_interval([float(x.mean()) for x in part.ndcg])
+        recall, recall_half = confidence_interval(part.recall.to_numpy())
+        test = paired_test(ndcg, full_ndcg) if name != "full extended set" else None
+        table.append({
+            "removed": name, "features": int(part.features.iloc[0]),
+            "NDCG@5": f"{mean:.4f} ± {half:.4f}",
+            "vs full": "" if test is None else f"{test.mean_difference:+.4f}",
+            "p (paired t)": "" if test is None else f"{test.p_value:.1e}",
+            "recall": f"{recall:.4f} ± {recall_half:.4f}"})
+    markdown = pd.DataFrame(table).to_markdown(index=False)
+    title = (f"{dataset}, {method}, folds {folds}: NDCG@5 and candidate recall "
+             f"(mean ± 95% CI over folds); vs full: paired over T's objects")
+    if out:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(f"{title}\n\n{markdown}\n")
+        pd.DataFrame(table).to_csv(Path(out).with_suffix(".csv"), index=False)
+    return f"{title}\n\n{markdown}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", choices=["lastfm", "movielens"], default="lastfm")
@@ -82,13 +115,11 @@ def main() -> None:
         sys.exit("set TAGTORCH_DATA_DIR to the folder holding the HetRec data")
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
     import numpy as np
-    import pandas as pd
     import torch
     from hydra.utils import instantiate
     from omegaconf import OmegaConf
 
     from tagtorch.data.terms import TermIndex
-    from tagtorch.evaluation.stats import confidence_interval, paired_test
     from tagtorch.metrics.functional import ndcg_at_k
 
     cfg = compose(args.dataset)
@@ -126,28 +157,8 @@ def main() -> None:
                          "features": len(v.feature_names)})
         print(f"fold {f}: {len(variants)} variants in {time.perf_counter() - start:.0f} s",
               flush=True)
-    frame = pd.DataFrame(rows)
-    full_ndcg = np.concatenate(list(frame[frame.variant == "full extended set"].ndcg))
-    table = []
-    for name, part in frame.groupby("variant", sort=False):
-        ndcg = np.concatenate(list(part.ndcg))
-        mean, half = confidence_interval([float(x.mean()) for x in part.ndcg])
-        recall, recall_half = confidence_interval(part.recall.to_numpy())
-        test = paired_test(ndcg, full_ndcg) if name != "full extended set" else None
-        table.append({
-            "removed": name, "features": int(part.features.iloc[0]),
-            "NDCG@5": f"{mean:.4f} ± {half:.4f}",
-            "vs full": "" if test is None else f"{test.mean_difference:+.4f}",
-            "p (paired t)": "" if test is None else f"{test.p_value:.1e}",
-            "recall": f"{recall:.4f} ± {recall_half:.4f}"})
-    markdown = pd.DataFrame(table).to_markdown(index=False)
-    title = (f"{args.dataset}, {args.method}, folds {args.folds}: NDCG@5 and candidate recall "
-             f"(mean ± 95% CI over folds); vs full: paired over T's objects")
-    print(f"\n{title}\n\n{markdown}")
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(f"{title}\n\n{markdown}\n")
-        pd.DataFrame(table).to_csv(Path(args.out).with_suffix(".csv"), index=False)
+        write_table(rows, args.dataset, args.method, args.out)  # the folds done so far
+    print(f"\n{write_table(rows, args.dataset, args.method, args.out)}")
 
 
 if __name__ == "__main__":
