@@ -96,25 +96,25 @@ def sinkhorn_scaling(matrix: Tensor, *, max_iter: int = 50, tol: float = 1e-6) -
         return matrix
     # The scaled matrix is diag(u) K diag(v): a column normalization sets v = 1 / (K^T u), a row
     # normalization u = 1 / (K v). Iterating on the two [B, N] vectors gives the matrix
-    # iteration's result, but each step reads K twice (two batched products) instead of making
-    # new [B, N, N] matrices, and backpropagation keeps the vectors, not one matrix per step:
-    # memory O(B N^2 + max_iter B N) instead of O(max_iter B N^2).
+    # iteration's result, but each step is two batched products with K (whose results also
+    # give the convergence check) instead of new [B, N, N] matrices, and backpropagation keeps
+    # the vectors, not one matrix per step: memory O(B N^2 + max_iter B N), not O(max_iter B N^2).
     live_rows = matrix.sum(-1) > 0  # [B, N]
     live_cols = matrix.sum(-2) > 0
     u = torch.ones(matrix.shape[:2], dtype=matrix.dtype, device=matrix.device)
     v = torch.ones_like(u)
+    col_sums = matrix.sum(-2)  # K^T u
     done = torch.zeros(matrix.shape[0], dtype=torch.bool, device=matrix.device)
     for _ in range(max_iter):
-        new_v = _safe_inverse((u[:, None, :] @ matrix).squeeze(1))  # columns: 1 / (K^T u)
+        new_v = _safe_inverse(col_sums)  # columns
         row_sums = (matrix @ new_v[:, :, None]).squeeze(-1)  # K v
-        new_u = _safe_inverse(row_sums)
+        new_u = _safe_inverse(row_sums)  # rows
         u = torch.where(done[:, None], u, new_u)
         v = torch.where(done[:, None], v, new_v)
-        with torch.no_grad():
-            row_err = zero_padding((u * (matrix @ v[:, :, None]).squeeze(-1) - 1).abs(),
-                                   live_rows).amax(-1)
-            col_err = zero_padding((v * (u[:, None, :] @ matrix).squeeze(1) - 1).abs(),
-                                   live_cols).amax(-1)
+        col_sums = (u[:, None, :] @ matrix).squeeze(1)
+        with torch.no_grad():  # the lists already done keep done, whatever these say
+            row_err = zero_padding((new_u * row_sums - 1).abs(), live_rows).amax(-1)
+            col_err = zero_padding((v * col_sums - 1).abs(), live_cols).amax(-1)
             done = done | ((row_err < tol) & (col_err < tol))
         if bool(done.all()):
             break
