@@ -32,30 +32,45 @@ from __future__ import annotations
 import argparse
 import html
 import logging
+import os
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 import tagtorch
 from tagtorch.serving import ItemRecommender, Recommender, TagRecommender
-from tagtorch.serving.items import MAX_ID_CHARS
-from tagtorch.serving.tags import MAX_TAGS, MAX_TEXT_CHARS
+from tagtorch.serving.guards import BodyGuard, WriteGuard, guarded_protocol
+from tagtorch.serving.ingest import PostQueue, QueueFullError, TooManyNewTagsError
+from tagtorch.serving.journal import JournalWriteError, check_writable, lock_folder
+from tagtorch.serving.schema import (
+    ItemRequest,
+    ItemResponse,
+    PostBatch,
+    TagRequest,
+    TagResponse,
+)
+from tagtorch.serving.tags import finish_compaction
 from tagtorch.storage import UnreadableFileError
 
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 1 << 20
 """Default largest request body (bytes)."""
-MAX_K = 1000
+TOKEN_VARIABLE = "TAGTORCH_SERVE_TOKEN"
+"""The environment variable that may hold the write token (``--token-file`` wins)."""
+WRITE_PATHS = frozenset({"/v1/posts"})
+"""The endpoints that change the service's data."""
 
 DEMO_PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>tagtorch: recommend {what}</title>
@@ -129,94 +144,6 @@ def demo_page(recommender: TagRecommender | ItemRecommender) -> str:
                             about=f"{method} fitted on {data}: items for a user.")
 
 
-class TagRequest(BaseModel):
-    """One object to recommend tags for."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    tags: list[str] = Field(default_factory=list, max_length=MAX_TAGS,
-                            description="the object's tags so far (raw strings)")
-    title: str | None = Field(None, max_length=MAX_TEXT_CHARS)
-    description: str | None = Field(None, max_length=MAX_TEXT_CHARS)
-    texts: dict[str, str] = Field(default_factory=dict,
-                                  description="other text fields of the recommender by name")
-    k: int = Field(5, ge=1, le=MAX_K, description="how many tags to return")
-
-
-class Post(BaseModel):
-    """Tags a user gave an object (a known object id, or a new one with its texts)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    user: str = Field(min_length=1, max_length=1000)
-    object: str = Field(min_length=1, max_length=1000)
-    tags: list[str] = Field(min_length=1, max_length=MAX_TAGS)
-    title: str | None = Field(None, max_length=MAX_TEXT_CHARS)
-    description: str | None = Field(None, max_length=MAX_TEXT_CHARS)
-    texts: dict[str, str] = Field(default_factory=dict)
-
-
-class Posts(BaseModel):
-    """Posts to add."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    posts: list[Post] = Field(min_length=1, max_length=1000)
-
-
-class ItemRequest(BaseModel):
-    """A user (and a tag) to recommend items for."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    user: str = Field(min_length=1, max_length=MAX_ID_CHARS, description="the user's raw id")
-    tag: str | None = Field(None, min_length=1, max_length=MAX_ID_CHARS,
-                            description="the items for this tag (null: the user's ranking "
-                                        "over tags)")
-    k: int = Field(10, ge=1, le=MAX_K, description="how many items to return")
-
-
-class ScoredItem(BaseModel):
-    """A recommended item."""
-
-    item: str
-    title: str
-    score: float
-
-
-class ItemResponse(BaseModel):
-    """The recommended items, best first."""
-
-    items: list[ScoredItem]
-    reason: str | None = Field(None, description="why the list is empty")
-
-
-class ScoredTag(BaseModel):
-    """A recommended tag."""
-
-    tag: str
-    score: float
-
-
-class TagResponse(BaseModel):
-    """The recommended tags, best first, and what was left out of the input."""
-
-    tags: list[ScoredTag]
-    reason: str | None = Field(None, description="why the list is empty")
-    unknown_tags: list[str]
-    unknown_words: list[str]
-
-
-def _texts(request: TagRequest | Post) -> dict[str, str]:
-    """A request's text fields: ``texts`` plus ``title`` and ``description`` when given."""
-    texts = dict(request.texts)
-    for name in ("title", "description"):
-        value = getattr(request, name)
-        if value is not None:
-            texts[name] = value
-    return texts
-
-
 def _wrong_kind(recommender: TagRecommender | ItemRecommender) -> JSONResponse:
     """The 404 of an endpoint of the other kind of recommender."""
     if isinstance(recommender, TagRecommender):
@@ -226,24 +153,110 @@ def _wrong_kind(recommender: TagRecommender | ItemRecommender) -> JSONResponse:
                         404)
 
 
+@dataclass(frozen=True)
+class ServiceSettings:
+    """How the service guards itself (``python -m tagtorch.serve --help`` for each).
+
+    Attributes:
+        token: the bearer token of write requests (None: no token).
+        anonymous_writes: take posts without a token (``--allow-anonymous-writes``).
+        read_only: no write endpoint at all (``--read-only``).
+        allowed_hosts: ``Host`` headers answered (others get 400: DNS rebinding).
+        max_body: largest request body (bytes).
+        body_timeout: seconds to receive a request body.
+        header_timeout: seconds to receive a request's headers.
+        max_connections: most open connections.
+    """
+
+    token: str | None = None
+    anonymous_writes: bool = False
+    read_only: bool = False
+    allowed_hosts: tuple[str, ...] = ("127.0.0.1", "localhost", "::1")
+    max_body: int = MAX_BODY_BYTES
+    body_timeout: float = 30.0
+    header_timeout: float = 10.0
+    max_connections: int = 256
+
+    @property
+    def writes(self) -> str:
+        """``"none"`` (read-only), ``"token"``, ``"anonymous"`` or ``"off"`` (the default)."""
+        if self.read_only:
+            return "none"
+        if self.token is not None:
+            return "token"
+        return "anonymous" if self.anonymous_writes else "off"
+
+
+def _refusal(error: Exception) -> str:
+    """An error's message for a response: printable, at most 500 characters."""
+    text = str(error).encode("utf-8", "backslashreplace").decode("utf-8")
+    return text if len(text) <= 500 else text[:500] + "..."
+
+
+def _validation_problems(error: RequestValidationError) -> list[dict[str, Any]]:
+    """The first problems of a refused request, without echoing its input."""
+    return [{"loc": [_refusal(part)[:64] for part in problem["loc"]][:8],
+             "msg": _refusal(problem["msg"]), "type": problem["type"]}
+            for problem in error.errors()[:10]]
+
+
+def _guarded(app: FastAPI, settings: ServiceSettings) -> None:
+    """Adds the body, token and host guards, outermost last (:mod:`tagtorch.serving.guards`)."""
+    app.add_middleware(BodyGuard, max_body=settings.max_body,
+                       body_timeout=settings.body_timeout)
+    if settings.writes == "token":
+        app.add_middleware(WriteGuard, token=settings.token, paths=WRITE_PATHS)
+    app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(settings.allowed_hosts))
+
+    @app.exception_handler(RequestValidationError)
+    async def refused(request: Request, error: RequestValidationError) -> JSONResponse:
+        return JSONResponse({"detail": _validation_problems(error)}, 422)
+
+
+def _posts_route(app: FastAPI, recommender: TagRecommender | ItemRecommender,
+                 settings: ServiceSettings, queue: PostQueue | None) -> None:
+    """``POST /v1/posts``: absent when read-only, 403 while writes are off."""
+    if settings.read_only:
+        return
+
+    @app.post("/v1/posts", responses={
+        401: {"description": "no or a wrong token"}, 403: {"description": "writes are off"},
+        413: {"description": "too many new tags"}, 422: {"description": "a refused post"},
+        503: {"description": "the journal cannot store it, or too many posts wait"}})
+    def posts(request: PostBatch) -> Any:
+        if not isinstance(recommender, TagRecommender):
+            return _wrong_kind(recommender)
+        if queue is None:
+            return JSONResponse({"detail": "writes are off: start the service with "
+                                           "--token-file (or TAGTORCH_SERVE_TOKEN), or "
+                                           "--allow-anonymous-writes"}, 403)
+        try:
+            added = queue.submit([post.plain() for post in request.posts])
+        except TooManyNewTagsError as error:
+            return JSONResponse({"detail": _refusal(error)}, 413)
+        except ValueError as error:
+            return JSONResponse({"detail": _refusal(error)}, 422)
+        except (QueueFullError, JournalWriteError) as error:
+            return JSONResponse({"detail": _refusal(error)}, 503, {"retry-after": "5"})
+        return {"added": added, "pending": queue.pending}
+
+
 def create_app(recommender: TagRecommender | ItemRecommender,
-               max_body: int = MAX_BODY_BYTES) -> FastAPI:
-    """The service around one loaded recommender (either kind)."""
+               settings: ServiceSettings | None = None,
+               queue: PostQueue | None = None) -> FastAPI:
+    """The service around one loaded recommender (either kind).
+
+    Args:
+        recommender: the recommender.
+        settings: the guards (default: :class:`ServiceSettings`).
+        queue: takes posts (None: writes are off or read-only).
+    """
+    settings = settings or ServiceSettings()
     kind = "tags" if isinstance(recommender, TagRecommender) else "items"
     app = FastAPI(title="tagtorch", version=tagtorch.__version__,
                   description=f"Recommendation of {kind} by a fitted tagtorch recommender.")
+    _guarded(app, settings)
     page = demo_page(recommender)
-
-    @app.middleware("http")
-    async def limit_body(request: Request, call_next: Any) -> Any:
-        length = request.headers.get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > max_body):
-            return JSONResponse({"detail": f"request body over {max_body} bytes"}, 413)
-        if request.method == "POST":
-            body = await request.body()  # also bounds bodies sent without a length
-            if len(body) > max_body:
-                return JSONResponse({"detail": f"request body over {max_body} bytes"}, 413)
-        return await call_next(request)
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     def demo() -> str:
@@ -259,10 +272,12 @@ def create_app(recommender: TagRecommender | ItemRecommender,
                      "data": recommender.info.get("data"),
                      "fingerprint": recommender.info.get("fingerprint"),
                      "tagtorch_version": tagtorch.__version__,
-                     "artifact_version": recommender.info.get("tagtorch_version")}
+                     "artifact_version": recommender.info.get("tagtorch_version"),
+                     "writes": settings.writes}
         if isinstance(recommender, TagRecommender):
             return {**described, "text_fields": recommender.text_fields,
-                    "d_objects": len(recommender.train_objects)}
+                    "d_objects": len(recommender.train_objects),
+                    "pending_posts": 0 if queue is None else queue.pending}
         return {**described, **{key: recommender.info.get(key)
                                 for key in ("p", "users", "items", "tags")}}
 
@@ -273,23 +288,12 @@ def create_app(recommender: TagRecommender | ItemRecommender,
         if not isinstance(recommender, TagRecommender):
             return _wrong_kind(recommender)
         try:
-            result = recommender.recommend_tags(tags=request.tags, k=request.k,
-                                                **_texts(request))
+            result = recommender.recommend_tags_batch([request.object_fields()], request.k)[0]
         except ValueError as error:
-            return JSONResponse({"detail": str(error)}, 422)
+            return JSONResponse({"detail": _refusal(error)}, 422)
         return JSONResponse(result.as_dict())
 
-    @app.post("/v1/posts", responses={422: {"description": "a post the recommender refuses"}})
-    def posts(request: Posts) -> Any:
-        if not isinstance(recommender, TagRecommender):
-            return _wrong_kind(recommender)
-        plain = [{"user": post.user, "object": post.object, "tags": post.tags,
-                  **_texts(post)} for post in request.posts]
-        try:
-            added = recommender.add_posts(plain)
-        except ValueError as error:
-            return JSONResponse({"detail": str(error)}, 422)
-        return {"added": added, "d_objects": len(recommender.train_objects)}
+    _posts_route(app, recommender, settings, queue)
 
     @app.post("/v1/items", response_model=ItemResponse,
               responses={422: {"description": "input the recommender refuses"},
@@ -301,7 +305,7 @@ def create_app(recommender: TagRecommender | ItemRecommender,
             result = recommender.recommend_items(user=request.user, tag=request.tag,
                                                  k=request.k)
         except ValueError as error:
-            return JSONResponse({"detail": str(error)}, 422)
+            return JSONResponse({"detail": _refusal(error)}, 422)
         return JSONResponse(result.as_dict())
 
     return app
@@ -348,36 +352,119 @@ def start_service(folder: str | Path, *options: str, timeout: float = 300.0,
         time.sleep(0.3)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Loads the artifact, warms it up and serves until interrupted."""
-    import uvicorn
-
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m tagtorch.serve",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("path", help="a recommender folder written by task=fit")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--max-body", type=int, default=MAX_BODY_BYTES,
+    writes = parser.add_argument_group("writes (POST /v1/posts; off unless a token or "
+                                       "--allow-anonymous-writes is given)")
+    writes.add_argument("--token-file", type=Path,
+                        help=f"a file holding the bearer token of write requests (or set "
+                             f"{TOKEN_VARIABLE})")
+    writes.add_argument("--allow-anonymous-writes", action="store_true",
+                        help="take posts from anyone who reaches the port")
+    writes.add_argument("--read-only", action="store_true",
+                        help="no write endpoint at all; the folder is only read")
+    writes.add_argument("--max-new-tags-per-request", type=int, default=1000)
+    writes.add_argument("--max-new-tags", type=int, default=100_000,
+                        help="new tags taken since the start")
+    writes.add_argument("--max-pending-posts", type=int, default=100_000,
+                        help="posts acknowledged and waiting to be applied")
+    guards = parser.add_argument_group("guards")
+    guards.add_argument("--allowed-hosts", default=None,
+                        help="comma-separated Host headers answered (default: the bound host, "
+                             "localhost, 127.0.0.1, ::1)")
+    guards.add_argument("--max-body", type=int, default=MAX_BODY_BYTES,
                         help="largest request body in bytes")
+    guards.add_argument("--body-timeout", type=float, default=30.0)
+    guards.add_argument("--header-timeout", type=float, default=10.0)
+    guards.add_argument("--max-connections", type=int, default=256)
     parser.add_argument("--rule-cache", type=int, default=1024,
                         help="tag recommenders: one-object rule results kept for repeated "
                              "requests (0: off)")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    try:
-        recommender = Recommender.load(Path(args.path))
-    except (UnreadableFileError, FileNotFoundError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    return parser
+
+
+def service_settings(args: argparse.Namespace) -> ServiceSettings:
+    """The guards of the command line (token from ``--token-file`` or the environment).
+
+    Raises:
+        ValueError: contradicting options, or an unusable token, in one line.
+    """
+    token = os.environ.get(TOKEN_VARIABLE) or None
+    if args.token_file is not None:
+        try:
+            token = args.token_file.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as error:
+            raise ValueError(f"--token-file {args.token_file}: cannot be read ({error})") from None
+    if token is not None and (len(token) < 16 or not token.isascii() or not token.isprintable()):
+        raise ValueError("the write token must be at least 16 printable ASCII characters "
+                         "(e.g. python -c 'import secrets; print(secrets.token_urlsafe())')")
+    if args.read_only and (token is not None or args.allow_anonymous_writes):
+        raise ValueError("--read-only takes no write token and no --allow-anonymous-writes")
+    hosts = (args.allowed_hosts.split(",") if args.allowed_hosts
+             else [args.host, "localhost", "127.0.0.1", "::1"])
+    return ServiceSettings(token=token, anonymous_writes=args.allow_anonymous_writes,
+                           read_only=args.read_only,
+                           allowed_hosts=tuple(h.strip() for h in hosts if h.strip()),
+                           max_body=args.max_body, body_timeout=args.body_timeout,
+                           header_timeout=args.header_timeout,
+                           max_connections=args.max_connections)
+
+
+def open_folder(folder: Path, settings: ServiceSettings, rule_cache: int
+                ) -> TagRecommender | ItemRecommender:
+    """Locks the folder, checks it can take posts (when they are on), loads and warms it up.
+
+    Raises:
+        RuntimeError, UnreadableFileError, FileNotFoundError: in one line.
+    """
+    writes = settings.writes in ("token", "anonymous")
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{folder}: no such folder")
+    lock_folder(folder, exclusive=writes)
+    if writes:
+        finish_compaction(folder)
+        check_writable(folder)
+    recommender = Recommender.load(folder)
     if isinstance(recommender, TagRecommender):
-        recommender.generator.rules.cache_size = args.rule_cache
+        if writes:
+            moved = recommender.compact()
+            if moved:
+                log.info("%s: %d journaled posts written into the data", folder, moved)
+        recommender.rule_cache = rule_cache
         recommender.recommend_tags(tags=recommender.display[:1])  # compiles the kernels
-        recommender.generator.rules.clear_cache()
+        recommender.rule_cache = rule_cache  # and empties the cache
     else:
         recommender.recommend_items(user=recommender.users[0])
-    log.info("serving %s on http://%s:%d", args.path, args.host, args.port)
-    uvicorn.run(create_app(recommender, args.max_body), host=args.host, port=args.port,
-                log_level="warning")
+    return recommender
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Loads the artifact, warms it up and serves until interrupted."""
+    import uvicorn
+
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    try:
+        settings = service_settings(args)
+        recommender = open_folder(Path(args.path), settings, args.rule_cache)
+    except (ValueError, RuntimeError, UnreadableFileError, FileNotFoundError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    queue = None
+    if isinstance(recommender, TagRecommender) and settings.writes in ("token", "anonymous"):
+        queue = PostQueue(recommender, args.max_new_tags_per_request, args.max_new_tags,
+                          args.max_pending_posts)
+    log.info("serving %s on http://%s:%d (writes: %s)", args.path, args.host, args.port,
+             settings.writes)
+    uvicorn.run(create_app(recommender, settings, queue), host=args.host, port=args.port,
+                log_level="warning", timeout_keep_alive=5,
+                http=guarded_protocol(settings.header_timeout, settings.max_connections))
+    if queue is not None:
+        queue.close()
     return 0
 
 

@@ -174,20 +174,34 @@ def test_profile_neighbours_are_refused_with_the_reason(with_profiles):
                            {**CANDIDATES, "profile_neighbours": {"k": 10}}, LatreWTS(alpha=0.9))
 
 
-def start_server(folder):
-    """The real service, started as a user starts it, on 127.0.0.1: ``(process, url)``."""
+TOKEN = "test-token-0123456789abcdef"
+AUTH = {"authorization": f"Bearer {TOKEN}"}
+
+
+def start_server(folder, *options):
+    """The real service, started as a user starts it, on 127.0.0.1: ``(process, url)``.
+
+    It takes posts with the token ``TOKEN`` (``AUTH`` is the header) unless ``options``
+    say otherwise.
+    """
     import subprocess
 
+    token_file = folder.parent / f"{folder.name}.token"
+    token_file.write_text(TOKEN)
+    if not options:
+        options = ("--token-file", str(token_file))
     try:
-        return start_service(folder, "--max-body", "20000", timeout=120,
+        return start_service(folder, "--max-body", "20000", *options, timeout=120,
                              output=subprocess.PIPE)
     except RuntimeError as error:
         pytest.fail(str(error))
 
 
 @pytest.fixture(scope="module")
-def server(fitted):
-    process, url = start_server(fitted[3])
+def server(fitted, tmp_path_factory):
+    copy = tmp_path_factory.mktemp("served") / "artifact"
+    shutil.copytree(fitted[3], copy)
+    process, url = start_server(copy)
     yield url
     process.terminate()
     process.wait(timeout=30)
@@ -276,14 +290,16 @@ def test_posts_reach_the_next_recommendation_and_survive_a_reload(fitted, tmp_pa
     assert "Brandnewtag" in dict(after.tags)
     assert recommender.recommend_tags(tags=["brandnewtag"]).unknown_tags == []
     lines = (copy / "journal.jsonl").read_text().splitlines()
-    assert len(lines) == 3 and json.loads(lines[0])["object"] == "new-0"
+    assert len(lines) == 1  # one record per batch
+    assert [post["object"] for post in json.loads(lines[0])["posts"]] == [
+        "new-0", "new-1", "new-2"]
     reloaded = TagRecommender.load(copy)
     assert reloaded.recommend_tags(tags=[known], k=1000) == after
     with pytest.raises(ValueError, match="post 0"):
         recommender.add_posts([{"user": "", "object": "x", "tags": ["a"]}])
     with pytest.raises(ValueError, match="no tags"):
         recommender.add_posts([{"user": "u", "object": "x", "tags": []}])
-    assert len((copy / "journal.jsonl").read_text().splitlines()) == 3  # refused: not journaled
+    assert len((copy / "journal.jsonl").read_text().splitlines()) == 1  # refused: not journaled
 
 
 def test_a_torn_last_journal_line_is_skipped(fitted, tmp_path):
@@ -292,7 +308,7 @@ def test_a_torn_last_journal_line_is_skipped(fitted, tmp_path):
     recommender = TagRecommender.load(copy)
     post_new_tag(recommender, recommender.display[0], n=1)
     with open(copy / "journal.jsonl", "a") as handle:
-        handle.write('{"user": "u", "obj')
+        handle.write('{"posts": [{"user": "u", "obj')
     assert len(TagRecommender.load(copy).train_objects) == len(recommender.train_objects)
 
 
@@ -305,9 +321,9 @@ def test_an_acknowledged_post_survives_kill_9(fitted, tmp_path):
     process, url = start_server(copy)
     try:
         body = {"posts": [{"user": "u9", "object": "killed", "tags": [known, "Survivor"]}]}
-        response = httpx.post(f"{url}/v1/posts", json=body, timeout=60)
+        response = httpx.post(f"{url}/v1/posts", json=body, headers=AUTH, timeout=60)
         assert response.status_code == 200 and response.json()["added"] == 1
-        assert httpx.post(f"{url}/v1/posts", json={"posts": [{"user": "u"}]},
+        assert httpx.post(f"{url}/v1/posts", json={"posts": [{"user": "u"}]}, headers=AUTH,
                           timeout=30).status_code == 422
     finally:
         process.kill()  # SIGKILL: no shutdown handler runs
@@ -386,5 +402,5 @@ FIELDS = st.sampled_from(["tags", "title", "description", "texts", "k", "user", 
 def test_fuzzed_requests_never_get_a_5xx(server, body, path):
     import httpx
 
-    response = httpx.post(f"{server}{path}", json=body, timeout=60)
+    response = httpx.post(f"{server}{path}", json=body, headers=AUTH, timeout=60)
     assert response.status_code < 500, (body, response.text)

@@ -43,12 +43,14 @@ def write_artifact(folder: Path, kind: type, processor: TextProcessor,
         files: the files and model folders the manifest pins.
         model_key: the manifest key of the model's class.
         model: the fitted model.
-        info: further entries (configuration, data, fingerprint, sizes).
+        info: further entries (configuration, data, fingerprint, sizes); a loaded artifact's
+            own ``tagtorch_version`` and model class are written anew.
     """
+    kept = {k: v for k, v in info.items() if k not in ("tagtorch_version", model_key)}
     write_manifest(folder, kind, {"processor": processor_settings(processor), **settings}, files,
                    tagtorch_version=tagtorch.__version__,
                    **{model_key: f"{type(model).__module__}.{type(model).__qualname__}"},
-                   **info)
+                   **kept)
 
 
 @dataclass(frozen=True)

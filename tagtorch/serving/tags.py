@@ -25,9 +25,9 @@ exception.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
+import shutil
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -45,8 +45,10 @@ from tagtorch.data.terms import TermIndex
 from tagtorch.data.text import TextProcessor
 from tagtorch.rankers.base import BaseRanker
 from tagtorch.serving.artifact import open_artifact, reading, write_artifact
+from tagtorch.serving.journal import Journal, encode_record, sync_folder, sync_tree
+from tagtorch.serving.schema import MAX_TAGS, MAX_TEXT_CHARS
 from tagtorch.storage import (
-    UnreadableFileError,
+    MANIFEST_FILE,
     load_arrays,
     model_folder,
     read_json,
@@ -58,10 +60,11 @@ DATA_FILE = "data.npz"
 JOURNAL_FILE = "journal.jsonl"
 VOCABULARY_FILE = "vocabulary.json"
 RANKER_FOLDER = "ranker"
-MAX_TEXT_CHARS = 100_000
-"""Longest text field accepted per object (characters)."""
-MAX_TAGS = 10_000
-"""Most input tags accepted per object."""
+COMPACTION_FOLDER = ".compaction"
+"""Where :meth:`TagRecommender.compact` writes the new data before it replaces the old."""
+BACKUP_FOLDER = "backup"
+"""Where the data and journal replaced by the last compaction are kept."""
+_READY = "READY"
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +132,8 @@ class TagRecommender:
         self.candidate_settings = {k: v for k, v in dict(candidates).items()
                                    if not k.startswith("_")}
         self.info = dict(info or {})
-        self.journal: Path | None = None
+        self.journal: Journal | None = None
+        self._rule_cache = int(self.candidate_settings.get("rule_cache", 0))
         self._lock = threading.Lock()
         ids = [str(o) for o in range(len(train_tags))] if object_ids is None else object_ids
         self._data = self._mine(terms, train_tags, np.asarray(train_objects), list(display),
@@ -147,9 +151,22 @@ class TagRecommender:
                              "(e.g. Last.fm's listeners), which new objects do not have and "
                              "recommend_tags does not take; serve a set without them")
         generator.fit(train_objects, train_tags.take(train_objects), terms)
+        generator.rules.cache_size = self._rule_cache
         return _Data(terms, train_tags, train_objects, display, object_ids, generator,
                      {str(term): code for code, term in enumerate(terms.vocabulary)},
                      {o: code for code, o in enumerate(object_ids)})
+
+    @property
+    def rule_cache(self) -> int:
+        """One-object rule results kept for repeated requests (0: off), kept across posts."""
+        return self._rule_cache
+
+    @rule_cache.setter
+    def rule_cache(self, size: int) -> None:
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise ValueError(f"rule_cache must be an integer >= 0, got {size!r}")
+        self._rule_cache = self._data.generator.rules.cache_size = size
+        self._data.generator.rules.clear_cache()
 
     @property
     def terms(self) -> TermIndex:
@@ -242,6 +259,8 @@ class TagRecommender:
                    folder / VOCABULARY_FILE)
         self.ranker.save(folder / RANKER_FOLDER)
         (folder / JOURNAL_FILE).unlink(missing_ok=True)  # the posts are in the data now
+        if self.journal is not None and self.journal.path == folder / JOURNAL_FILE:
+            self.journal = Journal(self.journal.path)
         write_artifact(folder, type(self), self.processor,
                        {"candidates": self.candidate_settings},
                        [DATA_FILE, VOCABULARY_FILE, RANKER_FOLDER], "ranker_class", self.ranker,
@@ -274,12 +293,43 @@ class TagRecommender:
                               vocabulary["display"], opened.settings["candidates"],
                               opened.model_class.load(folder / RANKER_FOLDER), opened.info,
                               object_ids=vocabulary["objects"])
-        recommender.journal = folder / JOURNAL_FILE
-        replayed = read_journal(recommender.journal)
+        recommender.journal = Journal(folder / JOURNAL_FILE)
+        replayed = [post for batch in recommender.journal.read() for post in batch]
         if replayed:
             recommender._apply(replayed)
             log.info("%s: %d journaled posts replayed", folder, len(replayed))
         return recommender
+
+    def compact(self) -> bool:
+        """Writes the journaled posts into the folder's data and empties the journal, atomically.
+
+        The whole artifact is written again into ``FOLDER/.compaction`` and flushed to disk;
+        a ``READY`` marker then makes :func:`finish_compaction` move its files over the
+        folder's, the replaced files and the journal going to ``FOLDER/backup/`` (the
+        previous backup is dropped). A crash before the marker leaves the folder as it was
+        (the next start drops the half-written copy); after it, the next start finishes the
+        move. A journal replayed over data that already holds it changes nothing (a post
+        adds tags to an object's set), so no step can lose or double a post.
+
+        Returns:
+            Whether anything was written (False: no journal, or an empty one).
+        """
+        journal = self.journal
+        if journal is None or not journal.path.is_file() or journal.path.stat().st_size == 0:
+            return False
+        folder = journal.path.parent
+        staging, backup = folder / COMPACTION_FOLDER, folder / BACKUP_FOLDER
+        for old in (staging, backup):
+            shutil.rmtree(old, ignore_errors=True)
+        backup.mkdir()
+        with self._lock:
+            self._save(staging)
+            sync_tree(staging)
+            (staging / _READY).touch()
+            sync_folder(staging)
+            finish_compaction(folder)
+            self.journal = Journal(journal.path)
+        return True
 
     # ------------------------------------------------------------------------ learning
     def add_posts(self, posts: Sequence[Mapping[str, Any]]) -> int:
@@ -287,23 +337,57 @@ class TagRecommender:
 
         Each post is ``{"user": str, "object": str, "tags": [str], field: text, ...}``: the
         object (a known id, or a new one) gets the tags, and a new object's text fields are
-        kept. The posts are appended to the journal (``journal.jsonl`` in the artifact folder,
-        flushed to disk with fsync) before they are applied, so an acknowledged post
-        survives a kill; :meth:`load` replays the journal. The ranker is not refitted: LATRE's
-        rules are mined lazily from D, whose statistics are mined again here.
+        kept. The batch is checked whole, then appended to the journal as one record
+        (``journal.jsonl`` in the artifact folder, flushed to disk with fsync,
+        :mod:`tagtorch.serving.journal`) before it is applied, so an acknowledged post
+        survives a kill and a refused batch leaves no trace; :meth:`load` replays the
+        journal. The ranker is not refitted: LATRE's rules are mined lazily from D, whose
+        statistics are mined again here (:meth:`apply_posts`).
 
         Returns:
             The number of posts added.
 
         Raises:
             ValueError: a malformed post (nothing is added then), naming its position.
+            JournalWriteError: the journal could not store the batch (nothing is added).
         """
-        checked = [self._check_post(i, post) for i, post in enumerate(posts)]
+        checked = self.check_posts(posts)
         with self._lock:
-            if self.journal is not None:
-                append_journal(self.journal, checked)
+            self.journal_posts(checked)
             self._apply(checked)
         return len(checked)
+
+    def check_posts(self, posts: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """The posts in plain form, each checked against the schema and the text fields.
+
+        Raises:
+            ValueError: a malformed post, naming its position.
+        """
+        if isinstance(posts, Mapping | str) or not isinstance(posts, Sequence):
+            raise ValueError(f"posts must be a list of posts, got {type(posts).__name__}")
+        checked = [self._check_post(i, post) for i, post in enumerate(posts)]
+        encode_record(checked)  # the schema of the endpoint and the journal
+        return checked
+
+    def journal_posts(self, posts: Sequence[Mapping[str, Any]]) -> None:
+        """Appends checked posts to the journal as one record (no journal: nothing to do).
+
+        Raises:
+            JournalWriteError: the record is not stored.
+        """
+        if self.journal is not None:
+            self.journal.append(encode_record(posts))
+
+    def apply_posts(self, posts: Sequence[Mapping[str, Any]]) -> None:
+        """Applies checked, journaled posts: D, the vocabulary and the texts mined again."""
+        with self._lock:
+            self._apply(posts)
+
+    def new_tags(self, posts: Sequence[Mapping[str, Any]]) -> set[str]:
+        """The normalized tags of ``posts`` that the vocabulary does not hold yet."""
+        codes, n_tags = self._data.term_codes, self._data.terms.n_tags
+        return {key for post in posts for key in map(self.processor.normalize_tag, post["tags"])
+                if codes.get(key, n_tags) >= n_tags}
 
     def _check_post(self, position: int, post: Mapping[str, Any]) -> dict[str, Any]:
         where = f"post {position}"
@@ -529,37 +613,22 @@ def _with_new_tags(terms: TermIndex, display: list[str], new_tags: Mapping[str, 
             [*display, *new_tags.values()], remap)
 
 
-def append_journal(path: Path, posts: Sequence[Mapping[str, Any]]) -> None:
-    """Appends posts to a journal (one JSON object a line), flushed to disk before returning."""
-    new = not path.exists()
-    with open(path, "a", encoding="utf-8") as handle:
-        for post in posts:
-            handle.write(json.dumps(post, ensure_ascii=False) + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    if new:  # the file's entry in its folder must reach the disk too
-        descriptor = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(descriptor)
-        finally:
-            os.close(descriptor)
-
-
-def read_journal(path: Path) -> list[dict[str, Any]]:
-    """The posts of a journal (JSON lines; nothing runs). A torn last line is skipped."""
-    if not path.exists():
-        return []
-    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    posts = []
-    for number, line in enumerate(lines, 1):
-        try:
-            post = json.loads(line)
-        except json.JSONDecodeError:
-            if number == len(lines):  # cut short by a crash while it was written
-                log.warning("%s: its last line is incomplete and was skipped", path)
-                continue
-            raise UnreadableFileError(f"{path}:{number}: not a JSON post") from None
-        if not isinstance(post, dict):
-            raise UnreadableFileError(f"{path}:{number}: not a JSON post")
-        posts.append(post)
-    return posts
+def finish_compaction(folder: Path) -> None:
+    """Completes or drops a compaction a crash cut short (:meth:`TagRecommender.compact`)."""
+    staging, backup = folder / COMPACTION_FOLDER, folder / BACKUP_FOLDER
+    if not staging.is_dir():
+        return
+    if not (staging / _READY).exists():  # cut short while it was written: the folder is whole
+        shutil.rmtree(staging)
+        return
+    backup.mkdir(exist_ok=True)
+    for name in (DATA_FILE, VOCABULARY_FILE, RANKER_FOLDER, MANIFEST_FILE):
+        if (staging / name).exists():
+            if (folder / name).exists():
+                os.replace(folder / name, backup / name)
+            os.replace(staging / name, folder / name)
+    if (folder / JOURNAL_FILE).exists():
+        os.replace(folder / JOURNAL_FILE, backup / JOURNAL_FILE)
+    sync_folder(backup)
+    sync_folder(folder)
+    shutil.rmtree(staging)

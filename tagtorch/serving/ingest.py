@@ -1,0 +1,141 @@
+"""Posts taken by the service: journaled at once, applied to D in the background, in batches.
+
+Applying posts mines D again (:meth:`TagRecommender.apply_posts`), which takes a fraction of a
+second to seconds whatever the number of posts. :class:`PostQueue` decouples the two: a request
+is checked, journaled (fsync) and acknowledged, and one background thread applies every post
+waiting since its last pass in one mining pass. A flood of posts therefore costs one mining
+pass per batch, not one per post, and recommendations go on from the previous state meanwhile
+(a post reaches recommendations once its batch is applied: ``pending`` in ``GET /v1/info``).
+
+Bounds (each refused request changes nothing):
+
+- ``max_new_tags_per_request``: tags a request may add to the vocabulary
+  (:class:`TooManyNewTagsError`, HTTP 413);
+- ``max_new_tags``: tags the service may add to the vocabulary since it started (HTTP 422):
+  every new tag grows the vocabulary, the display strings and the rule index for good;
+- ``max_pending``: posts waiting to be applied (:class:`QueueFullError`, HTTP 503 with
+  ``Retry-After``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tagtorch.serving.tags import TagRecommender
+
+__all__ = ["PostQueue", "QueueFullError", "TooManyNewTagsError"]
+
+log = logging.getLogger(__name__)
+
+
+class TooManyNewTagsError(ValueError):
+    """A request would add more new tags than one request may."""
+
+
+class QueueFullError(RuntimeError):
+    """Too many posts wait to be applied; the client should retry later."""
+
+
+class PostQueue:
+    """Takes posts for a served :class:`TagRecommender` (module docstring).
+
+    Args:
+        recommender: the recommender (its journal, when it has one, stores every batch).
+        max_new_tags_per_request: most new tags in one request.
+        max_new_tags: most new tags since the service started.
+        max_pending: most posts waiting to be applied.
+    """
+
+    def __init__(self, recommender: TagRecommender, max_new_tags_per_request: int = 1000,
+                 max_new_tags: int = 100_000, max_pending: int = 100_000) -> None:
+        for name, value in (("max_new_tags_per_request", max_new_tags_per_request),
+                            ("max_new_tags", max_new_tags), ("max_pending", max_pending)):
+            if value < 0:
+                raise ValueError(f"{name} must be >= 0, got {value}")
+        self.recommender = recommender
+        self.max_new_tags_per_request, self.max_new_tags = max_new_tags_per_request, max_new_tags
+        self.max_pending = max_pending
+        self._admitted: set[str] = set()  # new tags taken since the start
+        self._pending: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._applying = 0
+        self._stopped = False
+        self._thread = threading.Thread(target=self._run, name="post-queue", daemon=True)
+        self._thread.start()
+
+    @property
+    def pending(self) -> int:
+        """Posts acknowledged and not yet applied."""
+        with self._lock:
+            return len(self._pending) + self._applying
+
+    def submit(self, posts: Sequence[Mapping[str, Any]]) -> int:
+        """Checks, journals and queues a batch; returns the number of posts.
+
+        Raises:
+            ValueError: a malformed post, or the service's limit of new tags reached.
+            TooManyNewTagsError: more new tags than one request may add.
+            QueueFullError: too many posts wait to be applied.
+            JournalWriteError: the journal could not store the batch.
+        """
+        checked = self.recommender.check_posts(posts)
+        with self._lock:
+            if self._stopped:
+                raise QueueFullError("the service is stopping")
+            new = self.recommender.new_tags(checked) - self._admitted
+            if len(new) > self.max_new_tags_per_request:
+                raise TooManyNewTagsError(
+                    f"{len(new):,} new tags in one request, more than the "
+                    f"{self.max_new_tags_per_request:,} accepted (--max-new-tags-per-request)")
+            if len(self._admitted) + len(new) > self.max_new_tags:
+                raise ValueError(f"the service has taken {len(self._admitted):,} new tags and "
+                                 f"takes at most {self.max_new_tags:,} (--max-new-tags); these "
+                                 f"posts add {len(new):,} more")
+            if len(self._pending) + self._applying + len(checked) > self.max_pending:
+                raise QueueFullError(f"{len(self._pending) + self._applying:,} posts wait to "
+                                     f"be applied (at most {self.max_pending:,}); retry later")
+            self.recommender.journal_posts(checked)
+            self._admitted |= new
+            self._pending.extend(checked)
+            self._wake.notify()
+        return len(checked)
+
+    def wait(self, timeout: float = 60.0) -> bool:
+        """Waits until every acknowledged post is applied; False if ``timeout`` ran out."""
+        deadline = time.monotonic() + timeout
+        while self.pending:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
+        return True
+
+    def close(self) -> None:
+        """Applies what is pending and stops the thread."""
+        with self._lock:
+            self._stopped = True
+            self._wake.notify()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                while not self._pending and not self._stopped:
+                    self._wake.wait()
+                if not self._pending:
+                    return
+                batch, self._pending = self._pending, []
+                self._applying = len(batch)
+            start = time.perf_counter()
+            try:
+                self.recommender.apply_posts(batch)
+            except Exception:  # journaled: the next start replays them
+                log.exception("applying %d journaled posts failed; they are kept in the "
+                              "journal", len(batch))
+            log.info("%d posts applied in %.2f s", len(batch), time.perf_counter() - start)
+            with self._lock:
+                self._applying = 0
