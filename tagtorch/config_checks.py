@@ -23,6 +23,10 @@ key                       allowed
 ``seed``                  an integer
 ========================  =====================================================================
 
+``task.protocol.backend`` (where the protocol's parallel jobs run) must be one of
+:data:`tagtorch.engines.BACKENDS`: ``processes``, ``dask`` or ``ray`` (a tree model's
+``backend``, its library, is the model's own setting).
+
 Each method under ``model`` must suit the task: tag recommendation (``task=tagrec``) takes
 rankers of candidate lists (``score(batch)``), item recommendation (``task=itemrec``) takes item
 models (``score(users, tags)``); the kind is read from the signature of the class's ``score``.
@@ -44,6 +48,7 @@ from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import InterpolationResolutionError, MissingMandatoryValue
 
+from tagtorch.engines import BACKENDS
 from tagtorch.metrics.functional import METRIC_NAMES, parse_metric
 
 __all__ = ["ConfigError", "check_config", "drop_unselected_settings", "model_kind"]
@@ -125,6 +130,11 @@ def _check_accelerator(key: str, value: Any) -> None:
 def _check_seed(key: str, value: Any) -> None:
     if not _is_int(value):
         raise ConfigError(key, value, "an integer")
+
+
+def _check_backend(key: str, value: Any) -> None:
+    if value not in BACKENDS:
+        raise ConfigError(key, value, f"one of {list(BACKENDS)} (where the parallel jobs run)")
 
 
 _CHECKS: dict[str, Callable[[str, Any], None]] = {
@@ -299,6 +309,9 @@ of integers >= 1, e.g. [5] or [1,5,10]
     """
     container = _resolved(cfg)
     _check_seed("seed", container.get("seed", 0))
+    protocol = (container.get("task") or {}).get("protocol")
+    if isinstance(protocol, dict) and "backend" in protocol:  # not a tree model's library
+        _check_backend("task.protocol.backend", protocol["backend"])
     for group in CHECKED_GROUPS:
         for key, name, value in _walk(container.get(group), group):
             check = _CHECKS.get(name)

@@ -12,21 +12,79 @@ by configuration (``task.protocol.backend``, ``task.protocol.address``), off by 
 
 A job's outcome does not depend on where it runs: every job is seeded by its fold and method,
 so a distributed run gives the serial run's results (tested on local clusters).
+
+A cluster address that does not answer within ``connect_timeout`` seconds (5 by default) is a
+:class:`~tagtorch.config_checks.ConfigError` naming the address's config key and value (one
+line and exit status 2 from ``python -m tagtorch.train``), not Dask's 30-second traceback nor
+Ray's minutes of retries: a Ray address (``host:port``, ``ray://host:port``) is first tried
+with a plain TCP connection, a Dask client gets the timeout for its connection.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import socket
 from collections.abc import Iterator
 from typing import Any
 
 log = logging.getLogger(__name__)
 
-__all__ = ["BACKENDS", "array_bytes", "dask_client", "joblib_engine"]
+__all__ = ["BACKENDS", "CONNECT_TIMEOUT", "array_bytes", "check_reachable", "dask_client",
+           "joblib_engine", "ray_init"]
 
 BACKENDS = ("processes", "dask", "ray")
 """The engines :func:`joblib_engine` knows."""
+
+CONNECT_TIMEOUT = 5.0
+"""Seconds a cluster's address has to answer before the run stops (``connect_timeout``)."""
+
+
+def _unreachable(key: str, address: str, what: str, timeout: float, reason: object) -> Exception:
+    """The error of an address that did not answer: a ``ConfigError`` naming ``key``."""
+    from tagtorch.config_checks import ConfigError  # config_checks imports BACKENDS from here
+
+    text = str(reason).strip()
+    first = text.splitlines()[0] if text else type(reason).__name__
+    return ConfigError(key, address,
+                       f"the address of {what} that answers within {timeout:g} s ({first})")
+
+
+def host_port(address: str) -> tuple[str, int] | None:
+    """The host and port of a cluster address, or None where it names none (``auto``).
+
+    Example:
+        >>> host_port("ray://10.0.0.1:10001"), host_port("[::1]:6379"), host_port("auto")
+        (('10.0.0.1', 10001), ('::1', 6379), None)
+    """
+    rest = address.split("://", 1)[-1].rstrip("/")
+    host, _, port = rest.rpartition(":")
+    if not host or not port.isdigit():
+        return None
+    return host.strip("[]"), int(port)
+
+
+def check_reachable(address: str, what: str, timeout: float = CONNECT_TIMEOUT,
+                    key: str = "address") -> None:
+    """Checks that something accepts TCP connections at ``address`` within ``timeout`` s.
+
+    Args:
+        address: ``host:port``, with a scheme or not (``ray://``, ``tcp://``); an address
+            without a port (``auto``) is not checked.
+        what: what should answer there, for the message (``"a Ray cluster"``).
+        timeout: seconds to wait for the connection.
+        key: the config key the address was given under, for the message.
+
+    Raises:
+        ConfigError: nothing answered; names ``key``, the address and the reason.
+    """
+    target = host_port(address)
+    if target is None:
+        return
+    try:
+        socket.create_connection(target, timeout=timeout).close()
+    except OSError as error:  # refused, timed out, unknown host, unreachable network
+        raise _unreachable(key, address, what, timeout, error) from None
 
 
 def array_bytes(obj: Any, _seen: set[int] | None = None) -> int:
@@ -62,14 +120,23 @@ def array_bytes(obj: Any, _seen: set[int] | None = None) -> int:
 
 
 @contextlib.contextmanager
-def dask_client(address: str | None = None, n_workers: int | None = None) -> Iterator[Any]:
+def dask_client(address: str | None = None, n_workers: int | None = None,
+                connect_timeout: float = CONNECT_TIMEOUT,
+                key: str = "address") -> Iterator[Any]:
     """A ``distributed.Client`` of the Dask cluster at ``address`` for the block.
 
     Without an address, a local cluster of ``n_workers`` worker processes (one thread each;
     None: one per core) is started for the block and closed after it.
 
+    Args:
+        address: the scheduler (``tcp://host:8786``); None: a local cluster.
+        n_workers: workers of a local cluster.
+        connect_timeout: seconds the scheduler has to answer.
+        key: the config key ``address`` was given under, named in the error.
+
     Raises:
         ImportError: ``dask[distributed]`` is not installed.
+        ConfigError: the scheduler did not answer within ``connect_timeout`` seconds.
     """
     from distributed import Client, LocalCluster
 
@@ -77,7 +144,13 @@ def dask_client(address: str | None = None, n_workers: int | None = None) -> Ite
     if address is None:
         cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
                                dashboard_address=None)
-    client = Client(address or cluster)
+        client = Client(cluster)
+    else:
+        try:
+            client = Client(address, timeout=connect_timeout)
+        except OSError as error:  # distributed's "Timed out trying to connect to ..."
+            raise _unreachable(key, address, "a Dask scheduler", connect_timeout,
+                               error) from None
     try:
         yield client
     finally:
@@ -86,9 +159,39 @@ def dask_client(address: str | None = None, n_workers: int | None = None) -> Ite
             cluster.close()
 
 
+def ray_init(address: str | None = None, num_cpus: int | None = None,
+             num_gpus: int | None = None, connect_timeout: float = CONNECT_TIMEOUT,
+             key: str = "address") -> None:
+    """Joins the Ray cluster at ``address``, or starts a local instance (``address`` None).
+
+    Args:
+        address: ``host:port``, ``ray://host:port`` or ``auto``; None: a local instance.
+        num_cpus: CPUs of a local instance (None: all cores; unused with an address).
+        num_gpus: GPUs of a local instance (None: all; unused with an address).
+        connect_timeout: seconds the cluster has to answer.
+        key: the config key ``address`` was given under, named in the error.
+
+    Raises:
+        ConfigError: the cluster did not answer (:func:`check_reachable`), or ``auto`` found
+            none.
+    """
+    import ray
+
+    if address is not None:
+        check_reachable(address, "a Ray cluster", connect_timeout, key)
+    local = address is None
+    try:
+        ray.init(address=address, num_cpus=num_cpus if local else None,
+                 num_gpus=num_gpus if local else None, include_dashboard=False,
+                 log_to_driver=False)
+    except ConnectionError as error:  # "auto" with no running cluster
+        raise _unreachable(key, str(address), "a Ray cluster", connect_timeout, error) from None
+
+
 @contextlib.contextmanager
 def joblib_engine(backend: str = "processes", address: str | None = None,
-                  n_workers: int | None = None) -> Iterator[None]:
+                  n_workers: int | None = None, connect_timeout: float = CONNECT_TIMEOUT,
+                  key: str = "task.protocol.address") -> Iterator[None]:
     """Runs the ``joblib.Parallel`` calls of the block on ``backend``.
 
     Args:
@@ -96,9 +199,12 @@ def joblib_engine(backend: str = "processes", address: str | None = None,
         address: the cluster to join (a Dask scheduler ``tcp://host:8786``, a Ray address
             ``ray://host:10001`` or ``auto``); None: a local cluster for the block.
         n_workers: workers of a local cluster (None: one per core).
+        connect_timeout: seconds the cluster at ``address`` has to answer.
+        key: the config key ``address`` was given under, named in the error.
 
     Raises:
         ValueError: another backend.
+        ConfigError: the cluster at ``address`` did not answer within ``connect_timeout``.
         ImportError: the engine's package is not installed (``pip install "dask[distributed]"``
             or ``pip install "ray[default]"``).
     """
@@ -110,7 +216,8 @@ def joblib_engine(backend: str = "processes", address: str | None = None,
     from joblib import parallel_config
 
     if backend == "dask":
-        with dask_client(address, n_workers) as client, parallel_config(backend="dask"):
+        with dask_client(address, n_workers, connect_timeout, key) as client, \
+                parallel_config(backend="dask"):
             log.info("joblib jobs on the Dask cluster %s", client.scheduler.address)
             yield
         return
@@ -119,8 +226,7 @@ def joblib_engine(backend: str = "processes", address: str | None = None,
 
     started = not ray.is_initialized()
     if started:
-        ray.init(address=address, num_cpus=n_workers if address is None else None,
-                 include_dashboard=False, log_to_driver=False)
+        ray_init(address, n_workers, connect_timeout=connect_timeout, key=key)
     register_ray()
     log.info("joblib jobs on the Ray cluster %s", address or "started locally")
     try:

@@ -47,6 +47,7 @@ def test_every_shipped_configuration_passes(tmp_path, experiment):
      "an item model"),
     (["data=tabular"], "data.path", "a value"),
     (["seed=abc"], "seed", "an integer"),
+    (["task.protocol.backend=bogus"], "task.protocol.backend", "['processes', 'dask', 'ray']"),
     (["model=xtred_rf"], "candidates.diversity", "candidates=latre_diverse"),
     (["+experiment=extended_lastfm", "method_candidates.rf_extended=extnded"],
      "method_candidates.rf_extended", "a name of candidate_sets ['extended']"),
@@ -93,6 +94,16 @@ def test_the_command_line_shows_one_line_and_exits_2_before_loading_data(tmp_pat
     assert "error: config key task.protocol.ks=[0, 5]: expected" in done.stderr
     assert "loading data" not in done.stderr + done.stdout
     assert not (tmp_path / "config.yaml").exists()
+
+
+def test_an_unknown_backend_is_one_line_and_exit_2_before_loading_data(tmp_path):
+    done = run_cli(tmp_path, "task.protocol.backend=bogus")
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    assert done.stderr.splitlines()[-1] == (
+        "error: config key task.protocol.backend='bogus': expected one of "
+        "['processes', 'dask', 'ray'] (where the parallel jobs run)")
+    assert "loading data" not in done.stderr + done.stdout
 
 
 def test_a_missing_data_file_is_one_line_naming_it(tmp_path):

@@ -2,6 +2,11 @@
 
 import dataclasses
 import itertools
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,6 +16,7 @@ from joblib import Parallel
 from tagtorch.candidates.candidate_set import CandidateSet
 from tagtorch.candidates.features import LatreCandidates
 from tagtorch.candidates.generator import generate_in_tasks
+from tagtorch.config_checks import ConfigError
 from tagtorch.data.synthetic import generate_folksonomy
 from tagtorch.data.terms import TermIndex
 from tagtorch.data.text import TextProcessor
@@ -19,6 +25,8 @@ from tagtorch.evaluation.tag_recommendation import TagRecommendationProtocol
 from tagtorch.metrics.functional import ndcg_at_k
 from tagtorch.rankers.latre import LatreWTS
 from tagtorch.rankers.trees import LambdaMARTRanker, MARTRanker, RandomForestRanker
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -160,3 +168,38 @@ def test_an_unknown_engine_is_refused():
         pass
     with pytest.raises(ValueError, match="backend"):
         TagRecommendationProtocol(backend="spark")
+
+
+def free_port() -> int:
+    """A port on 127.0.0.1 where nothing listens (bound, then closed)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.parametrize("backend, scheme", [("dask", "tcp://"), ("ray", ""), ("ray", "ray://")])
+def test_an_address_where_no_cluster_listens_is_a_config_error_within_its_timeout(backend,
+                                                                                  scheme):
+    address = f"{scheme}127.0.0.1:{free_port()}"
+    start = time.monotonic()
+    with pytest.raises(ConfigError) as info, joblib_engine(backend, address, connect_timeout=1):
+        pass
+    assert time.monotonic() - start < 10
+    message = str(info.value)
+    assert message.startswith(f"config key task.protocol.address={address!r}: expected"), message
+    assert "answers within 1 s" in message and "\n" not in message
+
+
+@pytest.mark.parametrize("backend", ["dask", "ray"])
+def test_the_command_line_names_an_unreachable_cluster_in_one_line(tmp_path, backend):
+    """Within the default 5-second timeout (Dask alone took 30 s and a traceback, Ray minutes)."""
+    address = f"{'tcp://' if backend == 'dask' else ''}127.0.0.1:{free_port()}"
+    done = subprocess.run(
+        [sys.executable, "-m", "tagtorch.train", "logger=none", f"hydra.run.dir={tmp_path}",
+         "data.n_objects=300", "task.protocol.folds=[0]", f"task.protocol.backend={backend}",
+         f"task.protocol.address={address}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
+    assert done.stderr.splitlines()[-1].startswith(
+        f"error: config key task.protocol.address='{address}': expected the address of a")

@@ -3,6 +3,8 @@
 import itertools
 import json
 import math
+import os
+import socket
 import subprocess
 import sys
 import time
@@ -231,3 +233,132 @@ def test_a_sweep_runs_its_trials_on_ray(tmp_path):
     trials = pd.read_csv(tmp_path / "trials.csv")
     assert list(trials["number"]) == [0, 1] and set(trials["state"]) == {"COMPLETE"}
     assert (tmp_path / "best.yaml").is_file()
+
+
+SWEEP_APP = '''
+import json, os, time
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+
+
+@hydra.main(version_base="1.3", config_path=".", config_name="config")
+def main(cfg):
+    folder = Path(HydraConfig.get().runtime.output_dir)
+    with open(folder / "job.json", "x") as out:  # "x": a folder written twice fails its trial
+        json.dump({"num": HydraConfig.get().job.num, "trial": cfg.sweep.trial,
+                   "pid": os.getpid()}, out)
+    time.sleep(cfg.sleep)
+    return float(cfg.x)
+
+
+main()
+'''
+
+SWEEP_APP_CONFIG = """
+defaults:
+  - override hydra/sweeper: tagtorch_optuna
+  - _self_
+x: 0.0
+sleep: 1.0
+sweep: {storage: null, study: null, trial: null, time_limit: null, heartbeat: null}
+hydra:
+  sweeper:
+    sampler: random
+    heartbeat_seconds: 1.0
+    params:
+      x: interval(0, 1)
+"""
+
+
+def app_sweep(folder: Path, *extra: str) -> list[str]:
+    """The command of a sweep of a tiny Hydra app (each job writes ``job.json``, sleeps 1 s)
+    with the tagtorch_optuna sweeper: its jobs take a second, not a fold's candidates."""
+    app = folder / "app"
+    app.mkdir(exist_ok=True)
+    (app / "app.py").write_text(SWEEP_APP)
+    (app / "config.yaml").write_text(SWEEP_APP_CONFIG)
+    return [sys.executable, str(app / "app.py"), "-m", f"hydra.sweep.dir={folder / 'sweep'}",
+            *extra]
+
+
+def test_two_sweeps_on_one_new_study_share_it_without_overwriting_a_job(tmp_path):
+    """Two sweep processes started at once into one fresh folder (one SQLite study): both
+    finish, every trial has its own job folder named by its number, written once."""
+    command = app_sweep(tmp_path, "hydra.sweeper.n_trials=6")
+    workers = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True) for _ in range(2)]
+    outputs = [worker.communicate(timeout=120) for worker in workers]
+    for worker, (_, stderr) in zip(workers, outputs, strict=True):
+        assert worker.returncode == 0, stderr[-3000:]
+        assert "Traceback" not in stderr, stderr[-3000:]
+    study = optuna.load_study(study_name="tagtorch",
+                              storage=f"sqlite:///{tmp_path / 'sweep' / 'optuna.db'}")
+    numbers = [t.number for t in study.trials]
+    assert {t.state.name for t in study.trials} == {"COMPLETE"}, study.trials
+    assert 6 <= len(numbers) <= 7  # both may ask when 5 are done
+    jobs = {int(path.parent.name): json.loads(path.read_text())
+            for path in (tmp_path / "sweep").glob("*/job.json")}
+    assert sorted(jobs) == numbers  # one folder per trial, named by the trial's number
+    assert all(job["num"] == job["trial"] == number for number, job in jobs.items())
+    assert {job["pid"] for job in jobs.values()} == {w.pid for w in workers}  # both worked
+
+
+def unusable_storages(tmp_path: Path) -> dict[str, str]:
+    """Storage URLs a sweep cannot use, by what is wrong with them."""
+    (tmp_path / "text.db").write_text("not a database, " * 100)
+    read_only = tmp_path / "read_only"
+    read_only.mkdir()
+    read_only.chmod(0o555)
+    return {"missing folder": "sqlite:////nonexistent/dir/x.db",
+            "not SQLite": f"sqlite:///{tmp_path / 'text.db'}",
+            "a folder": f"sqlite:///{tmp_path}",
+            "unknown dialect": "bogus://x",
+            "not a URL": "optuna.db",
+            "unwritable folder": "sqlite:////proc/x.db",  # even for root
+            "read-only folder": f"sqlite:///{read_only / 'x.db'}"}
+
+
+@pytest.mark.parametrize("case", ["missing folder", "not SQLite", "a folder", "unknown dialect",
+                                  "not a URL", "unwritable folder", "read-only folder"])
+def test_an_unusable_storage_is_a_config_error_naming_it(tmp_path, case):
+    from tagtorch.config_checks import ConfigError
+
+    url = unusable_storages(tmp_path)[case]
+    if case == "read-only folder" and os.geteuid() == 0:
+        pytest.skip("root writes into a read-only folder")
+    sweeper = TagtorchOptunaSweeper(storage=url)
+    sweeper.sweep_dir = tmp_path / "sweep"
+    with pytest.raises(ConfigError) as info:
+        sweeper.study(distributions({"x": "interval(0, 1)"})[0])
+    message = str(info.value)
+    assert message.startswith(f"config key hydra.sweeper.storage={url!r}: expected"), message
+    assert "\n" not in message
+
+
+def test_an_unusable_storage_ends_the_sweep_command_in_one_line_with_status_2(tmp_path):
+    done = sweep(tmp_path, "hydra.sweeper.storage=bogus://x", n_trials=1)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
+    assert done.stderr.splitlines()[-1].startswith(
+        "error: config key hydra.sweeper.storage='bogus://x': expected an Optuna storage")
+    assert "loading data" not in done.stderr + done.stdout
+
+
+def test_the_ray_launcher_names_an_address_where_no_cluster_listens_in_one_line(tmp_path):
+    with socket.socket() as probe:  # a port on 127.0.0.1 where nothing listens
+        probe.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{probe.getsockname()[1]}"
+    app = Path(__file__).parent / "fixtures" / "ray_app" / "app.py"
+    start = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, str(app), "-m", "x=1,2", "hydra/launcher=tagtorch_ray",
+         f"hydra.launcher.address={address}", "hydra.launcher.connect_timeout=1",
+         f"hydra.sweep.dir={tmp_path}"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
+    assert done.stderr.splitlines()[-1].startswith(
+        f"error: config key hydra.launcher.address='{address}': expected the address of a Ray "
+        "cluster that answers within 1 s")
+    assert time.monotonic() - start < 60

@@ -23,6 +23,7 @@ class TagtorchRayLauncherConf:
     num_gpus: int | None = None  # GPUs of a local Ray instance (None: all)
     cpus_per_job: float = 1.0
     gpus_per_job: float = 0.0  # e.g. 0.5: two trials share one GPU
+    connect_timeout: float = 5.0  # seconds the cluster at address has to answer
 
 
 ConfigStore.instance().store(group="hydra/launcher", name="tagtorch_ray",

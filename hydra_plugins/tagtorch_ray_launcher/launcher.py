@@ -6,7 +6,9 @@ once on the cluster's workers, as many as its resources allow: each job asks Ray
 ``CUDA_VISIBLE_DEVICES``). Without ``address``, a local Ray instance is started with
 ``num_cpus`` CPUs at the first launch and kept for the next ones (a sweep launches a batch of
 jobs at a time), so that its workers, with their imports and compiled kernels, are reused;
-Ray shuts it down when the sweep's process exits.
+Ray shuts it down when the sweep's process exits. An ``address`` where no cluster answers
+within ``connect_timeout`` seconds ends the sweep with one line naming ``hydra.launcher.address``
+and exit status 2 (:func:`tagtorch.engines.ray_init`).
 
 A job runs as under Hydra's basic launcher: its sweep configuration is composed here, sent to
 the task with Hydra's global state (``Singleton`` state), and the task calls Hydra's ``run_job``,
@@ -33,6 +35,9 @@ from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, open_dict
 
+from hydra_plugins.tagtorch_sweeper.sweeper import one_line_errors
+from tagtorch.engines import CONNECT_TIMEOUT, ray_init
+
 log = logging.getLogger(__name__)
 
 
@@ -52,12 +57,14 @@ class TagtorchRayLauncher(Launcher):
 
     def __init__(self, address: str | None = None, num_cpus: int | None = None,
                  num_gpus: int | None = None, cpus_per_job: float = 1.0,
-                 gpus_per_job: float = 0.0) -> None:
-        if cpus_per_job <= 0 or gpus_per_job < 0:
-            raise ValueError(f"hydra.launcher: cpus_per_job must be > 0 and gpus_per_job >= 0, "
-                             f"got {cpus_per_job} and {gpus_per_job}")
+                 gpus_per_job: float = 0.0, connect_timeout: float = CONNECT_TIMEOUT) -> None:
+        if cpus_per_job <= 0 or gpus_per_job < 0 or connect_timeout <= 0:
+            raise ValueError(f"hydra.launcher: cpus_per_job and connect_timeout must be > 0 and "
+                             f"gpus_per_job >= 0, got {cpus_per_job}, {connect_timeout} and "
+                             f"{gpus_per_job}")
         self.address, self.num_cpus, self.num_gpus = address, num_cpus, num_gpus
         self.cpus_per_job, self.gpus_per_job = cpus_per_job, gpus_per_job
+        self.connect_timeout = connect_timeout
         self.config: DictConfig | None = None
         self.hydra_context: HydraContext | None = None
         self.task_function: TaskFunction | None = None
@@ -79,10 +86,9 @@ class TagtorchRayLauncher(Launcher):
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         sweep_dir.mkdir(parents=True, exist_ok=True)
         if not ray.is_initialized():
-            local = self.address is None
-            ray.init(address=self.address, num_cpus=self.num_cpus if local else None,
-                     num_gpus=self.num_gpus if local else None, include_dashboard=False,
-                     log_to_driver=False)
+            with one_line_errors():  # an address where no cluster answers
+                ray_init(self.address, self.num_cpus, self.num_gpus, self.connect_timeout,
+                         key="hydra.launcher.address")
         remote = ray.remote(num_cpus=self.cpus_per_job, num_gpus=self.gpus_per_job,
                             max_retries=0)(_run_job)
         log.info("Ray launcher: %d jobs on %s, %s CPU and %s GPU each, into %s",

@@ -14,7 +14,12 @@ keeps the trial's heartbeat), and tells the study each job's outcome:
   with the same storage and study name) continues to ``n_trials`` finished trials; a trial
   whose job died (no heartbeat for a minute) is failed and asked again with the same
   parameters (Optuna's ``RetryFailedTrialCallback``); several sweep processes, on one machine
-  or many, can work on one study;
+  or many, can work on one study: each job is numbered by its trial (``hydra.job.num`` is the
+  trial's number, unique in the study), so its folder and log are its trial's alone, and a
+  SQLite study is created under a file lock beside its database (``optuna.db.lock``), so that
+  sweeps started at once into a new folder do not race to create its tables; a storage that
+  cannot be opened or written (a bad URL, a missing or read-only folder, a file that is not a
+  database) ends the sweep with one line naming ``hydra.sweeper.storage`` and exit status 2;
 - after each batch of trials it writes, in the sweep folder, ``trials.csv``, the optimization
   history, the parameter importances and a parallel-coordinates plot (PNG), and ``best.yaml``:
   the best trial's value, parameters and the command that reruns it on the test folds.
@@ -28,6 +33,7 @@ configuration surface (``params`` in Hydra's sweep syntax, ``direction``, ``stor
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
 import math
 import shlex
@@ -39,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import optuna
+import sqlalchemy
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import (
     ChoiceSweep,
@@ -53,10 +60,86 @@ from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
+from tagtorch.config_checks import ConfigError
+from tagtorch.storage import atomic_write
 from tagtorch.sweeps import make_pruner
+from tagtorch.train import user_error
 
 log = logging.getLogger(__name__)
 
+#: What opening or writing a storage raises when its URL, file or folder is at fault.
+STORAGE_ERRORS: tuple[type[BaseException], ...] = (
+    sqlalchemy.exc.SQLAlchemyError, optuna.exceptions.StorageInternalError, OSError, ImportError)
+
+
+@contextlib.contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """Holds an exclusive lock on ``path`` (created if missing) for the block.
+
+    Processes on one machine that lock the same file take turns (``fcntl.flock``; the lock is
+    released when the block ends or the process dies).
+
+    Raises:
+        OSError: the lock file cannot be created (a missing or read-only folder).
+    """
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def storage_lock(url: str) -> contextlib.AbstractContextManager[None]:
+    """A lock for creating the storage at ``url``: a file lock beside a SQLite database.
+
+    Other databases have no file here: nothing is locked (:meth:`TagtorchOptunaSweeper.study`
+    retries a creation race instead).
+
+    Example:
+        >>> storage_lock("postgresql://host/db")  # doctest: +ELLIPSIS
+        <contextlib.nullcontext object at ...>
+    """
+    parsed = sqlalchemy.engine.make_url(url)
+    database = parsed.database
+    if not parsed.drivername.startswith("sqlite") or database in (None, "", ":memory:"):
+        return contextlib.nullcontext()
+    return file_lock(Path(f"{database}.lock"))
+
+
+def error_reason(error: BaseException) -> str:
+    """The first line of what went wrong, from the database driver where there is one.
+
+    Example:
+        >>> import sqlite3
+        >>> error_reason(sqlalchemy.exc.OperationalError(
+        ...     "SELECT 1", {}, sqlite3.OperationalError("unable to open database file")))
+        'OperationalError: unable to open database file'
+    """
+    while isinstance(error, optuna.exceptions.StorageInternalError | ImportError) \
+            and error.__cause__ is not None:  # Optuna's wrapper: the driver's error is its cause
+        error = error.__cause__
+    cause = getattr(error, "orig", None) or error
+    lines = str(cause).strip().splitlines() or [""]
+    return f"{type(cause).__name__}: {lines[0]}"
+
+
+@contextlib.contextmanager
+def one_line_errors() -> Iterator[None]:
+    """Ends the process on an input error as ``python -m tagtorch.train`` does.
+
+    An error of the input (:func:`tagtorch.train.user_error`: a bad setting, an unusable
+    storage or cluster address) raised in the block is one line on standard error and exit
+    status 2, with no traceback; other errors go on (they are bugs to report).
+    """
+    try:
+        yield
+    except Exception as error:
+        cause = user_error(error)
+        if cause is None:
+            raise
+        print(f"error: {cause}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 @contextlib.contextmanager
@@ -136,6 +219,25 @@ def override_value(value: Any) -> str:
     return str(value)
 
 
+def number_runs(numbers: Sequence[int]) -> list[tuple[int, int]]:
+    """``(start, stop)`` slices of ``numbers`` that count up by one (one launch each).
+
+    A batch's trials are numbered one after another unless another sweep asked trials of the
+    same study in between.
+
+    Example:
+        >>> number_runs([4, 5, 6]), number_runs([4, 6, 7]), number_runs([])
+        ([(0, 3)], [(0, 1), (1, 3)], [])
+    """
+    runs: list[tuple[int, int]] = []
+    start = 0
+    for i in range(1, len(numbers) + 1):
+        if i == len(numbers) or numbers[i] != numbers[i - 1] + 1:
+            runs.append((start, i))
+            start = i
+    return runs
+
+
 class TagtorchOptunaSweeper(Sweeper):
     """Hydra's ``Sweeper`` for ``hydra/sweeper=tagtorch_optuna`` (module docstring).
 
@@ -166,7 +268,6 @@ class TagtorchOptunaSweeper(Sweeper):
         self.rerun_overrides = list(rerun_overrides)
         self.config: DictConfig | None = None
         self.launcher: Any = None
-        self.job_idx = 0
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction,
               config: DictConfig) -> None:
@@ -204,24 +305,47 @@ class TagtorchOptunaSweeper(Sweeper):
                 "n_warmup_steps": self.n_warmup_steps}
 
     def study(self, space: Mapping[str, Any]) -> optuna.Study:
-        """The study (created, or loaded to resume), in its RDB storage."""
+        """The study (created, or loaded to resume), in its RDB storage.
+
+        Raises:
+            ConfigError: naming ``hydra.sweeper.storage``, when the storage cannot be opened
+                or written (module docstring).
+        """
         self.sweep_dir.mkdir(parents=True, exist_ok=True)
         url = self.storage_url or f"sqlite:///{(self.sweep_dir / 'optuna.db').resolve()}"
         self.storage_url = url
-        storage = optuna.storages.RDBStorage(
-            url, heartbeat_interval=self.heartbeat_seconds,
-            grace_period=3 * self.heartbeat_seconds,
-            heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(
-                max_retry=2))
-        pruner = self._pruner_settings()
-        study = optuna.create_study(study_name=self.study_name, storage=storage,
-                                    pruner=make_pruner(pruner), direction=self.direction,
-                                    load_if_exists=True)
-        study.set_user_attr("pruner", pruner)  # the jobs prune as the sweep says
-        # a resumed sweep must not draw its first points again, nor reuse job folders
+        try:
+            with storage_lock(url):
+                study = self._open_study(url)
+        except STORAGE_ERRORS as error:
+            raise ConfigError("hydra.sweeper.storage", url,
+                              "an Optuna storage this sweep can open and write: a SQLite file "
+                              "in a writable folder or a reachable database URL "
+                              f"({error_reason(error)})") from None
+        # a resumed sweep must not draw its first points again
         study.sampler = self._sampler(space, len(study.trials))
-        self.job_idx = len(study.trials)
         return study
+
+    def _open_study(self, url: str, attempts: int = 3) -> optuna.Study:
+        """Creates or loads the study; retries a race with another sweep creating it."""
+        pruner = self._pruner_settings()
+        for attempt in range(attempts):
+            try:
+                storage = optuna.storages.RDBStorage(
+                    url, heartbeat_interval=self.heartbeat_seconds,
+                    grace_period=3 * self.heartbeat_seconds,
+                    heartbeat_stale_trial_callback=optuna.storages
+                    .RetryHeartbeatStaleTrialCallback(max_retry=2))
+                study = optuna.create_study(study_name=self.study_name, storage=storage,
+                                            pruner=make_pruner(pruner),
+                                            direction=self.direction, load_if_exists=True)
+                study.set_user_attr("pruner", pruner)  # the jobs prune as the sweep says
+                return study
+            except sqlalchemy.exc.IntegrityError:  # another sweep created the same rows
+                if attempt == attempts - 1:
+                    raise
+                time.sleep(0.5 * (attempt + 1))
+        raise AssertionError("unreachable")
 
     # ------------------------------------------------------------------------------ sweep
     def sweep(self, arguments: list[str]) -> None:
@@ -232,7 +356,7 @@ class TagtorchOptunaSweeper(Sweeper):
             key, _, value = argument.partition("=")
             params[key] = value
         space, fixed = distributions(params)
-        with _quiet():
+        with one_line_errors(), _quiet():
             self._sweep(space, fixed)
 
     def _sweep(self, space: Mapping[str, Any], fixed: Mapping[str, str]) -> None:
@@ -285,8 +409,12 @@ class TagtorchOptunaSweeper(Sweeper):
                 device = self.devices[(slot // self.trials_per_device) % len(self.devices)]
                 sweep.append(f"{self.device_key}=[{device}]")
             overrides.append([*(f"{k}={v}" for k, v in fixed.items()), *values, *sweep])
-        returns = self.launcher.launch(overrides, initial_job_idx=self.job_idx)
-        self.job_idx += len(returns)
+        returns = []
+        for start, stop in number_runs([trial.number for trial in batch]):
+            # each job is numbered by its trial: its folder is the trial's alone, whatever
+            # the other sweeps on the study launch (their trials have other numbers)
+            returns += self.launcher.launch(overrides[start:stop],
+                                            initial_job_idx=batch[start].number)
         for trial, outcome in zip(batch, returns, strict=True):
             self._tell(study, trial, outcome)
 
@@ -316,11 +444,21 @@ class TagtorchOptunaSweeper(Sweeper):
 
     # ---------------------------------------------------------------------------- outputs
     def _write_outputs(self, study: optuna.Study) -> None:
-        """``trials.csv``, the plots and ``best.yaml`` in the sweep folder (module docstring)."""
+        """``trials.csv``, the plots and ``best.yaml`` in the sweep folder (module docstring).
+
+        Each file is replaced whole (never seen half-written), by one sweep at a time when
+        several share the folder (a lock file, ``.outputs.lock``).
+        """
+        with file_lock(self.sweep_dir / ".outputs.lock"):
+            self._write_outputs_locked(study)
+
+    def _write_outputs_locked(self, study: optuna.Study) -> None:
+        """:meth:`_write_outputs`, under its lock."""
         frame = study.trials_dataframe()
         if frame.empty:
             return
-        frame.to_csv(self.sweep_dir / "trials.csv", index=False)
+        with atomic_write(self.sweep_dir / "trials.csv") as partial:
+            frame.to_csv(partial, index=False)
         complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
         if not complete:
             return
@@ -333,15 +471,16 @@ class TagtorchOptunaSweeper(Sweeper):
         rerun += [f"{k}={override_value(v)}" for k, v in best.params.items()]
         rerun += ["hydra.mode=RUN", "search_method=null"]
         rerun += self.rerun_overrides
-        OmegaConf.save(OmegaConf.create({
+        best_yaml = OmegaConf.create({
             "value": best.value, "number": best.number, "params": best.params,
             "rerun_on_test": " ".join(shlex.quote(a) if i else a for i, a in enumerate(rerun)),
             "trials": {"complete": len(complete),
                        "pruned": sum(t.state == optuna.trial.TrialState.PRUNED
                                      for t in study.trials),
                        "failed": sum(t.state == optuna.trial.TrialState.FAIL
-                                     for t in study.trials)}}),
-            self.sweep_dir / "best.yaml")
+                                     for t in study.trials)}})
+        with atomic_write(self.sweep_dir / "best.yaml") as partial:
+            OmegaConf.save(best_yaml, partial)
         _plots(study, self.sweep_dir)
 
 
@@ -380,5 +519,6 @@ def _plots(study: optuna.Study, folder: Path) -> None:
         figure = (axes.flat[0] if hasattr(axes, "flat") else axes).get_figure()
         figure.set_size_inches(9, 5.5)
         figure.tight_layout()
-        figure.savefig(folder / name, dpi=110)
+        with atomic_write(folder / name) as partial:
+            figure.savefig(partial, dpi=110, format="png")
         plt.close(figure)
