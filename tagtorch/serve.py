@@ -2,29 +2,43 @@
 
 Example:
     python -m tagtorch.serve checkpoints/recommenders/lastfm-latre_wts --port 8000
+    python -m tagtorch.serve FOLDER --token-file /run/secrets/tagtorch-token  # takes posts
 
 Endpoints (schemas on the OpenAPI page, ``/docs``; a one-page demo form at ``/``):
 
 - ``POST /v1/tags`` (tag recommenders): ``{"tags": [...], "title": ..., "description": ...,
   "texts": {field: text}, "k": 5}`` -> ``{"tags": [{"tag", "score"}], "reason",
   "unknown_tags", "unknown_words"}``;
-- ``POST /v1/posts`` (tag recommenders): ``{"posts": [{"user", "object", "tags", "title",
-  ...}]}`` adds tag assignments; they are journaled (fsync) before the answer, and the next
-  recommendation uses them (:meth:`TagRecommender.add_posts`); a restart replays the journal;
+- ``POST /v1/posts`` (tag recommenders; a write): ``{"posts": [{"user", "object", "tags",
+  "title", ...}]}`` adds tag assignments, all or none: the batch is journaled as one record
+  (fsync) before the answer ``{"added", "pending"}`` and applied to D in the background
+  within about ``--apply-interval`` seconds (:mod:`tagtorch.serving.ingest`,
+  :mod:`tagtorch.serving.journal`); a restart replays the journal and compacts it into the
+  data;
 - ``POST /v1/items`` (item recommenders): ``{"user": ..., "tag": null, "k": 10}`` ->
   ``{"items": [{"item", "title", "score"}], "reason"}`` (:meth:`ItemRecommender
   .recommend_items`);
-- ``GET /health`` and ``GET /v1/info`` (kind, method, data, fingerprint, tagtorch version).
+- ``GET /health`` and ``GET /v1/info`` (kind, method, data, fingerprint, tagtorch version,
+  writes, posts pending).
+
+Writes are off unless the service has a token (``--token-file``, or the environment variable
+``TAGTORCH_SERVE_TOKEN``; requests then need ``Authorization: Bearer TOKEN``, else 401) or
+``--allow-anonymous-writes``; with writes off ``POST /v1/posts`` answers 403, and with
+``--read-only`` it does not exist. Only the ``Host`` headers of ``--allowed-hosts`` are answered
+(default: the bound host and localhost; others get 400, against DNS rebinding). A writing
+service holds an exclusive lock on its folder, a read-only one a shared lock, and a writing
+service refuses at the start a folder it could not journal into. Connections, headers and
+bodies are bounded (:mod:`tagtorch.serving.guards`): a body over ``--max-body`` bytes gets
+413 as soon as it passes the limit, chunked or not. A request the schema or the recommender
+refuses gets 4xx with the reason (never its input echoed), never a 5xx; a journal that cannot
+store a batch gets 503 with the reason. ``docs/serving.md`` has a deployment example.
 
 An endpoint of the other kind of recommender answers 404 with a message naming the right one.
 The artifact is loaded once and warmed up (kernels compiled) by one request before the server
 accepts connections. Recommendations run on the event loop: they are short, CPU-bound and
 hold the GIL, so handing them to a thread pool only adds hand-offs (``benchmarks/bench_serve.py``
 on Last.fm, 8 clients: 313 requests/s and p99 49 ms in the thread pool, 631 requests/s and p99
-28 ms on the loop). Posts, which mine D again (a fraction of a second to seconds), run in the
-thread pool, so recommendations go on meanwhile from the previous state. A body over
-``--max-body`` bytes gets 413; a request the schema or the recommender refuses gets 422 with
-the reason, never a 5xx.
+28 ms on the loop). Posts are checked and journaled in the thread pool.
 """
 
 from __future__ import annotations
@@ -372,6 +386,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="new tags taken since the start")
     writes.add_argument("--max-pending-posts", type=int, default=100_000,
                         help="posts acknowledged and waiting to be applied")
+    writes.add_argument("--apply-interval", type=float, default=1.0,
+                        help="fewest seconds between two passes that apply posts to D")
     guards = parser.add_argument_group("guards")
     guards.add_argument("--allowed-hosts", default=None,
                         help="comma-separated Host headers answered (default: the bound host, "
@@ -457,7 +473,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     queue = None
     if isinstance(recommender, TagRecommender) and settings.writes in ("token", "anonymous"):
         queue = PostQueue(recommender, args.max_new_tags_per_request, args.max_new_tags,
-                          args.max_pending_posts)
+                          args.max_pending_posts, args.apply_interval)
     log.info("serving %s on http://%s:%d (writes: %s)", args.path, args.host, args.port,
              settings.writes)
     uvicorn.run(create_app(recommender, settings, queue), host=args.host, port=args.port,

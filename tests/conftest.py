@@ -10,8 +10,12 @@ from tagtorch.data.splits import tag_recommendation_folds
 from tagtorch.data.synthetic import generate_folksonomy
 from tagtorch.data.terms import TermIndex
 from tagtorch.data.text import TextProcessor
+from tagtorch.rankers.latre import LatreWTS
+from tagtorch.serve import start_service
+from tagtorch.serving.tags import TagRecommender, display_names
 
 ROOT = Path(__file__).resolve().parents[1]
+CANDIDATES = {"max_rule_candidates": 50, "device": "cpu"}
 
 
 @pytest.fixture(scope="session")
@@ -42,3 +46,41 @@ def with_profiles():
     folksonomy = TextProcessor(cache=False).apply(folksonomy)
     return tag_recommendation_folds(folksonomy, n_folds=5, seed=0)[0], \
         TermIndex.from_folksonomy(folksonomy), folksonomy
+
+
+@pytest.fixture(scope="session")
+def fitted(tmp_path_factory):
+    """A LATRE+wTS tag recommender on 400 synthetic objects.
+
+    ``(raw, folksonomy, recommender, saved folder)``; copy the folder before posting to it.
+    """
+    raw = generate_folksonomy(n_objects=400, seed=5)
+    processor = TextProcessor(cache=False)
+    folksonomy = processor.apply(raw)
+    recommender = TagRecommender.fit(folksonomy, processor, CANDIDATES, LatreWTS(alpha=0.9),
+                                     display=display_names(raw, processor, folksonomy),
+                                     val_fraction=0.25, seed=3)
+    folder = recommender.save(tmp_path_factory.mktemp("artifact") / "synthetic-latre_wts")
+    return raw, folksonomy, recommender, folder
+
+
+TOKEN = "test-token-0123456789abcdef"
+AUTH = {"authorization": f"Bearer {TOKEN}"}
+
+
+def start_server(folder, *options, token=True):
+    """The real service, started as a user starts it, on 127.0.0.1: ``(process, url)``.
+
+    With ``token``, it takes posts with the token ``TOKEN`` (``AUTH`` is the header).
+    """
+    import subprocess
+
+    if token:
+        token_file = folder.parent / f"{folder.name}.token"
+        token_file.write_text(TOKEN)
+        options = ("--token-file", str(token_file), *options)
+    try:
+        return start_service(folder, "--max-body", "20000", *options, timeout=120,
+                             output=subprocess.PIPE)
+    except RuntimeError as error:
+        pytest.fail(str(error))

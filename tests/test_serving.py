@@ -6,34 +6,19 @@ import shutil
 import numpy as np
 import pytest
 import torch
+from conftest import AUTH, CANDIDATES, start_server
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_train import compose_cfg
 
 from tagtorch.data.ragged import Ragged
 from tagtorch.data.splits import TagQueries
-from tagtorch.data.synthetic import generate_folksonomy
 from tagtorch.data.text import TextProcessor
 from tagtorch.rankers.latre import LatreWTS
 from tagtorch.recommend import main as recommend_main
-from tagtorch.serve import start_service
-from tagtorch.serving.tags import MAX_TEXT_CHARS, TagRecommender, display_names
+from tagtorch.serving.tags import MAX_TEXT_CHARS, TagRecommender
 from tagtorch.storage import UnreadableFileError
 from tagtorch.train import run_task
-
-CANDIDATES = {"max_rule_candidates": 50, "device": "cpu"}
-
-
-@pytest.fixture(scope="module")
-def fitted(tmp_path_factory):
-    raw = generate_folksonomy(n_objects=400, seed=5)
-    processor = TextProcessor(cache=False)
-    folksonomy = processor.apply(raw)
-    recommender = TagRecommender.fit(folksonomy, processor, CANDIDATES, LatreWTS(alpha=0.9),
-                                     display=display_names(raw, processor, folksonomy),
-                                     val_fraction=0.25, seed=3)
-    folder = recommender.save(tmp_path_factory.mktemp("artifact") / "synthetic-latre_wts")
-    return raw, folksonomy, recommender, folder
 
 
 def raw_object(raw, folksonomy, obj):
@@ -172,29 +157,6 @@ def test_profile_neighbours_are_refused_with_the_reason(with_profiles):
     with pytest.raises(ValueError, match="new objects do not have"):
         TagRecommender.fit(with_profiles[2], TextProcessor(cache=False),
                            {**CANDIDATES, "profile_neighbours": {"k": 10}}, LatreWTS(alpha=0.9))
-
-
-TOKEN = "test-token-0123456789abcdef"
-AUTH = {"authorization": f"Bearer {TOKEN}"}
-
-
-def start_server(folder, *options):
-    """The real service, started as a user starts it, on 127.0.0.1: ``(process, url)``.
-
-    It takes posts with the token ``TOKEN`` (``AUTH`` is the header) unless ``options``
-    say otherwise.
-    """
-    import subprocess
-
-    token_file = folder.parent / f"{folder.name}.token"
-    token_file.write_text(TOKEN)
-    if not options:
-        options = ("--token-file", str(token_file))
-    try:
-        return start_service(folder, "--max-body", "20000", *options, timeout=120,
-                             output=subprocess.PIPE)
-    except RuntimeError as error:
-        pytest.fail(str(error))
 
 
 @pytest.fixture(scope="module")

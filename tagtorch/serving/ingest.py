@@ -3,9 +3,11 @@
 Applying posts mines D again (:meth:`TagRecommender.apply_posts`), which takes a fraction of a
 second to seconds whatever the number of posts. :class:`PostQueue` decouples the two: a request
 is checked, journaled (fsync) and acknowledged, and one background thread applies every post
-waiting since its last pass in one mining pass. A flood of posts therefore costs one mining
-pass per batch, not one per post, and recommendations go on from the previous state meanwhile
-(a post reaches recommendations once its batch is applied: ``pending`` in ``GET /v1/info``).
+waiting since its last pass in one mining pass, at most one pass every ``apply_interval``
+seconds. A flood of posts therefore costs one mining pass per interval, not one per post, the
+mining takes a bounded share of the CPU, and recommendations go on from the previous state
+meanwhile (a post reaches recommendations once its batch is applied: ``pending_posts`` in
+``GET /v1/info``).
 
 Bounds (each refused request changes nothing):
 
@@ -48,17 +50,19 @@ class PostQueue:
         max_new_tags_per_request: most new tags in one request.
         max_new_tags: most new tags since the service started.
         max_pending: most posts waiting to be applied.
+        apply_interval: fewest seconds from the start of one mining pass to the next.
     """
 
     def __init__(self, recommender: TagRecommender, max_new_tags_per_request: int = 1000,
-                 max_new_tags: int = 100_000, max_pending: int = 100_000) -> None:
+                 max_new_tags: int = 100_000, max_pending: int = 100_000,
+                 apply_interval: float = 1.0) -> None:
         for name, value in (("max_new_tags_per_request", max_new_tags_per_request),
                             ("max_new_tags", max_new_tags), ("max_pending", max_pending)):
             if value < 0:
                 raise ValueError(f"{name} must be >= 0, got {value}")
         self.recommender = recommender
         self.max_new_tags_per_request, self.max_new_tags = max_new_tags_per_request, max_new_tags
-        self.max_pending = max_pending
+        self.max_pending, self.apply_interval = max_pending, apply_interval
         self._admitted: set[str] = set()  # new tags taken since the start
         self._pending: list[dict[str, Any]] = []
         self._lock = threading.Lock()
@@ -122,15 +126,19 @@ class PostQueue:
         self._thread.join()
 
     def _run(self) -> None:
+        last = -float("inf")
         while True:
             with self._lock:
-                while not self._pending and not self._stopped:
-                    self._wake.wait()
+                while not self._stopped and (not self._pending or time.monotonic() < last
+                                             + self.apply_interval):
+                    self._wake.wait(None if not self._pending else
+                                    last + self.apply_interval - time.monotonic())
                 if not self._pending:
                     return
                 batch, self._pending = self._pending, []
                 self._applying = len(batch)
             start = time.perf_counter()
+            last = time.monotonic()
             try:
                 self.recommender.apply_posts(batch)
             except Exception:  # journaled: the next start replays them

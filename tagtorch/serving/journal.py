@@ -203,8 +203,10 @@ def lock_folder(folder: Path, exclusive: bool) -> int:
     return descriptor
 
 
-def check_writable(folder: Path) -> None:
+def check_writable(folder: Path, room: int = 1 << 16) -> None:
     """Refuses, in one line, a folder where posts could not be journaled.
+
+    A probe file of ``room`` bytes is written, flushed and removed (a full disk fails it).
 
     Raises:
         RuntimeError: the folder (or its journal) is not writable, or the journal is a link.
@@ -217,7 +219,9 @@ def check_writable(folder: Path) -> None:
     try:
         descriptor = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
         try:
-            os.write(descriptor, b"ok")
+            view = memoryview(bytes(room))
+            while view:
+                view = view[os.write(descriptor, view):]
             os.fsync(descriptor)
         finally:
             os.close(descriptor)
