@@ -23,7 +23,9 @@ import hashlib
 import importlib
 import json
 import logging
+import math
 import os
+import zipfile
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -33,10 +35,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = ["ARRAYS_FILE", "MANIFEST_FILE", "UnreadableFileError", "atomic_write", "class_name",
-           "file_record", "load_array_model", "load_arrays", "load_tensors", "model_folder",
-           "plain_json", "read_checkpoint", "read_json", "read_manifest", "save_array_model",
-           "save_arrays", "save_tensors", "trusted_class", "write_json", "write_manifest"]
+__all__ = ["ARRAYS_FILE", "MANIFEST_FILE", "UnreadableFileError", "atomic_write", "check_codes",
+           "check_count", "check_ragged", "check_strings", "class_name", "file_record",
+           "load_array_model", "load_arrays", "load_tensors", "model_folder", "plain_json",
+           "read_checkpoint", "read_json", "read_manifest", "save_array_model", "save_arrays",
+           "save_tensors", "saved_entries", "trusted_class", "write_json", "write_manifest"]
 
 log = logging.getLogger(__name__)
 
@@ -115,17 +118,26 @@ def trusted_class(target: str, modules: tuple[str, ...], kinds: tuple[type, ...]
     return found
 
 
-def read_json(path: str | Path) -> Any:
+def read_json(path: str | Path, keys: Sequence[str] | None = None) -> Any:
     """Parses a JSON file written by tagtorch.
 
+    Args:
+        path: the file.
+        keys: if given, the file must hold a JSON object with (at least) these keys.
+
     Raises:
-        UnreadableFileError: the file is missing, not UTF-8 or not JSON (naming it).
+        UnreadableFileError: the file is missing, not UTF-8 or not JSON, or lacks ``keys``
+            (naming it).
     """
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        value = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
         raise UnreadableFileError(f"{path}: not a readable JSON file written by tagtorch "
                                   f"({_describe(error)})") from None
+    if keys is not None and not (isinstance(value, dict) and set(keys) <= set(value)):
+        raise UnreadableFileError(f"{path}: expected a JSON object with the keys "
+                                  f"{sorted(keys)}")
+    return value
 
 
 def write_json(value: Any, path: str | Path) -> None:
@@ -185,19 +197,34 @@ def write_manifest(folder: str | Path, kind: type, settings: Mapping[str, Any],
     return path
 
 
-def read_manifest(folder: str | Path, kind: type) -> dict[str, Any]:
+def saved_entries(folder: str | Path) -> list[str]:
+    """The files and folders of a saved model's folder besides its manifest.
+
+    A loader that reads whatever its folder holds passes them as ``required`` to
+    :func:`read_manifest`, so that no file there escapes the manifest's digests.
+    """
+    return sorted(entry.name for entry in Path(folder).iterdir() if entry.name != MANIFEST_FILE)
+
+
+def read_manifest(folder: str | Path, kind: type, required: Sequence[str] = ()
+                  ) -> dict[str, Any]:
     """Reads a model folder's manifest and verifies every file it lists.
+
+    The manifest itself is not pinned by anything (a folder that holds it may be rewritten
+    whole), so a loader names the files it reads in ``required``: a manifest that leaves one
+    out (``"files": {}`` would verify nothing) is refused.
 
     Args:
         folder: the saved model's folder.
         kind: the class that loads it (only compared by name, never imported).
+        required: the files (and model folders) the loader reads; each must be listed.
 
     Returns:
         The manifest (``format``, ``class``, ``settings``, ``files`` and the extras).
 
     Raises:
-        UnreadableFileError: an unreadable manifest, another class, or a missing, truncated or
-            altered file (the message names the file).
+        UnreadableFileError: an unreadable manifest, another class, a required file it does
+            not list, or a missing, truncated or altered file (the message names the file).
     """
     folder = Path(folder)
     path = folder / MANIFEST_FILE
@@ -213,6 +240,10 @@ def read_manifest(folder: str | Path, kind: type) -> dict[str, Any]:
     files = manifest.get("files")
     if not isinstance(files, dict) or not isinstance(manifest.get("settings"), dict):
         raise UnreadableFileError(f"{path}: expected 'settings' and 'files' objects")
+    unlisted = [name for name in required if name not in files]
+    if unlisted:
+        raise UnreadableFileError(f"{path}: does not list {unlisted[0]!r} among its files, "
+                                  f"which must pin every file read ({', '.join(required)})")
     for name, expected in files.items():
         data = folder / name
         if isinstance(expected, dict) and expected.get("folder"):
@@ -306,16 +337,158 @@ def save_arrays(arrays: Mapping[str, np.ndarray], path: str | Path) -> None:
 def load_arrays(path: str | Path, names: Sequence[str]) -> dict[str, np.ndarray]:
     """Reads the arrays ``names`` of an ``.npz`` file (``allow_pickle=False``).
 
+    Memory is bounded by the file: before anything is allocated, each array's header (shape
+    and dtype) must account for its entry's size exactly, and no entry may inflate to more
+    than the whole file (:func:`save_arrays` stores arrays uncompressed). A crafted header
+    declaring gigabytes is refused without allocating them.
+
     Raises:
-        UnreadableFileError: naming the file, if it is unreadable, lacks an array or holds
-            object arrays (pickles).
+        UnreadableFileError: naming the file, if it is unreadable, lacks an array, declares
+            more data than it holds or holds object arrays (pickles).
     """
     try:
+        _check_entries(Path(path), names)
         with np.load(path, allow_pickle=False) as arrays:
             return {name: arrays[name] for name in names}
+    except UnreadableFileError:
+        raise
     except Exception as error:  # whatever the failure: name the file
         raise UnreadableFileError(f"{path}: cannot be read as arrays ({_describe(error)})"
                                   ) from None
+
+
+_HEADER_READERS = {(1, 0): np.lib.format.read_array_header_1_0,
+                   (2, 0): np.lib.format.read_array_header_2_0}
+
+
+def _check_entries(path: Path, names: Sequence[str]) -> None:
+    """Refuses an ``.npz`` entry whose header does not account for its size (see load_arrays).
+
+    Raises:
+        UnreadableFileError: naming the file and the array.
+        zipfile.BadZipFile, ValueError: not a zip file, a malformed header.
+    """
+    size = path.stat().st_size
+    with zipfile.ZipFile(path) as archive:
+        for name in names:
+            try:
+                entry = archive.getinfo(f"{name}.npy")
+            except KeyError:
+                raise UnreadableFileError(f"{path}: holds no array {name!r}") from None
+            if entry.file_size > size:
+                raise UnreadableFileError(
+                    f"{path}: array {name!r} inflates to {entry.file_size:,} bytes, more than "
+                    f"the file's {size:,} (tagtorch stores arrays uncompressed)")
+            with archive.open(entry) as member:
+                version = np.lib.format.read_magic(member)
+                if version not in _HEADER_READERS:
+                    raise UnreadableFileError(f"{path}: array {name!r} has an .npy header of "
+                                              f"version {version}, expected 1.0 or 2.0")
+                shape, _, dtype = _HEADER_READERS[version](member)
+                declared = member.tell() + math.prod(shape) * dtype.itemsize
+            if dtype.hasobject or min(shape, default=0) < 0 or declared != entry.file_size:
+                raise UnreadableFileError(
+                    f"{path}: array {name!r} declares shape {shape} of {dtype} "
+                    f"({declared:,} bytes with its header) but its entry holds "
+                    f"{entry.file_size:,} bytes" + (" (object arrays are pickles)"
+                                                    if dtype.hasobject else ""))
+
+
+def check_codes(path: str | Path, name: str, codes: np.ndarray, n_codes: int) -> np.ndarray:
+    """Codes read from a file, checked: a 1-D integer array with values in ``[0, n_codes)``.
+
+    Args:
+        path: the file they were read from (for the message).
+        name: their name in it (e.g. the ``.npz`` array).
+        codes: ``[n]`` the codes.
+        n_codes: how many codes there are (the size of what they index).
+
+    Returns:
+        ``[n]`` the codes as int64.
+
+    Raises:
+        UnreadableFileError: ``"{path}: {name}: ..."``, for another shape, dtype or range.
+
+    Example:
+        >>> check_codes("data.npz", "tag_values", np.array([2, 0], dtype=np.int32), 3).dtype
+        dtype('int64')
+    """
+    if codes.ndim != 1 or codes.dtype.kind not in "iu":
+        raise UnreadableFileError(f"{path}: {name}: expected a 1-D integer array, found a "
+                                  f"{codes.ndim}-D {codes.dtype} array")
+    if codes.size and (int(codes.min()) < 0 or int(codes.max()) >= n_codes):
+        raise UnreadableFileError(f"{path}: {name}: codes must lie in [0, {n_codes}), found "
+                                  f"[{codes.min()}, {codes.max()}]")
+    return codes.astype(np.int64, copy=False)
+
+
+def check_ragged(path: str | Path, name: str, offsets: np.ndarray, values: np.ndarray,
+                 n_rows: int, n_codes: int) -> tuple[np.ndarray, np.ndarray]:
+    """A ragged array read from a file (``{name}_offsets``, ``{name}_values``), checked.
+
+    Args:
+        path: the file they were read from (for the message).
+        name: their name's prefix (``tag`` for ``tag_offsets`` and ``tag_values``).
+        offsets: ``[n_rows + 1]`` integers, from 0, non-decreasing, ending at ``len(values)``.
+        values: ``[offsets[-1]]`` codes in ``[0, n_codes)``.
+        n_rows: the number of rows expected.
+        n_codes: the number of codes.
+
+    Returns:
+        ``(offsets, values)`` as int64, ready for :class:`tagtorch.data.ragged.Ragged`.
+
+    Raises:
+        UnreadableFileError: ``"{path}: {name}_offsets: ..."`` (or ``_values``).
+    """
+    where = f"{path}: {name}_offsets"
+    if offsets.ndim != 1 or offsets.dtype.kind not in "iu":
+        raise UnreadableFileError(f"{where}: expected a 1-D integer array, found a "
+                                  f"{offsets.ndim}-D {offsets.dtype} array")
+    if len(offsets) != n_rows + 1:
+        raise UnreadableFileError(f"{where}: {len(offsets) - 1} rows, expected {n_rows}")
+    if offsets[0] != 0 or (np.diff(offsets) < 0).any():
+        raise UnreadableFileError(f"{where}: expected offsets from 0, non-decreasing")
+    values = check_codes(path, f"{name}_values", values, n_codes)
+    if offsets[-1] != len(values):
+        raise UnreadableFileError(f"{where}: end at {offsets[-1]}, but {name}_values holds "
+                                  f"{len(values)} values")
+    return offsets.astype(np.int64, copy=False), values
+
+
+def check_strings(path: str | Path, name: str, value: Any, length: int | None = None,
+                  distinct: bool = False) -> list[str]:
+    """A list of strings read from a JSON file, checked.
+
+    Args:
+        path: the file (for the message).
+        name: the entry's key.
+        value: what the file holds there.
+        length: the number of strings expected (None: any).
+        distinct: whether the strings must differ (they are keys: codes of ids, terms).
+
+    Raises:
+        UnreadableFileError: ``"{path}: {name!r} ..."``.
+    """
+    if not (isinstance(value, list) and all(isinstance(s, str) for s in value)):
+        raise UnreadableFileError(f"{path}: {name!r} must be a list of strings")
+    if length is not None and len(value) != length:
+        raise UnreadableFileError(f"{path}: {name!r} holds {len(value)} strings, expected "
+                                  f"{length}")
+    if distinct and len(set(value)) != len(value):
+        raise UnreadableFileError(f"{path}: {name!r} repeats a string; each must be unique")
+    return value
+
+
+def check_count(path: str | Path, name: str, value: Any, most: int) -> int:
+    """An integer read from a JSON file, checked to lie in ``[0, most]``.
+
+    Raises:
+        UnreadableFileError: ``"{path}: {name!r} ..."``.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= most:
+        raise UnreadableFileError(f"{path}: {name!r} must be an integer in [0, {most}], got "
+                                  f"{value!r:.40}")
+    return value
 
 
 def save_array_model(path: str | Path, kind: type, settings: Mapping[str, Any],
@@ -350,7 +523,7 @@ def load_array_model(path: str | Path, kind: type) -> tuple[Any, dict[str, np.nd
             settings the class refuses (naming the file).
     """
     folder = Path(path)
-    manifest = read_manifest(folder, kind)
+    manifest = read_manifest(folder, kind, [ARRAYS_FILE])
     try:
         model = kind(**manifest["settings"])
         names = [str(name) for name in manifest["arrays"]]

@@ -39,7 +39,7 @@ from tagtorch.rankers.rankboost import RankBoost
 from tagtorch.rankers.ranksvm import RankSVM
 from tagtorch.rankers.single_feature import FeatureRanker
 from tagtorch.rankers.trees import LambdaMARTRanker, MARTRanker, RandomForestRanker
-from tagtorch.storage import MANIFEST_FILE
+from tagtorch.storage import MANIFEST_FILE, UnreadableFileError
 
 
 class Payload:
@@ -296,6 +296,20 @@ def test_every_saved_ranker_loads_to_the_same_scores(saved, name):
     for file in saved_files(path):  # JSON, tensors, library-native or .npz files only
         if file.suffix != ".txt":
             assert file.read_bytes()[:2] in (b"{\n", b'{"', b"PK"), file
+
+
+@pytest.mark.parametrize("name", list(RANKERS))
+def test_a_ranker_manifest_that_pins_no_file_is_refused(saved, tmp_path, name):
+    """A rewritten manifest with ``"files": {}`` would let any file beside it be read."""
+    cls, path, _ = saved[name]
+    if not path.is_dir() or len(saved_files(path)) < 2:
+        pytest.skip(f"{name} saves no file besides its manifest")
+    copy = copy_saved(path, tmp_path / name)
+    manifest = json.loads((copy / MANIFEST_FILE).read_text())
+    manifest["files"] = {}
+    (copy / MANIFEST_FILE).write_text(json.dumps(manifest))
+    with pytest.raises(UnreadableFileError, match="does not list"):
+        cls.load(copy)
 
 
 @pytest.mark.parametrize("kind", ["pickle", "torch"])

@@ -53,13 +53,27 @@ def english_stopwords() -> frozenset[str]:
     return frozenset(w.replace("'", "") for w in text.split())
 
 
+DEFAULT_TOKEN_PATTERN = r"[^\W_]+"
+"""Letters and digits: the token pattern of every shipped text config (``conf/text``)."""
+
+TOKEN_PATTERNS = frozenset({DEFAULT_TOKEN_PATTERN})
+"""The token patterns a served artifact may name (:mod:`tagtorch.serving.artifact`).
+
+An artifact's manifest records its pipeline's pattern, and the pattern runs on every request:
+read from a file, a backtracking one (``(a+)+$``) would cost seconds per title. Only the
+patterns tagtorch's configs write are accepted; add a pattern here (one without nested
+quantifiers) to fit and serve artifacts with it.
+"""
+
+
 @dataclass
 class TextProcessor:
     """Lowercase, tokenize, remove stopwords and stem; applied to tags and texts alike.
 
     Args:
         lowercase: fold case before tokenizing.
-        token_pattern: regular expression of one token (default: letters and digits).
+        token_pattern: regular expression of one token (default: letters and digits); a
+            fitted recommender is saved and served only with one of :data:`TOKEN_PATTERNS`.
         remove_stopwords: drop English stopwords (a tag made only of stopwords keeps them).
         stemmer: a PyStemmer algorithm name (``"porter"``, the paper's choice, or e.g.
             ``"english"`` for Porter2), or ``None`` for no stemming.
@@ -77,7 +91,7 @@ class TextProcessor:
     """
 
     lowercase: bool = True
-    token_pattern: str = r"[^\W_]+"
+    token_pattern: str = DEFAULT_TOKEN_PATTERN
     remove_stopwords: bool = True
     stemmer: str | None = "porter"
     min_token_length: int = 1

@@ -45,6 +45,7 @@ from tagtorch.storage import (
     read_checkpoint,
     read_manifest,
     save_tensors,
+    saved_entries,
     write_manifest,
 )
 from tagtorch.training import epoch_mean, fit_best
@@ -731,7 +732,7 @@ class FactorModel(SignatureSettings, pl.LightningModule):
             UnreadableFileError: naming the file that is missing, altered or unsafe.
         """
         folder = Path(path)
-        manifest = read_manifest(folder, cls)
+        manifest = read_manifest(folder, cls, saved_entries(folder))
         weights = load_tensors(folder / "weights.pt")
         try:
             model = cls(**{**manifest["settings"], **settings})

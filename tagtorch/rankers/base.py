@@ -34,6 +34,7 @@ from tagtorch.storage import (
     UnreadableFileError,
     model_folder,
     read_manifest,
+    saved_entries,
     write_manifest,
 )
 
@@ -168,7 +169,7 @@ class BaseRanker(SignatureSettings):
                 refused settings (the message names the file).
         """
         folder = Path(path)
-        manifest = read_manifest(folder, cls)
+        manifest = read_manifest(folder, cls, saved_entries(folder))
         try:
             settings = cls._settings_from_json(dict(manifest["settings"]))
             ranker = cls(**settings)

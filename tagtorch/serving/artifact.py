@@ -16,15 +16,31 @@ from pathlib import Path
 from typing import Any
 
 import tagtorch
-from tagtorch.data.text import TextProcessor
-from tagtorch.storage import UnreadableFileError, read_manifest, trusted_class, write_manifest
+from tagtorch.data.text import TOKEN_PATTERNS, TextProcessor
+from tagtorch.storage import (
+    MANIFEST_FILE,
+    UnreadableFileError,
+    read_manifest,
+    trusted_class,
+    write_manifest,
+)
 
 __all__ = ["OpenedArtifact", "open_artifact", "processor_settings", "reading",
            "write_artifact"]
 
 
 def processor_settings(processor: TextProcessor) -> dict[str, Any]:
-    """The text pipeline's settings (JSON; the cache settings are left out)."""
+    """The text pipeline's settings (JSON; the cache settings are left out).
+
+    Raises:
+        ValueError: a token pattern an artifact may not name (:data:`TOKEN_PATTERNS`): the
+            artifact could not be served.
+    """
+    if processor.token_pattern not in TOKEN_PATTERNS:
+        raise ValueError(f"text.token_pattern={processor.token_pattern!r:.80}: a served "
+                         f"artifact runs only the token patterns tagtorch ships "
+                         f"({', '.join(sorted(TOKEN_PATTERNS))}); add it to "
+                         f"tagtorch.data.text.TOKEN_PATTERNS if it cannot backtrack")
     return {"lowercase": processor.lowercase, "token_pattern": processor.token_pattern,
             "remove_stopwords": processor.remove_stopwords, "stemmer": processor.stemmer,
             "min_token_length": processor.min_token_length}
@@ -64,21 +80,51 @@ class OpenedArtifact:
 
 
 def open_artifact(folder: Path, kind: type, model_key: str, modules: tuple[str, ...],
-                  kinds: tuple[type, ...]) -> OpenedArtifact:
+                  kinds: tuple[type, ...], required: tuple[str, ...]) -> OpenedArtifact:
     """Reads and checks an artifact's manifest (every file's size and digest, the model class).
 
+    Args:
+        folder: the artifact folder.
+        kind: the recommender class reading it.
+        model_key: the manifest key of the model's class.
+        modules: the module prefixes the model class may come from.
+        kinds: the classes the model class must subclass (one of them).
+        required: the files and model folders the caller reads: the manifest must pin each.
+
     Raises:
-        UnreadableFileError: a missing, altered or foreign file (:func:`read_manifest`).
+        UnreadableFileError: a missing, altered, unlisted or foreign file
+            (:func:`read_manifest`), or a text pipeline tagtorch does not write.
         KeyError, TypeError, ValueError: a manifest without the expected entries, or a model
             class outside ``modules`` (the caller names the folder).
     """
-    manifest = read_manifest(folder, kind)
+    manifest = read_manifest(folder, kind, required)
     model_class = trusted_class(manifest[model_key], modules, kinds,
-                                f"{folder / 'manifest.json'}: {model_key}")
+                                f"{folder / MANIFEST_FILE}: {model_key}")
     settings = manifest["settings"]
-    processor = TextProcessor(**{**settings["processor"], "cache": False})
+    processor = _processor(folder / MANIFEST_FILE, settings.get("processor"))
     info = {k: v for k, v in manifest.items() if k not in ("format", "class", "settings", "files")}
     return OpenedArtifact(settings, processor, model_class, info)
+
+
+def _processor(path: Path, settings: Any) -> TextProcessor:
+    """The text pipeline of a manifest's ``settings.processor``, its token pattern checked.
+
+    The pattern runs on every request, so it must be one tagtorch writes
+    (:data:`~tagtorch.data.text.TOKEN_PATTERNS`): a crafted manifest's backtracking pattern
+    would cost seconds per title.
+
+    Raises:
+        UnreadableFileError: ``"{path}: settings.processor...: ..."``.
+    """
+    if not isinstance(settings, dict):
+        raise UnreadableFileError(f"{path}: settings.processor: expected an object")
+    pattern = settings.get("token_pattern")
+    if not isinstance(pattern, str) or pattern not in TOKEN_PATTERNS:
+        raise UnreadableFileError(
+            f"{path}: settings.processor.token_pattern {pattern!r:.80} is not a pattern "
+            f"tagtorch writes ({', '.join(sorted(TOKEN_PATTERNS))}); it would run on every "
+            f"request")
+    return TextProcessor(**{**settings, "cache": False})
 
 
 @contextlib.contextmanager

@@ -47,6 +47,9 @@ from tagtorch.itemrec.base import ItemRanker, user_scores
 from tagtorch.itemrec.data import AGGREGATES, ItemRecData, TagProfile
 from tagtorch.serving.artifact import open_artifact, reading, write_artifact
 from tagtorch.storage import (
+    UnreadableFileError,
+    check_codes,
+    check_strings,
     load_arrays,
     model_folder,
     read_json,
@@ -86,6 +89,47 @@ class ItemRecommendations:
         return {"items": [{"item": item, "title": title, "score": score}
                           for (item, score), title in zip(self.items, self.titles, strict=True)],
                 "reason": self.reason}
+
+
+def _checked_triples(path: Path, sizes: tuple[int, int, int]) -> np.ndarray:
+    """The ``[N, 3]`` (user, item, tag) codes of ``data.npz``, each column in its range.
+
+    Raises:
+        UnreadableFileError: ``"{path}: triples...: ..."``.
+    """
+    triples = load_arrays(path, ["triples"])["triples"]
+    if triples.ndim != 2 or triples.shape[1] != 3:
+        raise UnreadableFileError(f"{path}: triples: expected [N, 3] (user, item, tag) codes, "
+                                  f"found shape {triples.shape}")
+    return np.stack([check_codes(path, f"triples[:, {column}] ({what} codes)",
+                                 triples[:, column], size)
+                     for column, (what, size) in enumerate(zip(("user", "item", "tag"), sizes,
+                                                               strict=True))], axis=1)
+
+
+def _check_model(folder: Path, model: ItemRanker, n_users: int, n_items: int,
+                 n_tags: int) -> None:
+    """Refuses a model that cannot score the vocabulary's last user and tag over its items.
+
+    One scoring pass (``[1, n_items]``), so a model of other sizes than the vocabulary's is
+    refused on load rather than failing (or answering with the wrong items) on a request.
+
+    Raises:
+        UnreadableFileError: naming the model folder.
+    """
+    if not (n_users and n_tags):
+        return
+    sizes = f"{n_users} users, {n_items} items and {n_tags} tags"
+    try:
+        with torch.no_grad():
+            scores = model.score(torch.tensor([n_users - 1]), torch.tensor([n_tags - 1]))
+    except (IndexError, RuntimeError, ValueError) as error:
+        raise UnreadableFileError(f"{folder}: the model cannot score the vocabulary's {sizes} "
+                                  f"({type(error).__name__}: {' '.join(str(error).split())})"
+                                  ) from None
+    if tuple(scores.shape) != (1, n_items):
+        raise UnreadableFileError(f"{folder}: the model's scores of one query have shape "
+                                  f"{tuple(scores.shape)}, but the vocabulary has {sizes}")
 
 
 class ItemRecommender:
@@ -191,18 +235,26 @@ class ItemRecommender:
     def load(cls, path: str | Path) -> Self:
         """Reads an artifact folder; every file is checked against the manifest first.
 
+        The manifest must list every file read; the vocabulary's lists, the triples' codes and
+        the model's sizes are then checked against each other before anything is served.
+
         Raises:
             UnreadableFileError: naming the file, for a missing, altered or malformed one.
         """
         folder = Path(path)
         with reading(folder, "item recommender"):
             opened = open_artifact(folder, cls, "model_class", ("tagtorch.itemrec.",),
-                                   (ItemRanker,))
-            names = read_json(folder / VOCABULARY_FILE)
-            triples = load_arrays(folder / DATA_FILE, ["triples"])["triples"]
+                                   (ItemRanker,), (DATA_FILE, VOCABULARY_FILE, MODEL_FOLDER))
+            where = folder / VOCABULARY_FILE
+            names = read_json(where, ("users", "items", "tags", "display", "titles"))
+            users, items, tags = (check_strings(where, key, names[key], distinct=True)
+                                  for key in ("users", "items", "tags"))
+            display = check_strings(where, "display", names["display"], len(tags))
+            titles = check_strings(where, "titles", names["titles"], len(items))
+            triples = _checked_triples(folder / DATA_FILE, (len(users), len(items), len(tags)))
             model = opened.model_class.load(folder / MODEL_FOLDER)
-            return cls(opened.processor, model, triples, names["users"], names["items"],
-                       names["tags"], names["display"], names["titles"],
+            _check_model(folder / MODEL_FOLDER, model, len(users), len(items), len(tags))
+            return cls(opened.processor, model, triples, users, items, tags, display, titles,
                        opened.settings["aggregate"], opened.info)
 
     # ------------------------------------------------------------------------ recommending

@@ -49,6 +49,10 @@ from tagtorch.serving.journal import Journal, encode_record, sync_folder, sync_t
 from tagtorch.serving.schema import MAX_TAGS, MAX_TEXT_CHARS
 from tagtorch.storage import (
     MANIFEST_FILE,
+    check_codes,
+    check_count,
+    check_ragged,
+    check_strings,
     load_arrays,
     model_folder,
     read_json,
@@ -277,18 +281,29 @@ class TagRecommender:
         folder = Path(path)
         with reading(folder, "tag recommender"):
             opened = open_artifact(folder, cls, "ranker_class", ("tagtorch.rankers.",),
-                                   (BaseRanker,))
-            vocabulary = read_json(folder / VOCABULARY_FILE)
-            names = list(vocabulary["fields"])
+                                   (BaseRanker,), (DATA_FILE, VOCABULARY_FILE, RANKER_FOLDER))
+            where = folder / VOCABULARY_FILE
+            vocabulary = read_json(where, ("vocabulary", "n_tags", "fields", "display",
+                                           "objects"))
+            words = check_strings(where, "vocabulary", vocabulary["vocabulary"], distinct=True)
+            n_tags = check_count(where, "n_tags", vocabulary["n_tags"], len(words))
+            names = check_strings(where, "fields", vocabulary["fields"], distinct=True)
+            check_strings(where, "display", vocabulary["display"], n_tags)
+            n_objects = len(check_strings(where, "objects", vocabulary["objects"]))
             keys = ["tag_offsets", "tag_values", "train_objects"] + [
                 f"field{i}_{part}" for i in range(len(names)) for part in ("offsets", "values")]
-            arrays = load_arrays(folder / DATA_FILE, keys)
-            fields = {name: Ragged(arrays[f"field{i}_offsets"], arrays[f"field{i}_values"])
+            where = folder / DATA_FILE
+            arrays = load_arrays(where, keys)  # each array's size bounded by the file's
+            fields = {name: Ragged(*check_ragged(where, f"field{i}", arrays[f"field{i}_offsets"],
+                                                 arrays[f"field{i}_values"], n_objects,
+                                                 len(words)))
                       for i, name in enumerate(names)}
-            terms = TermIndex(n_tags=int(vocabulary["n_tags"]),
-                              vocabulary=np.asarray(vocabulary["vocabulary"], dtype=object),
+            terms = TermIndex(n_tags=n_tags, vocabulary=np.asarray(words, dtype=object),
                               fields=fields)
-            train_tags = Ragged(arrays["tag_offsets"], arrays["tag_values"])
+            train_tags = Ragged(*check_ragged(where, "tag", arrays["tag_offsets"],
+                                              arrays["tag_values"], n_objects, n_tags))
+            arrays["train_objects"] = check_codes(where, "train_objects",
+                                                  arrays["train_objects"], n_objects)
             recommender = cls(opened.processor, terms, train_tags, arrays["train_objects"],
                               vocabulary["display"], opened.settings["candidates"],
                               opened.model_class.load(folder / RANKER_FOLDER), opened.info,

@@ -1,0 +1,401 @@
+"""Artifacts and CLI input crafted by someone hostile (issue 33), on real files.
+
+Every file digest a manifest records is recomputed after the crafting, as an attacker who can
+write the artifact folder would do (the digests cover the files, not the manifest). Each crafted
+file must be refused in one line naming the file, before anything allocates or runs what it
+says; the CLI must never print a control character that a terminal would obey.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import resource
+import shutil
+import tracemalloc
+import zipfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tagtorch import recommend
+from tagtorch.data.synthetic import generate_folksonomy
+from tagtorch.data.terms import TermIndex
+from tagtorch.data.text import TextProcessor
+from tagtorch.itemrec.baselines import TwoDimensional
+from tagtorch.rankers.latre import LatreWTS
+from tagtorch.serving import ItemRecommender, TagRecommender
+from tagtorch.storage import UnreadableFileError, file_record, load_arrays
+
+CANDIDATES = {"max_rule_candidates": 50, "device": "cpu"}
+CONTROL = [chr(c) for c in [*range(0x20), *range(0x7F, 0xA0)] if chr(c) != "\n"]
+"""The characters a terminal may obey (C0, DEL, C1), the line break aside."""
+
+
+# ------------------------------------------------------------------------------ artifacts
+@pytest.fixture(scope="module")
+def tag_artifact(tmp_path_factory) -> Path:
+    """A small tag recommender folder (a LATRE ranker needs no fit: built directly)."""
+    processor = TextProcessor(cache=False)
+    folksonomy = processor.apply(generate_folksonomy(n_objects=60, seed=5))
+    object_tags = folksonomy.object_tags()
+    recommender = TagRecommender(processor, TermIndex.from_folksonomy(folksonomy), object_tags,
+                                 np.flatnonzero(object_tags.lengths > 0), list(folksonomy.tags),
+                                 CANDIDATES, LatreWTS(alpha=0.9),
+                                 object_ids=[str(o) for o in folksonomy.objects])
+    return recommender.save(tmp_path_factory.mktemp("hostile") / "tags")
+
+
+@pytest.fixture(scope="module")
+def item_artifact(tmp_path_factory) -> Path:
+    """A small item recommender folder (the two-dimensional baseline, no training loop)."""
+    processor = TextProcessor(cache=False)
+    raw = generate_folksonomy(n_objects=400, seed=7)
+    titles = {str(o): str(t) for o, t in zip(raw.objects, raw.texts["title"], strict=True)}
+    recommender = ItemRecommender.fit(processor.apply(raw), processor, TwoDimensional(),
+                                      titles=titles, p=3, val_fraction=0.2, seed=1)
+    return recommender.save(tmp_path_factory.mktemp("hostile") / "items")
+
+
+@pytest.fixture
+def tags(tag_artifact, tmp_path) -> Path:
+    """A copy of the tag recommender to craft."""
+    return Path(shutil.copytree(tag_artifact, tmp_path / "tags"))
+
+
+@pytest.fixture
+def items(item_artifact, tmp_path) -> Path:
+    """A copy of the item recommender to craft."""
+    return Path(shutil.copytree(item_artifact, tmp_path / "items"))
+
+
+def edit_manifest(folder: Path, edit: Callable[[dict[str, Any]], None]) -> None:
+    """Changes ``folder/manifest.json`` in place."""
+    manifest = json.loads((folder / "manifest.json").read_text())
+    edit(manifest)
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+
+
+def redigest(folder: Path, name: str) -> None:
+    """Records ``name``'s new size and digest in the manifest (what an attacker does)."""
+    path = folder / name
+    record = file_record(path / "manifest.json" if path.is_dir() else path)
+    edit_manifest(folder, lambda m: m["files"][name].update(record))
+
+
+def edit_arrays(folder: Path, edit: Callable[[dict[str, np.ndarray]], None]) -> None:
+    """Changes the arrays of ``folder/data.npz`` and its recorded digest."""
+    with np.load(folder / "data.npz") as stored:
+        arrays = {name: stored[name].copy() for name in stored.files}
+    edit(arrays)
+    np.savez(folder / "data.npz", **arrays)
+    redigest(folder, "data.npz")
+
+
+def edit_vocabulary(folder: Path, edit: Callable[[dict[str, Any]], Any]) -> None:
+    """Replaces ``folder/vocabulary.json`` by ``edit(vocabulary)`` and records its digest."""
+    vocabulary = json.loads((folder / "vocabulary.json").read_text())
+    (folder / "vocabulary.json").write_text(json.dumps(edit(vocabulary)))
+    redigest(folder, "vocabulary.json")
+
+
+def lie_in_header(path: Path, member: str, shape: tuple[int, ...]) -> None:
+    """Rewrites an ``.npz`` member's header to declare ``shape``; its data stays as it was."""
+    with zipfile.ZipFile(path) as archive:
+        entries = {name: archive.read(name) for name in archive.namelist()}
+    stream = io.BytesIO(entries[f"{member}.npy"])
+    np.lib.format.read_magic(stream)
+    _, fortran, dtype = np.lib.format.read_array_header_1_0(stream)
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": np.lib.format.dtype_to_descr(dtype),
+                                                  "fortran_order": fortran, "shape": shape})
+    entries[f"{member}.npy"] = header.getvalue() + stream.read()
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in entries.items():
+            archive.writestr(name, data)
+
+
+@contextlib.contextmanager
+def memory_cap(extra: int = 2 << 30) -> Iterator[None]:
+    """At most ``extra`` more bytes of address space (Linux): a file asking for gigabytes fails
+    the test quickly instead of swapping the machine."""
+    try:
+        pages = int(Path("/proc/self/statm").read_text().split()[0])
+    except OSError:
+        yield
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    limit = pages * os.sysconf("SC_PAGE_SIZE") + extra
+    resource.setrlimit(resource.RLIMIT_AS, (limit if hard < 0 else min(limit, hard), hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+def refused(load: Callable[[Path], Any], folder: Path, pattern: str) -> str:
+    """The one-line error of loading ``folder``, checked against ``pattern``."""
+    with memory_cap(), pytest.raises(UnreadableFileError, match=pattern) as caught:
+        load(folder)
+    message = str(caught.value)
+    assert "\n" not in message
+    return message
+
+
+def test_the_artifacts_as_written_load(tag_artifact, item_artifact):
+    assert TagRecommender.load(tag_artifact).terms.n_tags > 0
+    assert ItemRecommender.load(item_artifact).users
+
+
+# ---------------------------------------------------------------------- the token pattern
+@pytest.mark.parametrize("pattern", [r"(a+)+$", r"[^\W_]+|(x+x+)+y", 5, None])
+@pytest.mark.parametrize("kind", ["tags", "items"])
+def test_a_token_pattern_tagtorch_does_not_write_is_refused(request, kind, pattern):
+    """A backtracking pattern in a manifest would cost seconds per title of every request."""
+    folder = request.getfixturevalue(kind)
+    edit_manifest(folder, lambda m: m["settings"]["processor"].update(token_pattern=pattern))
+    loader = TagRecommender.load if kind == "tags" else ItemRecommender.load
+    refused(loader, folder, r"manifest\.json: settings\.processor\.token_pattern")
+
+
+def test_an_artifact_with_another_token_pattern_is_not_written(tmp_path):
+    processor = TextProcessor(token_pattern=r"\w+", cache=False)
+    recommender = ItemRecommender.fit(processor.apply(generate_folksonomy(n_objects=200, seed=7)),
+                                      processor, TwoDimensional(), p=3, seed=1)
+    with pytest.raises(ValueError, match="token_pattern"):
+        recommender.save(tmp_path / "items")
+
+
+# --------------------------------------------------------------------- the listed files
+@pytest.mark.parametrize("kind", ["tags", "items"])
+def test_a_manifest_listing_no_file_is_refused(request, kind):
+    """``"files": {}`` would verify nothing: every file the loader reads must be listed."""
+    folder = request.getfixturevalue(kind)
+    edit_manifest(folder, lambda m: m["files"].pop("data.npz"))
+    loader = TagRecommender.load if kind == "tags" else ItemRecommender.load
+    refused(loader, folder, r"manifest\.json: .*'data\.npz'")
+    edit_manifest(folder, lambda m: m.update(files={}))
+    refused(loader, folder, r"manifest\.json: ")
+
+
+def test_a_model_folder_listing_no_file_is_refused(items):
+    edit_manifest(items / "model", lambda m: m.update(files={}))
+    redigest(items, "model")
+    refused(ItemRecommender.load, items, r"model/manifest\.json: .*'arrays\.npz'")
+
+
+# ---------------------------------------------------------------------- crafted data.npz
+def _set(name: str, position: Any, value: Any) -> Callable[[dict[str, np.ndarray]], None]:
+    """An edit that sets ``arrays[name][position] = value``."""
+    def edit(arrays: dict[str, np.ndarray]) -> None:
+        arrays[name][position] = value
+    return edit
+
+
+def _replace(name: str, change: Callable[[np.ndarray], np.ndarray]
+             ) -> Callable[[dict[str, np.ndarray]], None]:
+    """An edit that replaces ``arrays[name]`` by ``change(arrays[name])``."""
+    def edit(arrays: dict[str, np.ndarray]) -> None:
+        arrays[name] = change(arrays[name])
+    return edit
+
+
+def _one_row_short(arrays: dict[str, np.ndarray]) -> None:
+    offsets = arrays["field0_offsets"][:-1]
+    arrays["field0_offsets"], arrays["field0_values"] = offsets, arrays["field0_values"][
+        :offsets[-1]]
+
+
+TAG_ARRAYS = {
+    "a tag code >= n_tags": (_set("tag_values", 0, 10**6), "tag_values"),
+    "a tag code that is a text-only term": (None, "tag_values"),  # set in the test
+    "a negative tag code": (_set("tag_values", -1, -1), "tag_values"),
+    "a term code of 2**31": (_set("field0_values", 0, 2**31 - 1), "field0_values"),
+    "float offsets": (_replace("tag_offsets", lambda a: a.astype(np.float64)), "tag_offsets"),
+    "2-D offsets": (_replace("tag_offsets", lambda a: a[None]), "tag_offsets"),
+    "2-D values": (_replace("field1_values", lambda a: a[:, None]), "field1_values"),
+    "offsets not from 0": (_replace("field1_offsets", lambda a: a + 1), "field1_offsets"),
+    "decreasing offsets": (_set("tag_offsets", slice(1, -1), 2**31), "tag_offsets"),
+    "offsets past the values": (_set("tag_offsets", -1, 10**9), "tag_offsets"),
+    "a row short": (_one_row_short, "field0_offsets"),
+    "D object out of range": (_set("train_objects", -1, 10**6), "train_objects"),
+    "float D objects": (_replace("train_objects", lambda a: a + 0.5), "train_objects"),
+}
+
+
+@pytest.mark.parametrize("case", list(TAG_ARRAYS))
+def test_crafted_tag_arrays_are_refused(tags, case):
+    edit, key = TAG_ARRAYS[case]
+    if edit is None:
+        n_tags = json.loads((tags / "vocabulary.json").read_text())["n_tags"]
+        edit = _set("tag_values", 0, n_tags)
+    edit_arrays(tags, edit)
+    refused(TagRecommender.load, tags, rf"data\.npz: {key}")
+
+
+def _drop(key: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    return lambda v: {k: value for k, value in v.items() if k != key}
+
+
+TAG_VOCABULARY = {
+    "a short display": (lambda v: v | {"display": v["display"][:-1]}, "display"),
+    "a number shown as a tag": (lambda v: v | {"display": [5, *v["display"][1:]]}, "display"),
+    "a huge n_tags": (lambda v: v | {"n_tags": 10**12}, "n_tags"),
+    "n_tags as text": (lambda v: v | {"n_tags": str(v["n_tags"])}, "n_tags"),
+    "a repeated term": (lambda v: v | {"vocabulary": [v["vocabulary"][1], *v["vocabulary"][1:]]},
+                        "vocabulary"),
+    "one object too few": (lambda v: v | {"objects": v["objects"][:-1]}, "objects|_offsets"),
+    "fields as a string": (lambda v: v | {"fields": "title"}, "fields"),
+    "no display": (_drop("display"), "display"),
+    "a list": (lambda v: [v], "expected a JSON object"),
+}
+
+
+@pytest.mark.parametrize("case", list(TAG_VOCABULARY))
+def test_a_crafted_tag_vocabulary_is_refused(tags, case):
+    edit, key = TAG_VOCABULARY[case]
+    edit_vocabulary(tags, edit)
+    refused(TagRecommender.load, tags, rf"(vocabulary\.json|data\.npz): .*({key})")
+
+
+def _item_triples(change: Callable[[np.ndarray], np.ndarray]
+                  ) -> Callable[[dict[str, np.ndarray]], None]:
+    return _replace("triples", change)
+
+
+def _column(column: int, value: int) -> Callable[[np.ndarray], np.ndarray]:
+    def change(triples: np.ndarray) -> np.ndarray:
+        triples[0, column] = value
+        return triples
+    return change
+
+
+ITEM_FILES = {
+    "two columns": (_item_triples(lambda t: t[:, :2]), None, r"data\.npz: triples"),
+    "float triples": (_item_triples(lambda t: t.astype(np.float32)), None,
+                      r"data\.npz: triples"),
+    "an item code out of range": (_item_triples(_column(1, 10**6)), None,
+                                  r"data\.npz: triples.*item"),
+    "a negative user code": (_item_triples(_column(0, -1)), None, r"data\.npz: triples.*user"),
+    "a short display": (None, lambda v: v | {"display": v["display"][:-1]},
+                        r"vocabulary\.json: .*display"),
+    "a short titles list": (None, lambda v: v | {"titles": v["titles"][1:]},
+                            r"vocabulary\.json: .*titles"),
+    "a repeated user": (None, lambda v: v | {"users": [v["users"][1], *v["users"][1:]]},
+                        r"vocabulary\.json: .*users"),
+    "a number as an item": (None, lambda v: v | {"items": [7, *v["items"][1:]]},
+                            r"vocabulary\.json: .*items"),
+    "a user the model lacks": (None, lambda v: v | {"users": [*v["users"], "intruder"]},
+                               r"model: .*users"),
+}
+
+
+@pytest.mark.parametrize("case", list(ITEM_FILES))
+def test_crafted_item_files_are_refused(items, case):
+    arrays, vocabulary, pattern = ITEM_FILES[case]
+    if arrays is not None:
+        edit_arrays(items, arrays)
+    if vocabulary is not None:
+        edit_vocabulary(items, vocabulary)
+    refused(ItemRecommender.load, items, pattern)
+
+
+def test_an_array_header_declaring_gigabytes_allocates_nothing(tags):
+    """A member's header claims 8 GB: refused from its header, before any allocation."""
+    lie_in_header(tags / "data.npz", "tag_values", (2**30,))
+    redigest(tags, "data.npz")
+    tracemalloc.start()
+    try:
+        message = refused(TagRecommender.load, tags, r"data\.npz: .*tag_values.*declares")
+        assert tracemalloc.get_traced_memory()[1] < 64 << 20, message
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_compressed_array_larger_than_its_file_is_refused(tmp_path):
+    """An entry inflating to far more than the file holds (tagtorch stores arrays as they are)."""
+    path = tmp_path / "bomb.npz"
+    np.savez_compressed(path, x=np.zeros(2**23))
+    with memory_cap(), pytest.raises(UnreadableFileError, match=r"bomb\.npz: .*'x'"):
+        load_arrays(path, ["x"])
+
+
+# ------------------------------------------------------------------------------- the CLI
+def no_control(text: str) -> bool:
+    """True when ``text`` holds no character a terminal obeys but line breaks."""
+    return not any(c in text for c in CONTROL)
+
+
+ESCAPES = "\x1b[2J\x1b]0;owned\x07\x9b31m\x7f"
+
+
+def test_the_table_escapes_control_characters_of_posted_tags(tags, capsys):
+    vocabulary = json.loads((tags / "vocabulary.json").read_text())
+    known = vocabulary["display"][:2]
+    edit_vocabulary(tags, lambda v: v | {"display": [ESCAPES + d for d in v["display"]]})
+    query = [str(tags), "--tags", ",".join(known), "-k", "3"]
+    assert recommend.main(query) == 0
+    out = capsys.readouterr().out
+    assert no_control(out) and out.count(r"\x1b[2J\x1b]0;owned\x07\x9b31m\x7f") == 3, out
+    assert recommend.main([*query, "--json"]) == 0
+    out = capsys.readouterr().out
+    assert no_control(out) and all(t["tag"].startswith(ESCAPES)
+                                   for t in json.loads(out)["tags"])
+
+
+def test_the_item_table_escapes_control_characters(items, capsys):
+    edit_vocabulary(items, lambda v: v | {"titles": [ESCAPES + t for t in v["titles"]]})
+    user = json.loads((items / "vocabulary.json").read_text())["users"][0]
+    assert recommend.main([str(items), "--user", user, "-k", "2"]) == 0
+    out = capsys.readouterr().out
+    assert no_control(out) and r"\x1b[2J" in out, out
+    assert recommend.main([str(items), "--user", "\x1b[2Jnobody"]) == 0
+    out = capsys.readouterr().out
+    assert no_control(out) and "no recommendation" in out, out
+
+
+def test_errors_are_one_line_without_control_characters(items, tmp_path, capsys):
+    missing = tmp_path / "evil\x1b[2J\n.csv"
+    assert recommend.main([str(items), "--csv", str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and no_control(err) and r"evil\x1b[2J\x0a.csv" in err, err
+
+
+def _write(tmp_path: Path, name: str, data: bytes) -> Path:
+    path = tmp_path / name
+    path.write_bytes(data)
+    return path
+
+
+CSV_FILES: dict[str, tuple[Callable[[Path], Path], str]] = {
+    "a folder": (lambda tmp: tmp, "a folder"),
+    "/dev/zero": (lambda tmp: Path("/dev/zero"), "not a regular file"),
+    "latin-1": (lambda tmp: _write(tmp, "latin.csv", b"user,tag\nu1,rock\nu2,caf\xe9\n"),
+                r"line 3: not UTF-8"),
+    "a row too long": (lambda tmp: _write(tmp, "long.csv", b"user,tag\nu1,rock\nu2,a,b\n"),
+                       r"line 3: 3 fields"),
+    "a row too short": (lambda tmp: _write(tmp, "short.csv", b"user,tag\nu1\n"),
+                        r"line 2: 1 field"),
+    "a repeated column": (lambda tmp: _write(tmp, "twice.csv", b"user,user\nu1,u2\n"),
+                          "repeated"),
+    "too large": (lambda tmp: _write(tmp, "large.csv", b"user,tag\n" + b"u1,rock\n" * 40),
+                  "more than 100 bytes"),
+}
+
+
+@pytest.mark.parametrize("case", list(CSV_FILES))
+def test_a_bad_csv_gets_one_line_naming_it(items, tmp_path, capsys, monkeypatch, case):
+    make, message = CSV_FILES[case]
+    path = make(tmp_path)
+    if not path.exists():
+        pytest.skip(f"no {path} here")
+    monkeypatch.setattr(recommend, "MAX_CSV_BYTES", 100, raising=False)
+    with memory_cap():
+        assert recommend.main([str(items), "--csv", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {path}") and err.count("\n") == 1 and message in err, err
