@@ -203,6 +203,8 @@ def saved_entries(folder: str | Path) -> list[str]:
     A loader that reads whatever its folder holds passes them as ``required`` to
     :func:`read_manifest`, so that no file there escapes the manifest's digests.
     """
+    if not Path(folder).is_dir():
+        return []  # read_manifest names the missing manifest
     return sorted(entry.name for entry in Path(folder).iterdir() if entry.name != MANIFEST_FILE)
 
 

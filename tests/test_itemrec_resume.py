@@ -335,7 +335,7 @@ def test_planted_count_arrays_never_run(tmp_path, toy_data):
     folder = tmp_path / "model"
     MostPopular().fit(toy_data).save(folder)
     replant(folder, "arrays.npz", plant_npz, marker)
-    expected = re.escape(f"{folder / 'arrays.npz'}: cannot be read")
+    expected = re.escape(f"{folder / 'arrays.npz'}: ") + "(cannot be read|.*pickles)"
     with pytest.raises(UnreadableFileError, match=expected):
         MostPopular.load(folder)
     assert not marker.exists()

@@ -21,6 +21,7 @@ import pytest
 from conftest import AUTH, TOKEN, start_server
 
 from tagtorch.serving.tags import COMPACTION_FOLDER, TagRecommender, finish_compaction
+from tagtorch.storage import UnreadableFileError
 
 PER_REQUEST, IN_TOTAL = 5, 12  # the guarded server's new-tag limits
 
@@ -80,11 +81,19 @@ def refused_start(folder, *options, file_size_limit=None):
 
 @pytest.fixture(scope="module")
 def guarded(fitted, tmp_path_factory):
-    """A service with a token, short timeouts and small limits: ``(url, process, folder)``."""
+    """A service with short timeouts and small limits, its token in the environment.
+
+    ``(url, process, folder)``; the other service tests give the token by ``--token-file``.
+    """
     folder = copy_of(fitted, tmp_path_factory.mktemp("guarded"))
-    process, url = start_server(folder, "--header-timeout", "1", "--body-timeout", "2",
-                                "--max-connections", "30", "--max-new-tags-per-request",
-                                str(PER_REQUEST), "--max-new-tags", str(IN_TOTAL))
+    os.environ["TAGTORCH_SERVE_TOKEN"] = TOKEN
+    try:
+        process, url = start_server(folder, "--header-timeout", "1", "--body-timeout", "2",
+                                    "--max-connections", "30", "--max-new-tags-per-request",
+                                    str(PER_REQUEST), "--max-new-tags", str(IN_TOTAL),
+                                    token=False)
+    finally:
+        del os.environ["TAGTORCH_SERVE_TOKEN"]
     yield url, process, folder
     output = stop(process)
     assert "Traceback" not in output, output  # nothing above ever reached a traceback
@@ -106,7 +115,7 @@ def test_writes_need_the_token(guarded, fitted):
                 ).status_code == 401
     assert post(url, one, headers={"authorization": TOKEN}).status_code == 401
     assert post(url, one).status_code == 200
-    assert httpx.get(f"{url}/v1/info", timeout=10).json()["writes"] == "token"
+    assert httpx.get(f"{url}/v1/info", timeout=10).json()["writes"] == "token"  # from the env
 
 
 def test_a_foreign_host_header_is_refused(guarded):
@@ -140,21 +149,12 @@ def test_writes_are_off_by_default_and_absent_when_read_only(fitted, tmp_path):
         os.chmod(folder, 0o755)
 
 
-def test_the_token_can_come_from_the_environment(fitted, tmp_path, monkeypatch):
-    folder = copy_of(fitted, tmp_path)
-    monkeypatch.setenv("TAGTORCH_SERVE_TOKEN", TOKEN)
-    process, url = start_server(folder, token=False)
-    try:
-        one = [{"user": "u", "object": "env", "tags": [fitted[2].display[0]]}]
-        assert post(url, one, headers={}).status_code == 401
-        assert post(url, one).status_code == 200
-    finally:
-        stop(process)
-
-
 # ------------------------------------------------------------------------------ journal
 def test_acknowledged_posts_survive_and_refused_ones_leave_no_trace(fitted, tmp_path):
-    """Line separators, a refused batch, a failed (torn) write, then a kill -9 and a restart."""
+    """Line separators, a refused batch, a failed (torn) write, then a kill -9 and a restart.
+
+    (The compaction a writing service does at its start: test_a_compaction_cut_short_...)
+    """
     folder = copy_of(fitted, tmp_path)
     (folder.parent / "artifact.token").write_text(TOKEN)
     command, url = serve_command(folder, "--token-file", str(folder.parent / "artifact.token"),
@@ -182,15 +182,10 @@ def test_acknowledged_posts_survive_and_refused_ones_leave_no_trace(fitted, tmp_
         process.wait(timeout=30)
     lines = (folder / "journal.jsonl").read_bytes().split(b"\n")
     assert lines[-1] == b"" and len(lines) == 3  # two whole records, no torn tail
-    process, url = start_server(folder)
-    try:
-        assert applied(url)["d_objects"] == base + 2
-        tags = recommended(url, [known])
-        assert set(separators) | {"Later"} <= set(tags)
-    finally:
-        stop(process)
-    assert not (folder / "journal.jsonl").exists()  # compacted into the data at the start
-    assert (folder / "backup" / "journal.jsonl").is_file()
+    restarted = TagRecommender.load(folder)  # what the next start reads
+    assert len(restarted.train_objects) == len(fitted[2].train_objects) + 2
+    tags = [tag for tag, _ in restarted.recommend_tags(tags=[known], k=1000).tags]
+    assert set(separators) | {"Later"} <= set(tags)
 
 
 def wait_for(url, process, timeout=120.0):
@@ -230,14 +225,22 @@ def test_a_torn_batch_is_left_out_whole_and_the_next_append_starts_a_fresh_line(
     ('{"posts": [{"user": "u", "object": "o", "tags": "injected"}]}', "tags"),
     ('["not", "a", "record"]', "record"),
 ])
-def test_a_journal_line_with_the_wrong_schema_is_one_line_naming_it(fitted, tmp_path, line,
+def test_a_journal_line_with_the_wrong_schema_is_refused_naming_it(fitted, tmp_path, line,
                                                                      says):
     folder = copy_of(fitted, tmp_path)
-    (folder / "journal.jsonl").write_text(line + "\n" + '{"posts": []}\n')
+    (folder / "journal.jsonl").write_text(
+        '{"posts": [{"user": "u", "object": "fine", "tags": ["x"]}]}\n' + line + "\n")
+    with pytest.raises(UnreadableFileError, match=r"journal\.jsonl:2: .*" + says):
+        TagRecommender.load(folder)
+
+
+def test_a_bad_journal_stops_the_service_in_one_line(fitted, tmp_path):
+    folder = copy_of(fitted, tmp_path)
+    (folder / "journal.jsonl").write_text('{"posts": [{"user": "u", "object": "o", '
+                                          '"tags": "injected"}]}\n')
     code, stderr = refused_start(folder, "--read-only")
     assert code == 2 and "Traceback" not in stderr, stderr
-    last = stderr.strip().splitlines()[-1]
-    assert last.startswith("error: ") and "journal.jsonl:1" in last and says in last
+    assert stderr.strip().splitlines()[-1].startswith("error: ") and "journal.jsonl:1" in stderr
 
 
 def test_a_journal_of_one_post_a_line_still_reads(fitted, tmp_path):
@@ -406,7 +409,8 @@ def test_the_rule_cache_survives_posts(fitted, tmp_path):
 
 # --------------------------------------------------------------------------- folders
 def test_folders_that_cannot_take_posts_are_refused_at_the_start(fitted, tmp_path, guarded):
-    token = ("--token-file", str(guarded[2].parent / "artifact.token"))
+    (tmp_path / "token").write_text(TOKEN)
+    token = ("--token-file", str(tmp_path / "token"))
     full = copy_of(fitted, tmp_path, "full")
     code, stderr = refused_start(full, *token, file_size_limit=32_768)  # a nearly full disk
     assert code == 2 and "--read-only" in stderr.strip().splitlines()[-1], stderr

@@ -274,31 +274,6 @@ def test_a_torn_last_journal_line_is_skipped(fitted, tmp_path):
     assert len(TagRecommender.load(copy).train_objects) == len(recommender.train_objects)
 
 
-def test_an_acknowledged_post_survives_kill_9(fitted, tmp_path):
-    import httpx
-
-    copy = tmp_path / "artifact"
-    shutil.copytree(fitted[3], copy)
-    known = rare_tag(fitted[1], TagRecommender.load(copy))
-    process, url = start_server(copy)
-    try:
-        body = {"posts": [{"user": "u9", "object": "killed", "tags": [known, "Survivor"]}]}
-        response = httpx.post(f"{url}/v1/posts", json=body, headers=AUTH, timeout=60)
-        assert response.status_code == 200 and response.json()["added"] == 1
-        assert httpx.post(f"{url}/v1/posts", json={"posts": [{"user": "u"}]}, headers=AUTH,
-                          timeout=30).status_code == 422
-    finally:
-        process.kill()  # SIGKILL: no shutdown handler runs
-        process.wait(timeout=30)
-    process, url = start_server(copy)
-    try:
-        got = httpx.post(f"{url}/v1/tags", json={"tags": [known], "k": 1000}, timeout=60).json()
-        assert "Survivor" in [t["tag"] for t in got["tags"]]
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
-
-
 def test_the_demo_page_is_served(server):
     import httpx
 
