@@ -165,23 +165,23 @@ class BodyGuard:
 
     async def _read(self, receive: Receive, send: Send) -> bytes | None:
         """The whole body, or None once the request got its 408 / 413 or the client left."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.body_timeout
         chunks, size = [], 0
-        while True:
-            try:
-                message = await asyncio.wait_for(receive(), max(0.0, deadline - loop.time()))
-            except TimeoutError:
-                await send_json(send, 408, f"request body not received within "
-                                           f"{self.body_timeout:g} s")
-                return None
-            if message["type"] == "http.disconnect":
-                return None  # the client left: nobody to answer
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.max_body:
-                await send_json(send, 413, f"request body over {self.max_body} bytes")
-                return None
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                return b"".join(chunks)
+        try:
+            async with asyncio.timeout(self.body_timeout):
+                while True:
+                    message = await receive()
+                    if message["type"] == "http.disconnect":
+                        return None  # the client left: nobody to answer
+                    chunk = message.get("body", b"")
+                    size += len(chunk)
+                    if size > self.max_body:
+                        break
+                    chunks.append(chunk)
+                    if not message.get("more_body", False):
+                        return b"".join(chunks)
+        except TimeoutError:
+            await send_json(send, 408, f"request body not received within "
+                                       f"{self.body_timeout:g} s")
+            return None
+        await send_json(send, 413, f"request body over {self.max_body} bytes")
+        return None
