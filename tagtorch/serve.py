@@ -258,6 +258,23 @@ def _posts_route(app: FastAPI, recommender: TagRecommender | ItemRecommender,
         return {"added": added, "pending": queue.pending}
 
 
+def _described(recommender: TagRecommender | ItemRecommender, settings: ServiceSettings,
+               queue: PostQueue | None) -> dict[str, Any]:
+    """``GET /v1/info``: what the service holds, its writes and the posts pending."""
+    described = {"kind": "tags" if isinstance(recommender, TagRecommender) else "items",
+                 "method": recommender.info.get("method"), "data": recommender.info.get("data"),
+                 "fingerprint": recommender.info.get("fingerprint"),
+                 "tagtorch_version": tagtorch.__version__,
+                 "artifact_version": recommender.info.get("tagtorch_version"),
+                 "writes": settings.writes}
+    if isinstance(recommender, TagRecommender):
+        return {**described, "text_fields": recommender.text_fields,
+                "d_objects": len(recommender.train_objects),
+                "pending_posts": 0 if queue is None else queue.pending}
+    return {**described, **{key: recommender.info.get(key)
+                            for key in ("p", "users", "items", "tags")}}
+
+
 def create_app(recommender: TagRecommender | ItemRecommender,
                settings: ServiceSettings | None = None,
                queue: PostQueue | None = None) -> FastAPI:
@@ -285,18 +302,7 @@ def create_app(recommender: TagRecommender | ItemRecommender,
 
     @app.get("/v1/info")
     def info() -> dict[str, Any]:
-        described = {"kind": kind, "method": recommender.info.get("method"),
-                     "data": recommender.info.get("data"),
-                     "fingerprint": recommender.info.get("fingerprint"),
-                     "tagtorch_version": tagtorch.__version__,
-                     "artifact_version": recommender.info.get("tagtorch_version"),
-                     "writes": settings.writes}
-        if isinstance(recommender, TagRecommender):
-            return {**described, "text_fields": recommender.text_fields,
-                    "d_objects": len(recommender.train_objects),
-                    "pending_posts": 0 if queue is None else queue.pending}
-        return {**described, **{key: recommender.info.get(key)
-                                for key in ("p", "users", "items", "tags")}}
+        return _described(recommender, settings, queue)
 
     @app.post("/v1/tags", response_model=TagResponse,
               responses={422: {"description": "input the recommender refuses"},
