@@ -27,8 +27,9 @@ def test_the_quick_parts_run_and_fill_the_table(tmp_path):
 
 @pytest.mark.slow
 def test_every_part_runs_in_the_dry_run(tmp_path):
-    table = dry_run(tmp_path, "candidates-150k,candidates-1m,lda,losses,item-models,sweep,"
-                              "resume")
-    assert table.count("| cpu | ok |") == 6 and "| candidates-1m | cpu | skipped: dry run" in table
+    table = dry_run(tmp_path, "candidates-150k,candidates-1m,lda,losses,item-models,item-scale,"
+                              "sweep,resume")
+    assert table.count("| cpu | ok |") == 7 and "top-k" in table
+    assert "| candidates-1m | cpu | skipped: dry run" in table
     assert (tmp_path / "sweep-cpu" / "trials.csv").read_text().count("COMPLETE") == 2
     assert "COMPLETE" in table  # the sweep's summary is its trials.csv
