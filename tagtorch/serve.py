@@ -449,7 +449,7 @@ def open_folder(folder: Path, settings: ServiceSettings, rule_cache: int
     writes = settings.writes in ("token", "anonymous")
     if not folder.is_dir():
         raise FileNotFoundError(f"{folder}: no such folder")
-    lock_folder(folder, exclusive=writes)
+    lock_folder(folder, exclusive=writes)  # its descriptor stays open: held until the exit
     if writes:
         finish_compaction(folder)
         check_writable(folder)
