@@ -201,6 +201,11 @@ class ServiceSettings:
             return "token"
         return "anonymous" if self.anonymous_writes else "off"
 
+    @property
+    def takes_posts(self) -> bool:
+        """Whether ``POST /v1/posts`` changes the data (a token or anonymous writes)."""
+        return self.writes in ("token", "anonymous")
+
 
 def _refusal(error: Exception) -> str:
     """An error's message for a response: printable, at most 500 characters."""
@@ -446,7 +451,7 @@ def open_folder(folder: Path, settings: ServiceSettings, rule_cache: int
     Raises:
         RuntimeError, UnreadableFileError, FileNotFoundError: in one line.
     """
-    writes = settings.writes in ("token", "anonymous")
+    writes = settings.takes_posts
     if not folder.is_dir():
         raise FileNotFoundError(f"{folder}: no such folder")
     lock_folder(folder, exclusive=writes)  # its descriptor stays open: held until the exit
@@ -480,7 +485,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     queue = None
-    if isinstance(recommender, TagRecommender) and settings.writes in ("token", "anonymous"):
+    if isinstance(recommender, TagRecommender) and settings.takes_posts:
         queue = PostQueue(recommender, args.max_new_tags_per_request, args.max_new_tags,
                           args.max_pending_posts, args.apply_interval)
     log.info("serving %s on http://%s:%d (writes: %s)", args.path, args.host, args.port,

@@ -87,7 +87,7 @@ class PostQueue:
             QueueFullError: too many posts wait to be applied.
             JournalWriteError: the journal could not store the batch.
         """
-        checked = self.recommender.check_posts(posts)
+        checked, record = self.recommender.check_posts(posts)
         with self._lock:
             if self._stopped:
                 raise QueueFullError("the service is stopping")
@@ -103,7 +103,7 @@ class PostQueue:
             if len(self._pending) + self._applying + len(checked) > self.max_pending:
                 raise QueueFullError(f"{len(self._pending) + self._applying:,} posts wait to "
                                      f"be applied (at most {self.max_pending:,}); retry later")
-            self.recommender.journal_posts(checked)
+            self.recommender.journal_record(record)
             self._admitted |= new
             self._pending.extend(checked)
             self._wake.notify()

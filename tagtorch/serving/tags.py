@@ -366,14 +366,19 @@ class TagRecommender:
             ValueError: a malformed post (nothing is added then), naming its position.
             JournalWriteError: the journal could not store the batch (nothing is added).
         """
-        checked = self.check_posts(posts)
+        checked, record = self.check_posts(posts)
         with self._lock:
-            self.journal_posts(checked)
+            self.journal_record(record)
             self._apply(checked)
         return len(checked)
 
-    def check_posts(self, posts: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-        """The posts in plain form, each checked against the schema and the text fields.
+    def check_posts(self, posts: Sequence[Mapping[str, Any]]
+                    ) -> tuple[list[dict[str, Any]], bytes]:
+        """The posts checked against the schema and the text fields, and their journal record.
+
+        Returns:
+            ``(posts in plain form, their record)`` (:func:`~tagtorch.serving.journal
+            .encode_record`).
 
         Raises:
             ValueError: a malformed post, naming its position.
@@ -381,17 +386,16 @@ class TagRecommender:
         if isinstance(posts, Mapping | str) or not isinstance(posts, Sequence):
             raise ValueError(f"posts must be a list of posts, got {type(posts).__name__}")
         checked = [self._check_post(i, post) for i, post in enumerate(posts)]
-        encode_record(checked)  # the schema of the endpoint and the journal
-        return checked
+        return checked, encode_record(checked)  # the schema of the endpoint and the journal
 
-    def journal_posts(self, posts: Sequence[Mapping[str, Any]]) -> None:
-        """Appends checked posts to the journal as one record (no journal: nothing to do).
+    def journal_record(self, record: bytes) -> None:
+        """Appends a record of checked posts to the journal (no journal: nothing to do).
 
         Raises:
             JournalWriteError: the record is not stored.
         """
         if self.journal is not None:
-            self.journal.append(encode_record(posts))
+            self.journal.append(record)
 
     def apply_posts(self, posts: Sequence[Mapping[str, Any]]) -> None:
         """Applies checked, journaled posts: D, the vocabulary and the texts mined again."""
