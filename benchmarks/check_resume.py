@@ -5,8 +5,9 @@ any device, CUDA included, where the random state restored at resumption is CUDA
 Do-Rank and PITF on a seeded synthetic folksonomy it trains
 
 1. uninterrupted, ``--epochs`` epochs (early stopping on);
-2. interrupted at the start of epoch ``--interrupt-at`` (an exception in a callback; the last
-   checkpoint stays), then resumed by a new model from that checkpoint;
+2. interrupted at the start of epoch ``--interrupt-at`` (default: half of (1)'s epochs, which
+   early stopping may end before ``--epochs``; an exception in a callback; the last checkpoint
+   stays), then resumed by a new model from that checkpoint;
 
 and prints, per model, whether every per-epoch figure and every weight of (2) is bit-identical
 to (1). It exits 1 when one is not. ``benchmarks/gpu_table.py`` runs it as its ``resume`` part.
@@ -65,8 +66,10 @@ def check(name: str, data: Any, args: argparse.Namespace) -> bool:
                 "optimizer": functools.partial(torch.optim.Adam, lr=0.05)}
     reference = cls(trainer=trainer_factory(args.device, args.epochs, None), **settings)
     reference.fit(data)
+    # by default half-way through the uninterrupted run, which early stopping may end early
+    interrupt_at = args.interrupt_at or max(1, len(reference.history_) // 2)
     with tempfile.TemporaryDirectory() as folder:
-        first = cls(trainer=trainer_factory(args.device, args.epochs, args.interrupt_at),
+        first = cls(trainer=trainer_factory(args.device, args.epochs, interrupt_at),
                     checkpoint_dir=folder, **settings)
         try:
             first.fit(data)
@@ -81,8 +84,8 @@ def check(name: str, data: Any, args: argparse.Namespace) -> bool:
     same_history = resumed.history_ == reference.history_
     print(f"{name:<7} device {args.device}: {len(reference.history_)} epochs; per-epoch "
           f"figures identical: {same_history}; weights identical: {same_weights}")
-    if len(reference.history_) <= args.interrupt_at:
-        print(f"{name}: the training ended (early stopping) before epoch {args.interrupt_at}: "
+    if len(reference.history_) <= interrupt_at:
+        print(f"{name}: the training ended (early stopping) before epoch {interrupt_at}: "
               f"no resumption was checked; lower --interrupt-at")
         return False
     return same_history and same_weights
@@ -92,7 +95,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--epochs", type=int, default=12)
-    parser.add_argument("--interrupt-at", type=int, default=5)
+    parser.add_argument("--interrupt-at", type=int, default=None,
+                        help="the epoch at whose start training is interrupted (default: half "
+                        "of the uninterrupted run's epochs, per model)")
     parser.add_argument("--rank", type=int, default=16)
     parser.add_argument("--objects", type=int, default=2000)
     args = parser.parse_args()

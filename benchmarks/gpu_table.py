@@ -10,7 +10,9 @@ it needs the HetRec files and ``$TAGTORCH_DATA_DIR`` is unset, or when ``--parts
 out. ``--dry-run`` runs every part on the CPU at small sizes, in about a minute. The tests run
 it that way, so that the script cannot rot before a GPU is lent.
 
-Parts (the budgets of both devices sum to 25 minutes; a run over its budget is marked so):
+Parts (budgets calibrated on an H200 machine with 16 cores, 2026-11-26; both devices of every part
+sum to 56 minutes, more than one 10-minute device call: run it in several with ``--parts``
+and ``--devices``; a run over its budget is stopped and marked so):
 
 - ``candidates-150k``, ``candidates-1m``: LATRE candidates and the 13 features
   (``bench_candidates.py``) at 150,000 and 1,000,000 synthetic objects. The rule kernels are
@@ -136,22 +138,22 @@ def _sweep(device: str, dry: bool, folder: Path) -> list[str]:
 
 PARTS = (
     Part("candidates-150k", "LATRE candidates + 13 features, 150,000 synthetic objects (rules "
-         "on the CPU; features on the device)", _candidates(150_000), 120),
+         "on the CPU; features on the device)", _candidates(150_000), 180),
     Part("candidates-1m", "the same at 1,000,000 synthetic objects", _candidates(1_000_000),
-         140, in_dry_run=False),
-    Part("lda", "batched Gibbs sampler tokens/s, beside tomotopy on all CPU cores", _lda, 70),
+         300, in_dry_run=False),
+    Part("lda", "batched Gibbs sampler tokens/s, beside tomotopy on all CPU cores", _lda, 240),
     Part("losses", "six ranking losses + MLP scorer, forward+backward lists/s (bf16 on CUDA)",
-         _losses, 50),
+         _losses, 150),
     Part("item-models", "epoch seconds: Do-Rank fast, regular, Do-Rank+, PITF (Last.fm 5-core)",
-         _item_models, 90, needs_data=True),
+         _item_models, 300, needs_data=True),
     Part("item-scale", "item models past HetRec (50,000 users, 100,000 items, 2M triples): an "
          "epoch (sampled, fast) and top-10 for all users, scaled from a sample", _item_scale,
-         100),
+         200),
     Part("sweep", "LambdaRank sweep, 8 trials on Last.fm, Ray launcher (2 trials per GPU)",
-         _sweep, 120, needs_data=True,
+         _sweep, 200, needs_data=True,
          result=lambda device, folder: folder / f"sweep-{device}" / "trials.csv"),
     Part("resume", "Do-Rank and PITF interrupted and resumed == uninterrupted, bit for bit "
-         "(the device's random state restored)", _resume, 50),
+         "(the device's random state restored)", _resume, 120),
 )
 
 
@@ -232,26 +234,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="the folder it writes")
     parser.add_argument("--dry-run", action="store_true", help="CPU only, small sizes")
     parser.add_argument("--parts", default=",".join(p.name for p in PARTS),
-                        help="comma-separated parts to run (default: all)")
+                        help="comma-separated parts, run in this order (default: all)")
+    parser.add_argument("--devices", default=",".join(DEVICES),
+                        help="comma-separated devices of each part (default: cpu,cuda)")
     args = parser.parse_args(argv)
-    chosen = set(args.parts.split(","))
-    unknown = chosen - {p.name for p in PARTS}
+    chosen = args.parts.split(",")
+    unknown = set(chosen) - {p.name for p in PARTS}
     if unknown:
         parser.error(f"unknown parts {sorted(unknown)}; the parts are "
                      f"{[p.name for p in PARTS]}")
     (args.out / "raw").mkdir(parents=True, exist_ok=True)
     cuda, card = card_name()
+    command = "python benchmarks/gpu_table.py " + " ".join(argv or sys.argv[1:])
+    by_name = {p.name: p for p in PARTS}
     outcomes = []
-    for part in (p for p in PARTS if p.name in chosen):
-        for device in DEVICES:
+    for part in (by_name[name] for name in chosen):
+        for device in args.devices.split(","):
             reason = skip_reason(part, device, args.dry_run, cuda)
             outcome = (Outcome(part, device, f"skipped: {reason}") if reason
                        else run_part(part, device, args.dry_run, args.out))
             print(f"{part.name:<16} {device:<5} {outcome.status} ({outcome.seconds:.0f} s)",
                   flush=True)
             outcomes.append(outcome)
-    command = "python benchmarks/gpu_table.py " + " ".join(argv or sys.argv[1:])
-    (args.out / "table.md").write_text(markdown(outcomes, card, command))
+            # written after every run: a table cut short still holds the rows done
+            (args.out / "table.md").write_text(markdown(outcomes, card, command))
     print(f"table: {args.out / 'table.md'}")
     return 0 if all(o.status == "ok" or o.status.startswith("skipped") for o in outcomes) else 1
 
