@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from tagtorch.cache import code_fingerprint
 from tagtorch.candidates.candidate_set import CandidateSet
 from tagtorch.storage import save_arrays
 
@@ -21,17 +22,15 @@ log = logging.getLogger(__name__)
 OPTIONAL = ("tag_topics", "object_topics", "tag_distance")
 """The optional fields of a candidate set: stored when present, None when absent."""
 
-
-def code_version() -> str:
-    """A digest of the candidate-generation source files, so edited code never reads stale sets.
-
-    The files are those of ``candidates/`` and of the topic models it uses (``topics/``).
-    """
-    digest = hashlib.sha256()
-    package = Path(__file__).parent
-    for path in [*sorted(package.glob("*.py")), *sorted((package.parent / "topics").glob("*.py"))]:
-        digest.update(path.read_bytes())
-    return digest.hexdigest()[:16]
+CANDIDATE_CODE = (
+    "tagtorch.candidates", "tagtorch.topics", "tagtorch.data.categories",
+    "tagtorch.data.folksonomy", "tagtorch.data.ragged", "tagtorch.data.splits",
+    "tagtorch.data.terms", "tagtorch.metrics", "tagtorch.devices", "tagtorch.settings",
+    "tagtorch.storage",
+)
+"""The code a candidate set depends on (:func:`~tagtorch.cache.code_fingerprint`):
+``candidates/``, the topic models, and every tagtorch module they import but ``engines``
+(where jobs run, not what they compute)."""
 
 
 class CandidateCache:
@@ -46,13 +45,15 @@ class CandidateCache:
         folder: the cache folder (created on first write).
         key: what the candidates depend on besides the fold and split (the data's
             :meth:`~tagtorch.data.folksonomy.Folksonomy.fingerprint`, split settings, feature
-            configuration); any JSON-serializable mapping. The
-            digest of the candidate-generation code is added to it.
+            configuration); any JSON-serializable mapping. The fingerprint of the
+            candidate-generation code and the tagtorch version (:data:`CANDIDATE_CODE`) is
+            added to it, so edited code never reads stale sets.
     """
 
     def __init__(self, folder: str | Path, key: Mapping[str, Any]) -> None:
         self.folder = Path(folder)
-        self.key = json.dumps({**key, "code": code_version()}, sort_keys=True, default=str)
+        self.key = json.dumps({**key, "code": code_fingerprint(*CANDIDATE_CODE)}, sort_keys=True,
+                              default=str)
 
     def path(self, fold: int, split: str) -> Path:
         """The file of one fold's split (``"val"`` or ``"test"``)."""

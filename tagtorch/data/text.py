@@ -18,10 +18,11 @@ is stemmed once (a per-processor cache), so processing millions of texts costs o
 regular expression plus one stemmer call per distinct word. The processed tags and texts are
 also cached on disk, keyed by the processor's settings and the raw folksonomy's
 :meth:`~tagtorch.data.folksonomy.Folksonomy.fingerprint` (its tags, texts and the rest, so
-an edited file or a changed option never reads a stale entry): a second run on the same data skips
-text processing. An entry is a ``.npz`` file of UTF-8 bytes (read with ``allow_pickle=False``,
-so it cannot run code); one that cannot be read (truncated, garbled) is discarded with a warning
-naming it and rebuilt.
+an edited file or a changed option never reads a stale entry) and the tagtorch version and code
+(:data:`TEXT_CODE`, so an upgrade or an edit of that code never reads one either): a second run
+on the same data skips text processing. An entry is a ``.npz`` file of UTF-8 bytes (read with
+``allow_pickle=False``, so it cannot run code); one that cannot be read (truncated, garbled) is
+discarded with a warning naming it and rebuilt.
 """
 
 from __future__ import annotations
@@ -39,11 +40,17 @@ import numpy as np
 import pandas as pd
 import Stemmer
 
+from tagtorch.cache import code_fingerprint
 from tagtorch.data.download import user_cache_dir
 from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.storage import save_arrays
 
 log = logging.getLogger(__name__)
+
+TEXT_CODE = ("tagtorch.data.text", "tagtorch.data.download", "tagtorch.data.folksonomy",
+             "tagtorch.data.ragged", "tagtorch.storage")
+"""The code processed text depends on (:func:`~tagtorch.cache.code_fingerprint`): this module
+and every tagtorch module it imports."""
 
 
 @cache
@@ -155,9 +162,10 @@ class TextProcessor:
         return out
 
     def _cache_path(self, folksonomy: Folksonomy) -> Path:
-        """Cache file of this processor's output on these raw tags and texts."""
+        """Cache file of this processor's output on these raw tags and texts (and this code)."""
         settings = (self.lowercase, self.token_pattern, self.remove_stopwords, self.stemmer,
-                    self.min_token_length, sorted(self._stop), Stemmer.version())
+                    self.min_token_length, sorted(self._stop), Stemmer.version(),
+                    code_fingerprint(*TEXT_CODE))
         digest = hashlib.sha256(repr(settings).encode())
         digest.update(folksonomy.fingerprint().encode())
         folder = Path(self.cache_dir) if self.cache_dir else user_cache_dir() / "text"
