@@ -180,6 +180,7 @@ def test_top_k_queries_match_a_plain_sort_without_known_items(user_data):
             ranked = sorted((i for i in range(d.n_items) if i not in known),
                             key=lambda i: -full[i])[:5]
             assert scores[r].tolist() == pytest.approx([full[i] for i in ranked])
+            assert items[r].tolist() == ranked  # equal scores by item code, as the metrics
             assert [full[i] for i in items[r].tolist()] == pytest.approx(scores[r].tolist())
             assert not known & set(items[r].tolist())
             seen.append(row)

@@ -1,11 +1,22 @@
 """TREC run and qrels lines, so trec_eval, ranx or ir-measures can re-score tagtorch's rankings.
 
-Each task ranks its own way (tag recommendation: every candidate, by score with ties in
-candidate order; item recommendation: the top items) and hands the ranked documents here; the
-lines are written by the run writer (:func:`tagtorch.evaluation.runs.write_run`). Query and
-document ids are integers or space-free strings (tag recommendation: object codes and tag codes,
-so no tag string with spaces can break the whitespace-separated format; item recommendation:
-``u{user}t{tag}`` and item codes). ``qrels.trec`` lists every gold document of every query,
+Every task writes exactly the ranking its metrics scored: :func:`scored_lines` orders each
+query's documents with :func:`tagtorch.metrics.functional.top_rank_order`, the order of the
+metrics themselves (by score, descending; equal scores in candidate order, i.e. by tag slot,
+item code or object code; masked documents never written), and the lines are written by the
+run writer (:func:`tagtorch.evaluation.runs.write_run`).
+
+The score column is not the model's score but ``depth - (rank - 1)`` (``depth``: the places
+written per query), strictly decreasing with the rank: trec_eval and ranx ignore the rank
+column, sort by score and break equal scores by document id, so with the model's own tied
+scores they would re-order ties and score another ranking than ours. With rank-based scores
+any TREC tool reads our ranking exactly; the model's scores themselves are not written.
+
+Query and document ids are integers or space-free strings (tag recommendation: object codes and
+tag codes, so no tag string with spaces can break the whitespace-separated format; item
+recommendation: ``u{user}t{tag}`` or ``u{user}`` and item codes; resource ranking:
+``q{post key}`` and object codes); ``per_object.csv.gz`` names its queries by the same ids, so
+its rows join the run files' lines. ``qrels.trec`` lists every gold document of every query,
 also those no ranking reached, so recall computed from the files matches tagtorch's.
 """
 
@@ -14,8 +25,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 import numpy as np
+import torch
 
-__all__ = ["qrels_lines", "ranked_lines", "run_file_names"]
+from tagtorch.metrics.functional import top_rank_order
+
+__all__ = ["qrels_lines", "ranked_lines", "run_file_names", "scored_lines"]
 
 
 def run_file_names(methods: Sequence[str]) -> dict[str, str]:
@@ -30,7 +44,7 @@ def run_file_names(methods: Sequence[str]) -> dict[str, str]:
     return {name: f"run.{name}.trec" for name in methods}
 
 
-def ranked_lines(queries: Sequence[object], documents: np.ndarray, keep: np.ndarray,
+def ranked_lines(queries: Sequence[object] | np.ndarray, documents: np.ndarray, keep: np.ndarray,
                  run_name: str, width: int) -> list[str]:
     r"""TREC run lines ``qid Q0 docid rank score run`` of ranked documents.
 
@@ -54,7 +68,41 @@ def ranked_lines(queries: Sequence[object], documents: np.ndarray, keep: np.ndar
     return lines
 
 
-def qrels_lines(queries: Sequence[object], gold: Iterable[Iterable[object]]) -> list[str]:
+def scored_lines(queries: Sequence[object] | np.ndarray, scores: torch.Tensor, mask: torch.Tensor,
+                 run_name: str, depth: int, documents: torch.Tensor | None = None) -> list[str]:
+    r"""TREC run lines of the ``depth`` best documents of each query, ranked as the metrics rank.
+
+    The order is :func:`~tagtorch.metrics.functional.top_rank_order`'s, the one every metric
+    of :mod:`tagtorch.metrics.functional` uses: by score, descending, equal scores in column
+    order, masked columns last and never written.
+
+    Args:
+        queries: ``[B]`` query ids.
+        scores: ``[B, L]`` the scores the metrics were computed on.
+        mask: ``[B, L]`` bool, the real documents (padding, excluded documents: False).
+        run_name: the run tag (the method's name, without whitespace).
+        depth: the places written per query at most (``>= 1``).
+        documents: ``[B, L]`` the document id of each column (tag codes of candidate slots);
+            None: the column index itself (item codes, object codes).
+
+    Example:
+        >>> scores = torch.tensor([[0.5, 0.9, 0.5, 0.7]])
+        >>> mask = torch.tensor([[True, True, True, False]])
+        >>> scored_lines(["q1"], scores, mask, "m", depth=3)  # the tie in column order
+        ['q1 Q0 1 1 3 m\n', 'q1 Q0 0 2 2 m\n', 'q1 Q0 2 3 1 m\n']
+    """
+    scores, mask = scores.detach().cpu(), mask.cpu()
+    if scores.shape[-1] == 0:  # no document to rank
+        return []
+    order = top_rank_order(scores, mask, depth)
+    keep = mask.gather(-1, order)
+    if documents is not None:
+        order = documents.cpu().gather(-1, order)
+    return ranked_lines(queries, order.numpy(), keep.numpy(), run_name, order.shape[1])
+
+
+def qrels_lines(queries: Sequence[object] | np.ndarray,
+                gold: Iterable[Iterable[object]]) -> list[str]:
     r"""TREC qrels lines ``qid 0 docid 1`` for every gold document of every query.
 
     Example:

@@ -187,14 +187,16 @@ def top_k_queries(ranker: ItemRanker, queries: Queries, n_items: int, n_tags: in
                   batch_size: int = 1024) -> Iterator[tuple[np.ndarray, Tensor, Tensor]]:
     """The ``k`` best items of every query, ``batch_size`` queries at a time.
 
-    Yields ``(rows, items [b, k], scores [b, k])``; the queries' known items are never returned
-    (their places hold ``-inf`` scores when fewer than ``k`` items are left). Memory is bounded
-    by one block of ``[b, n_items]`` scores (and, inside :func:`user_scores`, its tag-level
-    budget): never users x items or users x items x tags.
+    Yields ``(rows, items [b, k], scores [b, k])``, ranked as the metrics rank
+    (:func:`~tagtorch.metrics.functional.top_rank_order`: equal scores by item code); the
+    queries' known items are never returned (their places hold ``-inf`` scores when fewer than
+    ``k`` items are left). Memory is bounded by one block of ``[b, n_items]`` scores (and,
+    inside :func:`user_scores`, its tag-level budget): never users x items or users x items x
+    tags.
     """
     for rows, scores, _, mask in score_queries(ranker, queries, n_items, n_tags, batch_size):
-        top = torch.topk(scores.masked_fill(~mask, -torch.inf), min(k, n_items), dim=-1)
-        yield rows, top.indices, top.values
+        items = functional.top_rank_order(scores, mask, k)
+        yield rows, items, scores.masked_fill(~mask, -torch.inf).gather(-1, items)
 
 
 @contextlib.contextmanager
