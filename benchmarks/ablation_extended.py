@@ -76,6 +76,7 @@ def write_table(rows: list[dict[str, Any]], dataset: str, method: str,
     import numpy as np
     import pandas as pd
 
+    from tagtorch.evaluation.report import interval_cell
     from tagtorch.evaluation.stats import confidence_interval, paired_test
 
     frame = pd.DataFrame(rows)
@@ -89,10 +90,10 @@ def write_table(rows: list[dict[str, Any]], dataset: str, method: str,
         test = paired_test(ndcg, full_ndcg) if name != "full extended set" else None
         table.append({
             "removed": name, "features": int(part.features.iloc[0]),
-            "NDCG@5": f"{mean:.4f} ± {half:.4f}",
+            "NDCG@5": interval_cell(mean, half),
             "vs full": "" if test is None else f"{test.mean_difference:+.4f}",
             "p (paired t)": "" if test is None else f"{test.p_value:.1e}",
-            "recall": f"{recall:.4f} ± {recall_half:.4f}"})
+            "recall": interval_cell(recall, recall_half)})
     markdown = pd.DataFrame(table).to_markdown(index=False)
     title = (f"{dataset}, {method}, folds {folds}: NDCG@5 and candidate recall "
              f"(mean ± 95% CI over folds); vs full: paired over T's objects")

@@ -21,6 +21,8 @@ key                       allowed
 ``device``                ``auto``, ``cpu``, ``cuda`` or ``cuda:N`` (CUDA only with a GPU)
 ``accelerator``           Lightning's ``auto``, ``cpu``, ``gpu`` or ``cuda`` (GPU only with one)
 ``seed``                  an integer
+``significance``          ``{test: ttest|wilcoxon|randomization|both, n_resamples: int >= 1,
+                          seed: int}`` (a report's paired tests; keys may be left out)
 ========================  =====================================================================
 
 ``task.protocol.backend`` (where the protocol's parallel jobs run) must be one of
@@ -49,6 +51,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import InterpolationResolutionError, MissingMandatoryValue
 
 from tagtorch.engines import BACKENDS
+from tagtorch.evaluation.report import SIGNIFICANCE_TESTS, Significance
 from tagtorch.metrics.functional import METRIC_NAMES, parse_metric
 
 __all__ = ["ConfigError", "check_config", "drop_unselected_settings", "model_kind"]
@@ -137,6 +140,16 @@ def _check_backend(key: str, value: Any) -> None:
         raise ConfigError(key, value, f"one of {list(BACKENDS)} (where the parallel jobs run)")
 
 
+def _check_significance(key: str, value: Any) -> None:
+    try:
+        if not isinstance(value, dict):
+            raise TypeError(f"a mapping, not {type(value).__name__}")
+        Significance.of(value)
+    except (TypeError, ValueError) as error:
+        raise ConfigError(key, value, f"{{test: one of {list(SIGNIFICANCE_TESTS)}, n_resamples: "
+                          f"an integer >= 1, seed: an integer}} ({error})") from None
+
+
 _CHECKS: dict[str, Callable[[str, Any], None]] = {
     "ks": _check_ks,
     "k": _check_k,
@@ -147,19 +160,32 @@ _CHECKS: dict[str, Callable[[str, Any], None]] = {
     "device": _check_device,
     "accelerator": _check_accelerator,
     "seed": _check_seed,
+    "significance": _check_significance,
 }
 
 
-def _walk(node: Any, prefix: str) -> Iterator[tuple[str, str, Any]]:
-    """``(dotted key, last key name, value)`` of every setting under ``node``."""
+GRID_KEYS = ("tune", "tune_candidates")
+"""Nodes holding grids (``{setting: [values]}``): each value is checked as the setting."""
+
+
+def _walk(node: Any, prefix: str, grid: bool = False) -> Iterator[tuple[str, str, Any]]:
+    """``(dotted key, last key name, value)`` of every setting under ``node``.
+
+    Under a grid node (:data:`GRID_KEYS`), a list is a setting's values: each is yielded as
+    the setting itself (``...neighbours.k[1]``, ``k``, 1000).
+    """
     if isinstance(node, dict):
         for name, value in node.items():
             key = f"{prefix}.{name}" if prefix else str(name)
+            if grid and isinstance(value, list):
+                for i, item in enumerate(value):
+                    yield f"{key}[{i}]", str(name), item
+                continue
             yield key, str(name), value
-            yield from _walk(value, key)
+            yield from _walk(value, key, grid or name in GRID_KEYS)
     elif isinstance(node, list):
         for i, value in enumerate(node):
-            yield from _walk(value, f"{prefix}[{i}]")
+            yield from _walk(value, f"{prefix}[{i}]", grid)
 
 
 def _resolved(cfg: DictConfig) -> dict[str, Any]:

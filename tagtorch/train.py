@@ -16,7 +16,9 @@ recommendation, the first method's ``val_dcg@10`` for item recommendation and it
 them, never on test); ``train`` returns None where
 the default does not exist (a first method that is not trained, the ``describe`` task). A
 configured metric that the run does not report is an error naming the key and the metrics
-available. :func:`run_task` returns the task's own result instead (frames, report).
+available. An ``hparams_search`` sweep must optimize a validation metric: the sweeper refuses a
+test metric (:func:`check_sweep_metric`, :func:`is_test_metric`) before any trial.
+:func:`run_task` returns the task's own result instead (frames, report).
 
 The composed configuration is checked before any work (:mod:`tagtorch.config_checks`, and
 ``optimized_metric``'s method here). A bad setting, a malformed data file, a missing or
@@ -39,6 +41,7 @@ from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from tagtorch.cache import describe_caches
 from tagtorch.config_checks import (
     ConfigError,
     check_config,
@@ -46,7 +49,9 @@ from tagtorch.config_checks import (
     keep_search_method,
     task_kinds,
 )
+from tagtorch.data.download import user_cache_dir
 from tagtorch.data.loaders.errors import DataFormatError
+from tagtorch.evaluation.report import is_timing_metric
 from tagtorch.storage import UnreadableFileError, atomic_write
 from tagtorch.sweeps import trial_of
 
@@ -118,6 +123,54 @@ def check_optimized_metric(cfg: DictConfig) -> None:
                           f"{expected}; the methods of this run are {methods}")
 
 
+def is_test_metric(cfg: DictConfig, metric: str) -> bool:
+    """Whether a results metric of this run is measured on the test split.
+
+    Validation metrics are the ``val_*`` scores (item recommendation's ``val_dcg@10``,
+    resource ranking's ``val_{tune_metric}``) and, for tag recommendation with
+    ``task.protocol.evaluate_on=validation``, every metric (T is never read). Timings
+    (:func:`~tagtorch.evaluation.report.is_timing_metric`) are no test figures either. Every
+    other metric (NDCG, P, MAP, candidate recall, ... of a run that evaluates on T or the test
+    posts) is.
+
+    Example:
+        >>> cfg = OmegaConf.create({"task": {"_target_": "x.TagRecommendationTask",
+        ...                                  "protocol": {"evaluate_on": "test"}}})
+        >>> is_test_metric(cfg, "ndcg@5"), is_test_metric(cfg, "fit_seconds")
+        (True, False)
+        >>> cfg.task.protocol.evaluate_on = "validation"
+        >>> is_test_metric(cfg, "ndcg@5")
+        False
+    """
+    if metric.startswith("val_") or is_timing_metric(metric):
+        return False
+    if _task_kind(cfg) == "tagrec":
+        return cfg.task.protocol.get("evaluate_on", "test") == "test"
+    return True
+
+
+def check_sweep_metric(cfg: DictConfig) -> None:
+    """Refuses a sweep's objective that is a test metric (:func:`is_test_metric`).
+
+    Called by the ``tagtorch_optuna`` sweeper on the trials' configuration before any trial:
+    hyperparameters chosen on test figures make those figures optimistic.
+
+    Raises:
+        ConfigError: naming ``optimized_metric`` (or the task's default it stands for) and the
+            validation metric or setting to use instead.
+    """
+    name = cfg.get("optimized_metric")
+    metric = str(name).rpartition("/")[2] if name is not None else default_metric(cfg)
+    if metric is None or not is_test_metric(cfg, metric):
+        return
+    kind = _task_kind(cfg)
+    instead = ("set task.protocol.evaluate_on=validation (learn on part of V, score the rest)"
+               if kind == "tagrec" else f"optimize {default_metric(cfg)} (or null)")
+    named = repr(metric) if name is not None else f"null (the task's default, {metric!r})"
+    raise ConfigError("optimized_metric", name,
+                      f"a validation metric in a sweep: {named} is a test metric; {instead}")
+
+
 def metric_value(results: pd.DataFrame, name: str) -> float:
     """The mean over folds of one metric of a run's results.
 
@@ -169,6 +222,8 @@ def run_task(cfg: DictConfig) -> Any:
     with atomic_write(output_dir / "config.yaml") as partial:
         OmegaConf.save(cfg, partial, resolve=True)
 
+    if OmegaConf.select(cfg, "text.cache") or OmegaConf.select(cfg, "task.protocol.cache"):
+        log.info("%s", describe_caches(user_cache_dir()))  # where they live, how large
     log.info("loading data: %s", cfg.data._target_)
     folksonomy = instantiate(cfg.data)
     if cfg.get("text") is not None:
@@ -210,6 +265,7 @@ def train(cfg: DictConfig) -> float | None:
     if not isinstance(results, pd.DataFrame):
         return None
     name = cfg.get("optimized_metric")
+    value: float | None
     if name is not None:
         value = metric_value(results, str(name))
     else:

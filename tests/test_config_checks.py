@@ -51,6 +51,12 @@ def test_every_shipped_configuration_passes(tmp_path, experiment):
     (["model=xtred_rf"], "candidates.diversity", "candidates=latre_diverse"),
     (["+experiment=extended_lastfm", "method_candidates.rf_extended=extnded"],
      "method_candidates.rf_extended", "a name of candidate_sets ['extended']"),
+    (["task.protocol.significance.test=permutation"], "task.protocol.significance",
+     "randomization"),
+    (["task=itemrec", "model=dorank", "task.significance.n_resamples=0"],
+     "task.significance", "n_resamples: an integer >= 1"),
+    (["task=resources", "model=bm25", "+task.significance.alpha=0.05"], "task.significance",
+     "alpha"),
 ])
 def test_bad_settings_are_named_before_any_work(tmp_path, overrides, key, expected):
     cfg = compose_cfg(tmp_path, overrides)

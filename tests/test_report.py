@@ -133,3 +133,119 @@ def test_metric_against_a_setting_is_drawn(tmp_path):
     assert Image.open(path).size[0] > 100
     with pytest.raises(ValueError, match="no values"):
         plot_against_setting(pd.DataFrame(rows), "s@1", "n_topics", {}, tmp_path / "x.png")
+
+
+def test_one_fold_shows_no_interval():
+    results, per_object = make_results()
+    one = results.query("fold == 0")
+    text = markdown_report(one, per_object.query("fold == 0"), title="T")
+    assert "± 0.0000" not in text and "± nan" not in text
+    row = text.split("| better | ")[1].split("\n")[0]
+    mean = one.query("method == 'better'")["value"].iloc[0]
+    assert row.startswith(f"{mean:.4f} ± n/a"), row
+    assert "1 fold: one value gives no interval (n/a)" in text
+    assert "± n/a" not in markdown_report(results, title="T")  # five folds: intervals
+
+
+def test_one_fold_charts_draw_no_whisker(tmp_path):
+    from tagtorch.evaluation.plots import plot_against_setting, plot_comparison
+
+    one = make_results()[0].query("fold == 0")
+    assert plot_comparison(one, "ndcg@5", tmp_path / "a.png").read_bytes()[:4] == b"\x89PNG"
+    path = plot_against_setting(one, "ndcg@5", "x", {"base": 1, "better": 2}, tmp_path / "b.png")
+    assert path.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_effect_size_column_and_randomization_table():
+    _, per_object = make_results()
+    base = per_object.query("method == 'base'").sort_values(["fold", "object"])["value"]
+    better = per_object.query("method == 'better'").sort_values(["fold", "object"])["value"]
+    d = base.to_numpy() - better.to_numpy()
+    t_row = significance(per_object).iloc[0]
+    assert t_row["d_z"] == pytest.approx(d.mean() / d.std(ddof=1))
+    rows = significance(per_object, method="randomization", n_resamples=2000, seed=3).iloc[0]
+    assert rows["statistic"] == pytest.approx(d.mean()) and rows["n"] == 150
+    # |mean d| is 6.2 standard errors (t): no drawn sign assignment reaches it, p = 1 / 2001
+    assert rows["p_value"] == pytest.approx(1 / 2001)
+    default = markdown_report(*make_results(), title="T")
+    assert "Paired ttest" in default and "randomization" not in default and "d_z" in default
+    both = markdown_report(*make_results(), title="T",
+                           significance={"test": "both", "n_resamples": 2000})
+    assert "Paired ttest" in both and "Paired randomization test (sign flips: 2000" in both
+    only = markdown_report(*make_results(), title="T", significance={"test": "randomization"})
+    assert "Paired ttest" not in only and "Paired randomization" in only
+    with pytest.raises(ValueError, match=r"significance\.test"):
+        markdown_report(*make_results(), significance={"test": "sign"})
+
+
+def test_coverage_table_by_hand():
+    results, _ = make_results()
+    coverage = {  # method: per fold (evaluated objects, no candidates, no gold candidates)
+        "base": [(10, 0.3, 0.5), (20, 0.25, 0.45)],  # counts 3, 5 and 5, 9
+        "better": [(10, 0.1, 0.2), (20, 0.05, 0.1)],  # counts 1, 1 and 2, 2
+    }
+    rows = [{"method": m, "fold": f, "metric": metric, "value": value}
+            for m, folds in coverage.items() for f, values in enumerate(folds)
+            for metric, value in zip(("evaluated_objects", "no_candidates",
+                                      "no_gold_candidates"), values, strict=True)]
+    text = markdown_report(pd.concat([results, pd.DataFrame(rows)]), title="T")
+    main, coverage_part = text.split("## Candidate coverage (mean over folds)")
+    assert "no_candidates" not in main and "evaluated_objects" not in main
+    assert "| base | 15 | 4 (27.5%) | 7 (47.5%) |" in coverage_part
+    assert "| better | 15 | 1 (7.5%) | 2 (15.0%) |" in coverage_part
+    assert "## Candidate coverage" not in markdown_report(results, title="T")
+
+
+def test_candidate_coverage_of_a_hand_built_set():
+    import torch
+
+    from tagtorch.candidates.candidate_set import CandidateSet
+    from tagtorch.evaluation.tag_recommendation import candidate_coverage
+
+    # 5 objects: two candidates with one gold; none; three without gold; none; one gold
+    mask = torch.tensor([[1, 1, 0], [0, 0, 0], [1, 1, 1], [0, 0, 0], [1, 0, 0]], dtype=bool)
+    labels = torch.tensor([[0, 1, 0], [0, 0, 0], [0, 0, 0], [0, 0, 0], [1, 0, 0]]).float()
+    test = CandidateSet(torch.arange(5), torch.where(mask, 7, -1), torch.zeros(5, 3, 0),
+                        labels, mask, torch.full((5,), 2), ())
+    assert candidate_coverage(test) == pytest.approx(
+        {"evaluated_objects": 5, "no_candidates": 2 / 5, "no_gold_candidates": 3 / 5})
+
+
+def test_tag_recommendation_reports_each_methods_candidate_coverage():
+    from functools import partial
+
+    from tagtorch.candidates.features import LatreCandidates
+    from tagtorch.data.synthetic import generate_folksonomy
+    from tagtorch.data.terms import TermIndex
+    from tagtorch.data.text import TextProcessor
+    from tagtorch.evaluation.tag_recommendation import TagRecommendationProtocol
+    from tagtorch.rankers.single_feature import FeatureRanker
+
+    folksonomy = TextProcessor(cache=False).apply(generate_folksonomy(n_objects=300, seed=5))
+    protocol = TagRecommendationProtocol(folds=[0], device="cpu", online_objects=0,
+                                         write_trec=False)
+    sets = {"candidates": partial(LatreCandidates, max_rule_candidates=30, device="cpu"),
+            "few": partial(LatreCandidates, max_rule_candidates=1, fields=[], device="cpu")}
+    result = protocol.evaluate(folksonomy, sets["candidates"],
+                               {"wide": partial(FeatureRanker, feature="sum_1"),
+                                "narrow": partial(FeatureRanker, feature="sum_1")},
+                               candidate_sets={"few": sets["few"]},
+                               method_candidates={"narrow": "few"})
+    got = result.results.set_index(["method", "metric"])["value"]
+    fold = protocol.splits(folksonomy)[0]
+    terms = TermIndex.from_folksonomy(folksonomy)
+    for method, name in (("wide", "candidates"), ("narrow", "few")):
+        test = sets[name]().fit(fold.train_objects, fold.train_tags, terms)(fold.test)
+        # by hand: an object has no candidate, or none of its candidate tags is a gold tag
+        empty = no_gold = 0
+        for i, gold in enumerate(fold.test.gold_tags):
+            tags = set(test.tags[i][test.mask[i]].tolist())
+            empty += not tags
+            no_gold += not tags & set(gold.tolist())
+        n = len(fold.test)
+        assert got[method, "evaluated_objects"] == n
+        assert got[method, "no_candidates"] == pytest.approx(empty / n)
+        assert got[method, "no_gold_candidates"] == pytest.approx(no_gold / n)
+    assert got["narrow", "no_candidates"] > 0  # the case is not trivial
+    assert got["narrow", "no_gold_candidates"] > got["wide", "no_gold_candidates"]
+    assert "## Candidate coverage" in result.report

@@ -10,7 +10,13 @@ import pytest
 import torch
 from scipy import stats
 
-from tagtorch.evaluation.stats import PairedTest, confidence_interval, paired_test
+from tagtorch.evaluation.stats import (
+    PairedTest,
+    confidence_interval,
+    effect_size,
+    paired_test,
+    randomization_p_value,
+)
 
 
 def test_confidence_interval_by_hand() -> None:
@@ -42,7 +48,8 @@ def test_confidence_interval_nan_single_and_inputs() -> None:
     assert confidence_interval(with_nan) == pytest.approx(confidence_interval([0.2, 0.4, 0.9]))
     tensor = torch.tensor(with_nan)
     assert confidence_interval(tensor) == pytest.approx(confidence_interval([0.2, 0.4, 0.9]))
-    assert confidence_interval([0.7, math.nan]) == (pytest.approx(0.7), 0.0)
+    mean, half = confidence_interval([0.7, math.nan])  # one value: no interval
+    assert mean == pytest.approx(0.7) and math.isnan(half)
     mean, half = confidence_interval([math.nan])
     assert math.isnan(mean) and math.isnan(half)
     for bad in (0.0, 1.0, 1.5):
@@ -126,3 +133,63 @@ def test_paired_nan_pairs_dropped_and_errors() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         same.n = 5  # type: ignore[misc]
     assert isinstance(same, PairedTest)
+
+
+def test_randomization_exact_by_hand() -> None:
+    # d = 1, 2, 3: the 8 sums of +-1 +-2 +-3 are 6, 4, 2, 0, 0, -2, -4, -6
+    assert randomization_p_value([1.0, 2.0, 3.0]) == pytest.approx(2 / 8)  # |S| >= 6
+    assert randomization_p_value([1.0, -2.0, 3.0]) == pytest.approx(6 / 8)  # |S| >= 2
+    # d = 0.1, 0.2, -0.3, 0.5 (S = 0.5): the 16 |sums| are 0.1 x4, 0.3 x2, 0.5 x4, 0.7 x2,
+    # 0.9 x2, 1.1 x2; 10 reach 0.5, ties included although 0.1 + 0.2 - 0.3 != 0 in floats
+    assert randomization_p_value([0.1, 0.2, -0.3, 0.5]) == pytest.approx(10 / 16)
+    result = paired_test([0.6, 0.2, 0.0, 0.9], [0.5, 0.0, 0.3, 0.4], method="randomization")
+    assert result.p_value == pytest.approx(10 / 16)
+    assert result.statistic == pytest.approx(0.5 / 4) == result.mean_difference
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_randomization_exact_against_scipy_enumeration(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    a, b = rng.random(11), rng.random(11)  # 2^11 = 2048 <= n_resamples: enumerated
+    ref = stats.permutation_test((a, b), lambda x, y, axis: np.mean(x - y, axis=axis),
+                                 permutation_type="samples", vectorized=True,
+                                 n_resamples=np.inf)
+    result = paired_test(a, b, method="randomization", n_resamples=5000)
+    assert result.p_value == pytest.approx(ref.pvalue, rel=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_randomization_sampled_against_scipy(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    a = rng.random(60)
+    b = a + rng.normal(0.03, 0.15, 60)
+    ref = stats.permutation_test((a, b), lambda x, y, axis: np.mean(x - y, axis=axis),
+                                 permutation_type="samples", vectorized=True,
+                                 n_resamples=20_000, random_state=seed + 100)
+    result = paired_test(a, b, method="randomization", n_resamples=20_000, seed=seed)
+    # two Monte-Carlo estimates of one p: each has a standard error <= 0.5 / sqrt(20000)
+    assert abs(result.p_value - ref.pvalue) < 4 * math.sqrt(2) * 0.5 / math.sqrt(20_000)
+    again = paired_test(a, b, method="randomization", n_resamples=20_000, seed=seed)
+    assert again.p_value == result.p_value  # seeded: the same draws
+
+
+def test_randomization_nan_pairs_and_bad_resamples() -> None:
+    a = [0.1, math.nan, 0.5, 0.7, 0.2]
+    b = [0.3, 0.4, math.nan, 0.2, 0.6]
+    # kept d = -0.2, 0.5, -0.4 (S = -0.1): |sums| 0.1 x2, 0.3 x2, 0.7 x2, 1.1 x2: all reach 0.1
+    result = paired_test(a, b, method="randomization")
+    assert result.n == 3 and result.p_value == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="n_resamples"):
+        randomization_p_value([1.0, 2.0], n_resamples=0)
+
+
+def test_effect_size_by_hand() -> None:
+    # d = 0.1, 0, 0.2, 0.3: mean 0.15, s = sqrt(0.05 / 3)
+    assert effect_size([0.1, 0.0, 0.2, 0.3]) == pytest.approx(0.15 / math.sqrt(0.05 / 3))
+    result = paired_test([0.5, 0.6, 0.9, 0.4], [0.4, 0.6, 0.7, 0.1], method="wilcoxon")
+    assert result.effect_size == pytest.approx(0.15 / math.sqrt(0.05 / 3))
+    assert effect_size([0.2, 0.2, math.nan, 0.2]) == math.inf  # no spread, a difference
+    assert effect_size([-0.1, -0.1]) == -math.inf
+    assert paired_test([0.3, 0.4], [0.3, 0.4]).effect_size == 0.0
+    with pytest.raises(ValueError, match="at least 2"):
+        effect_size([0.5, math.nan])

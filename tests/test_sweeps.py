@@ -28,7 +28,7 @@ from tagtorch.data.text import TextProcessor
 from tagtorch.evaluation.tag_recommendation import TagRecommendationProtocol
 from tagtorch.rankers.single_feature import FeatureRanker
 from tagtorch.sweeps import TrialTimeoutError, trial_of
-from tagtorch.train import train
+from tagtorch.train import check_sweep_metric, train
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
@@ -46,6 +46,7 @@ def test_every_search_composes_with_its_method_and_a_valid_space(name):
     assert space and all(key.split(".")[0] in cfg for key in space)
     if "protocol" in cfg.task:  # tag recommendation: tuned on V, never on T
         assert cfg.task.protocol.evaluate_on == "validation"
+    check_sweep_metric(cfg)  # a validation objective: the sweeper accepts it
 
 
 def test_a_search_in_an_experiment_tunes_its_method_only(tmp_path):
@@ -121,6 +122,41 @@ def test_a_sweep_writes_its_outputs_and_resumes_where_it_stopped(tmp_path):
     assert (tmp_path / "2" / "results.csv").is_file()  # a new job folder, none overwritten
     first = trials.filter(like="params_").iloc[0].tolist()
     assert trials.filter(like="params_").iloc[2].tolist() != first
+
+
+def test_a_sweep_on_a_test_metric_is_refused_in_one_line_before_any_trial(tmp_path):
+    done = sweep(tmp_path, "task.protocol.evaluate_on=test", n_trials=1)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
+    assert done.stderr.splitlines()[-1] == (
+        "error: config key optimized_metric='lambdamart/ndcg@5': expected a validation metric "
+        "in a sweep: 'ndcg@5' is a test metric; set task.protocol.evaluate_on=validation "
+        "(learn on part of V, score the rest)")
+    assert "loading data" not in done.stderr + done.stdout
+    assert not (tmp_path / "optuna.db").exists() and not (tmp_path / "0").exists()
+
+
+@pytest.mark.parametrize("overrides, refused", [
+    (["hparams_search=dorank", "optimized_metric=ndcg@10"], "'ndcg@10' is a test metric; "
+     "optimize val_dcg@10 (or null)"),
+    (["hparams_search=dorank", "optimized_metric=dorank/val_dcg@10"], None),
+    (["hparams_search=dorank", "optimized_metric=fit_seconds"], None),
+    (["task=resources", "model=bm25", "optimized_metric=s@1"], "optimize val_mrr@10"),
+    (["task=resources", "model=bm25"], None),  # null: val_mrr@10
+    (["hparams_search=lambdamart", "optimized_metric=null",
+      "task.protocol.evaluate_on=test"], "null (the task's default, 'ndcg@5') is a test"),
+    (["hparams_search=lambdamart", "optimized_metric=lambdamart/candidate_recall"], None),
+])
+def test_a_sweep_metric_is_a_validation_metric(tmp_path, overrides, refused):
+    from tagtorch.config_checks import ConfigError
+
+    cfg = compose_cfg(tmp_path, overrides)
+    if refused is None:
+        check_sweep_metric(cfg)
+        return
+    with pytest.raises(ConfigError, match="expected a validation metric in a sweep") as info:
+        check_sweep_metric(cfg)
+    assert refused in str(info.value)
 
 
 def test_a_failing_trial_is_recorded_and_the_sweep_goes_on(tmp_path):

@@ -232,3 +232,21 @@ def test_the_command_line_names_a_bad_optimized_metric(tmp_path):
          "optimized_metric=nope/ndcg@5"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 2
     assert "optimized_metric='nope/ndcg@5'" in done.stderr and "latre_wts" in done.stderr
+
+
+def test_a_run_that_uses_caches_logs_where_they_live_and_their_size(tmp_path, monkeypatch,
+                                                                     caplog):
+    root = tmp_path / "xdg" / "tagtorch"
+    (root / "text").mkdir(parents=True)
+    (root / "text" / ("synthetic-" + "a" * 24 + ".npz")).write_bytes(b"x" * 1500)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    with caplog.at_level("INFO", logger="tagtorch.train"):
+        run_task(compose_cfg(tmp_path / "a", ["task=describe", "data.n_objects=200"]))
+    # as before the run: it writes its own text entry only afterwards
+    assert f"caches: {root} (candidates 0 B in 0 entries, text 1.5 kB in 1 entry)" \
+        in caplog.messages
+    caplog.clear()
+    with caplog.at_level("INFO", logger="tagtorch.train"):
+        run_task(compose_cfg(tmp_path / "b", ["task=describe", "data.n_objects=200",
+                                              "text=none", "task.protocol.cache=false"]))
+    assert not [m for m in caplog.messages if m.startswith("caches:")]

@@ -20,6 +20,10 @@ keeps the trial's heartbeat), and tells the study each job's outcome:
   sweeps started at once into a new folder do not race to create its tables; a storage that
   cannot be opened or written (a bad URL, a missing or read-only folder, a file that is not a
   database) ends the sweep with one line naming ``hydra.sweeper.storage`` and exit status 2;
+- a sweep whose ``optimized_metric`` is a test metric (tag recommendation evaluated on T, a
+  test metric of item recommendation or resource ranking instead of its ``val_*`` score) is
+  refused before any trial, with one line naming it and exit status 2
+  (:func:`tagtorch.train.check_sweep_metric`);
 - after each batch of trials it writes, in the sweep folder, ``trials.csv``, the optimization
   history, the parameter importances and a parallel-coordinates plot (PNG), and ``best.yaml``:
   the best trial's value, parameters and the command that reruns it on the test folds.
@@ -63,7 +67,7 @@ from omegaconf import DictConfig, OmegaConf
 from tagtorch.config_checks import ConfigError
 from tagtorch.storage import atomic_write
 from tagtorch.sweeps import make_pruner
-from tagtorch.train import user_error
+from tagtorch.train import check_sweep_metric, user_error
 
 log = logging.getLogger(__name__)
 
@@ -268,11 +272,13 @@ class TagtorchOptunaSweeper(Sweeper):
         self.rerun_overrides = list(rerun_overrides)
         self.config: DictConfig | None = None
         self.launcher: Any = None
+        self.hydra_context: HydraContext | None = None
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction,
               config: DictConfig) -> None:
         """Keeps the configuration and builds the launcher (Hydra calls it before ``sweep``)."""
         self.config = config
+        self.hydra_context = hydra_context
         self.launcher = Plugins.instance().instantiate_launcher(
             hydra_context=hydra_context, task_function=task_function, config=config)
         self.sweep_dir = Path(str(config.hydra.sweep.dir))
@@ -357,7 +363,23 @@ class TagtorchOptunaSweeper(Sweeper):
             params[key] = value
         space, fixed = distributions(params)
         with one_line_errors(), _quiet():
+            self.check_objective(fixed)
             self._sweep(space, fixed)
+
+    def check_objective(self, fixed: Mapping[str, str]) -> None:
+        """Refuses a test metric as the objective, before the study or any trial exists.
+
+        The trials' configuration (the command line's and ``params``' fixed values) is
+        composed as the launcher composes a job's, and its ``optimized_metric`` checked
+        (:func:`tagtorch.train.check_sweep_metric`).
+
+        Raises:
+            ConfigError: naming ``optimized_metric``, when it is a test metric.
+        """
+        assert self.config is not None and self.hydra_context is not None
+        job = self.hydra_context.config_loader.load_sweep_config(
+            self.config, [f"{key}={value}" for key, value in fixed.items()])
+        check_sweep_metric(job)
 
     def _sweep(self, space: Mapping[str, Any], fixed: Mapping[str, str]) -> None:
         study = self.study(space)

@@ -9,10 +9,11 @@ the models' tag-level scores aggregated over tags; :mod:`tagtorch.itemrec.data`)
 query: NDCG@k and P@k for k = 1..10 and MAP (linear gain, the
 queries' known training items excluded from the ranking). The run writes, like every tagtorch
 evaluation, ``results.csv`` (``method, fold, metric, value``, where ``fold`` is the seed),
-``per_object.csv.gz`` (per query), ``report.md`` (mean ± 95% CI over the seeds, paired tests of
-every pair of methods, Holm-corrected), ``run.METHOD.trec`` (``run.trec`` for a lone method; the
-top ``trec_depth`` items per test query of the first seed; query ids ``u{user}t{tag}``
-or ``u{user}``),
+``per_object.csv.gz`` (per query; ``object`` is the query's TREC id), ``report.md`` (mean ±
+95% CI over the seeds, paired tests of every pair of methods, Holm-corrected),
+``run.METHOD.trec`` (``run.trec`` for a lone method; the top ``trec_depth`` items per test
+query of the first seed, ranked as the metrics rank them, equal scores by item code; query ids
+``u{user}t{tag}`` or ``u{user}``),
 ``qrels.trec`` (the first seed's test queries), the learning curves of
 the trained models (``curves.csv``: train and validation DCG@10 per epoch;
 ``learning_curve.png``), and each fitted model into the checkpoint folder
@@ -56,8 +57,19 @@ from tqdm.auto import tqdm
 
 from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.evaluation.plots import plot_learning_curves
+from tagtorch.evaluation.report import Significance
 from tagtorch.evaluation.runs import MethodOutcome, MetricLogger, RunPieces, methods_of, write_run
-from tagtorch.evaluation.trec import qrels_lines, ranked_lines, run_file_names
+from tagtorch.evaluation.trec import qrels_lines, run_file_names, scored_lines
+from tagtorch.evaluation.tuning import (
+    Grid,
+    check_grids,
+    choose,
+    grid_points,
+    setting_text,
+    split_tuning,
+    with_settings,
+    write_tuning,
+)
 from tagtorch.itemrec.base import ItemRanker, dcg_at_k, score_queries
 from tagtorch.itemrec.data import ItemRecData, item_recommendation_data
 from tagtorch.metrics.functional import ranking_metrics
@@ -94,6 +106,16 @@ class ItemRecommendationTask(SignatureSettings):
             of interrupted trainings).
         resume: reuse the finished (seed, method) outcomes kept in ``pieces/`` of the output
             folder by an interrupted run into the same folder, when their settings match.
+        significance: the report's paired tests, ``{test: ttest|wilcoxon|randomization|both,
+            n_resamples, seed}`` (:class:`~tagtorch.evaluation.report.Significance`; None: the
+            paired t-test).
+        tune: per method, a grid ``{dotted setting: [values]}`` chosen inside each seed on that
+            seed's validation queries alone (the held-out ``val_fraction`` of its training
+            posts) by the early-stopping score, validation DCG@10: every point is fitted, the
+            best model is evaluated on test (:mod:`tagtorch.evaluation.tuning`; the points and
+            choices in ``tuning.csv`` and the report). Seeds draw different splits, so a
+            setting read on one seed's validation posts, some of them another seed's test
+            posts, is never reused across seeds.
     """
 
     def __init__(
@@ -111,6 +133,8 @@ class ItemRecommendationTask(SignatureSettings):
         trec_depth: int = 100,
         checkpoint_dir: str | Path | None = None,
         resume: bool = False,
+        significance: Mapping[str, Any] | None = None,
+        tune: Mapping[str, Grid] | None = None,
     ) -> None:
         if not seeds:
             raise ValueError("no seed to evaluate")
@@ -119,6 +143,8 @@ class ItemRecommendationTask(SignatureSettings):
         self.ks = tuple(ks)
         self.metrics = tuple(metrics)
         self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir else None
+        self.significance = Significance.of(significance)
+        self.tune = check_grids(tune, "tune")
 
     def split(self, folksonomy: Folksonomy, seed: int) -> ItemRecData:
         """The split of one seed."""
@@ -170,6 +196,9 @@ class ItemRecommendationTask(SignatureSettings):
         for seed in self.seeds:
             MethodOutcome.merge([done[seed, name] for name in models]).log(loggers, step=seed)
         whole = MethodOutcome.merge([done[seed, name] for seed in self.seeds for name in models])
+        tuning, whole.curves = split_tuning(whole.curves)
+        notes = write_tuning(output_dir, tuning, "seed", "its own validation posts (the held-out "
+                             f"{self.val_fraction:g} of its training posts; DCG@10)")
         result_frame, object_frame = whole.frames()
         runs = ({file: whole.run_lines[name] for name, file in run_file_names(list(models)).items()}
                 if self.trec_depth else None)
@@ -177,7 +206,7 @@ class ItemRecommendationTask(SignatureSettings):
             f"Tag-based item recommendation on the {self.p}-core of {folksonomy.name} "
             f"({len(self.seeds)} seeds as folds)"),
             plot_metric=f"ndcg@{max(self.ks)}" if "ndcg" in self.metrics else None,
-            qrels=qrels, runs=runs)
+            qrels=qrels, runs=runs, significance=self.significance, notes=notes)
         if whole.curves:
             curve_frame = pd.concat(whole.curves, ignore_index=True)
             with atomic_write(output_dir / "curves.csv") as partial:
@@ -197,17 +226,31 @@ class ItemRecommendationTask(SignatureSettings):
                     self.metrics, self.trec_depth, self.seeds[0] if self.trec_depth else None,
                     self.query, self.aggregate]
         data = folksonomy.fingerprint()
-        return {name: json.dumps({"data": data, "method": config, "protocol": protocol},
-                                 sort_keys=True, default=str)
+        return {name: json.dumps({"data": data, "method": config, "protocol": protocol,
+                                  "tune": self.tune.get(name)}, sort_keys=True, default=str)
                 for name, config in models.items()}
 
     def _run_model(self, folksonomy: Folksonomy, data: ItemRecData, seed: int, name: str,
                    node: Mapping[str, Any], write_trec: bool) -> MethodOutcome:
-        """One model's fit on a seed's training data and its evaluation on the test queries."""
-        model, folder = self._make(node, name, folksonomy.name, seed)
-        start = time.perf_counter()
-        model.fit(data)
-        fit_seconds = time.perf_counter() - start
+        """One model's fit on a seed's training data and its evaluation on the test queries.
+
+        A method with a ``tune`` grid is fitted once per point; the best by validation DCG@10
+        is evaluated.
+        """
+        rows, best = [], None
+        for point in grid_points(self.tune.get(name, {})):
+            model, folder = self._make(with_settings(node, point), name, folksonomy.name, seed)
+            start = time.perf_counter()
+            model.fit(data)
+            seconds = time.perf_counter() - start
+            score = self._validation_score(model, data)
+            rows.append({"method": name, "seed": seed, "setting": setting_text(point),
+                         "val_dcg@10": score})
+            if best is None or score > best[0]:  # the first of equal scores is kept
+                best = (score, model, folder, seconds)
+        assert best is not None  # a grid has at least one point
+        _, model, folder, fit_seconds = best
+        tuning = choose(rows, "val_dcg@10") if name in self.tune else None
         if folder is not None:
             model.save(folder / "model")
         values, seconds, lines = self._evaluate(model, data, name, write_trec)
@@ -218,18 +261,27 @@ class ItemRecommendationTask(SignatureSettings):
         if history:
             curve = pd.DataFrame(history).assign(method=name, seed=seed)
             extra["best_epoch"] = float(getattr(model, "best_epoch_", None) or 0)
-            # the early-stopping score: select hyperparameters on it, never on test
-            extra["val_dcg@10"] = max(float(h["val_dcg@10"]) for h in history)
-        else:  # a model without training curve (the count baselines): the same score
-            extra["val_dcg@10"] = self._validation_dcg(model, data)
+        # the early-stopping score: select hyperparameters on it, never on test
+        extra["val_dcg@10"] = best[0]
         extra.update(fit_seconds=fit_seconds, ms_model=1000 * seconds / n_queries)
-        outcome = MethodOutcome.from_values(name, seed, np.arange(n_queries), values,
-                                            extra=extra, run_lines=lines, curve=curve)
+        outcome = MethodOutcome.from_values(name, seed, np.asarray(data.test_queries.ids(
+            range(n_queries))), values, extra=extra, run_lines=lines, curve=curve)
+        outcome.curves += [] if tuning is None else [tuning]
         means = outcome.means[name]
         log.info("seed %d, %s: %s (fit %.1f s)", seed, name, ", ".join(
             f"{k} {means[k]:.4f}" for k in ("ndcg@10", "p@10", "map") if k in means),
             fit_seconds)
         return outcome
+
+    def _validation_score(self, model: ItemRanker, data: ItemRecData) -> float:
+        """The early-stopping score, validation DCG@10.
+
+        The best epoch's, or computed for a model without training curve (the count baselines).
+        """
+        history = getattr(model, "history_", None)
+        if history:
+            return max(float(h["val_dcg@10"]) for h in history)
+        return self._validation_dcg(model, data)
 
     def _validation_dcg(self, model: ItemRanker, data: ItemRecData) -> float:
         """Mean DCG@10 of the validation queries: what the factor models early-stop on."""
@@ -244,8 +296,9 @@ class ItemRecommendationTask(SignatureSettings):
                   ) -> tuple[dict[str, torch.Tensor], float, list[str] | None]:
         """Per-query metrics of the test queries, the seconds spent scoring, the run lines.
 
-        With ``write_trec``, the TREC run lines of the top ``trec_depth`` items of each query
-        (scores as ``depth - rank``; else None).
+        With ``write_trec``, the TREC run lines of the top ``trec_depth`` items of each query,
+        ranked as the metrics rank them (:func:`~tagtorch.evaluation.trec.scored_lines`; else
+        None).
         """
         parts: list[dict[str, torch.Tensor]] = []
         lines: list[str] | None = [] if write_trec else None
@@ -256,11 +309,8 @@ class ItemRecommendationTask(SignatureSettings):
             seconds += time.perf_counter() - start
             parts.append(ranking_metrics(scores, labels, mask, ks=self.ks, metrics=self.metrics))
             if lines is not None:
-                masked = scores.masked_fill(~mask, -torch.inf)
-                depth = min(self.trec_depth, scores.shape[-1])
-                top = torch.topk(masked, depth, dim=-1, sorted=True)
-                lines += ranked_lines(data.test_queries.ids(rows), top.indices.numpy(),
-                                      np.isfinite(top.values.numpy()), name, depth)
+                lines += scored_lines(data.test_queries.ids(rows), scores, mask, name,
+                                      self.trec_depth)
             start = time.perf_counter()
         return {k: torch.cat([p[k] for p in parts]) for k in parts[0]}, seconds, lines
 

@@ -24,6 +24,17 @@ def _save(fig: plt.Figure, path: str | Path) -> Path:
     return Path(path)
 
 
+def _whiskers(summary: pd.DataFrame, confidence: float) -> tuple[pd.DataFrame, str]:
+    """The summary ready to draw, and the axis label's words on its whiskers.
+
+    A half-width over one fold is NaN (no interval): it is drawn as no whisker, and the label
+    says so.
+    """
+    one_fold = bool(summary["ci"].isna().any())
+    label = f"mean over folds, {confidence:.0%} CI" + ("; one fold: none" if one_fold else "")
+    return summary.assign(ci=summary["ci"].fillna(0.0)), label
+
+
 def plot_comparison(results: pd.DataFrame, metric: str, path: str | Path,
                     confidence: float = 0.95, title: str | None = None) -> Path:
     """Writes a bar chart of each method's mean ``metric`` with its confidence interval.
@@ -41,13 +52,13 @@ def plot_comparison(results: pd.DataFrame, metric: str, path: str | Path,
     summary = summarize(results[results["metric"] == metric], confidence)
     if summary.empty:
         raise ValueError(f"no values of {metric!r} in the results")
-    summary = summary.sort_values("mean", ascending=True)
+    summary, whiskers = _whiskers(summary.sort_values("mean", ascending=True), confidence)
     fig, ax = plt.subplots(figsize=(6.4, 0.45 * len(summary) + 1.4))
     ax.barh(summary["method"], summary["mean"], xerr=summary["ci"], capsize=4,
             color="#4c72b0", ecolor="black")
     for y, (mean, half) in enumerate(zip(summary["mean"], summary["ci"], strict=True)):
         ax.text(mean + half, y, f"  {mean:.3f}", va="center", fontsize=8)
-    ax.set_xlabel(f"{metric} (mean over folds, {confidence:.0%} CI)")
+    ax.set_xlabel(f"{metric} ({whiskers})")
     ax.set_title(title or metric)
     ax.set_xlim(0, min(1.0, float((summary["mean"] + summary["ci"]).max()) * 1.25))
     fig.tight_layout()
@@ -74,6 +85,7 @@ def plot_against_setting(results: pd.DataFrame, metric: str, setting: str,
     summary = summarize(results[results["metric"] == metric], confidence).set_index("method")
     if summary.empty:
         raise ValueError(f"no values of {metric!r} in the results")
+    summary, whiskers = _whiskers(summary, confidence)
     points = sorted((float(x), name) for name, x in values.items() if name in summary.index)
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     xs = [x for x, _ in points]
@@ -90,7 +102,7 @@ def plot_against_setting(results: pd.DataFrame, metric: str, setting: str,
             ax.fill_between([min(xs), max(xs)], mean - half, mean + half, color=color,
                             alpha=0.15)
     ax.set_xlabel(setting)
-    ax.set_ylabel(f"{metric} (mean over folds, {confidence:.0%} CI)")
+    ax.set_ylabel(f"{metric} ({whiskers})")
     ax.set_title(f"{metric} against {setting}")
     ax.legend(fontsize=8)
     fig.tight_layout()

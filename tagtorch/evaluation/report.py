@@ -1,14 +1,84 @@
-"""Reports: means with 95% confidence intervals over folds, and paired significance tests."""
+"""Reports: means with 95% confidence intervals over folds, and paired significance tests.
+
+:func:`markdown_report` writes ``report.md``: a table of ``mean ± half-width`` per method and
+metric (the half-width is ``n/a`` where one fold or seed gives no interval), the timings in a
+table of their own, for tag recommendation the candidate coverage (:data:`COVERAGE_METRICS`:
+test objects, and how many of them have no candidate at all or no gold tag among their
+candidates, per method, as each method may use its own candidate set), and, with several
+methods, paired tests of every pair of methods on the per-object values, Holm-corrected over
+the pairs of each metric, with the effect size Cohen's ``d_z``. Which tests is the task's
+``significance`` setting (:class:`Significance`): the paired t-test by default, Fisher's
+randomization (sign-flip) test, or both (a table each).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
 
 from tagtorch.evaluation.stats import TestMethod, confidence_interval, paired_test
+
+#: The candidate coverage of tag recommendation in ``results.csv``, per method and fold: the
+#: evaluated (test) objects, and the shares of them with no candidate at all and with no gold
+#: tag among their candidates (those without candidates included).
+COVERAGE_METRICS = ("evaluated_objects", "no_candidates", "no_gold_candidates")
+#: The values of ``significance.test``.
+SIGNIFICANCE_TESTS = ("ttest", "wilcoxon", "randomization", "both")
+
+
+@dataclass(frozen=True)
+class Significance:
+    """Which paired tests a report gives: the ``significance`` setting of a task config.
+
+    Attributes:
+        test: ``"ttest"`` (paired t-test, the default), ``"wilcoxon"`` (signed-rank test),
+            ``"randomization"`` (Fisher's sign-flip test) or ``"both"`` (t-test and
+            randomization test, a table each).
+        n_resamples: sign assignments the randomization test draws (all ``2**n`` when that is
+            no more: exact).
+        seed: seed of the randomization test's draws.
+
+    Raises:
+        ValueError: an unknown test, ``n_resamples < 1`` or a seed that is not an integer.
+
+    Example:
+        >>> Significance.of({"test": "both"}).methods
+        ('ttest', 'randomization')
+    """
+
+    test: str = "ttest"
+    n_resamples: int = 10_000
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.test not in SIGNIFICANCE_TESTS:
+            raise ValueError(f"significance.test must be one of {SIGNIFICANCE_TESTS}, "
+                             f"got {self.test!r}")
+        if isinstance(self.n_resamples, bool) or not isinstance(self.n_resamples, int) \
+                or self.n_resamples < 1:
+            raise ValueError(f"significance.n_resamples must be an integer >= 1, got "
+                             f"{self.n_resamples!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
+            raise ValueError(f"significance.seed must be an integer, got {self.seed!r}")
+
+    @classmethod
+    def of(cls, setting: Significance | Mapping[str, Any] | None) -> Significance:
+        """The settings of a config node (None: the defaults)."""
+        if isinstance(setting, Significance):
+            return setting
+        return cls(**dict(setting or {}))
+
+    @property
+    def methods(self) -> tuple[TestMethod, ...]:
+        """The tests to run, in the report's order."""
+        if self.test == "both":
+            return ("ttest", "randomization")
+        return (cast(TestMethod, self.test),)
 
 
 def summarize(results: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
@@ -19,7 +89,8 @@ def summarize(results: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
         confidence: confidence level of the t interval.
 
     Returns:
-        Columns ``method, metric, mean, ci, folds``, methods and metrics in first-seen order.
+        Columns ``method, metric, mean, ci, folds``, methods and metrics in first-seen order;
+        ``ci`` is NaN over one fold (one value gives no interval).
     """
     rows = []
     for (method, metric), group in results.groupby(["method", "metric"], sort=False):
@@ -45,21 +116,26 @@ def holm(p_values: Sequence[float]) -> np.ndarray:
 
 
 def significance(per_object: pd.DataFrame, method: TestMethod = "ttest",
-                 average_folds: bool = False) -> pd.DataFrame:
+                 average_folds: bool = False, n_resamples: int = 10_000,
+                 seed: int = 0) -> pd.DataFrame:
     """Paired tests of every pair of methods on per-object values, Holm-corrected per metric.
 
     Args:
         per_object: columns ``method, fold, object, metric, value``; pairs are formed in the
             methods' first-seen order (``method_a`` before ``method_b``).
-        method: ``"ttest"`` (paired t-test) or ``"wilcoxon"`` (signed-rank test).
+        method: ``"ttest"`` (paired t-test), ``"wilcoxon"`` (signed-rank test) or
+            ``"randomization"`` (Fisher's sign-flip test, :func:`~.stats.randomization_p_value`).
         average_folds: pair each object's mean over the folds (seeds) instead of its value on
             each fold: for repeated runs over the same objects (sampler seeds), where pairing
             every (fold, object) would count one query several times.
+        n_resamples: sign assignments drawn by the randomization test.
+        seed: seed of the randomization test (the same draws for every pair).
 
     Returns:
-        Columns ``method_a, method_b, metric, mean_difference`` (a minus b), ``statistic,
-        p_value, p_holm, n``; ``p_holm`` adjusts over all pairs of one metric. Pairs of methods
-        with fewer than two objects in common (evaluated on different folds) are left out.
+        Columns ``method_a, method_b, metric, mean_difference`` (a minus b), ``d_z`` (Cohen's
+        effect size of the paired differences), ``statistic, p_value, p_holm, n``; ``p_holm``
+        adjusts over all pairs of one metric. Pairs of methods with fewer than two objects in
+        common (evaluated on different folds) are left out.
     """
     if average_folds:
         per_object = per_object.assign(fold=0)  # pivot_table's mean averages the folds
@@ -74,15 +150,15 @@ def significance(per_object: pd.DataFrame, method: TestMethod = "ttest",
                 x, y = group[a].to_numpy(), group[b].to_numpy()
                 if int((~(np.isnan(x) | np.isnan(y))).sum()) < 2:
                     continue  # no two objects in common (e.g. run on different folds)
-                test = paired_test(x, y, method=method)
+                test = paired_test(x, y, method=method, n_resamples=n_resamples, seed=seed)
                 rows.append({"method_a": a, "method_b": b, "metric": metric,
-                             "mean_difference": test.mean_difference,
+                             "mean_difference": test.mean_difference, "d_z": test.effect_size,
                              "statistic": test.statistic, "p_value": test.p_value, "n": test.n})
         adjusted = holm([r["p_value"] for r in rows[first:]])
         for row, p in zip(rows[first:], adjusted, strict=True):
             row["p_holm"] = float(p)
     return pd.DataFrame(rows, columns=["method_a", "method_b", "metric", "mean_difference",
-                                       "statistic", "p_value", "p_holm", "n"])
+                                       "d_z", "statistic", "p_value", "p_holm", "n"])
 
 
 def markdown_report(
@@ -90,47 +166,71 @@ def markdown_report(
     per_object: pd.DataFrame | None = None,
     title: str = "Results",
     confidence: float = 0.95,
-    test: TestMethod = "ttest",
+    significance: Significance | Mapping[str, Any] | None = None,
     average_folds: bool = False,
 ) -> str:
     """A markdown report: tables of ``mean ± half-width`` per method and metric.
 
-    Quality metrics and timings (:func:`is_timing_metric`) get one table each. With two or more
-    methods and per-object values, another table gives paired significance tests of every pair
-    of methods, Holm-corrected.
+    Quality metrics, timings (:func:`is_timing_metric`) and the candidate coverage
+    (:data:`COVERAGE_METRICS`) get one table each. With two or more methods and per-object
+    values, a table per test of ``significance`` (:class:`Significance`; default: the
+    paired t-test) compares every pair of methods, Holm-corrected, with Cohen's ``d_z``. A
+    half-width over one fold (seed) is ``n/a``.
     """
     summary = summarize(results, confidence)
     is_timing = summary["metric"].map(is_timing_metric)
+    is_coverage = summary["metric"].isin(COVERAGE_METRICS)
     n_folds = int(summary["folds"].max()) if len(summary) else 0
     lines = [
         f"# {title}",
         "",
         f"Mean ± half-width of the {confidence:.0%} confidence interval (t distribution) over "
-        f"{n_folds} folds.",
+        + (f"{n_folds} folds." if n_folds != 1 else
+           "1 fold: one value gives no interval (n/a)."),
         "",
-        _summary_table(summary[~is_timing]),
+        _summary_table(summary[~is_timing & ~is_coverage]),
     ]
     if is_timing.any():
-        staged = summary["metric"].isin(["ms_rules", "ms_features", "ms_sort"]).any()
-        note = ("Stages as in Canuto et al. (2013), Table VII: rules (lazy rule generation), "
-                "features (metric computation), model (application of the ranker), sort; "
-                "diversify: xTReD's re-ranking (out of model). "
-                "`ms_*`: batched; `online_ms_*`: one object at a time." if staged else
-                "`ms_model`: scoring per test query, batched; `fit_seconds`: fitting the "
-                "reported model.")
-        lines += ["", "## Time per test object (ms; fit in seconds)", "", note,
-                  "", _summary_table(summary[is_timing])]
+        lines += ["", "## Time per test object (ms; fit in seconds)", "",
+                  _timing_note(summary), "", _summary_table(summary[is_timing])]
+    if is_coverage.any():
+        lines += ["", "## Candidate coverage (mean over folds)", "",
+                  "Test objects, and those with no candidate at all or with no gold tag among "
+                  "their candidates (no candidate included), of each method's candidate set: "
+                  "a ranker cannot recommend a gold tag to them.", "",
+                  _coverage_table(results)]
     methods = list(dict.fromkeys(results["method"]))
     if per_object is not None and len(methods) > 1:
-        tests = significance(per_object, method=test, average_folds=average_folds)
-        tests = tests.assign(**{c: tests[c].map(lambda p: f"{p:.2e}")
-                                for c in ("p_value", "p_holm")})
-        pairs = ("per-object means over the folds" if average_folds
-                 else "per-object values, all folds")
-        lines += ["", f"## Paired {test} of every pair of methods ({pairs}; "
-                  "p_holm: Holm-corrected over the pairs of each metric)", "",
-                  _markdown_table(tests.round(4))]
+        settings = Significance.of(significance)
+        for method in settings.methods:
+            lines += ["", *_test_table(per_object, method, settings, average_folds)]
     return "\n".join(lines) + "\n"
+
+
+def _timing_note(summary: pd.DataFrame) -> str:
+    """What the timing table's columns measure."""
+    if summary["metric"].isin(["ms_rules", "ms_features", "ms_sort"]).any():
+        return ("Stages as in Canuto et al. (2013), Table VII: rules (lazy rule generation), "
+                "features (metric computation), model (application of the ranker), sort; "
+                "diversify: xTReD's re-ranking (out of model). "
+                "`ms_*`: batched; `online_ms_*`: one object at a time.")
+    return ("`ms_model`: scoring per test query, batched; `fit_seconds`: fitting the "
+            "reported model.")
+
+
+def _test_table(per_object: pd.DataFrame, method: TestMethod, settings: Significance,
+                average_folds: bool) -> list[str]:
+    """The heading and table of one paired test of every pair of methods."""
+    tests = significance(per_object, method=method, average_folds=average_folds,
+                         n_resamples=settings.n_resamples, seed=settings.seed)
+    tests = tests.assign(**{c: tests[c].map(lambda p: f"{p:.2e}") for c in ("p_value", "p_holm")})
+    pairs = "per-object means over the folds" if average_folds else "per-object values, all folds"
+    name = (f"randomization test (sign flips: {settings.n_resamples} drawn with seed "
+            f"{settings.seed}, or all 2^n when fewer; statistic: the mean difference)"
+            if method == "randomization" else str(method))
+    return [f"## Paired {name} of every pair of methods ({pairs}; p_holm: Holm-corrected over "
+            "the pairs of each metric; d_z: mean difference / its standard deviation)", "",
+            _markdown_table(tests.round(4))]
 
 
 def is_timing_metric(metric: str) -> bool:
@@ -138,14 +238,45 @@ def is_timing_metric(metric: str) -> bool:
     return metric.startswith(("ms_", "online_ms_")) or metric == "fit_seconds"
 
 
+def interval_cell(mean: float, half: float) -> str:
+    """A ``mean ± half-width`` cell; ``n/a`` for the half-width of one value (NaN).
+
+    Example:
+        >>> interval_cell(0.25, 0.0123), interval_cell(0.25, float("nan"))
+        ('0.2500 ± 0.0123', '0.2500 ± n/a')
+    """
+    return f"{mean:.4f} ± {'n/a' if math.isnan(half) else f'{half:.4f}'}"
+
+
 def _summary_table(summary: pd.DataFrame) -> str:
     """Methods as rows, metrics as columns, cells ``mean ± half-width``."""
     metrics = list(dict.fromkeys(summary["metric"]))
     table = summary.assign(
-        cell=[f"{m:.4f} ± {c:.4f}" for m, c in zip(summary["mean"], summary["ci"], strict=True)]
+        cell=[interval_cell(m, c) for m, c in zip(summary["mean"], summary["ci"], strict=True)]
     ).pivot(index="method", columns="metric", values="cell")
     table = table.loc[list(dict.fromkeys(summary["method"])), metrics].fillna("–")  # not measured
     return _markdown_table(table.reset_index())
+
+
+def _coverage_table(results: pd.DataFrame) -> str:
+    """Per method: test objects, and ``n (share)`` without candidates and without gold ones.
+
+    Means over the folds: of the objects, of the counts (each fold's share times its objects)
+    and of the shares.
+    """
+    wide = results[results["metric"].isin(COVERAGE_METRICS)].pivot_table(
+        index=["method", "fold"], columns="metric", values="value", sort=False,
+    ).reindex(columns=list(COVERAGE_METRICS))
+    rows = []
+    for method, group in wide.groupby(level="method", sort=False):
+        objects = group["evaluated_objects"]
+        row = {"method": method, "objects": f"{objects.mean():.0f}"}
+        for metric, label in (("no_candidates", "no candidates"),
+                              ("no_gold_candidates", "no gold among candidates")):
+            share = group[metric]
+            row[label] = f"{(share * objects).mean():.0f} ({100 * share.mean():.1f}%)"
+        rows.append(row)
+    return _markdown_table(pd.DataFrame(rows))
 
 
 def _markdown_table(frame: pd.DataFrame) -> str:

@@ -17,10 +17,11 @@ its validation score (``val_{tune_metric}``), the value to optimize in a sweep. 
 setting's validation score and the choices are written to ``tuning.csv``.
 
 The run folder holds, like every tagtorch evaluation (:func:`~.runs.write_run`): ``results.csv``,
-``per_object.csv.gz`` (per query; ``object`` is the post key ``user * n_objects + object``),
-``report.md`` (mean ± 95% CI over seeds; paired tests over queries, each query's values averaged
-over the seeds, so a query counts once; Holm-corrected), ``run.METHOD.trec`` and ``qrels.trec``
-(the first seed's test queries, query ids ``q{post key}``), plus ``queries.csv`` (per seed:
+``per_object.csv.gz`` (per query; ``object`` is the query's TREC id ``q{post key}``, the post
+key ``user * n_objects + object``), ``report.md`` (mean ± 95% CI over seeds; paired tests over
+queries, each query's values averaged over the seeds, so a query counts once; Holm-corrected),
+``run.METHOD.trec`` and ``qrels.trec`` (the first seed's test queries, ranked as the metrics
+rank them), plus ``queries.csv`` (per seed:
 posts, unanswerable and tagless queries), ``tuning.csv`` and, for topic models, ``curves.csv``
 and ``log_likelihood.png`` (the sampler's log-likelihood per token and iteration). Finished
 (seed, method) outcomes are kept in ``pieces/`` and reused by a rerun with ``resume=True``
@@ -30,7 +31,6 @@ saved to ``{checkpoint_dir}/resources/{dataset}/{method}/seed{k}``.
 
 from __future__ import annotations
 
-import itertools
 import json
 import logging
 import time
@@ -48,8 +48,10 @@ from tqdm.auto import tqdm
 from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.data.splits import post_filter
 from tagtorch.evaluation.plots import plot_against_setting, plot_learning_curves
+from tagtorch.evaluation.report import Significance
 from tagtorch.evaluation.runs import MethodOutcome, MetricLogger, RunPieces, methods_of, write_run
-from tagtorch.evaluation.trec import qrels_lines, ranked_lines, run_file_names
+from tagtorch.evaluation.trec import qrels_lines, run_file_names, scored_lines
+from tagtorch.evaluation.tuning import grid_points, split_tuning, write_tuning
 from tagtorch.metrics.functional import ranking_metrics
 from tagtorch.resources.base import ResourceRanker
 from tagtorch.resources.data import ResourceQueries, ResourceSplit, resource_ranking_data
@@ -83,6 +85,9 @@ class ResourceRankingTask(SignatureSettings):
         figure_setting: a model setting (e.g. ``n_topics``): the methods configured with it
             become one line of ``tune_metric`` against it, the others horizontal lines
             (``{tune_metric}_by_{setting}.png``; Harvey et al.'s Figure 1). None: no figure.
+        significance: the report's paired tests, ``{test: ttest|wilcoxon|randomization|both,
+            n_resamples, seed}`` (:class:`~tagtorch.evaluation.report.Significance`; None: the
+            paired t-test).
     """
 
     def __init__(
@@ -102,6 +107,7 @@ class ResourceRankingTask(SignatureSettings):
         checkpoint_dir: str | Path | None = None,
         resume: bool = False,
         figure_setting: str | None = None,
+        significance: Mapping[str, Any] | None = None,
     ) -> None:
         if not seeds:
             raise ValueError("no seed to evaluate")
@@ -113,6 +119,7 @@ class ResourceRankingTask(SignatureSettings):
         self.tune = {str(k): {str(s): list(v) for s, v in grid.items()}
                      for k, grid in (tune or {}).items()}
         self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir else None
+        self.significance = Significance.of(significance)
 
     # -- the run ------------------------------------------------------------------------
 
@@ -153,11 +160,10 @@ class ResourceRankingTask(SignatureSettings):
         counts = pd.DataFrame(query_counts)
         with atomic_write(output_dir / "queries.csv") as partial:
             counts.to_csv(partial, index=False)
-        tuning = [frame for frame in whole.curves if "setting" in frame.columns]
-        curves = [frame for frame in whole.curves if "iteration" in frame.columns]
-        if tuning:
-            with atomic_write(output_dir / "tuning.csv") as partial:
-                pd.concat(tuning, ignore_index=True).to_csv(partial, index=False)
+        tuning, curves = split_tuning(whole.curves)
+        notes = write_tuning(output_dir, tuning, "seed", "its validation queries (the last "
+                             f"{self.val_fraction:g} of each user's training posts; "
+                             f"{self.tune_metric})")
         if curves:
             frame = pd.concat(curves, ignore_index=True)
             with atomic_write(output_dir / "curves.csv") as partial:
@@ -176,7 +182,8 @@ class ResourceRankingTask(SignatureSettings):
             output_dir, result_frame, object_frame,
             title=f"Resource ranking on {data.name} ({len(self.seeds)} seeds as folds)",
             plot_metric=self.tune_metric, qrels=qrels, runs=runs, average_folds=True,
-            notes=[_counts_note(counts), *([_tuning_note(pd.concat(tuning))] if tuning else [])])
+            significance=self.significance,
+            notes=[_counts_note(counts), *notes])
         pieces.clear()
         print(report)
         return result_frame
@@ -206,8 +213,7 @@ class ResourceRankingTask(SignatureSettings):
         best: tuple[float, ResourceRanker, float, int] | None = None
         start = time.perf_counter()
         fitted: ResourceRanker | None = None  # reused when the grid only changes scoring
-        for values in itertools.product(*grid.values()):
-            settings = dict(zip(grid, values, strict=True))
+        for settings in grid_points(grid):
             if fitted is not None and set(settings) <= set(fitted.scoring_settings):
                 model = fitted.with_scoring(**settings)
             else:
@@ -235,8 +241,8 @@ class ResourceRankingTask(SignatureSettings):
                  "ms_model": 1000 * seconds / max(len(split.test), 1)}
         curves = [frame for frame in (tuning, _sampler_curve(model, name, seed))
                   if frame is not None]
-        outcome = MethodOutcome.from_values(name, seed, split.test.ids, values, extra=extra,
-                                            run_lines=lines)
+        outcome = MethodOutcome.from_values(name, seed, np.asarray(_query_ids(split.test)),
+                                            values, extra=extra, run_lines=lines)
         outcome.curves += curves
         means = outcome.means[name]
         log.info("seed %d, %s: %s", seed, name,
@@ -270,21 +276,13 @@ class ResourceRankingTask(SignatureSettings):
             parts.append(ranking_metrics(scores, labels, mask, ks=self.ks,
                                          metrics=metrics or self.metrics))
             if lines is not None:
-                lines += _run_lines(block, scores, mask, name, self.trec_depth)
+                lines += scored_lines(_query_ids(block), scores, mask, name, self.trec_depth)
         values = {k: torch.cat([p[k] for p in parts]) for k in parts[0]} if parts else {}
         return values, seconds, lines
 
 
-def _run_lines(block: ResourceQueries, scores: torch.Tensor, mask: torch.Tensor, name: str,
-               depth: int) -> list[str]:
-    """TREC lines of the top ``depth`` candidates (equal scores by object code)."""
-    masked = scores.masked_fill(~mask, -torch.inf)
-    order = torch.sort(masked, dim=-1, descending=True, stable=True).indices[:, :depth]
-    keep = mask.gather(-1, order)
-    return ranked_lines(_query_ids(block), order.numpy(), keep.numpy(), name, depth)
-
-
 def _query_ids(queries: ResourceQueries) -> list[str]:
+    """The queries' ids in the TREC files and ``per_object.csv.gz``: ``q{post key}``."""
     return [f"q{int(i)}" for i in queries.ids]
 
 
@@ -307,10 +305,3 @@ def _counts_note(counts: pd.DataFrame) -> str:
             f"training. {int(first['candidates'])} candidate objects, "
             f"{int(first['train_posts'])} training and {int(first['val_posts'])} validation "
             "posts. Every seed's counts: queries.csv.")
-
-
-def _tuning_note(tuning: pd.DataFrame) -> str:
-    """The report's paragraph on the settings chosen on validation."""
-    chosen = tuning[tuning["chosen"]]
-    parts = [f"{row.method} seed {row.seed}: {row.setting}" for row in chosen.itertuples()]
-    return "Settings chosen on the validation queries (all: tuning.csv): " + "; ".join(parts) + "."

@@ -52,8 +52,9 @@ import torch
 import yaml
 from omegaconf import OmegaConf
 
+from tagtorch.cache import code_fingerprint
 from tagtorch.evaluation.plots import plot_comparison
-from tagtorch.evaluation.report import markdown_report
+from tagtorch.evaluation.report import Significance, markdown_report
 from tagtorch.evaluation.trec import run_file_names
 from tagtorch.storage import atomic_write
 
@@ -101,7 +102,8 @@ class MethodOutcome:
 
     Attributes:
         results: rows ``{"method", "fold", "metric", "value"}`` (the fold means).
-        per_object: frames with the columns ``object, metric, value, method, fold``.
+        per_object: frames with the columns ``object, metric, value, method, fold``
+            (``object``: the query's id in the TREC files).
         means: method -> metric -> fold mean (what the loggers receive).
         run_lines: method -> its TREC run lines on this fold.
         curves: frames of per-epoch training records (``epoch, train_loss, ...``, ``method``,
@@ -124,7 +126,10 @@ class MethodOutcome:
         Args:
             method: the method's name.
             fold: the fold (or seed).
-            objects: ``[N]`` the evaluated objects' ids (object codes, query numbers).
+            objects: ``[N]`` the evaluated queries' ids, as the TREC files name them (tag
+                recommendation: object codes; item recommendation: ``u{user}t{tag}`` or
+                ``u{user}``; resource ranking: ``q{post key}``), so per-object rows join the
+                run files' lines.
             values: metric -> ``[N]`` per-object values (NaN: not counted in the mean).
             extra: further fold figures (timings, training facts), reported after the
                 means of ``values`` in their order.
@@ -188,8 +193,9 @@ class RunPieces:
     A piece is gzipped JSON (``{unit}{k}.{method}.json.gz``, never a pickle): the key, the
     results, the means, the TREC lines and the per-object frames and learning curves as
     columns with their dtypes, so a resumed run reports exactly the same numbers. A piece
-    whose key differs from the method's current one is run again; one that cannot be read is
-    run again with a warning naming it.
+    whose key differs from the method's current one, or that was computed by other code (its
+    ``code``: :func:`~tagtorch.cache.code_fingerprint` of the whole package, which includes
+    the version), is run again; one that cannot be read is run again with a warning naming it.
 
     Args:
         folder: the pieces' folder (``pieces/`` of the run folder).
@@ -203,6 +209,7 @@ class RunPieces:
         self.folder = folder
         self.keys = dict(keys)
         self.unit = unit
+        self.code = code_fingerprint("tagtorch")
 
     def _path(self, fold: int, name: str) -> Path:
         safe = re.sub(r"[^\w.-]", "_", name)
@@ -212,8 +219,8 @@ class RunPieces:
         """Keeps a finished outcome (atomically: a piece is whole or absent)."""
         if name not in self.keys:  # a method without settings is not kept
             return
-        piece = {"key": self.keys[name], "results": outcome.results, "means": outcome.means,
-                 "run_lines": outcome.run_lines,
+        piece = {"key": self.keys[name], "code": self.code, "results": outcome.results,
+                 "means": outcome.means, "run_lines": outcome.run_lines,
                  "per_object": [_frame_to_json(frame) for frame in outcome.per_object],
                  "curves": [_frame_to_json(frame) for frame in outcome.curves]}
         with atomic_write(self._path(fold, name)) as partial, \
@@ -221,7 +228,7 @@ class RunPieces:
             json.dump(piece, out, default=_json_scalar)
 
     def read(self, fold: int, name: str) -> MethodOutcome | None:
-        """The kept outcome, or None if there is none, it is unreadable or its settings differ."""
+        """The kept outcome; None if there is none, it is unreadable, or its settings differ."""
         path = self._path(fold, name)
         if name not in self.keys or not path.is_file():
             return None
@@ -231,6 +238,10 @@ class RunPieces:
             if saved["key"] != self.keys[name]:
                 log.info("%s %d, %s: the kept outcome has other settings; running it again",
                          self.unit, fold, name)
+                return None
+            if saved.get("code") != self.code:
+                log.info("%s %d, %s: the kept outcome was computed by other tagtorch code; "
+                         "running it again", self.unit, fold, name)
                 return None
             return MethodOutcome(results=list(saved["results"]),
                                  per_object=[_frame_from_json(f) for f in saved["per_object"]],
@@ -285,7 +296,8 @@ def _frame_from_json(data: Mapping[str, Any]) -> pd.DataFrame:
 def write_run(output_dir: str | Path, results: pd.DataFrame, per_object: pd.DataFrame,
               title: str, plot_metric: str | None = None, qrels: Sequence[str] | None = None,
               runs: Mapping[str, Sequence[str]] | None = None, notes: Sequence[str] = (),
-              average_folds: bool = False) -> str:
+              average_folds: bool = False,
+              significance: Significance | Mapping[str, Any] | None = None) -> str:
     """Writes a run folder: results, per-object values, report, chart and TREC files.
 
     Every file is written whole or not at all (:func:`tagtorch.storage.atomic_write`). TREC
@@ -295,7 +307,8 @@ def write_run(output_dir: str | Path, results: pd.DataFrame, per_object: pd.Data
     Args:
         output_dir: the run folder (created if missing).
         results: columns ``method, fold, metric, value``.
-        per_object: columns ``method, fold, object, metric, value``.
+        per_object: columns ``method, fold, object, metric, value`` (``object``: the query
+            id of the TREC run files).
         title: the report's title.
         plot_metric: the metric of the bar chart (``METRIC.png``); default: the first
             ``ndcg@K`` of ``results`` (no chart without one).
@@ -305,13 +318,16 @@ def write_run(output_dir: str | Path, results: pd.DataFrame, per_object: pd.Data
         notes: paragraphs added to the report after its tables (facts of the task's run).
         average_folds: paired tests on each object's mean over the folds
             (:func:`~tagtorch.evaluation.report.significance`).
+        significance: the report's paired tests (the task's ``significance`` setting,
+            :class:`~tagtorch.evaluation.report.Significance`; None: the paired t-test).
 
     Returns:
         The markdown report.
     """
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    report = markdown_report(results, per_object, title=title, average_folds=average_folds)
+    report = markdown_report(results, per_object, title=title, average_folds=average_folds,
+                             significance=significance)
     if notes:
         report += "\n## Notes\n\n" + "\n\n".join(notes) + "\n"
     with atomic_write(out / "results.csv") as partial:

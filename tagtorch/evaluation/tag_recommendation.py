@@ -3,8 +3,11 @@
 For every fold: mine rules and statistics from D, build candidate sets for V and T, let each
 ranker learn on V, score T, and compute per-object metrics. The run writes ``results.csv``
 (``method, fold, metric, value``), ``per_object.csv.gz`` (the per-object values behind the
-paired tests), ``report.md`` (mean ± 95% CI over folds, significance against the first method,
-recommendation time per stage), the test rankings as TREC run files and the gold tags as
+paired tests), ``report.md`` (mean ± 95% CI over folds, paired tests of every pair of methods
+(the ``significance`` setting), recommendation time per stage, and each method's candidate
+coverage: test objects with no candidate at all and with no gold tag among their candidates,
+``evaluated_objects``, ``no_candidates`` and ``no_gold_candidates`` in ``results.csv``),
+the test rankings as TREC run files and the gold tags as
 ``qrels.trec``, for xTReD and GP_rnd methods the relevance-diversity trade-off on V
 (``tradeoff.csv``, ``tradeoff.png``: NDCG@5 against alpha-NDCG@5 as λ goes from 0 to 1, and
 GP_rnd's points for its ``α`` values), and a bar chart of
@@ -55,9 +58,21 @@ from tagtorch.data.terms import TermIndex
 from tagtorch.devices import resolve_device
 from tagtorch.engines import BACKENDS, joblib_engine
 from tagtorch.evaluation.plots import plot_tradeoff
-from tagtorch.evaluation.report import markdown_report
+from tagtorch.evaluation.report import Significance, markdown_report
 from tagtorch.evaluation.runs import MethodOutcome, MetricLogger, RunPieces, methods_of, write_run
-from tagtorch.evaluation.trec import qrels_lines, ranked_lines, run_file_names
+from tagtorch.evaluation.trec import qrels_lines, run_file_names, scored_lines
+from tagtorch.evaluation.tuning import (
+    Grid,
+    check_grids,
+    choose,
+    grid_points,
+    mean_metric,
+    metric_cutoff,
+    setting_text,
+    split_tuning,
+    with_settings,
+    write_tuning,
+)
 from tagtorch.metrics.diversity import diversity_metrics, tag_incidence
 from tagtorch.metrics.functional import ranking_metrics
 from tagtorch.rankers.base import Ranker
@@ -80,13 +95,18 @@ class EvaluationResult:
 
     Attributes:
         results: ``method, fold, metric, value`` (fold means; timings included).
-        per_object: ``method, fold, object, metric, value`` for the test objects.
+        per_object: ``method, fold, object, metric, value`` for the test objects (``object``:
+            the object code, the query id of the TREC files).
         report: the markdown report.
     """
 
     results: pd.DataFrame
     per_object: pd.DataFrame
     report: str
+
+
+_TunedSet = tuple[CandidateGenerator, CandidateCache | None, CandidateSet, pd.DataFrame]
+"""A candidate set chosen on V: its generator, cache, V candidates and the tuning rows."""
 
 
 @dataclass(frozen=True)
@@ -99,6 +119,7 @@ class _PreparedFold:
     test: CandidateSet
     shared: dict[str, float]  # figures every method of the fold reports (candidate recall, ...)
     name: str = DEFAULT_SET  # the candidate set (``candidate_sets`` of the protocol)
+    tuning: pd.DataFrame | None = None  # the set's grid on this fold's V (``tune_candidates``)
 
 
 class TagRecommendationProtocol(SignatureSettings):
@@ -147,6 +168,20 @@ class TagRecommendationProtocol(SignatureSettings):
             the method's configuration, the candidate features and the protocol settings; a
             piece whose settings all match is read instead of fitting again. The pieces are
             deleted once the report is written.
+        tune: per method, a grid ``{dotted setting: [values]}`` chosen inside each fold on that
+            fold's V alone (nested; :mod:`tagtorch.evaluation.tuning`): every point learns on
+            V minus a seeded ``tune_fraction`` of it and is scored by ``tune_metric`` on that
+            part; the best point then learns on the whole V and is evaluated on T. Needs the
+            methods' configurations (``ranker_configs``).
+        tune_candidates: per candidate set (``candidates`` or a name of ``candidate_sets``), a
+            grid chosen inside each fold by the candidate recall on that fold's V (each point's
+            generator fitted on D); the best point builds V's and T's candidates. Needs the
+            sets' configurations.
+        tune_metric: the validation metric of ``tune`` (a key of
+            :func:`~tagtorch.metrics.functional.ranking_metrics`: ``ndcg@5``, ``p@5``, ``mrr``).
+        significance: the report's paired tests, ``{test: ttest|wilcoxon|randomization|both,
+            n_resamples, seed}`` (:class:`~tagtorch.evaluation.report.Significance`; None: the
+            paired t-test).
     """
 
     def __init__(
@@ -173,6 +208,10 @@ class TagRecommendationProtocol(SignatureSettings):
         backend: str = "processes",
         address: str | None = None,
         task_objects: int | None = None,
+        tune: Mapping[str, Grid] | None = None,
+        tune_candidates: Mapping[str, Grid] | None = None,
+        tune_metric: str = "ndcg@5",
+        significance: Mapping[str, Any] | None = None,
     ) -> None:
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
@@ -191,6 +230,10 @@ class TagRecommendationProtocol(SignatureSettings):
         self.device = resolve_device(device)
         self.cache_dir = Path(cache_dir) if cache_dir else user_cache_dir() / "candidates"
         self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir else None
+        self.tune = check_grids(tune, "tune")
+        self.tune_candidates = check_grids(tune_candidates, "tune_candidates")
+        metric_cutoff(tune_metric)  # a known metric, or a clear error now
+        self.significance = Significance.of(significance)
 
     def splits(self, folksonomy: Folksonomy) -> list[TagRecFold]:
         """The protocol's folds of a folksonomy."""
@@ -246,12 +289,15 @@ class TagRecommendationProtocol(SignatureSettings):
         uses = {name: chosen.get(name, DEFAULT_SET) for name in rankers}
         out = Path(output_dir) if output_dir is not None else None
         terms = TermIndex.from_folksonomy(folksonomy)
+        self._check_tuned(rankers, ranker_configs, sets, set_configs)
         preparers = {used: partial(self._prepare_fold, terms=terms, candidates=sets[used],
                                    cache=self._cache(folksonomy, set_configs.get(used)),
-                                   name=used)
+                                   name=used, tune_with=partial(
+                                       self._tune_candidates, folksonomy=folksonomy,
+                                       config=set_configs.get(used)))
                      for used in dict.fromkeys(uses.values())}
         run_method = partial(self._run_method, checkpoints=self.checkpoint_dir / folksonomy.name
-                             if self.checkpoint_dir else None)
+                             if self.checkpoint_dir else None, configs=ranker_configs or {})
         folds = [self.splits(folksonomy)[f] for f in self.folds]
         method_features = {name: set_configs.get(used) for name, used in uses.items()}
         pieces = RunPieces(out / "pieces",
@@ -263,47 +309,78 @@ class TagRecommendationProtocol(SignatureSettings):
         # every (fold, candidate set) with a method still to run on it
         todo = [(fold, used) for fold in folds for used in preparers
                 if any((fold.fold, name) not in done for name in rankers if uses[name] == used)]
+        done.update(self._run_all(todo, preparers, rankers, uses, done, run_method, pieces))
+        for fold in folds:
+            outcome = MethodOutcome.merge([done[fold.fold, name] for name in rankers])
+            outcome.log(loggers, step=fold.fold)
+        notes = side_data_notes(set_configs, uses)
+        result = self._report(folksonomy.name, folds, list(rankers), done, out, notes)
+        if pieces is not None:
+            pieces.clear()
+        return result
+
+    def _run_all(self, todo: Sequence[tuple[TagRecFold, str]],
+                 preparers: Mapping[str, Callable[..., _PreparedFold]],
+                 rankers: Mapping[str, Callable[[], Ranker]], uses: Mapping[str, str],
+                 done: Mapping[tuple[int, str], MethodOutcome],
+                 run_method: Callable[..., MethodOutcome],
+                 pieces: RunPieces | None) -> dict[tuple[int, str], MethodOutcome]:
+        """Prepares each (fold, candidate set) of ``todo`` and runs its methods not ``done``.
+
+        In this process with a progress bar (``n_jobs=1`` on ``processes``), else as parallel
+        jobs on the backend: the candidates of each fold, then every (fold, method) pair.
+        """
+        ran: dict[tuple[int, str], MethodOutcome] = {}
         if self.n_jobs == 1 and self.backend == "processes":
             for fold, used in tqdm(todo, desc="folds", unit="fold"):
                 ready = preparers[used](fold, parallel=Parallel(n_jobs=1))
                 for name, make in rankers.items():
                     if uses[name] == used and (fold.fold, name) not in done:
-                        done[fold.fold, name] = run_method(ready, name, make, pieces=pieces)
-        else:  # candidates of each fold, then every (fold, method) pair, in parallel jobs
-            with joblib_engine(self.backend, self.address):
-                # on a cluster, n_jobs=1 still means "distributed": as many jobs as it takes
-                distributed = self.backend != "processes" and self.n_jobs == 1
-                parallel = Parallel(n_jobs=-1 if distributed else self.n_jobs)
-                if self.task_objects is None:
-                    prepared = parallel(delayed(preparers[used])(fold) for fold, used in todo)
-                else:  # one fold after another, each split's candidate tasks in parallel
-                    prepared = [preparers[used](fold, parallel=parallel) for fold, used in todo]
-                pairs = [(ready, name, make) for ready in prepared
-                         for name, make in rankers.items()
-                         if uses[name] == ready.name and (ready.fold.fold, name) not in done]
-                outcomes = parallel(delayed(run_method)(ready, name, make, pieces=pieces)
-                                    for ready, name, make in pairs)
-            done.update({(ready.fold.fold, name): outcome
-                         for (ready, name, _), outcome in zip(pairs, outcomes, strict=True)})
-        for fold in folds:
-            outcome = MethodOutcome.merge([done[fold.fold, name] for name in rankers])
-            outcome.log(loggers, step=fold.fold)
-        whole = MethodOutcome.merge([done[fold.fold, name] for fold in folds for name in rankers])
+                        ran[fold.fold, name] = run_method(ready, name, make, pieces=pieces)
+            return ran
+        with joblib_engine(self.backend, self.address):
+            # on a cluster, n_jobs=1 still means "distributed": as many jobs as it takes
+            distributed = self.backend != "processes" and self.n_jobs == 1
+            parallel = Parallel(n_jobs=-1 if distributed else self.n_jobs)
+            if self.task_objects is None:
+                prepared = parallel(delayed(preparers[used])(fold) for fold, used in todo)
+            else:  # one fold after another, each split's candidate tasks in parallel
+                prepared = [preparers[used](fold, parallel=parallel) for fold, used in todo]
+            pairs = [(ready, name, make) for ready in prepared for name, make in rankers.items()
+                     if uses[name] == ready.name and (ready.fold.fold, name) not in done]
+            outcomes = parallel(delayed(run_method)(ready, name, make, pieces=pieces)
+                                for ready, name, make in pairs)
+        return {(ready.fold.fold, name): outcome
+                for (ready, name, _), outcome in zip(pairs, outcomes, strict=True)}
+
+    def _report(self, dataset: str, folds: Sequence[TagRecFold], methods: Sequence[str],
+                done: Mapping[tuple[int, str], MethodOutcome], out: Path | None,
+                notes: Sequence[str]) -> EvaluationResult:
+        """The run's result and its folder: results, report, TREC files, tuning, trade-off."""
+        whole = MethodOutcome.merge([done[fold.fold, name] for fold in folds for name in methods])
+        tuning, whole.curves = split_tuning(whole.curves)
+        notes = [*notes, *write_tuning(
+            out, tuning, "fold", "its own V (candidate sets: candidate recall; methods: "
+            f"{self.tune_metric} on a held-out {self.tune_fraction:g} of V)")]
         result_frame, object_frame = whole.frames()
-        title = f"Tag recommendation on {folksonomy.name}"
+        title = f"Tag recommendation on {dataset}"
         if self.validating:
             title += (f" (validation: evaluated on a held-out {self.tune_fraction:g} of V, "
                       "T unread)")
         if out is None:
-            report = markdown_report(result_frame, object_frame, title=title)
+            report = markdown_report(result_frame, object_frame, title=title,
+                                     significance=self.significance)
+            report += ("\n## Notes\n\n" + "\n\n".join(notes) + "\n") if notes else ""
         elif self.write_trec and not self.validating:
             qrels = [line for fold in folds
                      for line in qrels_lines(fold.test.objects, fold.test.gold_tags)]
             runs = {file: [line for fold in folds for line in done[fold.fold, name].run_lines[name]]
-                    for name, file in run_file_names(list(rankers)).items()}
-            report = write_run(out, result_frame, object_frame, title, qrels=qrels, runs=runs)
+                    for name, file in run_file_names(list(methods)).items()}
+            report = write_run(out, result_frame, object_frame, title, qrels=qrels, runs=runs,
+                               notes=notes, significance=self.significance)
         else:
-            report = write_run(out, result_frame, object_frame, title)
+            report = write_run(out, result_frame, object_frame, title, notes=notes,
+                               significance=self.significance)
         if out is not None and whole.curves:
             tradeoff = pd.concat(whole.curves, ignore_index=True)
             with atomic_write(out / "tradeoff.csv") as handle:
@@ -311,8 +388,6 @@ class TagRecommendationProtocol(SignatureSettings):
             k = next(c for c in tradeoff.columns if c.startswith("val_ndcg@")).split("@")[1]
             plot_tradeoff(tradeoff, out / "tradeoff.png", x=f"val_alpha_ndcg@{k}",
                           y=f"val_ndcg@{k}")
-        if pieces is not None:
-            pieces.clear()
         return EvaluationResult(result_frame, object_frame, report)
 
     def _prepare_fold(
@@ -323,23 +398,23 @@ class TagRecommendationProtocol(SignatureSettings):
         cache: CandidateCache | None,
         parallel: Parallel | None = None,
         name: str = DEFAULT_SET,
+        tune_with: Callable[..., _TunedSet] | None = None,
     ) -> _PreparedFold:
         """Mines D and builds the candidate sets of V and T (of V's two parts) for one fold.
 
         ``parallel`` runs the candidate tasks when ``task_objects`` is set (None: one call);
-        ``name`` is the candidate set's name in the log and the result.
+        ``name`` is the candidate set's name in the log and the result; ``tune_with`` chooses
+        the set's settings on this fold's V when ``tune_candidates`` names it.
         """
-        generator = candidates().fit(fold.train_objects, fold.train_tags, terms)
-        val = self._candidates(generator, fold, "val", cache, parallel)
+        tuning = None
+        if name in self.tune_candidates and tune_with is not None:
+            generator, cache, val, tuning = tune_with(fold, terms, name=name, parallel=parallel)
+        else:
+            generator = candidates().fit(fold.train_objects, fold.train_tags, terms)
+            val = self._candidates(generator, fold, "val", cache, parallel)
         before = dict(generator.stage_seconds)
         if self.validating:
-            order = np.random.default_rng([self.seed, fold.fold]).permutation(len(val))
-            n_tune = max(1, round(self.tune_fraction * len(val)))
-            if n_tune >= len(val):
-                raise ValueError(f"fold {fold.fold}: {len(val)} V objects cannot be split "
-                                 f"with tune_fraction={self.tune_fraction}")
-            test = val[torch.from_numpy(np.sort(order[:n_tune]))]
-            val = val[torch.from_numpy(np.sort(order[n_tune:]))]
+            val, test = self._split_val(val, fold.fold)
         else:
             test = self._candidates(generator, fold, "test", cache, parallel)
         spent = {stage: generator.stage_seconds.get(stage, 0.0) - before.get(stage, 0.0)
@@ -349,10 +424,84 @@ class TagRecommendationProtocol(SignatureSettings):
                   for stage, seconds in spent.items() if seconds > 0}
         shared["candidate_recall"] = float(test.labels.sum() / test.n_relevant.sum())
         shared["candidates_per_object"] = float(test.mask.sum() / max(len(test), 1))
+        shared.update(candidate_coverage(test))
         log.info("fold %d, %s: D=%d V=%d T=%d objects, %.1f candidates per T object, "
                  "candidate recall %.3f", fold.fold, name, len(fold.train_objects), len(val),
                  len(test), shared["candidates_per_object"], shared["candidate_recall"])
-        return _PreparedFold(fold, generator, val, test, shared, name)
+        return _PreparedFold(fold, generator, val, test, shared, name, tuning)
+
+    def _split_val(self, val: CandidateSet, fold: int) -> tuple[CandidateSet, CandidateSet]:
+        """V's two seeded parts: what is learned on, and the held-out ``tune_fraction``."""
+        order = np.random.default_rng([self.seed, fold]).permutation(len(val))
+        n_tune = max(1, round(self.tune_fraction * len(val)))
+        if n_tune >= len(val):
+            raise ValueError(f"fold {fold}: {len(val)} V objects cannot be split "
+                             f"with tune_fraction={self.tune_fraction}")
+        return (val[torch.from_numpy(np.sort(order[n_tune:]))],
+                val[torch.from_numpy(np.sort(order[:n_tune]))])
+
+    def _check_tuned(self, rankers: Mapping[str, Any], ranker_configs: Mapping[str, Any] | None,
+                     sets: Mapping[str, Any], set_configs: Mapping[str, Any]) -> None:
+        """Every grid names a method or set of the run whose configuration is known."""
+        for grids, known, configs, what in (
+                (self.tune, rankers, ranker_configs or {}, "tune"),
+                (self.tune_candidates, sets, set_configs, "tune_candidates")):
+            for name in grids:
+                if name not in known or configs.get(name) is None:
+                    raise ValueError(f"{what}.{name}: no method or candidate set of that name "
+                                     f"with a configuration in this run ({sorted(known)})")
+
+    def _tune_candidates(self, fold: TagRecFold, terms: TermIndex, folksonomy: Folksonomy,
+                         config: Mapping[str, Any] | None, name: str, parallel: Parallel | None,
+                         ) -> _TunedSet:
+        """The grid point of the best candidate recall on this fold's V, fitted on D.
+
+        Returns the chosen generator, the cache of its settings, its V candidates and the
+        tuning rows.
+        """
+        assert config is not None  # _check_tuned: a tuned set has its configuration
+        rows: list[dict[str, Any]] = []
+        best: tuple[CandidateGenerator, CandidateCache | None, CandidateSet] | None = None
+        for point in grid_points(self.tune_candidates[name]):
+            settings = with_settings(config, point)
+            generator = cast(CandidateGenerator, instantiate(settings)).fit(
+                fold.train_objects, fold.train_tags, terms)
+            cache = self._cache(folksonomy, settings)
+            val = self._candidates(generator, fold, "val", cache, parallel)
+            recall = float(val.labels.sum() / val.n_relevant.sum())
+            if not rows or recall > max(row["val_candidate_recall"] for row in rows):
+                best = (generator, cache, val)  # only the best so far stays in memory
+            rows.append({"method": name, "fold": fold.fold, "setting": setting_text(point),
+                         "val_candidate_recall": recall,
+                         "val_candidates_per_object": float(val.mask.sum() / max(len(val), 1))})
+        tuning = choose(rows, "val_candidate_recall")
+        chosen = tuning[tuning["chosen"]].iloc[0]
+        log.info("fold %d, %s: chose %s on V (candidate recall %.4f; %d settings)", fold.fold,
+                 name, chosen["setting"], chosen["val_candidate_recall"], len(rows))
+        assert best is not None  # a grid has at least one point
+        return *best, tuning
+
+    def _tune_ranker(self, ready: _PreparedFold, name: str,
+                     config: Mapping[str, Any]) -> tuple[Callable[[], Ranker], pd.DataFrame]:
+        """The grid point of the best ``tune_metric`` on V's held-out part, learning on the rest.
+
+        Returns a factory of the chosen ranker (it then learns on the whole V) and the rows.
+        """
+        learn, held_out = self._split_val(ready.val, ready.fold.fold)
+        rows = []
+        for point in grid_points(self.tune[name]):
+            ranker = cast(Ranker, instantiate(with_settings(config, point)))
+            ranker.fit(learn, None)
+            scores, _ = self._score(ranker, held_out)
+            rows.append({"method": name, "fold": ready.fold.fold, "setting": setting_text(point),
+                         f"val_{self.tune_metric}": mean_metric(
+                             scores, held_out.labels, held_out.mask, held_out.n_relevant,
+                             self.tune_metric)})
+        tuning = choose(rows, f"val_{self.tune_metric}")
+        chosen = grid_points(self.tune[name])[int(np.flatnonzero(tuning["chosen"])[0])]
+        log.info("fold %d, %s: chose %s on V's held-out %g (%s)", ready.fold.fold, name,
+                 setting_text(chosen), self.tune_fraction, self.tune_metric)
+        return partial(instantiate, with_settings(config, chosen)), tuning
 
     @property
     def validating(self) -> bool:
@@ -374,14 +523,23 @@ class TagRecommendationProtocol(SignatureSettings):
         data = folksonomy.fingerprint()
         return {name: json.dumps({"data": data, "method": config,
                                   "features": candidate_configs.get(name),
+                                  "tune": [self.tune.get(name), self.tune_metric,
+                                           self.tune_candidates],
                                   "protocol": protocol}, sort_keys=True, default=str)
                 for name, config in (ranker_configs or {}).items()}
 
     def _run_method(self, ready: _PreparedFold, name: str, make: Callable[[], Ranker],
-                    checkpoints: Path | None = None,
-                    pieces: RunPieces | None = None) -> MethodOutcome:
-        """One ranker's fit on a fold's V and its evaluation on T (kept in ``pieces``)."""
+                    checkpoints: Path | None = None, pieces: RunPieces | None = None,
+                    configs: Mapping[str, Any] | None = None) -> MethodOutcome:
+        """One ranker's fit on a fold's V and its evaluation on T (kept in ``pieces``).
+
+        A method with a ``tune`` grid has its settings chosen on this fold's V first.
+        """
         fold, test = ready.fold, ready.test
+        tuning = [frame for frame in (ready.tuning,) if frame is not None]
+        if name in self.tune:
+            make, chosen = self._tune_ranker(ready, name, (configs or {})[name])
+            tuning.append(chosen)
         ranker = make()
         start = time.perf_counter()
         ranker.fit(ready.val, None)
@@ -402,6 +560,7 @@ class TagRecommendationProtocol(SignatureSettings):
             run_lines=_run_lines(test, scores, name.replace(" ", "_"))
             if self.write_trec and not self.validating else None,
             curve=_tradeoff(ranker, name, fold.fold))
+        outcome.curves += tuning
         log.info("fold %d, %s: %s (fit %.1f s)", fold.fold, name,
                  ", ".join(f"{k} {outcome.means[name][k]:.4f}" for k in values), fit_seconds)
         if pieces is not None:
@@ -498,6 +657,31 @@ class TagRecommendationProtocol(SignatureSettings):
         return timing
 
 
+SIDE_DATA_SOURCES = ("profile_neighbours",)
+"""Candidate-set settings that read information beyond the task's input (input tags, text, D)."""
+
+
+def side_data_notes(set_configs: Mapping[str, Mapping[str, Any] | None],
+                    uses: Mapping[str, str]) -> list[str]:
+    """The report's warning for each candidate set that reads side data, naming its methods.
+
+    Example:
+        >>> side_data_notes({"x": {"profile_neighbours": {"k": 200}}, "candidates": {}},
+        ...                 {"rf_x": "x", "wts": "candidates"})[0][:40]
+        'SIDE DATA: rf_x learn on candidate set x'
+    """
+    notes = []
+    for name, config in set_configs.items():
+        sources = [source for source in SIDE_DATA_SOURCES if (config or {}).get(source)]
+        methods = [method for method, used in uses.items() if used == name]
+        if sources and methods:
+            notes.append(f"SIDE DATA: {', '.join(methods)} learn on candidate set {name}, whose "
+                         f"{', '.join(sources)} read the objects' profiles (on Last.fm the "
+                         "listeners of user_artists.dat): information beyond the task's input "
+                         "(input tags and text), a separate configuration from the paper's task.")
+    return notes
+
+
 def _tradeoff(ranker: Ranker, name: str, fold: int) -> pd.DataFrame | None:
     """A tuned ranker's relevance-diversity trade-off on V, or None if it tuned nothing.
 
@@ -515,17 +699,38 @@ def _run_lines(test: CandidateSet, scores: torch.Tensor, run_name: str) -> list[
     """TREC run lines of every candidate of ``test``, ranked as the metrics rank them.
 
     Args:
-        test: the candidate sets (``B`` objects, ``L`` slots).
-        scores: ``[B, L]`` ranker scores; rank by score descending, ties in candidate order
-            (a stable sort). Scores are written as ``L - rank``.
+        test: the candidate sets (``B`` objects, ``L`` slots); query ids are the object codes.
+        scores: ``[B, L]`` the ranker's scores (:func:`~tagtorch.evaluation.trec.scored_lines`:
+            by score, equal scores in candidate order).
         run_name: the run tag.
     """
-    masked = scores.detach().float().cpu().masked_fill(~test.mask.cpu(), float("-inf"))
-    order = torch.sort(masked, dim=-1, descending=True, stable=True).indices
-    tags = torch.gather(test.tags.cpu(), 1, order).numpy()
-    counts = test.mask.sum(-1).cpu().numpy()
-    keep = np.arange(tags.shape[1])[None, :] < counts[:, None]
-    return ranked_lines(test.objects.cpu().numpy(), tags, keep, run_name, tags.shape[1])
+    return scored_lines(test.objects.cpu().numpy(), scores, test.mask, run_name,
+                        test.tags.shape[1], documents=test.tags)
+
+
+def candidate_coverage(test: CandidateSet) -> dict[str, float]:
+    """How many evaluated objects a candidate set leaves without a chance.
+
+    Returns:
+        ``evaluated_objects`` (the number of lists), ``no_candidates`` (the share of objects
+        with no candidate at all) and ``no_gold_candidates`` (the share with no gold tag among
+        their candidates, those without candidates included): on these objects every ranker
+        scores 0, whatever it learned (:data:`~tagtorch.evaluation.report.COVERAGE_METRICS`).
+
+    Example:
+        >>> mask = torch.tensor([[True, True], [False, False], [True, False]])
+        >>> labels = torch.tensor([[0.0, 1.0], [0.0, 0.0], [0.0, 0.0]])
+        >>> test = CandidateSet(torch.arange(3), torch.zeros(3, 2, dtype=torch.long),
+        ...                     torch.zeros(3, 2, 0), labels, mask, torch.ones(3).long(), ())
+        >>> {key: round(value, 4) for key, value in candidate_coverage(test).items()}
+        {'evaluated_objects': 3.0, 'no_candidates': 0.3333, 'no_gold_candidates': 0.6667}
+    """
+    n = len(test)
+    empty = ~test.mask.any(dim=-1)
+    no_gold = ~(test.labels.gt(0) & test.mask).any(dim=-1)
+    return {"evaluated_objects": float(n),
+            "no_candidates": float(empty.sum()) / max(n, 1),
+            "no_gold_candidates": float(no_gold.sum()) / max(n, 1)}
 
 
 def topic_diversity(scores: torch.Tensor, test: CandidateSet, train_tags: Ragged,
