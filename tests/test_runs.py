@@ -196,3 +196,16 @@ def test_unreadable_run_files_are_errors_naming_the_file(tmp_path, damage):
         (b / name).write_text("data: [unclosed\n")
     with pytest.raises(ValueError, match=re.escape(str(b / name))):
         merge_runs([tmp_path / "a", b], tmp_path / "m")
+
+
+def test_merge_keeps_what_the_runs_said_in_their_notes(tmp_path):
+    fake_run(tmp_path / "a", ["base"], [0], seed=0)
+    fake_run(tmp_path / "b", ["gp"], [0], seed=1)
+    for run, said in (("a", ["Settings chosen in fold 0: k 1.", "SIDE DATA: gp."]),
+                      ("b", ["SIDE DATA: gp.", "Settings chosen in fold 0: k 3."])):
+        report = tmp_path / run / "report.md"
+        report.write_text(report.read_text() + "\n## Notes\n\n" + "\n\n".join(said) + "\n")
+    merged = merge_runs([tmp_path / "a", tmp_path / "b"], tmp_path / "m")
+    notes = merged.split("\n## Notes\n", 1)[1]
+    assert [part.strip() for part in notes.split("\n\n") if part.strip()] == [
+        "Settings chosen in fold 0: k 1.", "SIDE DATA: gp.", "Settings chosen in fold 0: k 3."]

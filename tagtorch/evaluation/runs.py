@@ -513,10 +513,7 @@ def merge_runs(runs: Sequence[str | Path], output_dir: str | Path,
                 raise ValueError(f"{method!r} on fold {fold} is in both {pairs[method, fold]} "
                                  f"and {run}")
             pairs[method, fold] = run
-    if title is None:
-        report = folders[0] / "report.md"
-        first = report.read_text().splitlines()[0].lstrip("# ") if report.is_file() else "Results"
-        title = f"{first} (merged from {len(folders)} runs)"
+    title = title or _merged_title(folders)
     out.mkdir(parents=True, exist_ok=True)
     merged = [pd.concat(frames, ignore_index=True) for frames in (results, per_object)]
     if methods is not None:  # the report lists methods in first-seen order
@@ -528,7 +525,30 @@ def merge_runs(runs: Sequence[str | Path], output_dir: str | Path,
     config = {**configs[folders[0]], "merged_from": [str(run.resolve()) for run in folders]}
     with atomic_write(out / "config.yaml") as partial:
         partial.write_text(yaml.safe_dump(config, sort_keys=False))
-    return write_run(out, merged[0], merged[1], title, qrels=qrels, runs=run_files)
+    return write_run(out, merged[0], merged[1], title, qrels=qrels, runs=run_files,
+                     notes=run_notes(folders))
+
+
+def _merged_title(runs: Sequence[Path]) -> str:
+    """The first run's report title, with "(merged from N runs)"."""
+    report = runs[0] / "report.md"
+    first = report.read_text().splitlines()[0].lstrip("# ") if report.is_file() else "Results"
+    return f"{first} (merged from {len(runs)} runs)"
+
+
+def run_notes(runs: Sequence[Path]) -> list[str]:
+    """The paragraphs of the runs' ``## Notes``, each once, in order.
+
+    A merged report keeps what its runs said (how settings were chosen, side data, ...).
+    """
+    notes: list[str] = []
+    for run in runs:
+        report = run / "report.md"
+        text = report.read_text(encoding="utf-8") if report.is_file() else ""
+        _, found, tail = text.partition("\n## Notes\n")
+        section = tail.split("\n## ", 1)[0] if found else ""
+        notes += [part.strip() for part in section.split("\n\n") if part.strip()]
+    return list(dict.fromkeys(notes))
 
 
 def main(argv: Sequence[str] | None = None) -> None:
