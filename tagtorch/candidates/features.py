@@ -467,6 +467,58 @@ class LatreCandidates(SignatureSettings):
         self.stage_seconds[stage] += now - start
         return now
 
+    def _source_keys(self, queries: TagQueries, occurrences: list[Lookup], is_input: Lookup,
+                     known: bool) -> tuple[list[torch.Tensor], torch.Tensor | None, list[Any]]:
+        """The candidate keys (``row * n_terms + code``) of the text, topic and tag sources.
+
+        Returns the keys of each source, the objects' topic mixtures (None without topics) and
+        each tag source's sparse scores (``known``: the objects are in the index).
+        """
+        dev, n = self.device, self.terms.n_terms
+        keys = []
+        if self.text_candidates:
+            keys += [t.keys[is_input(t.keys // n, t.keys % n) == 0] for t in occurrences]
+        theta = None
+        if self.topic_tags is not None:
+            theta = self.topic_tags.mixtures(queries.input_tags, int(queries.objects[0]), dev)
+            keys.append(self.topic_tags.top_keys(
+                theta, TopicTags.input_mask(queries.input_tags, n, dev)))
+        votes = []
+        for source in self.tag_sources:
+            knn = source.scores(queries.objects, queries.input_tags, known=known)
+            knn.sort_indices()
+            votes.append(knn)
+            if source.n_candidates:
+                top = top_per_row(knn, source.n_candidates)
+                top_rows = np.repeat(np.arange(len(queries)), np.diff(top.indptr))
+                keys.append(torch.as_tensor(top_rows * n + top.indices, device=dev))
+        return keys, theta, votes
+
+    def _fuse(self, rows: torch.Tensor, cols: torch.Tensor, features: torch.Tensor,
+              ranked: list[torch.Tensor], is_text: torch.Tensor
+              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The per-source features (``rr_*``, agreement, ``rrf``) and the budget.
+
+        ``ranked``: each scoring source's scores of the candidates; ``is_text``: the text
+        terms, kept first within the budget.
+        """
+        ranks = [_row_ranks(rows, score).double() for score in ranked]
+        # float64: no rounding reorders near-equal sums
+        fused = sum((torch.where(score > 0, 1.0 / (60.0 + rank), 0.0)
+                     for score, rank in zip(ranked, ranks, strict=True)),
+                    torch.zeros(len(rows), dtype=torch.float64, device=rows.device))
+        if self.source_features:
+            scored = [score > 0 for score in ranked]
+            features = torch.cat([features, *(
+                torch.where(on, 1.0 / (1.0 + rank), 0.0).float()[:, None]
+                for on, rank in zip(scored, ranks, strict=True)),
+                (sum(on.float() for on in scored) + is_text.float())[:, None],
+                fused.float()[:, None]], -1)
+        if self.max_candidates is not None:
+            chosen = _row_ranks(rows, fused + is_text.double()) < self.max_candidates
+            rows, cols, features = rows[chosen], cols[chosen], features[chosen]
+        return rows, cols, features
+
     def _chunk(self, queries: TagQueries, texts: Mapping[str, Ragged] | None = None
                ) -> tuple[torch.Tensor, ...]:
         """Flat ``(rows, terms, features [n, 13], labels)`` of one chunk, on the CPU.
@@ -482,23 +534,8 @@ class LatreCandidates(SignatureSettings):
         fields = (list(texts.values()) if texts is not None
                   else [r.take(queries.objects) for r in self.text_fields.values()])
         occurrences = [Lookup.from_ragged(field, n, dev) for field in fields]
-        keys = []
-        if self.text_candidates:
-            keys += [t.keys[is_input(t.keys // n, t.keys % n) == 0] for t in occurrences]
-        theta = None
-        if self.topic_tags is not None:
-            theta = self.topic_tags.mixtures(queries.input_tags, int(queries.objects[0]), dev)
-            keys.append(self.topic_tags.top_keys(
-                theta, TopicTags.input_mask(queries.input_tags, n, dev)))
-        votes = []
-        for source in self.tag_sources:
-            knn = source.scores(queries.objects, queries.input_tags, known=texts is None)
-            knn.sort_indices()
-            votes.append(knn)
-            if source.n_candidates:
-                top = top_per_row(knn, source.n_candidates)
-                top_rows = np.repeat(np.arange(len(queries)), np.diff(top.indptr))
-                keys.append(torch.as_tensor(top_rows * n + top.indices, device=dev))
+        keys, theta, votes = self._source_keys(queries, occurrences, is_input,
+                                               known=texts is None)
         keep = torch.cat(keys).cpu().numpy() if keys else np.zeros(0, dtype=np.int64)
         keep = Ragged.from_groups(keep // n, keep % n, len(queries))
         antecedents, _ = most_frequent_per_row(queries.input_tags, self.tag_counts,
@@ -538,22 +575,7 @@ class LatreCandidates(SignatureSettings):
             if source.feature:
                 features = torch.cat([features, value[:, None]], -1)
         if self.source_features or self.max_candidates is not None:
-            ranks = [_row_ranks(rows, score).double() for score in ranked]
-            # float64: no rounding reorders near-equal sums
-            fused = sum((torch.where(score > 0, 1.0 / (60.0 + rank), 0.0)
-                         for score, rank in zip(ranked, ranks, strict=True)),
-                        torch.zeros(len(rows), dtype=torch.float64, device=dev))
-        if self.source_features:
-            scored = [score > 0 for score in ranked]
-            features = torch.cat([features, *(
-                torch.where(on, 1.0 / (1.0 + rank), 0.0).float()[:, None]
-                for on, rank in zip(scored, ranks, strict=True)),
-                (sum(on.float() for on in scored) + (columns[5] > 0).float())[:, None],
-                fused.float()[:, None]], -1)
-        if self.max_candidates is not None:
-            chosen = _row_ranks(rows, fused + (columns[5] > 0).double()) < self.max_candidates
-            # text terms (ts > 0) first
-            rows, cols, features = rows[chosen], cols[chosen], features[chosen]
+            rows, cols, features = self._fuse(rows, cols, features, ranked, columns[5] > 0)
         gold = Lookup.from_ragged(queries.gold_tags, n, dev)
         labels = (gold(rows, cols) > 0).float()
         self._tick("features", start)

@@ -27,6 +27,19 @@ MISSING_TIME = -1
 ASSIGNMENT_COLUMNS = ("user", "object", "tag", "timestamp")
 
 
+def _category_table(categories: pd.DataFrame | None,
+                    object_index: pd.Index) -> tuple[np.ndarray, pd.DataFrame]:
+    """The category names and the ``object, category`` codes of the known objects."""
+    if categories is None or not len(categories):
+        return np.zeros(0, dtype=object), pd.DataFrame(
+            {"object": np.zeros(0, np.int64), "category": np.zeros(0, np.int64)})
+    cat_frame = categories.loc[categories["object"].isin(object_index)]
+    cat, category_names = _encode(cat_frame["category"].astype(str))
+    return category_names, pd.DataFrame(
+        {"object": object_index.get_indexer(cat_frame["object"]), "category": cat}
+    ).drop_duplicates(ignore_index=True)
+
+
 def _encode(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """Contiguous codes in first-seen-sorted order: returns ``(codes, vocabulary)``."""
     codes, uniques = pd.factorize(values, sort=True)
@@ -128,16 +141,7 @@ class Folksonomy:
             aligned = texts[~texts.index.duplicated()].reindex(object_index)
             for column in aligned.columns:
                 text_frame[str(column)] = aligned[column].fillna("").astype(str).to_numpy()
-        if categories is not None and len(categories):
-            cat_frame = categories.loc[categories["object"].isin(object_index)]
-            cat, category_names = _encode(cat_frame["category"].astype(str))
-            cat_table = pd.DataFrame(
-                {"object": object_index.get_indexer(cat_frame["object"]), "category": cat}
-            ).drop_duplicates(ignore_index=True)
-        else:
-            category_names = np.zeros(0, dtype=object)
-            cat_table = pd.DataFrame({"object": np.zeros(0, np.int64),
-                                      "category": np.zeros(0, np.int64)})
+        category_names, cat_table = _category_table(categories, object_index)
         extra = {}
         if profiles is not None and len(profiles):
             rows = profiles.assign(weight=pd.to_numeric(profiles["weight"], errors="coerce"))
