@@ -199,7 +199,7 @@ def _resolved(cfg: DictConfig) -> dict[str, Any]:
         raise ConfigError(error.full_key or "?", "${...}",
                           f"an interpolation that resolves ({error.msg})") from None
     assert isinstance(container, dict)
-    return container
+    return {str(key): value for key, value in container.items()}
 
 
 def _model_kind(key: str, target: Any) -> str:

@@ -211,15 +211,15 @@ def table(result: Recommendations) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs the command; returns the exit status."""
     args = parse_args(argv)
-    results: Sequence[Recommendations | ItemRecommendations]
+    results: list[Recommendations | ItemRecommendations]
     try:
         recommender = Recommender.load(Path(args.path))
         if isinstance(recommender, TagRecommender):
             k = 5 if args.k is None else args.k
-            results = recommender.recommend_tags_batch(objects_of(args), k=k)
+            results = [*recommender.recommend_tags_batch(objects_of(args), k=k)]
         else:
             k = 10 if args.k is None else args.k
-            results = recommender.recommend_items_batch(queries_of(args), k=k)
+            results = [*recommender.recommend_items_batch(queries_of(args), k=k)]
     except (ValueError, UnreadableFileError, FileNotFoundError) as error:
         print(f"error: {printable(str(error))}", file=sys.stderr)
         return 2
@@ -230,7 +230,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for i, result in enumerate(results):
             if args.csv:
                 print(f"# row {i}")
-            print(table(result) if isinstance(result, Recommendations) else item_table(result))
+            print(item_table(result) if isinstance(result, ItemRecommendations)
+                  else table(result))
     return 0
 
 

@@ -333,7 +333,7 @@ def save_arrays(arrays: Mapping[str, np.ndarray], path: str | Path) -> None:
     ``np.load(path, allow_pickle=False)`` read it.
     """
     with atomic_write(path) as partial, open(partial, "wb") as out:
-        np.savez(out, **arrays)
+        np.savez(out, **dict(arrays))  # type: ignore[arg-type]  # numpy's stub: allow_pickle
 
 
 def load_arrays(path: str | Path, names: Sequence[str]) -> dict[str, np.ndarray]:

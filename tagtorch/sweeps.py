@@ -92,8 +92,9 @@ def trial_of(sweep: Mapping[str, Any] | None) -> Iterator[Any | None]:
     import optuna
 
     every = float(sweep.get("heartbeat") or HEARTBEAT_SECONDS)
-    storage = optuna.storages.RDBStorage(str(sweep["storage"]), heartbeat_interval=every,
-                                         grace_period=3 * every)
+    # Optuna's hints say int; it compares them with float seconds, and tests beat every 0.5 s
+    storage = optuna.storages.RDBStorage(str(sweep["storage"]), heartbeat_interval=every,  # type: ignore[arg-type]
+                                         grace_period=3 * every)  # type: ignore[arg-type]
     study = optuna.load_study(study_name=str(sweep["study"]), storage=storage)
     study.pruner = make_pruner(study.user_attrs.get("pruner") or {})  # the sweeper's choice
     trial_id = storage.get_trial_id_from_study_id_trial_number(study._study_id,

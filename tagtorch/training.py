@@ -153,8 +153,8 @@ def fit_best(
                  "the fit runs as ddp_spawn")
         fitter = make(**{**settings, "strategy": "ddp_spawn"})
     elsewhere = isinstance(fitter.strategy.launcher, _MultiProcessingLauncher)
-    safe = ({"weights_only": True}
-            if "weights_only" in inspect.signature(fitter.fit).parameters else {})
+    safe: dict[str, Any] = ({"weights_only": True}
+                            if "weights_only" in inspect.signature(fitter.fit).parameters else {})
     with fit_context(), _sharing_files() if elsewhere else contextlib.nullcontext():
         fitter.fit(module, train_loader, val_loaders,
                    ckpt_path=None if ckpt_path is None else str(ckpt_path), **safe)

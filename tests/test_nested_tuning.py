@@ -161,7 +161,7 @@ def test_item_settings_are_chosen_on_each_seeds_own_validation_posts(tmp_path):
     tuning = pd.read_csv(tmp_path / "tuning.csv")
     results = pd.read_csv(tmp_path / "results.csv")
     for seed in (0, 1):
-        data = task.split(folksonomy, seed)
+        data = task.seed_data(folksonomy, seed)
         expected = []
         for beta in betas:
             model = instantiate({**node, "beta": beta}).fit(data)

@@ -132,6 +132,7 @@ class EmbeddingTags:
             kth = -np.partition(-dense, self.top - 1, axis=1)[:, self.top - 1:self.top]
             keep &= dense >= kth
         rows, cols = np.nonzero(keep)
+        assert self.codes_ is not None
         scores = sp.csr_matrix((dense[rows, cols].astype(np.float64),
                                 (rows, self.codes_[cols])), shape=(len(dense), self.n_terms_))
         return top_per_row(scores, self.top)

@@ -138,8 +138,9 @@ def most_frequent_per_row(tags: Ragged, frequency: np.ndarray, limit: int | None
         ([[0, 2], [3]], 1)
     """
     lengths = tags.lengths
-    long_rows = lengths > limit if limit is not None else np.zeros(len(tags), dtype=bool)
-    n_capped = int(long_rows.sum())
+    if limit is None:
+        return tags, 0
+    n_capped = int((lengths > limit).sum())
     if n_capped == 0:
         return tags, 0
     row = tags.row_ids
@@ -225,7 +226,26 @@ class LatreCandidates(SignatureSettings):
             text and topic candidates, so that a repeated request skips rule mining. 0: off.
     """
 
-    feature_names = FEATURE_NAMES
+    max_antecedent: int
+    min_support: int
+    min_confidence: float
+    max_rule_candidates: int | None
+    text_candidates: bool
+    chunk_size: int
+    max_antecedent_tags: int | None
+    max_train_tags: int | None
+    topics: Mapping[str, Any] | None
+    diversity: Mapping[str, Any] | None
+    distances: bool
+    neighbours: Mapping[str, Any] | None
+    profile_neighbours: Mapping[str, Any] | None
+    max_candidates: int | None
+    embeddings: Mapping[str, Any] | None
+    fields: Sequence[str] | None
+    source_features: bool
+    rule_cache: int
+
+    feature_names: tuple[str, ...] = FEATURE_NAMES
 
     def __init__(
         self,
@@ -536,8 +556,8 @@ class LatreCandidates(SignatureSettings):
         occurrences = [Lookup.from_ragged(field, n, dev) for field in fields]
         keys, theta, votes = self._source_keys(queries, occurrences, is_input,
                                                known=texts is None)
-        keep = torch.cat(keys).cpu().numpy() if keys else np.zeros(0, dtype=np.int64)
-        keep = Ragged.from_groups(keep // n, keep % n, len(queries))
+        flat = torch.cat(keys).cpu().numpy() if keys else np.zeros(0, dtype=np.int64)
+        keep = Ragged.from_groups(flat // n, flat % n, len(queries))
         antecedents, _ = most_frequent_per_row(queries.input_tags, self.tag_counts,
                                                self.max_antecedent_tags)
         start = self._tick("features", start)

@@ -29,7 +29,7 @@ Where the topics come from (``source``):
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 import numpy as np
 import torch
@@ -66,7 +66,7 @@ class ObjectTopics:
     """
 
     def __init__(self, source: str = "auto", threshold: float = 0.1,
-                 object_mode: str = "uniform", tag_topics: str = "counts",
+                 object_mode: Literal["uniform", "tags"] = "uniform", tag_topics: str = "counts",
                  lda: Mapping[str, Any] | None = None, infer_iterations: int = 50,
                  infer_burn_in: int = 25) -> None:
         if source not in SOURCES:

@@ -76,7 +76,7 @@ def _table_size(n: int) -> int:
 
 
 @numba.njit(nogil=True, cache=False)
-def _probe(keys: np.ndarray, key: int, shift: np.uint64) -> int:
+def _probe(keys: np.ndarray, key: int, shift: np.uint64) -> np.int64:
     """The slot of ``key`` in an open-addressing table (where it is, or the free slot to use)."""
     mask = len(keys) - 1
     h = np.int64((np.uint64(key) * _GOLDEN) >> shift)
@@ -203,7 +203,7 @@ def _distinct(values: np.ndarray) -> np.ndarray:
 
 
 @numba.njit(nogil=True, cache=False)
-def _contains(sorted_values: np.ndarray, value: int) -> bool:
+def _contains(sorted_values: np.ndarray, value: int) -> np.bool_:
     at = np.searchsorted(sorted_values, value)
     return at < len(sorted_values) and sorted_values[at] == value
 
@@ -758,7 +758,7 @@ class RuleIndex:
                 if hit is not None:
                     self._cache.move_to_end(key)
                     self.cache_hits += 1
-                    return tuple(array.copy() for array in hit)
+                    return hit[0].copy(), hit[1].copy(), hit[2].copy()
                 self.cache_misses += 1
         args = (input_tags.offsets, input_tags.values.astype(np.int32, copy=False),
                 antecedent_tags.offsets, antecedent_tags.values.astype(np.int32, copy=False),
@@ -768,7 +768,8 @@ class RuleIndex:
                 self.min_support, float(self.min_confidence), -1 if top_k is None else top_k)
         results = _parallel(lambda lo, hi: _mine(lo, hi, *args), len(input_tags), threads)
         if len(results) > 1:
-            return tuple(np.concatenate([r[k] for r in results]) for k in range(3))
+            rows, columns, values = ([r[k] for r in results] for k in range(3))
+            return np.concatenate(rows), np.concatenate(columns), np.concatenate(values)
         if key is not None:
             with self._cache_lock:
                 self._cache[key] = results[0]

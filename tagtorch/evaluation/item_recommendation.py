@@ -118,6 +118,15 @@ class ItemRecommendationTask(SignatureSettings):
             posts, is never reused across seeds.
     """
 
+    p: int
+    test_fraction: float
+    val_fraction: float
+    query: str
+    aggregate: str
+    batch_size: int
+    trec_depth: int
+    resume: bool
+
     def __init__(
         self,
         seeds: Sequence[int] = (0, 1, 2, 3, 4),
@@ -139,18 +148,18 @@ class ItemRecommendationTask(SignatureSettings):
         if not seeds:
             raise ValueError("no seed to evaluate")
         self.seeds = list(seeds)
-        self.split_by = split
+        self.split = split
         self.ks = tuple(ks)
         self.metrics = tuple(metrics)
         self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir else None
         self.significance = Significance.of(significance)
         self.tune = check_grids(tune, "tune")
 
-    def split(self, folksonomy: Folksonomy, seed: int) -> ItemRecData:
+    def seed_data(self, folksonomy: Folksonomy, seed: int) -> ItemRecData:
         """The split of one seed."""
         return item_recommendation_data(folksonomy, p=self.p, test_fraction=self.test_fraction,
                                         val_fraction=self.val_fraction, seed=seed,
-                                        split=self.split_by, query=self.query,
+                                        split=self.split, query=self.query,
                                         aggregate=self.aggregate)
 
     def _make(self, node: Mapping[str, Any], name: str, dataset: str,
@@ -184,7 +193,7 @@ class ItemRecommendationTask(SignatureSettings):
             write_trec = seed == first and self.trec_depth > 0
             if not write_trec and all((seed, name) in done for name in models):
                 continue
-            data = self.split(folksonomy, seed)
+            data = self.seed_data(folksonomy, seed)
             if write_trec:
                 queries = data.test_queries
                 qrels = qrels_lines(queries.ids(range(len(queries))), queries.gold)
@@ -222,7 +231,7 @@ class ItemRecommendationTask(SignatureSettings):
 
         The seed whose rankings go to the TREC files is part of it: its pieces hold them.
         """
-        protocol = [self.p, self.test_fraction, self.val_fraction, self.split_by, self.ks,
+        protocol = [self.p, self.test_fraction, self.val_fraction, self.split, self.ks,
                     self.metrics, self.trec_depth, self.seeds[0] if self.trec_depth else None,
                     self.query, self.aggregate]
         data = folksonomy.fingerprint()

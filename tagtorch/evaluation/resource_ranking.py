@@ -90,6 +90,17 @@ class ResourceRankingTask(SignatureSettings):
             paired t-test).
     """
 
+    test_fraction: float
+    val_fraction: float
+    min_object_users: int
+    min_user_objects: int
+    min_tag_uses: int
+    tune_metric: str
+    batch_size: int
+    trec_depth: int
+    resume: bool
+    figure_setting: str | None
+
     def __init__(
         self,
         seeds: Sequence[int] = (0, 1, 2, 3, 4),

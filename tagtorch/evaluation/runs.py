@@ -118,7 +118,7 @@ class MethodOutcome:
 
     @classmethod
     def from_values(cls, method: str, fold: int, objects: np.ndarray,
-                    values: Mapping[str, torch.Tensor], extra: Mapping[str, float] = (),
+                    values: Mapping[str, torch.Tensor], extra: Mapping[str, float] | None = None,
                     run_lines: Sequence[str] | None = None,
                     curve: pd.DataFrame | None = None) -> MethodOutcome:
         """The outcome of per-object metric values.
@@ -149,7 +149,7 @@ class MethodOutcome:
         frame.insert(0, "object", objects)
         frame = frame.melt(id_vars="object", var_name="metric", value_name="value")
         means = {k: float(torch.nanmean(v).item()) for k, v in values.items()}
-        means.update(extra)
+        means.update(extra or {})
         return cls(results=[{"method": method, "fold": fold, "metric": k, "value": v}
                             for k, v in means.items()],
                    per_object=[frame.assign(method=method, fold=fold)],
@@ -553,7 +553,7 @@ def run_notes(runs: Sequence[Path]) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Command line: ``python -m tagtorch.evaluation.runs OUTPUT RUN [RUN ...]``."""
-    parser = argparse.ArgumentParser(description=merge_runs.__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(merge_runs.__doc__ or '').splitlines()[0])
     parser.add_argument("output", type=Path, help="the merged run folder")
     parser.add_argument("runs", type=Path, nargs="+", help="run folders to merge")
     parser.add_argument("--title", default=None, help="the merged report's title")

@@ -184,6 +184,24 @@ class TagRecommendationProtocol(SignatureSettings):
             paired t-test).
     """
 
+    n_folds: int
+    input_fraction: float
+    min_tags: int
+    sample_size: int | None
+    batch_size: int
+    seed: int
+    write_trec: bool
+    online_objects: int
+    cache: bool
+    n_jobs: int
+    resume: bool
+    evaluate_on: str
+    tune_fraction: float
+    backend: str
+    address: str | None
+    task_objects: int | None
+    tune_metric: str
+
     def __init__(
         self,
         n_folds: int = 5,

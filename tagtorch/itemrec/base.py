@@ -24,7 +24,7 @@ import random
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Protocol, Self, runtime_checkable
+from typing import Any, Protocol, Self, cast, runtime_checkable
 
 import numpy as np
 import pytorch_lightning as pl
@@ -328,6 +328,19 @@ class FactorModel(SignatureSettings, pl.LightningModule):
             the task's.
     """
 
+    rank: int
+    regularization: float
+    optimizer: Callable[..., torch.optim.Optimizer] | None
+    batch_size: int
+    patience: int
+    init_std: float
+    train_sample: int
+    checkpoint_dir: str | Path | None
+    seed: int
+    name: str | None
+    val_sample: int | None
+    user_aggregate: str | None
+
     #: subclasses take their own settings by name and pass the rest on (``**kwargs``); the
     #: settings (``init_args``) are captured from the signatures (:mod:`tagtorch.settings`)
     _forwards_kwargs = True
@@ -479,7 +492,8 @@ class FactorModel(SignatureSettings, pl.LightningModule):
     # ------------------------------------------------------------- random state
     def _random_state(self) -> dict[str, Any]:
         """Every random generator that shapes the rest of training, as tensors and numbers."""
-        _, keys, pos, has_gauss, gauss = np.random.get_state()
+        _, keys, pos, has_gauss, gauss = cast(tuple[str, np.ndarray, int, int, float],
+                                              np.random.get_state())
         version, internal, gauss_next = random.getstate()
         cuda = (list(torch.cuda.get_rng_state_all())
                 if torch.cuda.is_available() and torch.cuda.is_initialized() else [])

@@ -44,6 +44,8 @@ class ProbabilisticCP(CPModel):
             uses ``r = 128``, the default here).
     """
 
+    negatives: int
+
     def __init__(self, negatives: int = 4, **kwargs: Any) -> None:
         kwargs.setdefault("rank", 128)
         super().__init__(**kwargs)
@@ -122,6 +124,9 @@ class TwoDimensional(_CountModel):
         >>> [round(v, 4) for v in model.score(torch.tensor([0]), torch.tensor([0]))[0].tolist()]
         [0.5, 0.5]
     """
+
+    beta: float
+    alpha: float
 
     _arrays = ("user_item", "tag_item")
     user_aggregate = "profile"

@@ -174,6 +174,11 @@ class DoRank(CPModel):
             ``checkpoint_dir``, ...).
     """
 
+    fast: bool
+    negatives: int
+    negative_power: float
+    temperature: float
+
     def __init__(self, fast: bool = True, negatives: int = 0, negative_power: float = 0.0,
                  temperature: float = 1.0, **kwargs: Any) -> None:
         super().__init__(**kwargs)

@@ -46,6 +46,8 @@ class DoRankPlus(DoRank):
             is also the size of the tag-item and user-item factors).
     """
 
+    user_item: bool
+
     def __init__(self, user_item: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
 

@@ -106,6 +106,11 @@ class AdaRank(BaseRanker):
         no_repeat: never choose the previous round's weak ranker (RankLib's rule).
     """
 
+    n_iterations: int
+    k: int
+    negative_features: bool
+    no_repeat: bool
+
     def __init__(
         self,
         n_iterations: int = 300,

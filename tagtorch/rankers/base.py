@@ -99,6 +99,16 @@ class BaseRanker(SignatureSettings):
 
     feature_names_: tuple[str, ...] | None = None
 
+    # -- the Ranker contract (each subclass implements both) ---------------------------------
+
+    def fit(self, train: CandidateSet, val: CandidateSet | None = None) -> Self:
+        """Learns from labelled candidate sets (the protocol's V); ``val`` for early stopping."""
+        raise NotImplementedError(f"{type(self).__name__}.fit")
+
+    def score(self, batch: CandidateSet) -> torch.Tensor:
+        """Scores candidates: ``[B, L]`` float, higher is better (padding values are ignored)."""
+        raise NotImplementedError(f"{type(self).__name__}.score")
+
     # -- settings (captured by :class:`~tagtorch.settings.SignatureSettings`) ----------------
 
     def _settings_to_json(self) -> dict[str, Any]:

@@ -428,6 +428,18 @@ class GPRanker(BaseRanker):
         progress: show a tqdm bar over the generations.
     """
 
+    population: int
+    generations: int
+    tournament_size: int
+    max_depth: int
+    crossover_prob: float
+    mutation_prob: float
+    k: int
+    fitness_sample: int | None
+    seed: int
+    num_threads: int | None
+    progress: bool
+
     def __init__(
         self,
         population: int = 200,
@@ -536,7 +548,7 @@ class GPRanker(BaseRanker):
         toolbox = self._toolbox(pset)
         counted = torch.nonzero(train.n_relevant > 0).squeeze(-1)
         sampling = self.fitness_sample is not None and self.fitness_sample < len(counted)
-        pool = train[counted] if sampling else train  # type: ignore[index]
+        pool = train[counted] if sampling else train
         everything = self._training_lists(train)
         full_cache: dict[str, float] = {}
 
@@ -554,7 +566,7 @@ class GPRanker(BaseRanker):
                 return everything, full_cache
             assert self.fitness_sample is not None
             rows = np.sort(rng.choice(len(pool), size=self.fitness_sample, replace=False))
-            sample = pool[torch.as_tensor(rows, device=counted.device)]  # type: ignore[index]
+            sample = pool[torch.as_tensor(rows, device=counted.device)]
             return self._training_lists(sample), {}
 
         hall = tools.HallOfFame(1)

@@ -177,6 +177,11 @@ class GPRndRanker(GPRanker):
             topics); empty without a grid.
     """
 
+    alpha: float
+    beta: float | None
+    fitness_form: FitnessForm
+    max_loss: float
+
     _forwards_kwargs = True
     tuned_setting = "alpha"
     """The setting ``tuning_`` varies (the trade-off figure labels its points with it)."""
@@ -227,6 +232,7 @@ class GPRndRanker(GPRanker):
     def terminals(self, batch: CandidateSet) -> Tensor:
         """``[B, L, F + 1]``: the features and ADC (from the batch's ``tag_distance``)."""
         _check_distances(batch)
+        assert batch.tag_distance is not None
         adc = average_distance_to_candidates(batch.tag_distance, batch.mask)
         return torch.cat([batch.features, adc.to(batch.features).unsqueeze(-1)], dim=-1)
 

@@ -40,6 +40,11 @@ class LatreWTS(BaseRanker):
         text_feature: the text feature (``wts``).
     """
 
+    alpha: float | None
+    k: int
+    sum_feature: str
+    text_feature: str
+
     def __init__(
         self,
         alpha: float | None = None,

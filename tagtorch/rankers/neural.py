@@ -234,6 +234,19 @@ class NeuralRanker(BaseRanker, pl.LightningModule):
         name: the run's name in checkpoints and logs.
     """
 
+    loss: str
+    optimizer: Callable[..., torch.optim.Optimizer] | None
+    scheduler: Callable[[torch.optim.Optimizer], Any] | None
+    normalization: Normalization
+    batch_size: int
+    holdout_fraction: float
+    k: int
+    patience: int | None
+    checkpoint_dir: str | Path | None
+    log_dir: str | Path | None
+    seed: int
+    name: str | None
+
     def __init__(
         self,
         loss: str = "listnet",

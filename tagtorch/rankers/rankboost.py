@@ -91,6 +91,9 @@ class RankBoost(BaseRanker):
         n_thresholds: thresholds per feature (quantile levels ``m / (n + 1)``).
     """
 
+    n_rounds: int
+    n_thresholds: int
+
     def __init__(self, n_rounds: int = 700, n_thresholds: int = 16) -> None:
         if n_rounds < 1:
             raise ValueError(f"n_rounds must be >= 1, got {n_rounds}")

@@ -123,6 +123,12 @@ class RankSVM(BaseRanker):
         tol: liblinear's stopping tolerance.
     """
 
+    loss: Literal['hinge', 'squared_hinge']
+    max_pairs_per_list: int | None
+    seed: int
+    max_iter: int
+    tol: float
+
     def __init__(
         self,
         c: float = 100.0,

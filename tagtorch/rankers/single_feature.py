@@ -20,6 +20,8 @@ class FeatureRanker(BaseRanker):
         feature: the name of the feature to rank by.
     """
 
+    feature: str
+
     def __init__(self, feature: str = "sum_1") -> None:
         self.feature_names_: tuple[str, ...] | None = None
 

@@ -194,7 +194,7 @@ def save_forest(forest: Any, path: str | Path) -> None:
     """
     states = [tree.tree_.__getstate__() for tree in forest.estimators_]
     nodes = np.concatenate([state["nodes"] for state in states])
-    arrays = {f"nodes.{name}": nodes[name] for name in nodes.dtype.names}
+    arrays = {f"nodes.{name}": nodes[name] for name in nodes.dtype.names or ()}
     arrays["values"] = np.concatenate([state["values"] for state in states])
     arrays["node_counts"] = np.array([state["node_count"] for state in states], dtype=np.int64)
     arrays["max_depths"] = np.array([state["max_depth"] for state in states], dtype=np.int64)
@@ -622,6 +622,12 @@ class RandomForestRanker(_TreeRanker):
             last.
     """
 
+    n_trees: int
+    n_leaves: int
+    max_features: int | float | None
+    min_leaf_size: int
+    bagging_fraction: float
+
     backends = ("sklearn", "lightgbm")
     method = "RF"
 
@@ -715,6 +721,12 @@ class MARTRanker(_TreeRanker):
             fit) and ``partitions``. None: in this process.
     """
 
+    n_leaves: int
+    learning_rate: float
+    n_iterations: int
+    min_leaf_size: int
+    dask: Mapping[str, Any] | None
+
     backends = ("lightgbm", "xgboost")
     method = "MART"
     lightgbm_objective: ClassVar[str] = "regression"
@@ -778,6 +790,8 @@ class LambdaMARTRanker(MARTRanker):
             docstring): ``address`` (None: a local cluster of ``n_workers`` processes for the
             fit) and ``partitions``. None: in this process.
     """
+
+    truncation_level: int
 
     method = "λ-MART"
     listwise = True

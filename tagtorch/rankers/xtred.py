@@ -223,6 +223,13 @@ class XTReD(BaseRanker):
             ranker's scoring excluded).
     """
 
+    lam: float
+    tau: int
+    max_loss: float
+    k: int
+    coverage: Coverage
+    batch_size: int
+
     tuned_setting = "lam"
     """The setting ``tuning_`` varies (the trade-off figure labels its points with it)."""
 

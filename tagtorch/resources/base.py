@@ -154,6 +154,8 @@ class TermMatchRanker(ResourceRanker):
         device: where queries are scored (``"cpu"``, ``"cuda"``; ``"auto"``: CUDA when present).
     """
 
+    device: str
+
     def __init__(self, device: str = "auto") -> None:
         self.weights_: sp.csr_matrix | None = None  # M^T [D, W]
         self.bias_: np.ndarray | None = None  # [D]

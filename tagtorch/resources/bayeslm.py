@@ -39,6 +39,8 @@ class BayesLM(TermMatchRanker):
         0.0
     """
 
+    mu: float
+
     def __init__(self, mu: float = 100.0, device: str = "auto") -> None:
         if not mu > 0:
             raise ValueError(f"mu must be > 0, got {mu}")

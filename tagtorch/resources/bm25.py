@@ -40,6 +40,9 @@ class BM25(TermMatchRanker):
         [0.9023, 0.0]
     """
 
+    k1: float
+    b: float
+
     def __init__(self, k1: float = 1.2, b: float = 0.75, device: str = "auto") -> None:
         if k1 < 0:
             raise ValueError(f"k1 must be >= 0, got {k1}")

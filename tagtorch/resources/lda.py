@@ -51,6 +51,17 @@ class LDARanker(ResourceRanker):
         progress: show a progress bar over the sweeps.
     """
 
+    n_topics: int
+    alpha: float | None
+    beta: float
+    iterations: int
+    burn_in: int
+    sampler: str
+    prior_weight: float
+    seed: int
+    device: str
+    progress: bool
+
     scoring_settings: ClassVar[tuple[str, ...]] = ("prior_weight",)
 
     def __init__(self, n_topics: int = 250, alpha: float | None = None, beta: float = 0.1,

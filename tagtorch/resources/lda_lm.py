@@ -41,6 +41,9 @@ class LDALanguageModel(LDARanker):
         **the rest**: as :class:`~tagtorch.resources.lda.LDARanker`.
     """
 
+    lam: float
+    mu: float
+
     scoring_settings: ClassVar[tuple[str, ...]] = ("lam", "mu", "prior_weight")
 
     def __init__(self, lam: float = 0.5, mu: float = 100.0, n_topics: int = 250,

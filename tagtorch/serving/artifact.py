@@ -75,7 +75,7 @@ class OpenedArtifact:
 
     settings: dict[str, Any]
     processor: TextProcessor
-    model_class: type
+    model_class: type[Any]
     info: dict[str, Any]
 
 

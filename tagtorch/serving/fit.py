@@ -87,9 +87,9 @@ class FitTask:
             model = instantiate(config)
             recommender: TagRecommender | ItemRecommender
             if isinstance(model, BaseRanker):
-                candidates = {k: v for k, v in OmegaConf.to_container(sets[used],
-                                                                      resolve=True).items()
-                              if k != "_target_"}
+                settings = OmegaConf.to_container(sets[used], resolve=True)
+                assert isinstance(settings, dict)
+                candidates = {str(k): v for k, v in settings.items() if k != "_target_"}
                 recommender = TagRecommender.fit(
                     folksonomy, processor, candidates, model, display=display,
                     val_fraction=self.val_fraction, input_fraction=self.input_fraction,

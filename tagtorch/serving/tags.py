@@ -451,10 +451,10 @@ class TagRecommender:
         n_old, n_objects = data.terms.n_tags, len(object_ids)
         fields = {}
         for name, ragged in data.terms.fields.items():
-            added = [[] for _ in range(n_objects - len(ragged))]
-            for code, values in texts.items():
+            added: list[list[int]] = [[] for _ in range(n_objects - len(ragged))]
+            for code, text in texts.items():
                 added[code - len(ragged)] = [codes[term] for term in
-                                             self.processor.terms(values[name]) if term in codes]
+                                             self.processor.terms(text[name]) if term in codes]
             fields[name] = _concat(Ragged(ragged.offsets, remap[ragged.values]),
                                    Ragged.from_lists(added))
         terms = TermIndex(n_tags=terms.n_tags, vocabulary=terms.vocabulary, fields=fields)
@@ -563,7 +563,8 @@ class TagRecommender:
                 unknown_tags.append(tag)
             elif code not in codes:
                 codes.append(code)
-        fields, unknown_words = {}, []
+        fields: dict[str, list[int]] = {}
+        unknown_words: list[str] = []
         for name in self.text_fields:
             text = obj.get(name) or ""
             if not isinstance(text, str):
@@ -619,7 +620,7 @@ def _with_new_tags(terms: TermIndex, display: list[str], new_tags: Mapping[str, 
     added = list(new_tags)
     position = {tag: n_tags + i for i, tag in enumerate(added)}
     remap = np.arange(len(vocabulary), dtype=np.int64)
-    rest = []
+    rest: list[str] = []
     for code in range(n_tags, len(vocabulary)):
         term = vocabulary[code]
         if term in position:

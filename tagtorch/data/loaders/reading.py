@@ -38,6 +38,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from difflib import get_close_matches
 from pathlib import Path
+from typing import Any, TypeGuard
 
 import numpy as np
 import pandas as pd
@@ -194,7 +195,7 @@ def _short(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def is_list(value: object) -> bool:
+def is_list(value: object) -> TypeGuard[list[Any] | tuple[Any, ...] | np.ndarray]:
     """Whether a cell holds a list (Parquet list columns give lists, tuples or arrays)."""
     return isinstance(value, (list, tuple, np.ndarray))
 

@@ -121,7 +121,7 @@ def _cell_texts(table: RawTable, position: int, value: object, expected: str) ->
     """The texts of one cell: one for a scalar, one per element for a list."""
     try:
         if is_list(value):
-            return [_tag_text(element) for element in value]  # type: ignore[union-attr]
+            return [_tag_text(element) for element in value]
         return [_tag_text(value)]
     except TypeError:
         raise table.error(position, expected, describe_value(value)) from None
