@@ -38,12 +38,11 @@ An xTReD method needs candidates with topics (``candidates.diversity``, e.g.
 
 from __future__ import annotations
 
-import inspect
 import logging
 import math
 import re
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
 import torch
 from hydra.utils import get_class
@@ -53,6 +52,7 @@ from omegaconf.errors import InterpolationResolutionError, MissingMandatoryValue
 from tagtorch.engines import BACKENDS
 from tagtorch.evaluation.report import SIGNIFICANCE_TESTS, Significance
 from tagtorch.metrics.functional import METRIC_NAMES, parse_metric
+from tagtorch.settings import MODEL_TASKS, ModelTask
 
 __all__ = ["ConfigError", "check_config", "drop_unselected_settings", "model_kind"]
 
@@ -202,24 +202,26 @@ def _resolved(cfg: DictConfig) -> dict[str, Any]:
     return {str(key): value for key, value in container.items()}
 
 
-def _model_kind(key: str, target: Any) -> str:
-    """``"tagrec"`` for a ranker of candidate lists, ``"itemrec"`` for an item model."""
+def _model_kind(key: str, target: Any) -> ModelTask:
+    """The task the model class of ``target`` states (:func:`model_kind`)."""
     try:
         cls = get_class(str(target))
     except Exception as error:  # hydra raises ImportError or ValueError, with varying texts
         raise ConfigError(key, target, f"an importable class ({error})") from None
     if getattr(cls, "score", None) is None:
         raise ConfigError(key, target, "a model class with a score method")
-    return model_kind(cls)
+    try:
+        return model_kind(cls)
+    except ValueError:
+        raise ConfigError(key, target, "a model class that states its task (task: "
+                          f"ClassVar[ModelTask], one of {MODEL_TASKS})") from None
 
 
-def model_kind(cls: type) -> str:
-    """The task a model class suits: its ``task`` attribute, else read from its ``score``.
+def model_kind(cls: type) -> ModelTask:
+    """The task a model class serves, as the class states it (``task: ClassVar[ModelTask]``).
 
-    Returns:
-        The class's ``task`` where it declares one (``"resources"`` for resource rankers),
-        else ``"itemrec"`` for an item model (``score(users, tags)``) and ``"tagrec"`` for a
-        ranker of candidate lists (``score(batch)``).
+    Raises:
+        ValueError: the class states no task of :data:`~tagtorch.settings.MODEL_TASKS`.
 
     Example:
         >>> from tagtorch.rankers.single_feature import FeatureRanker
@@ -227,31 +229,29 @@ def model_kind(cls: type) -> str:
         'tagrec'
     """
     declared = getattr(cls, "task", None)
-    if isinstance(declared, str):
-        return declared
-    parameters = [p for p in inspect.signature(cls.score).parameters.values()  # type: ignore[attr-defined]
-                  if p.name != "self" and p.default is inspect.Parameter.empty
-                  and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    return "itemrec" if len(parameters) == 2 else "tagrec"
+    if declared not in MODEL_TASKS:
+        raise ValueError(f"{cls.__qualname__} states no task (task: ClassVar[ModelTask], one "
+                         f"of {MODEL_TASKS}); got {declared!r}")
+    return cast(ModelTask, declared)
 
 
-def task_kinds(cfg: Any) -> tuple[str, ...]:
-    """The kinds of model the configured task runs (none for ``describe``).
+def task_kinds(cfg: Any) -> tuple[ModelTask, ...]:
+    """The kinds of model the configured task runs, as its class states them (``model_tasks``).
 
     Example:
         >>> task_kinds({"task": {"_target_": "tagtorch.serving.fit.FitTask"}})
         ('tagrec', 'itemrec')
+        >>> task_kinds({"task": {"_target_": "tagtorch.evaluation.describe.DescribeTask"}})
+        ()
     """
-    target = str((cfg.get("task") or {}).get("_target_", ""))
-    if target.endswith("ItemRecommendationTask"):
-        return ("itemrec",)
-    if target.endswith("TagRecommendationTask"):
-        return ("tagrec",)
-    if target.endswith("ResourceRankingTask"):
-        return ("resources",)
-    if target.endswith("FitTask"):
-        return ("tagrec", "itemrec")  # a fitted artifact of either kind
-    return ()  # describe: no model is used
+    target = (cfg.get("task") or {}).get("_target_")
+    if not target:
+        return ()
+    try:
+        cls = get_class(str(target))
+    except Exception as error:  # hydra raises ImportError or ValueError, with varying texts
+        raise ConfigError("task._target_", target, f"an importable class ({error})") from None
+    return tuple(getattr(cls, "model_tasks", ()))
 
 
 def drop_unselected_settings(cfg: DictConfig) -> list[str]:

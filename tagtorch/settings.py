@@ -26,11 +26,18 @@ from __future__ import annotations
 
 import functools
 import inspect
-from typing import Any
+from typing import Any, Literal
 
 from tagtorch.storage import plain_json
 
-__all__ = ["SignatureSettings"]
+__all__ = ["MODEL_TASKS", "ModelTask", "SignatureSettings"]
+
+ModelTask = Literal["tagrec", "itemrec", "resources"]
+"""The task a model class serves, stated by the class itself (``task: ClassVar[ModelTask]``):
+``tagrec`` ranks candidate tags of objects, ``itemrec`` ranks items for users and tags,
+``resources`` ranks resources for tag queries."""
+
+MODEL_TASKS: tuple[ModelTask, ...] = ("tagrec", "itemrec", "resources")
 
 
 def _free_attribute(obj: object, name: str) -> bool:

@@ -40,6 +40,8 @@ def test_every_shipped_configuration_passes(tmp_path, experiment):
     (["model=dorank"], "model.dorank._target_", "a tag ranker"),
     (["task=itemrec", "model=latre_wts"], "model.latre_wts._target_", "an item model"),
     (["task=resources", "model=latre_wts"], "model.latre_wts._target_", "a resource ranker"),
+    (["model.latre_wts._target_=tagtorch.itemrec.base.ItemRanker"], "model.latre_wts._target_",
+     "states its task"),
     (["model=bm25"], "model.bm25._target_", "a tag ranker"),
     (["task=fit", "model=bm25"], "model.bm25._target_", "for task=fit"),
     (["task=resources", "model=bm25", "task.metrics=[mrr@0]"], "task.metrics", "mrr@K"),

@@ -1,7 +1,7 @@
 """The one model contract, for every shipped config: fit, score, save, load, same scores.
 
 Each ``conf/model/*.yaml`` is composed through Hydra with the task its class suits (read from
-the signature of its ``score``, as :func:`tagtorch.config_checks.model_kind` does) and
+its ``task`` class attribute, as :func:`tagtorch.config_checks.model_kind` reads it) and
 instantiated; slow settings are shrunk by their key names wherever a config has them (so a new
 ranker added with one module and one YAML is covered without touching this file). Tag rankers
 fit on small LATRE candidate lists of a synthetic folksonomy, item models on a small item

@@ -100,5 +100,5 @@ def test_the_package_is_marked_typed() -> None:
 def test_base_ranker_states_the_ranker_contract(module: str) -> None:
     from tagtorch.rankers.base import BaseRanker
 
-    with pytest.raises(NotImplementedError, match="BaseRanker.fit"):
+    with pytest.raises(NotImplementedError, match=r"BaseRanker\.fit"):
         BaseRanker().fit(None)  # type: ignore[arg-type]

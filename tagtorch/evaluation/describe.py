@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import ClassVar
 
 import pandas as pd
 from omegaconf import DictConfig
@@ -12,6 +13,7 @@ from omegaconf import DictConfig
 from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.evaluation.runs import MetricLogger
 from tagtorch.evaluation.tag_recommendation import TagRecommendationProtocol, fold_sizes
+from tagtorch.settings import ModelTask
 from tagtorch.storage import atomic_write
 
 
@@ -21,6 +23,9 @@ class DescribeTask:
     Args:
         protocol: the protocol whose splits are described.
     """
+
+    model_tasks: ClassVar[tuple[ModelTask, ...]] = ()  # no model is used
+    """The tasks of the models this task runs (read by the config checks)."""
 
     def __init__(self, protocol: TagRecommendationProtocol) -> None:
         self.protocol = protocol

@@ -46,7 +46,7 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -73,7 +73,7 @@ from tagtorch.evaluation.tuning import (
 from tagtorch.itemrec.base import ItemRanker, dcg_at_k, score_queries
 from tagtorch.itemrec.data import ItemRecData, item_recommendation_data
 from tagtorch.metrics.functional import ranking_metrics
-from tagtorch.settings import SignatureSettings
+from tagtorch.settings import ModelTask, SignatureSettings
 from tagtorch.storage import atomic_write
 
 log = logging.getLogger(__name__)
@@ -117,6 +117,9 @@ class ItemRecommendationTask(SignatureSettings):
             setting read on one seed's validation posts, some of them another seed's test
             posts, is never reused across seeds.
     """
+
+    model_tasks: ClassVar[tuple[ModelTask, ...]] = ("itemrec",)
+    """The tasks of the models this task runs (read by the config checks)."""
 
     p: int
     test_fraction: float

@@ -36,7 +36,7 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -55,7 +55,7 @@ from tagtorch.evaluation.tuning import grid_points, split_tuning, write_tuning
 from tagtorch.metrics.functional import ranking_metrics
 from tagtorch.resources.base import ResourceRanker
 from tagtorch.resources.data import ResourceQueries, ResourceSplit, resource_ranking_data
-from tagtorch.settings import SignatureSettings
+from tagtorch.settings import ModelTask, SignatureSettings
 from tagtorch.storage import atomic_write
 
 log = logging.getLogger(__name__)
@@ -89,6 +89,9 @@ class ResourceRankingTask(SignatureSettings):
             n_resamples, seed}`` (:class:`~tagtorch.evaluation.report.Significance`; None: the
             paired t-test).
     """
+
+    model_tasks: ClassVar[tuple[ModelTask, ...]] = ("resources",)
+    """The tasks of the models this task runs (read by the config checks)."""
 
     test_fraction: float
     val_fraction: float

@@ -37,7 +37,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 import numpy as np
 import pandas as pd
@@ -76,7 +76,7 @@ from tagtorch.evaluation.tuning import (
 from tagtorch.metrics.diversity import diversity_metrics, tag_incidence
 from tagtorch.metrics.functional import ranking_metrics
 from tagtorch.rankers.base import Ranker
-from tagtorch.settings import SignatureSettings
+from tagtorch.settings import ModelTask, SignatureSettings
 from tagtorch.storage import atomic_write
 
 log = logging.getLogger(__name__)
@@ -807,6 +807,9 @@ class TagRecommendationTask:
     Args:
         protocol: the D/V/T evaluation protocol.
     """
+
+    model_tasks: ClassVar[tuple[ModelTask, ...]] = ("tagrec",)
+    """The tasks of the models this task runs (read by the config checks)."""
 
     def __init__(self, protocol: TagRecommendationProtocol) -> None:
         self.protocol = protocol

@@ -24,7 +24,7 @@ import random
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Protocol, Self, cast, runtime_checkable
+from typing import Any, ClassVar, Protocol, Self, cast, runtime_checkable
 
 import numpy as np
 import pytorch_lightning as pl
@@ -36,7 +36,7 @@ from torch.utils.data import DataLoader
 from tagtorch.itemrec.data import AGGREGATES, ItemRecData, Queries, TagProfile, UserTagSets
 from tagtorch.metrics import functional
 from tagtorch.metrics.retrieval import DCG
-from tagtorch.settings import SignatureSettings
+from tagtorch.settings import ModelTask, SignatureSettings
 from tagtorch.storage import (
     UnreadableFileError,
     class_name,
@@ -327,6 +327,9 @@ class FactorModel(SignatureSettings, pl.LightningModule):
             or ``"profile"`` (:func:`user_scores`), whatever the task's ``aggregate``; None:
             the task's.
     """
+
+    task: ClassVar[ModelTask] = "itemrec"
+    """The evaluation task these models belong to (read by the config checks)."""
 
     rank: int
     regularization: float

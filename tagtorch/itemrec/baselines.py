@@ -21,7 +21,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 import numpy as np
 import torch
@@ -29,7 +29,7 @@ from torch import Tensor
 
 from tagtorch.itemrec.data import ItemRecData
 from tagtorch.itemrec.dorank import CPModel
-from tagtorch.settings import SignatureSettings
+from tagtorch.settings import ModelTask, SignatureSettings
 from tagtorch.storage import UnreadableFileError, load_array_model, save_array_model
 
 __all__ = ["GlobalPopularity", "MostPopular", "ProbabilisticCP", "TwoDimensional"]
@@ -72,6 +72,8 @@ class ProbabilisticCP(CPModel):
 class _CountModel(SignatureSettings):
     """Shared save/load of the count-based baselines (their state: settings and arrays)."""
 
+    task: ClassVar[ModelTask] = "itemrec"
+    """The evaluation task these models belong to (read by the config checks)."""
     _arrays: tuple[str, ...] = ()
 
     def _check_fitted(self) -> None:

@@ -23,12 +23,12 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Protocol, Self, runtime_checkable
+from typing import Any, ClassVar, Protocol, Self, runtime_checkable
 
 import torch
 
 from tagtorch.candidates.candidate_set import CandidateSet
-from tagtorch.settings import SignatureSettings
+from tagtorch.settings import ModelTask, SignatureSettings
 from tagtorch.storage import (
     MANIFEST_FILE,
     UnreadableFileError,
@@ -97,6 +97,8 @@ class BaseRanker(SignatureSettings):
     arguments only (no ``*args`` or ``**kwargs``), so that the settings are the signature's.
     """
 
+    task: ClassVar[ModelTask] = "tagrec"
+    """The evaluation task these models belong to (read by the config checks)."""
     feature_names_: tuple[str, ...] | None = None
 
     # -- the Ranker contract (each subclass implements both) ---------------------------------

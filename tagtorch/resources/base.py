@@ -32,7 +32,7 @@ from torch import Tensor
 
 from tagtorch.data.ragged import Ragged
 from tagtorch.devices import resolve_device
-from tagtorch.settings import SignatureSettings
+from tagtorch.settings import ModelTask, SignatureSettings
 from tagtorch.storage import load_array_model, save_array_model
 
 __all__ = ["ResourceRanker", "TermMatchRanker", "document_counts", "query_matrix",
@@ -85,7 +85,7 @@ class ResourceRanker(SignatureSettings):
     :meth:`score` and names its fitted arrays in :meth:`_arrays` / :meth:`_set_arrays`.
     """
 
-    task: ClassVar[str] = "resources"
+    task: ClassVar[ModelTask] = "resources"
     """The evaluation task these models belong to (read by the config checks)."""
 
     scoring_settings: ClassVar[tuple[str, ...]] = ()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from pathlib import Path
+from typing import ClassVar
 
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
@@ -26,6 +27,7 @@ from tagtorch.itemrec.data import AGGREGATES, QUERY_KINDS
 from tagtorch.rankers.base import BaseRanker
 from tagtorch.serving.items import ItemRecommender
 from tagtorch.serving.tags import TagRecommender, display_names
+from tagtorch.settings import ModelTask
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +47,9 @@ class FitTask:
         query: item models: the kind of the validation queries.
         aggregate: item models: requests without a tag, ``"profile"`` or ``"max"``.
     """
+
+    model_tasks: ClassVar[tuple[ModelTask, ...]] = ("tagrec", "itemrec")  # an artifact of each
+    """The tasks of the models this task runs (read by the config checks)."""
 
     def __init__(self, output: str | Path = "checkpoints/recommenders",
                  val_fraction: float = 0.2, input_fraction: float = 0.5, min_tags: int = 2,
