@@ -213,3 +213,22 @@ def test_an_index_copied_to_another_process_mines_the_same():
     assert copy.cache_hits == 0 and len(copy._cache) == 0
     for a, b in zip(index.mine(*batch), copy.mine(*batch), strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def test_every_compiled_kernel_is_cached_on_disk():
+    """numba keeps each kernel in its cache, so processes after the first skip compiling."""
+    import importlib
+
+    import numba
+    from numba.core.caching import NullCache
+
+    kernels = []
+    for name in ("tagtorch.candidates.rules", "tagtorch.rankers.tree_scoring",
+                 "tagtorch.topics.gibbs"):
+        module = importlib.import_module(name)
+        kernels += [value for value in vars(module).values()
+                    if isinstance(value, numba.core.registry.CPUDispatcher)]
+    assert len(kernels) >= 20
+    uncached = [kernel.py_func.__qualname__ for kernel in kernels
+                if isinstance(kernel._cache, NullCache)]
+    assert uncached == []

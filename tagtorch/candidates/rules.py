@@ -66,7 +66,7 @@ _MAX_KEY = 1 << 62
 
 
 # ------------------------------------------------------------------------------- kernels
-@numba.njit(nogil=True, cache=False)
+@numba.njit(nogil=True, cache=True)
 def _table_size(n: int) -> int:
     """A power of two at least twice ``n`` (and at least 16)."""
     size = 16
@@ -75,7 +75,7 @@ def _table_size(n: int) -> int:
     return size
 
 
-@numba.njit(nogil=True, cache=False)
+@numba.njit(nogil=True, cache=True)
 def _probe(keys: np.ndarray, key: int, shift: np.uint64) -> np.int64:
     """The slot of ``key`` in an open-addressing table (where it is, or the free slot to use)."""
     mask = len(keys) - 1
@@ -85,14 +85,14 @@ def _probe(keys: np.ndarray, key: int, shift: np.uint64) -> np.int64:
     return h
 
 
-@numba.njit(nogil=True, cache=False)
+@numba.njit(nogil=True, cache=True)
 def _table(n: int):
     """An empty open-addressing table for ``n`` keys: ``(keys, ids, shift)`` (empty: -1)."""
     size = _table_size(n)
     return np.full(size, -1, np.int64), np.empty(size, np.int32), _shift(size)
 
 
-@numba.njit(nogil=True, cache=False)
+@numba.njit(nogil=True, cache=True)
 def _shift(size: int) -> np.uint64:
     bits = 0
     while (1 << bits) < size:
@@ -100,7 +100,7 @@ def _shift(size: int) -> np.uint64:
     return np.uint64(64 - bits)
 
 
-@numba.njit(nogil=True, cache=False)
+@numba.njit(nogil=True, cache=True)
 def _pair_rows(lo: int, hi: int, post_ptr: np.ndarray, post: np.ndarray, tag_ptr: np.ndarray,
                tags: np.ndarray, n_terms: int, min_count: int, min_ratio: float,
                diagonal: bool, out_ptr: np.ndarray, out_cols: np.ndarray,
@@ -162,7 +162,7 @@ def _pair_rows(lo: int, hi: int, post_ptr: np.ndarray, post: np.ndarray, tag_ptr
             counter[touched[t]] = 0
 
 
-@numba.njit(nogil=True, cache=False)
+@numba.njit(nogil=True, cache=True)
 def _grow(cand: np.ndarray, acc: np.ndarray, extra: np.ndarray, need: int):
     """The candidate buffers with room for at least ``need`` entries."""
     size = len(cand)
@@ -179,7 +179,7 @@ def _grow(cand: np.ndarray, acc: np.ndarray, extra: np.ndarray, need: int):
     return new_cand, new_acc, new_extra
 
 
-@numba.njit(nogil=True, cache=False)
+@numba.njit(nogil=True, cache=True)
 def _binomials(m: int, ell: int) -> np.ndarray:
     """``[m + 1, ell + 1]`` binomial coefficients ``C(j, i)`` (int64; callers bound them)."""
     table = np.zeros((m + 1, ell + 1), np.int64)
@@ -190,7 +190,7 @@ def _binomials(m: int, ell: int) -> np.ndarray:
     return table
 
 
-@numba.njit(nogil=True, cache=False)
+@numba.njit(nogil=True, cache=True)
 def _distinct(values: np.ndarray) -> np.ndarray:
     """The distinct values, ascending (int64)."""
     ordered = np.sort(values.astype(np.int64))
@@ -202,13 +202,13 @@ def _distinct(values: np.ndarray) -> np.ndarray:
     return ordered[:n]
 
 
-@numba.njit(nogil=True, cache=False)
+@numba.njit(nogil=True, cache=True)
 def _contains(sorted_values: np.ndarray, value: int) -> np.bool_:
     at = np.searchsorted(sorted_values, value)
     return at < len(sorted_values) and sorted_values[at] == value
 
 
-@numba.njit(nogil=True, cache=False)
+@numba.njit(nogil=True, cache=True)
 def _kth_largest(values: np.ndarray, k: int) -> float:
     """The ``k``-th largest of ``values`` (``1 <= k <= len(values)``), by a bounded min-heap."""
     heap = values[:k].copy()
@@ -221,7 +221,7 @@ def _kth_largest(values: np.ndarray, k: int) -> float:
     return heap[0]
 
 
-@numba.njit(nogil=True, cache=False)
+@numba.njit(nogil=True, cache=True)
 def _sift_down(heap: np.ndarray, at: int) -> None:
     n = len(heap)
     while True:
@@ -236,7 +236,7 @@ def _sift_down(heap: np.ndarray, at: int) -> None:
         at = low
 
 
-@numba.njit(nogil=True, cache=False)
+@numba.njit(nogil=True, cache=True)
 def _by_code(chosen: np.ndarray, cand: np.ndarray, slot: np.ndarray) -> np.ndarray:
     """The slots ``chosen`` ordered by their terms' codes.
 
@@ -271,7 +271,7 @@ def _by_code(chosen: np.ndarray, cand: np.ndarray, slot: np.ndarray) -> np.ndarr
     return out
 
 
-@numba.njit(nogil=True, cache=False)
+@numba.njit(nogil=True, cache=True)
 def _slot_of(c, slot, cand, acc, extra, n_cand):
     """``(slot of term c, candidates so far)``: a new, zeroed slot when c is new.
 
@@ -288,7 +288,7 @@ def _slot_of(c, slot, cand, acc, extra, n_cand):
     return n_cand, n_cand + 1
 
 
-@numba.njit(nogil=True, cache=False)
+@numba.njit(nogil=True, cache=True)
 def _one_tag_sums(inputs, post_ptr, rule_ptr, rule_cols, rule_support, rule_weight, slot,
                   cand, acc, extra, n_cand):
     """Step 1: the one-tag rules of every input tag (``inputs`` sorted) into the sums."""
@@ -312,7 +312,7 @@ def _one_tag_sums(inputs, post_ptr, rule_ptr, rule_cols, rule_support, rule_weig
     return cand, acc, extra, n_cand
 
 
-@numba.njit(nogil=True, cache=False)
+@numba.njit(nogil=True, cache=True)
 def _projection(antecedents, post_ptr, post, n_terms):
     """Step 2: the D objects holding at least two tags of A (``antecedents``, distinct).
 
@@ -370,7 +370,7 @@ def _projection(antecedents, post_ptr, post, n_terms):
     return objects[:n_d], held[:n_d], member_ptr, members
 
 
-@numba.njit(nogil=True, cache=False)
+@numba.njit(nogil=True, cache=True)
 def _antecedent_supports(m, held, member_ptr, members, top):
     """Step 3: ``supp(X)`` of the antecedents ``X ⊆ A``, ``2 <= |X| <= top``, in the projection.
 
@@ -426,7 +426,7 @@ def _antecedent_supports(m, held, member_ptr, members, top):
     return support[:n_x], entry, binom
 
 
-@numba.njit(nogil=True, cache=False)
+@numba.njit(nogil=True, cache=True)
 def _subsets(n_held, top, binom):
     """How many subsets of sizes ``2..top`` a projected object with ``n_held`` tags has."""
     n = 0
@@ -435,7 +435,7 @@ def _subsets(n_held, top, binom):
     return n
 
 
-@numba.njit(nogil=True, cache=False)
+@numba.njit(nogil=True, cache=True)
 def _weighted_sums(objects, held, support, entry, binom, top, tag_ptr, tags, slot, cand,
                    acc, extra, n_cand):
     """Step 4 without thresholds: every projected object adds ``w(d)`` to its tags' sum_l."""
@@ -457,7 +457,7 @@ def _weighted_sums(objects, held, support, entry, binom, top, tag_ptr, tags, slo
     return cand, acc, extra, n_cand
 
 
-@numba.njit(nogil=True, cache=False)
+@numba.njit(nogil=True, cache=True)
 def _threshold_sums(objects, held, support, entry, binom, top, tag_ptr, tags, min_support,
                     min_confidence, slot, cand, acc, extra, n_cand):
     """Step 4 with thresholds: the consequents of every antecedent with enough support."""
@@ -506,7 +506,7 @@ def _threshold_sums(objects, held, support, entry, binom, top, tag_ptr, tags, mi
     return cand, acc, extra, n_cand
 
 
-@numba.njit(nogil=True, cache=False)
+@numba.njit(nogil=True, cache=True)
 def _chosen(inputs, keep_terms, top_k, slot, cand, acc, n_cand):
     """Step 5: the slots emitted, by code.
 
@@ -548,7 +548,7 @@ def _chosen(inputs, keep_terms, top_k, slot, cand, acc, n_cand):
     return _by_code(eligible, cand, slot)
 
 
-@numba.njit(nogil=True, cache=False)
+@numba.njit(nogil=True, cache=True)
 def _mine(lo, hi, inp_ptr, inp, ant_ptr, ant, keep_ptr, keep, post_ptr, post, tag_ptr, tags,
           rule_ptr, rule_cols, rule_support, rule_weight, n_terms, ell, min_support,
           min_confidence, top_k):

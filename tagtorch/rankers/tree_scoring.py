@@ -104,7 +104,7 @@ class FlatForest:
         return scores / len(self.roots) if self.average and len(self.roots) else scores
 
 
-@numba.njit(cache=False, nogil=True)
+@numba.njit(cache=True, nogil=True)
 def _score(rows: np.ndarray, roots: np.ndarray, feature: np.ndarray, threshold: np.ndarray,
            left: np.ndarray, right: np.ndarray, default_left: np.ndarray, missing: np.ndarray,
            leaf_value: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled

@@ -46,7 +46,7 @@ __all__ = ["accumulate_phi", "batched_sweep", "exact_sweep", "fold_in_sweep", "l
 _BLOCK = 16  # topics per block of the two-level search of the sequential sampler
 
 
-@numba.njit(fastmath=True, nogil=True)
+@numba.njit(fastmath=True, nogil=True, cache=True)
 def exact_sweep(words: np.ndarray, offsets: np.ndarray, z: np.ndarray, nwz: np.ndarray,
                 ndz: np.ndarray, nz: np.ndarray, inv_den: np.ndarray, alpha: float,
                 beta: float, uniforms: np.ndarray) -> None:  # pragma: no cover - compiled
@@ -103,7 +103,7 @@ def exact_sweep(words: np.ndarray, offsets: np.ndarray, z: np.ndarray, nwz: np.n
             inv_den[t] = 1.0 / (nz[t] + wbeta)
 
 
-@numba.njit(fastmath=True, nogil=True)
+@numba.njit(fastmath=True, nogil=True, cache=True)
 def fold_in_sweep(words: np.ndarray, offsets: np.ndarray, z: np.ndarray, ndz: np.ndarray,
                   phi_wz: np.ndarray, alpha: float,
                   uniforms: np.ndarray) -> None:  # pragma: no cover - compiled
@@ -138,7 +138,7 @@ def fold_in_sweep(words: np.ndarray, offsets: np.ndarray, z: np.ndarray, ndz: np
             ndz[d, t] += 1
 
 
-@numba.njit(nogil=True)
+@numba.njit(nogil=True, cache=True)
 def _lgamma_table(prior: float) -> np.ndarray:  # pragma: no cover - compiled
     """``[4096]``: ``lnΓ(c + prior) - lnΓ(prior)`` for the counts ``c`` (entry 0: ``lnΓ(prior)``).
 
@@ -152,7 +152,7 @@ def _lgamma_table(prior: float) -> np.ndarray:  # pragma: no cover - compiled
     return table
 
 
-@numba.njit(nogil=True)
+@numba.njit(nogil=True, cache=True)
 def log_likelihood(nwz: np.ndarray, ndz: np.ndarray, nz: np.ndarray, alpha: float,
                    beta: float) -> float:  # pragma: no cover - compiled
     """The joint ``log P(w, z)`` of the collapsed model from the counts (module docstring).
@@ -191,7 +191,7 @@ def log_likelihood(nwz: np.ndarray, ndz: np.ndarray, nz: np.ndarray, alpha: floa
     return ll
 
 
-@numba.njit(nogil=True)
+@numba.njit(nogil=True, cache=True)
 def accumulate_phi(phi_sum: np.ndarray, nwz: np.ndarray, inv_den: np.ndarray,
                    beta: float) -> None:  # pragma: no cover - compiled
     """Adds this sample's ``φ = (N_wz + β) / (N_z + Wβ)`` to ``phi_sum [W, Z]`` (word-major)."""
