@@ -122,7 +122,8 @@ def main() -> None:
             cold = [timed(measure, None) for _ in range(args.repeats)]
             warm = [timed(measure, warm_cache) for _ in range(args.repeats)]
             rows.append((name, statistics.median(cold), statistics.median(warm)))
-            say(f"{name}: cold {[round(s, 2) for s in cold]} s, warm {[round(s, 2) for s in warm]} s")
+            say(f"{name}: cold {[round(s, 2) for s in cold]} s, "
+                f"warm {[round(s, 2) for s in warm]} s")
     say()
     say(f"{'start':<16} {'cold cache s':>13} {'warm cache s':>13} {'saved s':>8} {'ratio':>6}")
     for name, cold_s, warm_s in rows:
