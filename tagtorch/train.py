@@ -50,8 +50,11 @@ from tagtorch.config_checks import (
     task_kinds,
 )
 from tagtorch.data.download import user_cache_dir
+from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.data.loaders.errors import DataFormatError
 from tagtorch.evaluation.report import is_timing_metric
+from tagtorch.evaluation.runs import EvaluationResult
+from tagtorch.serving.fit import FitTask
 from tagtorch.storage import UnreadableFileError, atomic_write
 from tagtorch.sweeps import trial_of
 
@@ -201,16 +204,17 @@ def metric_value(results: pd.DataFrame, name: str) -> float:
     return float(rows["value"].mean())
 
 
-def run_task(cfg: DictConfig) -> Any:
+def run_task(cfg: DictConfig, raw: Folksonomy | None = None) -> Any:
     """Loads the data, normalizes its text, and runs the configured task.
 
     Args:
         cfg: the composed configuration (``conf/train.yaml``).
+        raw: the folksonomy as loaded, in place of ``cfg.data`` (:func:`tagtorch.evaluate`).
 
     Returns:
-        What the task returns (an :class:`~tagtorch.evaluation.tag_recommendation.EvaluationResult`
-        for tag recommendation, the results frame for item recommendation, the statistics
-        for ``describe``).
+        What the task returns: an :class:`~tagtorch.evaluation.runs.EvaluationResult` for the
+        three evaluation tasks, the artifact folders for ``fit``, the statistics for
+        ``describe``.
     """
     drop_unselected_settings(cfg)
     keep_search_method(cfg)
@@ -224,10 +228,12 @@ def run_task(cfg: DictConfig) -> Any:
 
     if OmegaConf.select(cfg, "text.cache") or OmegaConf.select(cfg, "task.protocol.cache"):
         log.info("%s", describe_caches(user_cache_dir()))  # where they live, how large
-    log.info("loading data: %s", cfg.data._target_)
-    folksonomy = instantiate(cfg.data)
+    if raw is None:
+        log.info("loading data: %s", cfg.data._target_)
+        raw = instantiate(cfg.data)
+    folksonomy = raw
     if cfg.get("text") is not None:
-        folksonomy = instantiate(cfg.text).apply(folksonomy)
+        folksonomy = instantiate(cfg.text).apply(raw)
     log.info("%r", folksonomy)
 
     loggers = [instantiate(c) for c in (cfg.get("logger") or {}).values()]
@@ -237,6 +243,8 @@ def run_task(cfg: DictConfig) -> Any:
 
     task = instantiate(cfg.task, _convert_="all")
     try:
+        if isinstance(task, FitTask):  # it shows the tags and titles as loaded
+            return task.run(folksonomy, cfg, output_dir, loggers, raw=raw)
         return task.run(folksonomy, cfg, output_dir, loggers)
     finally:
         for logger in loggers:
@@ -261,6 +269,8 @@ def train(cfg: DictConfig) -> float | None:
             any work), or names a metric the run does not report (after it).
     """
     result = run_task(cfg)
+    if isinstance(result, EvaluationResult):
+        print(result.report)  # the command line shows the report; the API returns it
     results = getattr(result, "results", result)
     if not isinstance(results, pd.DataFrame):
         return None

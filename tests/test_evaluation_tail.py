@@ -161,7 +161,7 @@ def test_item_recommendation_reuses_finished_pieces(tmp_path, monkeypatch):
         return ItemRecommendationTask(seeds=[0, 1], p=1, trec_depth=5, resume=resume)
 
     monkeypatch.setattr(runs.RunPieces, "clear", lambda self: None)  # as if interrupted
-    first = task(False).run(folksonomy, cfg, tmp_path)
+    first = task(False).run(folksonomy, cfg, tmp_path).results
     written = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
     pieces = tmp_path / "pieces"
     assert sorted(p.name for p in pieces.iterdir()) == [
@@ -178,7 +178,7 @@ def test_item_recommendation_reuses_finished_pieces(tmp_path, monkeypatch):
         return original(self, folksonomy, data, seed, name, *args)
 
     monkeypatch.setattr(ItemRecommendationTask, "_run_model", counting)
-    resumed = task(True).run(folksonomy, cfg, tmp_path)
+    resumed = task(True).run(folksonomy, cfg, tmp_path).results
     assert sorted(fitted) == [(0, "most_popular"), (1, "dorank")]
     timing = ["fit_seconds", "ms_model"]
     pd.testing.assert_frame_equal(resumed[~resumed["metric"].isin(timing)],

@@ -375,7 +375,7 @@ def run_synthetic_itemrec(tmp_path, overrides: list[str]) -> pd.DataFrame:
     from tagtorch.train import run_task
 
     return run_task(compose_cfg(tmp_path, ["+experiment=dorank_synthetic", "data.n_objects=300",
-                                           "task.p=2", *overrides]))
+                                           "task.p=2", *overrides])).results
 
 
 def test_item_recommendation_experiment_runs_end_to_end(tmp_path):

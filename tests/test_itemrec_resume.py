@@ -177,11 +177,12 @@ def test_an_interrupted_evaluation_rerun_reports_the_uninterrupted_figures(tmp_p
         return ItemRecommendationTask(seeds=[0, 1], p=1, trec_depth=0,
                                       checkpoint_dir=tmp_path / name / "checkpoints")
 
-    expected = task("whole").run(folksonomy, OmegaConf.create(plain), tmp_path / "whole")
+    expected = task("whole").run(folksonomy, OmegaConf.create(plain), tmp_path / "whole").results
     with pytest.raises(RuntimeError, match="simulated"):  # PITF killed in its epoch 2
         task("killed").run(folksonomy, OmegaConf.create(crash), tmp_path / "killed")
     with caplog.at_level("INFO", logger="tagtorch.itemrec.base"):
-        got = task("killed").run(folksonomy, OmegaConf.create(plain), tmp_path / "killed")
+        got = task("killed").run(folksonomy, OmegaConf.create(plain),
+                                 tmp_path / "killed").results
     assert caplog.text.count("pitf: resuming from") == 1
     timing = ["fit_seconds", "ms_model"]
     pd.testing.assert_frame_equal(got[~got["metric"].isin(timing)],

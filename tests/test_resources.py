@@ -214,7 +214,7 @@ def test_task_end_to_end_against_a_plain_evaluation(tmp_path):
     cfg = compose_cfg(tmp_path, ["+experiment=lda_synthetic", "model=[smatch,bm25,bayeslm]",
                                  "~model.lda", "~model.lda_lm", "task.seeds=[3]",
                                  "data.n_objects=800"])
-    results = run_task(cfg)
+    results = run_task(cfg).results
     assert list(dict.fromkeys(results["method"])) == ["smatch", "bm25", "bayeslm"]
     quality = ["s@1", "s@5", "s@10", "mrr@10"]
     assert list(dict.fromkeys(results["metric"]))[:4] == quality

@@ -58,7 +58,14 @@ from tqdm.auto import tqdm
 from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.evaluation.plots import plot_learning_curves
 from tagtorch.evaluation.report import Significance
-from tagtorch.evaluation.runs import MethodOutcome, MetricLogger, RunPieces, methods_of, write_run
+from tagtorch.evaluation.runs import (
+    EvaluationResult,
+    MethodOutcome,
+    MetricLogger,
+    RunPieces,
+    methods_of,
+    write_run,
+)
 from tagtorch.evaluation.trec import qrels_lines, run_file_names, scored_lines
 from tagtorch.evaluation.tuning import (
     Grid,
@@ -179,11 +186,11 @@ class ItemRecommendationTask(SignatureSettings):
         return instantiate(params), folder
 
     def run(self, folksonomy: Folksonomy, cfg: DictConfig, output_dir: Path,
-            loggers: Sequence[MetricLogger] = ()) -> pd.DataFrame:
-        """Evaluates every model on every seed; writes and prints the report.
+            loggers: Sequence[MetricLogger] = ()) -> EvaluationResult:
+        """Evaluates every model on every seed; writes the run folder and its report.
 
         Returns:
-            The results (``method, fold, metric, value``; ``fold`` is the seed).
+            The run's results (``fold`` is the seed), per-query values, report and folder.
         """
         models = methods_of(cfg)
         output_dir.mkdir(parents=True, exist_ok=True)
@@ -225,8 +232,7 @@ class ItemRecommendationTask(SignatureSettings):
                 curve_frame.to_csv(partial, index=False)
             plot_learning_curves(curve_frame, output_dir / "learning_curve.png")
         pieces.clear()
-        print(report)
-        return result_frame
+        return EvaluationResult(result_frame, object_frame, report, output_dir)
 
     def _piece_keys(self, folksonomy: Folksonomy,
                     models: Mapping[str, Any]) -> dict[str, str]:

@@ -49,7 +49,14 @@ from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.data.splits import post_filter
 from tagtorch.evaluation.plots import plot_against_setting, plot_learning_curves
 from tagtorch.evaluation.report import Significance
-from tagtorch.evaluation.runs import MethodOutcome, MetricLogger, RunPieces, methods_of, write_run
+from tagtorch.evaluation.runs import (
+    EvaluationResult,
+    MethodOutcome,
+    MetricLogger,
+    RunPieces,
+    methods_of,
+    write_run,
+)
 from tagtorch.evaluation.trec import qrels_lines, run_file_names, scored_lines
 from tagtorch.evaluation.tuning import grid_points, split_tuning, write_tuning
 from tagtorch.metrics.functional import ranking_metrics
@@ -138,11 +145,11 @@ class ResourceRankingTask(SignatureSettings):
     # -- the run ------------------------------------------------------------------------
 
     def run(self, folksonomy: Folksonomy, cfg: DictConfig, output_dir: Path,
-            loggers: Sequence[MetricLogger] = ()) -> pd.DataFrame:
-        """Evaluates every method on every seed; writes and prints the report.
+            loggers: Sequence[MetricLogger] = ()) -> EvaluationResult:
+        """Evaluates every method on every seed; writes the run folder and its report.
 
         Returns:
-            The results (``method, fold, metric, value``; ``fold`` is the seed).
+            The run's results (``fold`` is the seed), per-query values, report and folder.
         """
         models = methods_of(cfg)
         data = post_filter(folksonomy, **self.filters)
@@ -167,7 +174,7 @@ class ResourceRankingTask(SignatureSettings):
     def _write(self, data: Folksonomy, output_dir: Path, models: Mapping[str, Any],
                done: Mapping[tuple[int, str], MethodOutcome],
                query_counts: Sequence[Mapping[str, int]], qrels: list[str] | None,
-               pieces: RunPieces) -> pd.DataFrame:
+               pieces: RunPieces) -> EvaluationResult:
         """The run folder: results, report, TREC files, query counts, tuning and curves."""
         whole = MethodOutcome.merge([done[seed, name] for seed in self.seeds for name in models])
         result_frame, object_frame = whole.frames()
@@ -199,8 +206,7 @@ class ResourceRankingTask(SignatureSettings):
             significance=self.significance,
             notes=[_counts_note(counts), *notes])
         pieces.clear()
-        print(report)
-        return result_frame
+        return EvaluationResult(result_frame, object_frame, report, output_dir)
 
     def _piece_keys(self, data: Folksonomy, models: Mapping[str, Any]) -> dict[str, str]:
         """Per method, everything its outcome on a seed depends on, as one JSON string."""

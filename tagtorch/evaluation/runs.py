@@ -58,10 +58,48 @@ from tagtorch.evaluation.report import Significance, markdown_report
 from tagtorch.evaluation.trec import run_file_names
 from tagtorch.storage import atomic_write
 
-__all__ = ["MethodOutcome", "MetricLogger", "RunPieces", "merge_runs", "methods_of",
-           "write_run"]
+__all__ = ["EvaluationResult", "MethodOutcome", "MetricLogger", "RunPieces", "merge_runs",
+           "methods_of", "write_run"]
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class EvaluationResult:
+    """What an evaluation of any task returns: the run folder's tables and report, in memory.
+
+    Tag recommendation (folds), item recommendation and resource ranking (seeds as folds) all
+    return it, from :func:`tagtorch.evaluate` and from ``python -m tagtorch.train``.
+
+    Attributes:
+        results: ``method, fold, metric, value`` (fold means; timings included): ``results.csv``.
+        per_object: ``method, fold, object, metric, value`` for the test queries (``object``:
+            the query id of the TREC files): ``per_object.csv.gz``.
+        report: the markdown report (``report.md``): mean ± 95% CI, paired tests.
+        folder: the run folder holding these files, the figures and the TREC runs (None when
+            nothing was written).
+    """
+
+    results: pd.DataFrame
+    per_object: pd.DataFrame
+    report: str
+    folder: Path | None = None
+
+    def means(self, metric: str) -> pd.Series:
+        """Each method's mean over folds of one metric, in the run's method order.
+
+        Example:
+            >>> table = pd.DataFrame({"method": ["a", "a", "b"], "fold": [0, 1, 0],
+            ...                       "metric": ["p@1"] * 3, "value": [0.25, 0.75, 1.0]})
+            >>> EvaluationResult(table, table.iloc[:0], "").means("p@1").to_dict()
+            {'a': 0.5, 'b': 1.0}
+        """
+        rows = self.results[self.results["metric"] == metric]
+        if rows.empty:
+            raise KeyError(f"no metric {metric!r} in the results: one of "
+                           f"{sorted(set(self.results['metric']))}")
+        order = list(dict.fromkeys(rows["method"]))
+        return rows.groupby("method", sort=False)["value"].mean().reindex(order)
 
 #: Settings a merged run's folders must share (dotted paths into their ``config.yaml``).
 SHARED_SETTINGS = (

@@ -59,7 +59,14 @@ from tagtorch.devices import resolve_device
 from tagtorch.engines import BACKENDS, joblib_engine
 from tagtorch.evaluation.plots import plot_tradeoff
 from tagtorch.evaluation.report import Significance, markdown_report
-from tagtorch.evaluation.runs import MethodOutcome, MetricLogger, RunPieces, methods_of, write_run
+from tagtorch.evaluation.runs import (
+    EvaluationResult,
+    MethodOutcome,
+    MetricLogger,
+    RunPieces,
+    methods_of,
+    write_run,
+)
 from tagtorch.evaluation.trec import qrels_lines, run_file_names, scored_lines
 from tagtorch.evaluation.tuning import (
     Grid,
@@ -87,22 +94,6 @@ DEFAULT_SET = "candidates"
 STAGES = ("rules", "features", "model", "diversify", "sort")
 """Recommendation stages timed per object; ``diversify`` (xTReD's re-ranking) only for methods
 that re-rank (their ``diversify_seconds``), taken out of ``model``."""
-
-
-@dataclass(frozen=True)
-class EvaluationResult:
-    """Outcome of a protocol run.
-
-    Attributes:
-        results: ``method, fold, metric, value`` (fold means; timings included).
-        per_object: ``method, fold, object, metric, value`` for the test objects (``object``:
-            the object code, the query id of the TREC files).
-        report: the markdown report.
-    """
-
-    results: pd.DataFrame
-    per_object: pd.DataFrame
-    report: str
 
 
 _TunedSet = tuple[CandidateGenerator, CandidateCache | None, CandidateSet, pd.DataFrame]
@@ -406,7 +397,7 @@ class TagRecommendationProtocol(SignatureSettings):
             k = next(c for c in tradeoff.columns if c.startswith("val_ndcg@")).split("@")[1]
             plot_tradeoff(tradeoff, out / "tradeoff.png", x=f"val_alpha_ndcg@{k}",
                           y=f"val_ndcg@{k}")
-        return EvaluationResult(result_frame, object_frame, report)
+        return EvaluationResult(result_frame, object_frame, report, out)
 
     def _prepare_fold(
         self,
@@ -816,7 +807,7 @@ class TagRecommendationTask:
 
     def run(self, folksonomy: Folksonomy, cfg: DictConfig, output_dir: Path,
             loggers: Sequence[MetricLogger] = ()) -> EvaluationResult:
-        """Runs the protocol and prints the report."""
+        """Runs the protocol; returns its result (the run folder holds the report)."""
         configs = methods_of(cfg)
         extra = {str(name): cast(dict[str, Any], OmegaConf.to_container(node, resolve=True))
                  for name, node in (cfg.get("candidate_sets") or {}).items()}
@@ -835,5 +826,4 @@ class TagRecommendationTask:
                                for k, v in (cfg.get("method_candidates") or {}).items()
                                if k in configs},
         )
-        print(result.report)
         return result

@@ -69,13 +69,17 @@ class FitTask:
         self.p, self.split, self.query, self.aggregate = p, split, query, aggregate
 
     def run(self, folksonomy: Folksonomy, cfg: DictConfig, output_dir: Path,
-            loggers: Sequence[MetricLogger] = ()) -> list[Path]:
-        """Fits and writes one artifact per method; returns their folders."""
+            loggers: Sequence[MetricLogger] = (), raw: Folksonomy | None = None) -> list[Path]:
+        """Fits and writes one artifact per method; returns their folders.
+
+        ``raw`` is the folksonomy as loaded (its tags as written are the display names);
+        default: ``cfg.data`` loaded again.
+        """
         processor = instantiate(cfg.text) if cfg.get("text") is not None else None
         if processor is None:
             raise ValueError("task=fit needs the text pipeline (text=porter): new objects' "
                              "texts and tags are normalized by it")
-        raw = instantiate(cfg.data)
+        raw = instantiate(cfg.data) if raw is None else raw
         display = display_names(raw, processor, folksonomy)
         titles = ({str(o): str(t) for o, t in zip(raw.objects, raw.texts["title"], strict=True)}
                   if "title" in raw.texts else {})

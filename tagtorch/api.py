@@ -1,0 +1,236 @@
+"""The Python surface: a dataset, an evaluation of any task, a fitted recommender, in a few lines.
+
+::
+
+    import tagtorch as tt
+
+    folk = tt.load("lastfm")                          # a dataset name or a table's path
+    res = tt.evaluate("tagrec", folk, models=["latre_wts", "lambdamart"], folds=[0])
+    print(res.report)                                 # mean ± 95% CI, paired tests
+    res.results, res.per_object                       # results.csv, per_object.csv.gz
+    rec = tt.fit(folk, "lambdamart")                  # a TagRecommender (or ItemRecommender)
+    rec.recommend_tags(["grunge", "90s"], title="Nevermind", k=5)
+
+These functions compose the same configuration ``python -m tagtorch.train`` composes (the
+``conf/`` tree: one source of truth for every default), with the logger off, and run it through
+the same :func:`tagtorch.train.run_task`: for identical settings the API and the command line
+give identical results. A model is given by its config name (``conf/model/NAME.yaml``), by a
+config mapping (with ``_target_``), or as an unfitted model object, whose constructor settings
+(:meth:`~tagtorch.settings.SignatureSettings.settings`) become its config. Keyword settings go
+to the task (``folds=[0]`` is ``task.protocol.folds=[0]`` for tag recommendation, ``seeds=[0]``
+is ``task.seeds=[0]`` for the others); ``overrides`` takes any command-line override as is.
+
+Layer: above ``train`` and ``serving`` (nothing in the package imports it).
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from tagtorch.data.folksonomy import Folksonomy
+from tagtorch.evaluation.runs import EvaluationResult
+from tagtorch.serving import ItemRecommender, Recommender, TagRecommender
+from tagtorch.settings import MODEL_TASKS, SignatureSettings
+
+__all__ = ["CONF_DIR", "compose", "datasets", "evaluate", "fit", "load"]
+
+CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+"""The configuration tree ``python -m tagtorch.train`` reads."""
+
+ModelSpec = str | Mapping[str, Any] | SignatureSettings
+"""A model: its config name, a config mapping with ``_target_``, or an unfitted model object."""
+
+
+def compose(overrides: Sequence[str] = (), output_dir: str | Path | None = None) -> DictConfig:
+    """The configuration of ``python -m tagtorch.train logger=none OVERRIDES``.
+
+    Args:
+        overrides: command-line overrides (``task=itemrec``, ``+experiment=...``, ...).
+        output_dir: the run folder (default: a new temporary folder, kept).
+
+    Raises:
+        ValueError: an override Hydra cannot compose (its message).
+    """
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.errors import HydraException
+
+    folder = Path(output_dir) if output_dir is not None else Path(
+        tempfile.mkdtemp(prefix="tagtorch_"))
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(version_base="1.3", config_dir=str(CONF_DIR)):
+            cfg = hydra_compose("train", overrides=["logger=none", *overrides],
+                                return_hydra_config=True)
+    except HydraException as error:
+        raise ValueError(f"cannot compose {list(overrides)}: {error}") from None
+    HydraConfig().set_config(cfg)  # ${hydra:...} interpolations resolve as in a run
+    with open_dict(cfg):
+        cfg.paths.output_dir = str(folder)
+        cfg.paths.checkpoint_dir = str(folder / "checkpoints")
+        del cfg.hydra  # as in a run, whose job config holds no `hydra` node
+    return cfg
+
+
+def datasets() -> list[str]:
+    """The dataset names :func:`load` knows (``conf/data/*.yaml``)."""
+    return sorted(path.stem for path in (CONF_DIR / "data").glob("*.yaml"))
+
+
+def load(source: str | Path, **options: Any) -> Folksonomy:
+    """A folksonomy, as loaded (text not normalized yet: each task applies its ``text``).
+
+    Args:
+        source: a dataset name (:func:`datasets`: ``synthetic``, ``lastfm``, ``movielens``,
+            ``delicious``, ...; HetRec files are downloaded, checksummed, when missing) or the
+            path of a CSV, TSV or Parquet table of assignments (``data=tabular``).
+        **options: the loader's settings (``conf/data/NAME.yaml``), e.g. ``n_objects=500``
+            for ``synthetic`` or ``columns={"object": "item_id"}`` for a table.
+
+    Raises:
+        ValueError: an unknown name that is not an existing file.
+    """
+    name = str(source)
+    if name in datasets():
+        overrides = [f"data={name}"]
+    elif Path(source).is_file():
+        overrides = ["data=tabular", f"data.path={json.dumps(str(Path(source).resolve()))}"]
+    else:
+        raise ValueError(f"{name!r} is neither a dataset ({', '.join(datasets())}) nor a file")
+    cfg = compose(overrides)
+    with open_dict(cfg):
+        cfg.data = OmegaConf.merge(cfg.data, options)
+    from hydra.utils import instantiate
+
+    folksonomy = instantiate(cfg.data)
+    assert isinstance(folksonomy, Folksonomy)
+    return folksonomy
+
+
+def evaluate(task: str, data: Folksonomy | str | Path,
+             models: Sequence[str] | Mapping[str, ModelSpec] | None = None, *,
+             experiment: str | None = None, output_dir: str | Path | None = None,
+             overrides: Sequence[str] = (), **settings: Any) -> EvaluationResult:
+    """Evaluates models on a task and returns the run's tables and report.
+
+    Args:
+        task: ``"tagrec"`` (tag recommendation, D/V/T folds), ``"itemrec"`` (tag-based item
+            recommendation, seeds) or ``"resources"`` (resource ranking, seeds).
+        data: a folksonomy from :func:`load`, or what :func:`load` takes.
+        models: config names (``["latre_wts", "lambdamart"]``) or method name -> model (a
+            config name, a config mapping or an unfitted model object); the first is the
+            baseline of the paired tests. Default: the experiment's, else the task's default.
+        experiment: a shipped experiment (``conf/experiment/NAME.yaml``) to start from.
+        output_dir: the run folder (default: a new temporary folder, kept; see ``.folder``).
+        overrides: further command-line overrides, as ``python -m tagtorch.train`` takes them.
+        **settings: the task's settings by name (``folds``, ``seeds``, ``ks``, ...).
+
+    Returns:
+        The results, per-object values and report of the run folder it wrote.
+
+    Raises:
+        ValueError: an unknown task, setting or model, or a configuration the checks refuse.
+    """
+    if task not in MODEL_TASKS:
+        raise ValueError(f"task must be one of {MODEL_TASKS}, got {task!r}")
+    spec = _model_spec(models)
+    names = [value for value in (spec or {}).values() if isinstance(value, str)]
+    cfg = compose([f"task={task}", *([f"+experiment={experiment}"] if experiment else []),
+                   *([f"model=[{','.join(dict.fromkeys(names))}]"] if spec else []),
+                   *overrides], output_dir)
+    with open_dict(cfg):
+        if spec is not None:
+            cfg.model = {key: _model_config(cfg, key, value) for key, value in spec.items()}
+        _set_task_settings(cfg, task, settings)
+    return _run(cfg, data)
+
+
+def fit(data: Folksonomy | str | Path, model: ModelSpec, *, experiment: str | None = None,
+        output_dir: str | Path | None = None, overrides: Sequence[str] = (),
+        **settings: Any) -> TagRecommender | ItemRecommender:
+    """Fits a recommender on all of ``data`` (``task=fit``) and returns it, ready to serve.
+
+    A tag ranker becomes a :class:`~tagtorch.serving.TagRecommender`, an item model an
+    :class:`~tagtorch.serving.ItemRecommender`; either is saved under ``output_dir`` (default: a
+    new temporary folder), the folder ``python -m tagtorch.serve`` and
+    :meth:`Recommender.load <tagtorch.serving.Recommender.load>` take.
+
+    Args:
+        data: a folksonomy from :func:`load`, or what :func:`load` takes.
+        model: a config name, a config mapping or an unfitted model object.
+        experiment: a shipped experiment to start from (its candidates, text, settings).
+        output_dir: where the artifact folder is written.
+        overrides: further command-line overrides.
+        **settings: ``task=fit`` settings (``val_fraction``, ``seed``, ``p``, ...).
+    """
+    name = model if isinstance(model, str) else "model"
+    cfg = compose(["task=fit", *([f"+experiment={experiment}"] if experiment else []),
+                   *([f"model={model}"] if isinstance(model, str) else []), *overrides],
+                  output_dir)
+    with open_dict(cfg):
+        cfg.model = {name: _model_config(cfg, name, model)}
+        cfg.task.output = cfg.paths.output_dir
+        _set_task_settings(cfg, "fit", settings)
+    (folder,) = _run(cfg, data)
+    recommender = Recommender.load(folder)
+    assert isinstance(recommender, TagRecommender | ItemRecommender)
+    return recommender
+
+
+def _run(cfg: DictConfig, data: Folksonomy | str | Path) -> Any:
+    from tagtorch.train import run_task
+
+    raw = data if isinstance(data, Folksonomy) else load(data)
+    return run_task(cfg, raw=raw)
+
+
+def _model_spec(models: Sequence[str] | Mapping[str, ModelSpec] | None
+                ) -> dict[str, ModelSpec] | None:
+    if models is None:
+        return None
+    if isinstance(models, str):
+        return {models: models}
+    if isinstance(models, Mapping):
+        return {str(key): value for key, value in models.items()}
+    return {str(name): str(name) for name in models}
+
+
+def _model_config(cfg: DictConfig, key: str, model: ModelSpec) -> Any:
+    """The config node of one model: composed by name, given, or from an object's settings."""
+    if isinstance(model, str):
+        return cfg.model[model]
+    if isinstance(model, Mapping):
+        if "_target_" not in model:
+            raise ValueError(f"model {key!r}: a config mapping needs a _target_")
+        return dict(model)
+    if not isinstance(model, SignatureSettings):
+        raise TypeError(f"model {key!r}: expected a config name, a config mapping or a tagtorch "
+                        f"model, got {type(model).__name__}")
+    cls = type(model)
+    config = {"_target_": f"{cls.__module__}.{cls.__qualname__}", **model.settings()}
+    try:
+        json.dumps(config)
+    except TypeError:
+        raise ValueError(f"model {key!r}: its settings are not plain values (a factory?); "
+                         "give it by config name or as a config mapping instead") from None
+    return config
+
+
+def _set_task_settings(cfg: DictConfig, task: str, settings: Mapping[str, Any]) -> None:
+    """Sets ``task.protocol.KEY`` (tag recommendation) or ``task.KEY``; refuses unknown keys."""
+    nodes = [cfg.task.protocol] if task == "tagrec" else []
+    nodes.append(cfg.task)
+    for key, value in settings.items():
+        node = next((n for n in nodes if key in n), None)
+        if node is None:
+            known = sorted({str(k) for n in nodes for k in n if k != "_target_"})
+            raise ValueError(f"{key!r} is not a setting of task={task}: one of {known}")
+        node[key] = value

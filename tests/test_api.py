@@ -1,0 +1,82 @@
+"""The public API (``tagtorch.load/evaluate/fit``) against the command line's own path.
+
+``tagtorch.evaluate`` must give what ``python -m tagtorch.train`` gives for the same settings:
+the reference is :func:`tagtorch.train.run_task` on a configuration composed from the
+equivalent command-line overrides, as the tests of ``train`` compose it.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+from test_train import compose_cfg
+
+import tagtorch as tt
+from tagtorch.evaluation.report import is_timing_metric
+from tagtorch.rankers.trees import RandomForestRanker
+from tagtorch.train import run_task
+
+
+def quality(results: pd.DataFrame) -> pd.DataFrame:
+    return results[~results["metric"].map(is_timing_metric)].reset_index(drop=True)
+
+
+@pytest.fixture(scope="module")
+def folk():
+    return tt.load("synthetic", n_objects=300)
+
+
+def test_import_is_light_and_names_load_on_use():
+    code = ("import sys, tagtorch; assert 'torch' not in sys.modules, 'torch imported'; "
+            "tagtorch.evaluate; assert 'torch' in sys.modules")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    with pytest.raises(AttributeError, match="no attribute 'evaluat'"):
+        tt.evaluat  # noqa: B018
+
+
+def test_evaluate_gives_what_the_command_line_gives(folk, tmp_path):
+    models = {"latre_wts": "latre_wts", "rf": RandomForestRanker(n_trees=10, n_leaves=7)}
+    res = tt.evaluate("tagrec", folk, models=models, folds=[0], output_dir=tmp_path / "api")
+    cli = run_task(compose_cfg(tmp_path / "cli", [
+        "data.n_objects=300", "model=[latre_wts,rf]", "model.rf.n_trees=10",
+        "model.rf.n_leaves=7", "task.protocol.folds=[0]"]))
+    pd.testing.assert_frame_equal(quality(res.results), quality(cli.results), check_exact=True)
+    assert res.folder == tmp_path / "api" and (res.folder / "report.md").read_text() == res.report
+    assert list(res.means("ndcg@5").index) == ["latre_wts", "rf"]
+    assert set(res.per_object["method"]) == {"latre_wts", "rf"}
+
+
+def test_item_recommendation_returns_the_same_result_type(folk, tmp_path):
+    res = tt.evaluate("itemrec", folk, models=["two_dimensional", "popularity"], seeds=[0],
+                      p=2, output_dir=tmp_path)
+    assert isinstance(res, tt.EvaluationResult)
+    assert set(res.per_object["method"]) == {"two_dimensional", "popularity"}
+    assert res.per_object["object"].astype(str).str.startswith("u").all()
+    assert 0.0 <= res.means("ndcg@10")["two_dimensional"] <= 1.0
+
+
+@pytest.mark.parametrize(("call", "message"), [
+    (lambda f: tt.evaluate("tagrec", f, models=["latre_wts"], fold=[0]),
+     "'fold' is not a setting of task=tagrec: one of .*'folds'"),
+    (lambda f: tt.evaluate("posts", f, models=["latre_wts"]), "task must be one of"),
+    (lambda f: tt.evaluate("tagrec", f, models=["no_such_model"]), "cannot compose"),
+    (lambda f: tt.evaluate("itemrec", f, models=["latre_wts"], seeds=[0]),
+     "model.latre_wts._target_"),
+    (lambda f: tt.load("no_such_dataset"), "neither a dataset .*synthetic.* nor a file"),
+])
+def test_bad_input_is_refused_with_one_clear_message(folk, call, message):
+    with pytest.raises(ValueError, match=message):
+        call(folk)
+
+
+def test_fit_returns_a_recommender_that_reloads_the_same(folk, tmp_path):
+    rec = tt.fit(folk, "latre_wts", output_dir=tmp_path)
+    assert isinstance(rec, tt.TagRecommender)
+    tags = [str(t) for t in folk.tags[:3]]
+    folder = rec.save(tmp_path / "copy")
+    assert tt.Recommender.load(folder).recommend_tags(tags, k=5) == rec.recommend_tags(tags, k=5)
