@@ -28,6 +28,8 @@ import socket
 from collections.abc import Iterator
 from typing import Any
 
+from tagtorch.extras import require_extra
+
 log = logging.getLogger(__name__)
 
 __all__ = ["BACKENDS", "CONNECT_TIMEOUT", "array_bytes", "check_reachable", "dask_client",
@@ -138,7 +140,10 @@ def dask_client(address: str | None = None, n_workers: int | None = None,
         ImportError: ``dask[distributed]`` is not installed.
         ConfigError: the scheduler did not answer within ``connect_timeout`` seconds.
     """
-    from distributed import Client, LocalCluster
+    try:
+        from distributed import Client, LocalCluster
+    except ModuleNotFoundError as missing:  # the [scale] extra
+        require_extra("scale", missing)
 
     cluster = None
     if address is None:
@@ -175,7 +180,10 @@ def ray_init(address: str | None = None, num_cpus: int | None = None,
         ConfigError: the cluster did not answer (:func:`check_reachable`), or ``auto`` found
             none.
     """
-    import ray
+    try:
+        import ray
+    except ModuleNotFoundError as missing:  # the [scale] extra
+        require_extra("scale", missing)
 
     if address is not None:
         check_reachable(address, "a Ray cluster", connect_timeout, key)
@@ -221,8 +229,11 @@ def joblib_engine(backend: str = "processes", address: str | None = None,
             log.info("joblib jobs on the Dask cluster %s", client.scheduler.address)
             yield
         return
-    import ray
-    from ray.util.joblib import register_ray
+    try:
+        import ray
+        from ray.util.joblib import register_ray
+    except ModuleNotFoundError as missing:  # the [scale] extra
+        require_extra("scale", missing)
 
     started = not ray.is_initialized()
     if started:

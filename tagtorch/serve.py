@@ -58,10 +58,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse
-from starlette.middleware.trustedhost import TrustedHostMiddleware
+from tagtorch.extras import MissingExtraError
+
+try:
+    from fastapi import FastAPI, Request
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.responses import HTMLResponse, JSONResponse
+    from starlette.middleware.trustedhost import TrustedHostMiddleware
+except ModuleNotFoundError as missing:  # the [serve] extra
+    if __name__ == "__main__":
+        print(f"error: {MissingExtraError('serve', missing.name)}", file=sys.stderr)
+        raise SystemExit(2) from None
+    raise MissingExtraError("serve", missing.name) from None
 
 import tagtorch
 from tagtorch.serving import ItemRecommender, Recommender, TagRecommender
@@ -474,7 +482,11 @@ def open_folder(folder: Path, settings: ServiceSettings, rule_cache: int
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Loads the artifact, warms it up and serves until interrupted."""
-    import uvicorn
+    try:
+        import uvicorn
+    except ModuleNotFoundError as missing:  # the [serve] extra
+        print(f"error: {MissingExtraError('serve', missing.name)}", file=sys.stderr)
+        return 2
 
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")

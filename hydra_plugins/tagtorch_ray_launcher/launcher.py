@@ -37,6 +37,7 @@ from omegaconf import DictConfig, open_dict
 
 from hydra_plugins.tagtorch_sweeper.sweeper import one_line_errors
 from tagtorch.engines import CONNECT_TIMEOUT, ray_init
+from tagtorch.extras import require_extra
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +78,10 @@ class TagtorchRayLauncher(Launcher):
     def launch(self, job_overrides: Sequence[Sequence[str]],
                initial_job_idx: int) -> Sequence[JobReturn]:
         """Runs one Ray task per job and returns their ``JobReturn`` in the jobs' order."""
-        import ray
+        try:
+            import ray
+        except ModuleNotFoundError as missing:  # the [scale] extra
+            require_extra("scale", missing)
 
         assert self.config is not None and self.hydra_context is not None
         assert self.task_function is not None

@@ -48,8 +48,14 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import optuna
-import sqlalchemy
+try:
+    import optuna
+    import sqlalchemy
+except ModuleNotFoundError as missing:  # the [sweep] extra: the sweeper says so when used
+    from tagtorch.extras import MissingModule
+
+    optuna = MissingModule("sweep", missing.name or "optuna")  # type: ignore[assignment]
+    sqlalchemy = MissingModule("sweep", missing.name or "sqlalchemy")  # type: ignore[assignment]
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import (
     ChoiceSweep,
@@ -71,9 +77,10 @@ from tagtorch.train import check_sweep_metric, user_error
 
 log = logging.getLogger(__name__)
 
-#: What opening or writing a storage raises when its URL, file or folder is at fault.
-STORAGE_ERRORS: tuple[type[BaseException], ...] = (
-    sqlalchemy.exc.SQLAlchemyError, optuna.exceptions.StorageInternalError, OSError, ImportError)
+def storage_errors() -> tuple[type[BaseException], ...]:
+    """What opening or writing a storage raises when its URL, file or folder is at fault."""
+    return (sqlalchemy.exc.SQLAlchemyError, optuna.exceptions.StorageInternalError, OSError,
+            ImportError)
 
 
 @contextlib.contextmanager
@@ -156,7 +163,9 @@ def _quiet() -> Iterator[None]:
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used")
         yield
-FINISHED = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+def finished_states() -> tuple[Any, ...]:
+    """The states of a trial that needs no more runs."""
+    return (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
 
 
 def distributions(params: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, str]]:
@@ -323,7 +332,7 @@ class TagtorchOptunaSweeper(Sweeper):
         try:
             with storage_lock(url):
                 study = self._open_study(url)
-        except STORAGE_ERRORS as error:
+        except storage_errors() as error:
             raise ConfigError("hydra.sweeper.storage", url,
                               "an Optuna storage this sweep can open and write: a SQLite file "
                               "in a writable folder or a reachable database URL "
@@ -390,7 +399,7 @@ class TagtorchOptunaSweeper(Sweeper):
         while True:
             optuna.storages.fail_stale_trials(study)
             trials = study.get_trials(deepcopy=False)
-            done = sum(t.state in FINISHED or (t.state == optuna.trial.TrialState.FAIL
+            done = sum(t.state in finished_states() or (t.state == optuna.trial.TrialState.FAIL
                                                and "failure" in t.user_attrs) for t in trials)
             running = sum(t.state == optuna.trial.TrialState.RUNNING for t in trials)
             todo = min(slots, self.n_trials - done - running)

@@ -81,6 +81,7 @@ import numpy as np
 import torch
 
 from tagtorch.candidates.candidate_set import CandidateSet
+from tagtorch.extras import require_extra
 from tagtorch.rankers.base import BaseRanker, check_feature_names
 from tagtorch.rankers.tree_scoring import FlatForest
 from tagtorch.storage import MANIFEST_FILE, UnreadableFileError, plain_json, save_arrays
@@ -397,7 +398,10 @@ class _TreeRanker(BaseRanker):
     def _fit_lightgbm_dask(self, params: dict[str, Any], data: FlatLists,
                            labels: np.ndarray) -> Any:
         """LightGBM's Dask interface on the rows of ``data`` (module docstring): the booster."""
-        import dask.array as da
+        try:
+            import dask.array as da
+        except ModuleNotFoundError as missing:  # the [scale] extra
+            require_extra("scale", missing)
         import lightgbm as lgb
 
         from tagtorch.engines import dask_client
