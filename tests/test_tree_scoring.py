@@ -36,14 +36,14 @@ def booster(params, rounds=40, seed=0, nan=0.0, zeros=0.0):
 ])
 def test_the_flat_forest_predicts_as_lightgbm(params):
     model, test = booster(params, nan=0.1, zeros=0.1)
-    flat = FlatForest(model)
+    flat = FlatForest.from_booster(model)
     assert len(flat) == model.num_trees()
     np.testing.assert_allclose(flat.predict(test), model.predict(test), rtol=1e-12, atol=1e-12)
 
 
 def test_the_first_trees_only_as_num_iteration_asks():
     model, test = booster({"objective": "regression"}, rounds=30)
-    np.testing.assert_allclose(FlatForest(model, 12).predict(test),
+    np.testing.assert_allclose(FlatForest.from_booster(model, 12).predict(test),
                                model.predict(test, num_iteration=12), rtol=1e-12, atol=1e-12)
 
 
@@ -54,7 +54,7 @@ def test_categorical_splits_are_refused():
                        "cat_smooth": 0}, lgb.Dataset(x, label=(x[:, 0] % 3 == 0) * 1.0,
                                                      categorical_feature=[0]), 10)
     with pytest.raises(ValueError, match="categorical"):
-        FlatForest(model)
+        FlatForest.from_booster(model)
 
 
 def test_lambdamart_scores_one_list_as_lightgbm_does():
@@ -75,3 +75,40 @@ def test_lambdamart_scores_one_list_as_lightgbm_does():
     flat_rows = lists.features[lists.mask].numpy()
     want = ranker.model_.predict(flat_rows)
     np.testing.assert_allclose(scores[lists.mask].numpy(), want, rtol=1e-6, atol=1e-6)
+
+
+def _forest_and_rows():
+    from sklearn.ensemble import RandomForestRegressor
+
+    rng = np.random.default_rng(0)
+    features = rng.normal(size=(400, 6)).astype(np.float64)
+    labels = (features[:, 0] + 0.5 * features[:, 1] ** 2 > 0).astype(float)
+    forest = RandomForestRegressor(n_estimators=15, max_leaf_nodes=20, random_state=0,
+                                   n_jobs=1).fit(features, labels)
+    return forest, rng.normal(size=(300, 6))
+
+
+def test_a_flattened_scikit_learn_forest_scores_as_its_predict():
+    forest, rows = _forest_and_rows()
+    flat = FlatForest.from_sklearn(forest)
+    np.testing.assert_allclose(flat.predict(rows), forest.predict(rows), rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(flat.importances, forest.feature_importances_)
+
+
+def test_a_forest_saved_by_the_release_before_loads_and_scores_the_same(tmp_path):
+    """The earlier format was scikit-learn's tree state; it is read without scikit-learn."""
+    from tagtorch.rankers.trees import load_forest
+
+    forest, rows = _forest_and_rows()
+    states = [tree.tree_.__getstate__() for tree in forest.estimators_]  # the old writer
+    nodes = np.concatenate([state["nodes"] for state in states])
+    arrays = {f"nodes.{name}": nodes[name] for name in nodes.dtype.names}
+    arrays["values"] = np.concatenate([state["values"] for state in states])
+    arrays["node_counts"] = np.array([state["node_count"] for state in states])
+    arrays["max_depths"] = np.array([state["max_depth"] for state in states])
+    np.savez(tmp_path / "forest.npz", **arrays)
+    loaded = load_forest(tmp_path / "forest.npz")
+    np.testing.assert_allclose(loaded.predict(rows), forest.predict(rows), rtol=0, atol=1e-12)
+    saved = tmp_path / "new.npz"
+    FlatForest.from_sklearn(forest).save(saved)
+    np.testing.assert_array_equal(load_forest(saved).predict(rows), loaded.predict(rows))

@@ -25,6 +25,10 @@ Deviations from the paper, which used RankLib:
   finding differs in detail (LightGBM and XGBoost bin each feature into at most 255 histogram
   bins, close to RankLib's 256 threshold candidates; scikit-learn tries every threshold). As in
   RankLib (minimum leaf support 1), leaves may hold a single candidate (``min_leaf_size=1``).
+- **A fitted scikit-learn forest** is flattened into :class:`FlatForest` arrays and scored by
+  its compiled walker (as scikit-learn's single-thread ``predict``: float32 features against
+  double thresholds, leaf values summed in tree order, then averaged) and saved as those
+  arrays, never as scikit-learn's private tree state.
 - **NDCG gain.** λ-MART and NDCG early stopping use the linear gain of
   :mod:`tagtorch.metrics.functional` (LightGBM ``label_gain = 0, 1, 2, ...``, XGBoost
   ``ndcg_exp_gain=False``); for the binary labels of tag recommendation it equals the
@@ -84,7 +88,7 @@ from tagtorch.candidates.candidate_set import CandidateSet
 from tagtorch.extras import require_extra
 from tagtorch.rankers.base import BaseRanker, check_feature_names
 from tagtorch.rankers.tree_scoring import FlatForest
-from tagtorch.storage import MANIFEST_FILE, UnreadableFileError, plain_json, save_arrays
+from tagtorch.storage import MANIFEST_FILE, UnreadableFileError, plain_json
 
 __all__ = [
     "Backend",
@@ -95,7 +99,6 @@ __all__ = [
     "breiman_max_features",
     "flatten_lists",
     "load_forest",
-    "save_forest",
 ]
 
 Backend = Literal["sklearn", "lightgbm", "xgboost"]
@@ -182,87 +185,37 @@ def _library_version(backend: str) -> str | None:
         return None
 
 
-def save_forest(forest: Any, path: str | Path) -> None:
-    """Writes a fitted scikit-learn forest's trees as plain arrays in a ``.npz`` file.
+def load_forest(path: str | Path) -> FlatForest:
+    """Reads a random forest saved by the sklearn backend, of this release or the one before.
 
-    scikit-learn has no model format but pickle; each tree is its ``tree_`` state instead: the
-    node arrays (children, feature, threshold, impurity, sample counts, missing-value side),
-    the node values and the depth, concatenated over the trees (``node_counts`` splits them).
-
-    Args:
-        forest: a fitted ``RandomForestRegressor`` (one output).
-        path: the ``.npz`` file to write.
-    """
-    states = [tree.tree_.__getstate__() for tree in forest.estimators_]
-    nodes = np.concatenate([state["nodes"] for state in states])
-    arrays = {f"nodes.{name}": nodes[name] for name in nodes.dtype.names or ()}
-    arrays["values"] = np.concatenate([state["values"] for state in states])
-    arrays["node_counts"] = np.array([state["node_count"] for state in states], dtype=np.int64)
-    arrays["max_depths"] = np.array([state["max_depth"] for state in states], dtype=np.int64)
-    save_arrays(arrays, path)
-
-
-def load_forest(path: str | Path, forest: Any, n_features: int) -> Any:
-    """Rebuilds a forest written by :func:`save_forest`; it predicts as the saved one did.
-
-    Every tree is checked before scikit-learn sees it (children after their parent and in
-    range, split features in range), so a malformed file is an error, never a crash.
-
-    Args:
-        path: the ``.npz`` file (read with ``allow_pickle=False``).
-        forest: an unfitted ``RandomForestRegressor`` with the saved forest's settings.
-        n_features: the number of features the forest was fitted on.
-
-    Returns:
-        ``forest``, fitted with the saved trees.
+    This release writes :meth:`FlatForest.save`'s arrays. The release before wrote scikit-learn's
+    own tree state (``nodes.*``, ``values``, ``node_counts``); such a file is read from its
+    plain node arrays, without scikit-learn, and scores as before.
 
     Raises:
-        ValueError: the file is unreadable, holds another tree layout (another scikit-learn
-            version) or other trees than ``forest`` expects (the message names the file).
+        ValueError: an unreadable file or malformed trees (the message names the file).
     """
-    from sklearn import __version__ as sklearn_version
-    from sklearn.tree import DecisionTreeRegressor
-    from sklearn.tree._tree import NODE_DTYPE, Tree
-
     try:
         with np.load(path, allow_pickle=False) as stored:
-            arrays = {name: stored[name] for name in stored.files}
+            legacy = "node_counts" in stored.files
+            arrays = {name: stored[name] for name in stored.files} if legacy else {}
     except (OSError, ValueError, EOFError) as error:
         raise ValueError(f"{path}: not a readable forest file ({error})") from None
-    layout = {f"nodes.{name}" for name in NODE_DTYPE.names} | {"values", "node_counts",
-                                                                  "max_depths"}
-    if set(arrays) != layout:
-        raise ValueError(f"{path}: its tree arrays {sorted(arrays)} are not the tree layout of "
-                         f"scikit-learn {sklearn_version} {sorted(layout)}")
-    counts = arrays["node_counts"]
-    if len(counts) != forest.n_estimators or (counts < 1).any() or \
-            arrays["values"].shape != (int(counts.sum()), 1, 1):
-        raise ValueError(f"{path}: holds {len(counts)} trees and values of shape "
-                         f"{arrays['values'].shape}; expected {forest.n_estimators} trees of "
-                         "one output")
-    params = {name: getattr(forest, name) for name in forest.estimator_params}
-    trees = []
-    for i, (start, count) in enumerate(zip(np.cumsum(counts) - counts, counts, strict=True)):
-        nodes = np.zeros(int(count), dtype=NODE_DTYPE)
-        for name in NODE_DTYPE.names:
-            nodes[name] = arrays[f"nodes.{name}"][start:start + count]
-        index = np.arange(count)
-        left, right, feature = nodes["left_child"], nodes["right_child"], nodes["feature"]
-        leaf = left == -1
-        inner = ((left > index) & (left < count) & (right > index) & (right < count)
-                 & (feature >= 0) & (feature < n_features))
-        if not ((leaf == (right == -1)) & (leaf | inner)).all():
-            raise ValueError(f"{path}: tree {i} has children or split features out of range")
-        tree = Tree(n_features, np.array([1], dtype=np.intp), 1)
-        tree.__setstate__({
-            "max_depth": int(arrays["max_depths"][i]), "node_count": int(count), "nodes": nodes,
-            "values": np.ascontiguousarray(arrays["values"][start:start + count],
-                                           dtype=np.float64)})
-        estimator = DecisionTreeRegressor(**params)
-        estimator.tree_, estimator.n_features_in_, estimator.n_outputs_ = tree, n_features, 1
-        trees.append(estimator)
-    forest.estimators_, forest.n_features_in_, forest.n_outputs_ = trees, n_features, 1
-    return forest
+    if not legacy:
+        return FlatForest.load(path)
+    try:
+        counts, values = arrays["node_counts"], arrays["values"].reshape(-1)
+        starts = np.cumsum(counts) - counts
+        names = ("left_child", "right_child", "feature", "threshold", "missing_go_to_left")
+        trees = [{key: arrays[f"nodes.{name}"][a:a + n] if f"nodes.{name}" in arrays else None
+                  for key, name in zip(("children_left", "children_right", "feature",
+                                        "threshold", "missing_go_to_left"), names, strict=True)}
+                 | {"value": values[a:a + n]} for a, n in zip(starts, counts, strict=True)]
+        n_features = int(max((int(t["feature"].max()) for t in trees if t["feature"] is not None
+                              and len(t["feature"])), default=0)) + 1
+        return FlatForest.from_node_arrays(trees, n_features)
+    except (KeyError, ValueError, TypeError, IndexError) as error:
+        raise ValueError(f"{path}: not a readable forest file ({error})") from None
 
 
 class _TreeRanker(BaseRanker):
@@ -487,8 +440,7 @@ class _TreeRanker(BaseRanker):
         # threads that spin after each call take the cores concurrent requests need (LightGBM,
         # whose trees are walked by the compiled FlatForest instead: the same scores, faster)
         small = len(features) < 10_000
-        if self.backend == "sklearn":
-            self.model_.set_params(n_jobs=1 if small else self.n_jobs)
+        if self.backend == "sklearn":  # a FlatForest (scikit-learn's trees, flattened)
             return self.model_.predict(features)
         if self.backend == "lightgbm":
             flat = self._flat_forest() if small else None
@@ -507,7 +459,7 @@ class _TreeRanker(BaseRanker):
         cached = self.__dict__.get("_flat")
         if cached is None or cached[0] is not self.model_:
             try:
-                flat = FlatForest(self.model_, self.best_iteration_ or 0)
+                flat = FlatForest.from_booster(self.model_, self.best_iteration_ or 0)
             except ValueError:  # categorical splits, linear trees: LightGBM's own predict
                 flat = None
             cached = self._flat = (self.model_, flat)
@@ -523,7 +475,9 @@ class _TreeRanker(BaseRanker):
             raise RuntimeError(f"{type(self).__name__} is not fitted: call fit() or load()")
         names = self.feature_names_
         if self.backend == "sklearn":
-            values = self.model_.feature_importances_
+            values = self.model_.importances
+            if values is None:  # a forest saved by the release before, without them
+                raise RuntimeError("this forest was saved without its feature importances")
         elif self.backend == "lightgbm":
             values = self.model_.feature_importance(
                 importance_type="gain", iteration=self.best_iteration_ or None)
@@ -541,12 +495,12 @@ class _TreeRanker(BaseRanker):
     def _save_files(self, folder: Path) -> list[str]:
         """Writes the library's model file.
 
-        ``forest.npz`` (scikit-learn: every tree's node arrays, no pickle), ``model.txt``
+        ``forest.npz`` (scikit-learn's trees as :class:`FlatForest` arrays), ``model.txt``
         (LightGBM's text format) or ``model.json`` (XGBoost's JSON format).
         """
         model_file = folder / MODEL_FILES[self.backend]
         if self.backend == "sklearn":
-            save_forest(self.model_, model_file)
+            self.model_.save(model_file)
         elif self.backend == "lightgbm":
             self.model_.save_model(str(model_file), num_iteration=-1)
         else:
@@ -569,8 +523,10 @@ class _TreeRanker(BaseRanker):
             raise UnreadableFileError(f"{folder / MANIFEST_FILE}: does not list "
                                       f"{model_file.name} or lacks the feature names")
         if self.backend == "sklearn":
-            n_features = len(self.feature_names_)
-            self.model_ = load_forest(model_file, self._forest(n_features), n_features)
+            self.model_ = load_forest(model_file)
+            if self.model_.n_features > len(self.feature_names_):
+                raise ValueError(f"{model_file}: splits on feature {self.model_.n_features - 1}"
+                                 f" of {len(self.feature_names_)}")
         else:
             try:
                 self.model_ = _load_booster(self.backend, model_file, self.n_jobs)
@@ -688,7 +644,8 @@ class RandomForestRanker(_TreeRanker):
             random_state=self.seed, **self.params)
 
     def _fit_sklearn(self, data: FlatLists, valid: FlatLists | None) -> Any:
-        return self._forest(data.features.shape[1]).fit(data.features, data.labels)
+        forest = self._forest(data.features.shape[1]).fit(data.features, data.labels)
+        return FlatForest.from_sklearn(forest)  # scored and saved without scikit-learn
 
     def _lightgbm_params(self, n_features: int) -> dict[str, Any]:
         return {
