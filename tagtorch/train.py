@@ -137,7 +137,8 @@ def is_test_metric(cfg: DictConfig, metric: str) -> bool:
     posts) is.
 
     Example:
-        >>> cfg = OmegaConf.create({"task": {"_target_": "x.TagRecommendationTask",
+        >>> task = "tagtorch.evaluation.tag_recommendation.TagRecommendationTask"
+        >>> cfg = OmegaConf.create({"task": {"_target_": task,
         ...                                  "protocol": {"evaluate_on": "test"}}})
         >>> is_test_metric(cfg, "ndcg@5"), is_test_metric(cfg, "fit_seconds")
         (True, False)
