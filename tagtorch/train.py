@@ -1,8 +1,8 @@
 """``python -m tagtorch.train``: the one Hydra entry point for every task and ranker.
 
 Examples:
-    python -m tagtorch.train                          # Sum baseline on synthetic data
-    python -m tagtorch.train +experiment=lastfm_sum   # the same on HetRec LastFM-2k
+    python -m tagtorch.train                          # LATRE+wTS on synthetic data
+    python -m tagtorch.train +experiment=latre_lastfm # the same on HetRec LastFM-2k
     python -m tagtorch.train data=movielens task=describe
     python -m tagtorch.train logger=csv task.protocol.folds=[0]
 
@@ -18,7 +18,9 @@ the default does not exist (a first method that is not trained, the ``describe``
 configured metric that the run does not report is an error naming the key and the metrics
 available. An ``hparams_search`` sweep must optimize a validation metric: the sweeper refuses a
 test metric (:func:`check_sweep_metric`, :func:`is_test_metric`) before any trial.
-:func:`run_task` returns the task's own result instead (frames, report).
+:func:`run_task` returns the task's own result instead (an
+:class:`~tagtorch.evaluation.runs.EvaluationResult` for the three evaluation tasks); the
+Python API (:mod:`tagtorch.api`: ``tagtorch.evaluate``, ``tagtorch.fit``) runs through it too.
 
 The composed configuration is checked before any work (:mod:`tagtorch.config_checks`, and
 ``optimized_metric``'s method here). A bad setting, a malformed data file, a missing or
