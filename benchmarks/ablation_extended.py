@@ -46,7 +46,7 @@ SOURCE_SCORES = ("knn", "knn_profile", "emb", "p_lda")  # the sources' own score
 
 def feature_groups(names: tuple[str, ...]) -> dict[str, list[str]]:
     """Removed feature group -> the features it holds among ``names``."""
-    from tagtorch.candidates.features import FEATURE_NAMES
+    from tagtorch.candidates.latre import FEATURE_NAMES
 
     scores = [n for n in SOURCE_SCORES if n in names]
     groups = {

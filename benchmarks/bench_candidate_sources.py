@@ -3,7 +3,7 @@
 For HetRec Last.fm (with its listening counts) and MovieLens (with its metadata), from
 ``$TAGTORCH_DATA_DIR``, on the T objects of the chosen folds of the D/V/T protocol: the share of
 gold tags among each object's candidates when at most ``N`` are kept, for ``N`` in ``--ns``.
-Each combination is :class:`~tagtorch.candidates.features.LatreCandidates` with every rule
+Each combination is :class:`~tagtorch.candidates.latre.LatreCandidates` with every rule
 consequent (``max_rule_candidates=None``) and ``max_candidates=N`` (the budget: text terms,
 then reciprocal-rank fusion of the sources). With rules alone, that keeps the text terms and
 the best consequents by ``sum_l``, the paper's ordering. Prints one table per dataset and
@@ -83,7 +83,7 @@ def recall_curve(name: str, settings: dict[str, Any], folds: list[int],
     """
     import torch
 
-    from tagtorch.candidates.features import LatreCandidates
+    from tagtorch.candidates.latre import LatreCandidates
     from tagtorch.data.terms import TermIndex
     from tagtorch.evaluation.tag_recommendation import TagRecommendationProtocol
 

@@ -1,7 +1,7 @@
 """Benchmark of LATRE candidate generation and the 13 features: batched against the reference.
 
 Measures, side by side in one run, the batched generator
-(:class:`tagtorch.candidates.features.LatreCandidates`) and the plain per-object reference
+(:class:`tagtorch.candidates.latre.LatreCandidates`) and the plain per-object reference
 (:class:`tagtorch.candidates.reference.ReferenceFeatures`) on fold 0 of the D/V/T protocol, for
 HetRec Last.fm (from ``$TAGTORCH_DATA_DIR``) and a synthetic folksonomy (``--objects``, default
 150,000, the size of the paper's Last.fm sample). For each dataset it prints:
@@ -259,7 +259,7 @@ def check_equal(cs, outputs) -> tuple[int, float]:
     """Objects whose candidate sets match the reference, and the largest feature difference."""
     import torch
 
-    from tagtorch.candidates.features import FEATURE_NAMES
+    from tagtorch.candidates.latre import FEATURE_NAMES
 
     same, worst = 0, 0.0
     for row, expected in enumerate(outputs):
@@ -318,7 +318,7 @@ def _bench_batched(args: argparse.Namespace, fold: Any, terms: Any, test: Any,
     """Section 2: batched throughput; returns ``(generator, uncapped, warm-up, figures)``."""
     import torch
 
-    from tagtorch.candidates.features import LatreCandidates
+    from tagtorch.candidates.latre import LatreCandidates
 
     # 2. batched throughput ---------------------------------------------------------------
     torch.manual_seed(args.seed)

@@ -2,7 +2,7 @@
 
 On a synthetic folksonomy of ``--objects`` objects (default 1,000,000; the generator's
 ``scaled_config``), fold 0 of the D/V/T protocol: the generator
-(:class:`tagtorch.candidates.features.LatreCandidates`, default settings) is fitted on D, then the
+(:class:`tagtorch.candidates.latre.LatreCandidates`, default settings) is fitted on D, then the
 candidate sets of T are generated
 
 - **serial**: one call, ``generator(T)``, in one process;
@@ -81,8 +81,8 @@ def run_one(mode: str, args: argparse.Namespace) -> dict[str, Any]:
     import torch
     from joblib import Parallel
 
-    from tagtorch.candidates.features import LatreCandidates
     from tagtorch.candidates.generator import generate_in_tasks
+    from tagtorch.candidates.latre import LatreCandidates
     from tagtorch.data.splits import tag_recommendation_folds
     from tagtorch.data.synthetic import generate_folksonomy, scaled_config
     from tagtorch.data.terms import TermIndex

@@ -65,7 +65,7 @@ def candidate_task() -> float:
     """A worker's task: LATRE candidates of 30 objects (seconds inside the task)."""
     import numpy as np
 
-    from tagtorch.candidates.features import LatreCandidates
+    from tagtorch.candidates.latre import LatreCandidates
     from tagtorch.data.splits import TagQueries, tag_recommendation_folds
     from tagtorch.data.synthetic import generate_folksonomy
     from tagtorch.data.terms import TermIndex

@@ -69,7 +69,7 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     print(f"torch threads: {torch.get_num_threads()}")
 
-    from tagtorch.candidates.features import LatreCandidates
+    from tagtorch.candidates.latre import LatreCandidates
     from tagtorch.data.splits import TagQueries, tag_recommendation_folds
     from tagtorch.data.terms import TermIndex
     from tagtorch.data.text import TextProcessor

@@ -1,7 +1,7 @@
 import torch
 
 from tagtorch.candidates.cache import CandidateCache
-from tagtorch.candidates.features import LatreCandidates
+from tagtorch.candidates.latre import LatreCandidates
 from tagtorch.data.synthetic import generate_folksonomy
 from tagtorch.data.terms import TermIndex
 from tagtorch.data.text import TextProcessor

@@ -18,7 +18,7 @@ import pytest
 import pytorch_lightning as pl
 import torch
 
-from tagtorch.candidates.features import LatreCandidates
+from tagtorch.candidates.latre import LatreCandidates
 from tagtorch.data.synthetic import generate_folksonomy
 from tagtorch.data.terms import TermIndex
 from tagtorch.data.text import TextProcessor

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import torch
 
-from tagtorch.candidates.features import LatreCandidates
+from tagtorch.candidates.latre import LatreCandidates
 from tagtorch.data.synthetic import generate_folksonomy
 from tagtorch.data.terms import TermIndex
 from tagtorch.evaluation.tag_recommendation import TagRecommendationProtocol, topic_diversity

@@ -14,8 +14,8 @@ import torch
 from joblib import Parallel
 
 from tagtorch.candidates.candidate_set import CandidateSet
-from tagtorch.candidates.features import LatreCandidates
 from tagtorch.candidates.generator import generate_in_tasks
+from tagtorch.candidates.latre import LatreCandidates
 from tagtorch.config_checks import ConfigError
 from tagtorch.data.synthetic import generate_folksonomy
 from tagtorch.data.terms import TermIndex

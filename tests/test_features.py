@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from tagtorch.candidates.features import FEATURE_NAMES, LatreCandidates, stability
+from tagtorch.candidates.latre import FEATURE_NAMES, LatreCandidates, stability
 from tagtorch.candidates.reference import FEATURE_NAMES as REFERENCE_NAMES
 from tagtorch.candidates.reference import ReferenceFeatures
 from tagtorch.data.ragged import Ragged
@@ -126,7 +126,7 @@ def fit_and_run(terms, fold, queries, **params):
 def test_objects_under_the_antecedent_cap_keep_their_exact_features(synthetic, caplog):
     terms, fold, queries = prepare(synthetic, n_queries=60)
     cap = 4
-    with caplog.at_level("WARNING", logger="tagtorch.candidates.features"):
+    with caplog.at_level("WARNING", logger="tagtorch.candidates.latre"):
         capped = fit_and_run(terms, fold, queries, max_antecedent_tags=cap)
     free = fit_and_run(terms, fold, queries, max_antecedent_tags=None)
     over = queries.input_tags.lengths > cap
@@ -193,3 +193,13 @@ def test_batched_features_equal_the_reference_on_real_data(data_dir, loader):
     terms, fold, queries = prepare(folksonomy, n_queries=25)
     cs = compare(terms, fold, queries)
     assert cs.mask.sum() > 100
+
+
+def test_the_old_module_name_still_imports_with_a_warning():
+    import importlib
+    import sys
+
+    sys.modules.pop("tagtorch.candidates.features", None)
+    with pytest.warns(DeprecationWarning, match="tagtorch.candidates.latre"):
+        old = importlib.import_module("tagtorch.candidates.features")
+    assert old.LatreCandidates is LatreCandidates

@@ -24,7 +24,7 @@ from omegaconf import DictConfig, open_dict
 from test_train import compose_cfg
 
 from tagtorch.candidates.candidate_set import CandidateSet
-from tagtorch.candidates.features import LatreCandidates
+from tagtorch.candidates.latre import LatreCandidates
 from tagtorch.config_checks import model_kind
 from tagtorch.data.splits import tag_recommendation_folds
 from tagtorch.data.synthetic import generate_folksonomy

@@ -10,7 +10,7 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from tagtorch.candidates.features import FEATURE_NAMES, LatreCandidates
+from tagtorch.candidates.latre import FEATURE_NAMES, LatreCandidates
 from tagtorch.candidates.neighbours import NeighbourTags, top_per_row
 from tagtorch.data.splits import tag_recommendation_folds
 from tagtorch.data.synthetic import generate_folksonomy

@@ -25,7 +25,7 @@ from tagtorch.data.text import TextProcessor
 from tagtorch.evaluation.tag_recommendation import TagRecommendationProtocol
 from tagtorch.metrics.functional import ndcg_at_k
 
-CANDIDATES = {"_target_": "tagtorch.candidates.features.LatreCandidates",
+CANDIDATES = {"_target_": "tagtorch.candidates.latre.LatreCandidates",
               "max_rule_candidates": 20, "device": "cpu"}
 WTS = {"_target_": "tagtorch.rankers.latre.LatreWTS", "alpha": 0.5}
 RULES = [2, 8, 30]

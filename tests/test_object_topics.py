@@ -12,7 +12,7 @@ import torch
 
 from tagtorch.candidates.cache import CandidateCache
 from tagtorch.candidates.candidate_set import CandidateSet
-from tagtorch.candidates.features import LatreCandidates
+from tagtorch.candidates.latre import LatreCandidates
 from tagtorch.data.splits import tag_recommendation_folds
 from tagtorch.data.synthetic import generate_folksonomy
 from tagtorch.data.terms import TermIndex

@@ -214,7 +214,7 @@ def test_candidate_coverage_of_a_hand_built_set():
 def test_tag_recommendation_reports_each_methods_candidate_coverage():
     from functools import partial
 
-    from tagtorch.candidates.features import LatreCandidates
+    from tagtorch.candidates.latre import LatreCandidates
     from tagtorch.data.synthetic import generate_folksonomy
     from tagtorch.data.terms import TermIndex
     from tagtorch.data.text import TextProcessor

@@ -74,7 +74,7 @@ class Spy(FeatureRanker):
 
 def test_validation_mode_learns_and_scores_on_v_and_never_reads_t():
     folksonomy = TextProcessor(cache=False).apply(generate_folksonomy(n_objects=400, seed=2))
-    from tagtorch.candidates.features import LatreCandidates
+    from tagtorch.candidates.latre import LatreCandidates
 
     protocol = TagRecommendationProtocol(folds=[0], evaluate_on="validation", tune_fraction=0.25,
                                          online_objects=0, device="cpu")

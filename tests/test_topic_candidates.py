@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from tagtorch.candidates.features import FEATURE_NAMES, LatreCandidates
+from tagtorch.candidates.latre import FEATURE_NAMES, LatreCandidates
 from tagtorch.data.splits import TagQueries, tag_recommendation_folds
 from tagtorch.data.synthetic import generate_folksonomy
 from tagtorch.data.terms import TermIndex

@@ -165,7 +165,7 @@ def test_on_a_synthetic_fold_xtred_raises_topic_diversity() -> None:
     is already 1 here: nearly every tag has p(z | t) > 0 for every category in D)."""
     import numpy as np
 
-    from tagtorch.candidates.features import LatreCandidates
+    from tagtorch.candidates.latre import LatreCandidates
     from tagtorch.data.categories import object_categories, topic_given_object, topic_given_tag
     from tagtorch.data.splits import tag_recommendation_folds
     from tagtorch.data.synthetic import generate_folksonomy
@@ -184,7 +184,7 @@ def test_on_a_synthetic_fold_xtred_raises_topic_diversity() -> None:
     pzo = torch.as_tensor(topic_given_object(
         object_categories(folksonomy, candidates.objects.numpy()), n_topics))
     topics = candidate_topics(candidates.tags, candidates.mask, table)
-    base = candidates.features[..., list(candidates.feature_names).index("sum_1")]
+    base = candidates.latre[..., list(candidates.feature_names).index("sum_1")]
     mask = candidates.mask
 
     def metrics(scores: torch.Tensor) -> dict[str, float]:

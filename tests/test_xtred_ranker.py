@@ -13,7 +13,7 @@ import torch
 from test_xtred import ref_rank, ref_xtred
 
 from tagtorch.candidates.candidate_set import CandidateSet
-from tagtorch.candidates.features import LatreCandidates
+from tagtorch.candidates.latre import LatreCandidates
 from tagtorch.data.splits import tag_recommendation_folds
 from tagtorch.data.synthetic import generate_folksonomy
 from tagtorch.data.terms import TermIndex

@@ -10,7 +10,7 @@ Given a target object's input tags ``I_o``, the D objects whose tag sets are mos
 
 Ties among neighbours are broken by D order, among tags by tag code. Only D's tag sets and
 ``I_o`` are read: the gold tags never reach it. :class:`NeighbourTags` is used by
-:class:`~tagtorch.candidates.features.LatreCandidates` (its ``neighbours`` setting, off by
+:class:`~tagtorch.candidates.latre.LatreCandidates` (its ``neighbours`` setting, off by
 default): the ``n_candidates`` tags of highest ``knn`` outside ``I_o`` join the candidates, and
 ``knn`` becomes a feature of every candidate (``feature``).
 

@@ -4,7 +4,7 @@ Belém et al. (xTReD, Sections 4.2.2 and 5.2) describe an object ``o`` by its to
 a tag ``t`` by ``p(z | t) = f(z, t) / f(t)`` on the training objects D (``f(z, t)``: D objects
 of topic ``z`` tagged ``t``; ``f(t)``: D objects tagged ``t``; :mod:`tagtorch.data.categories`).
 :class:`ObjectTopics` is the optional component of
-:class:`~tagtorch.candidates.features.LatreCandidates` (off by default) that attaches them to
+:class:`~tagtorch.candidates.latre.LatreCandidates` (off by default) that attaches them to
 every candidate set: ``tag_topics [B, L, Z]`` and ``object_topics [B, Z]``
 (:class:`~tagtorch.candidates.candidate_set.CandidateSet`).
 

@@ -1,6 +1,6 @@
 """Plain per-object reference implementation of the 13 features (the test oracle).
 
-Written straight from the formulas in the docstring of :mod:`tagtorch.candidates.features`
+Written straight from the formulas in the docstring of :mod:`tagtorch.candidates.latre`
 with dicts, sets and loops, one target object at a time, and no array code, so that the batched
 implementation can be checked against an independent computation. It is slow by design: rules
 with two or more antecedent tags are derived per object by scanning D (LATRE style).

@@ -1,7 +1,7 @@
 """LATRE's association rules, mined lazily per object by compiled kernels over an index of D.
 
 The definitions (supports, confidences, the rule thresholds, ℓ, the caps) are those of
-:mod:`tagtorch.candidates.features`; this module is the engine that computes, for every target
+:mod:`tagtorch.candidates.latre`; this module is the engine that computes, for every target
 object o, the rule features ``sum_1, sum_l, sum_plus, vote, vote_plus`` of every consequent c.
 The batched generator and single-object serving run the same kernel; a batch is split into
 slices that threads run side by side (the kernels release the GIL).

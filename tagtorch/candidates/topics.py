@@ -8,7 +8,7 @@ every tag ``t`` is scored by::
 
     P(t | o) = Σ_z φ_{t|z} θ_{z|o}
 
-:class:`TopicTags` offers the two uses :class:`~tagtorch.candidates.features.LatreCandidates`
+:class:`TopicTags` offers the two uses :class:`~tagtorch.candidates.latre.LatreCandidates`
 makes of it, both off by default so that the paper's 13-feature comparison stays intact (our
 extension of Canuto et al. 2013):
 

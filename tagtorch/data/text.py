@@ -8,7 +8,7 @@ become the same term ``rock``:
 1. lowercase (optional);
 2. tokenize: maximal runs of letters and digits (``token_pattern``); apostrophes inside a word
    are dropped ("don't" -> "dont");
-3. remove English stopwords (the NLTK list shipped in ``resources/stopwords_en.txt``);
+3. remove English stopwords (the NLTK list shipped in ``wordlists/stopwords_en.txt``);
 4. Porter stemming (the original algorithm, through the maintained ``PyStemmer`` package).
 
 A multi-word tag becomes its stemmed words joined by one space ("Hard Rocks" -> "hard rock").
@@ -56,7 +56,7 @@ and every tagtorch module it imports."""
 @cache
 def english_stopwords() -> frozenset[str]:
     """The English stopword list (NLTK's 179 words, apostrophes removed as the tokenizer does)."""
-    text = resources.files("tagtorch.data").joinpath("resources/stopwords_en.txt").read_text()
+    text = resources.files("tagtorch.data").joinpath("wordlists/stopwords_en.txt").read_text()
     return frozenset(w.replace("'", "") for w in text.split())
 
 

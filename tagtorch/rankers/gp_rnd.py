@@ -18,7 +18,7 @@ The second baseline of Belém et al. extends the Genetic Programming ranker
 Readings and deviations (tagtorch's):
 
 - The distances come with the candidate sets (``tag_distance [B, L, L]``, computed by
-  :class:`~tagtorch.candidates.features.LatreCandidates` with ``distances: true``, the
+  :class:`~tagtorch.candidates.latre.LatreCandidates` with ``distances: true``, the
   ``latre_diverse`` candidates) from D's co-occurrence counts. A list with one candidate has
   ``ADC = 0``.
 - **AIP@5** in the fitness is the mean ``IFF(c) / max IFF`` over the top 5, with ``IFF`` the

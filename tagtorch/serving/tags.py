@@ -37,7 +37,7 @@ from typing import Any, Self
 import numpy as np
 import torch
 
-from tagtorch.candidates.features import LatreCandidates
+from tagtorch.candidates.latre import LatreCandidates
 from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.data.ragged import Ragged
 from tagtorch.data.splits import TagQueries, split_input_gold
