@@ -9,7 +9,7 @@ that a sweep restarted after a kill fails the trials whose jobs died
 (``optuna.storages.fail_stale_trials``) and runs them again.
 
 Pruning (Optuna's median pruner by default): every model trained by
-:func:`tagtorch.training.fit_best` (the neural rankers, Do-Rank and the other factor models)
+:func:`tagtorch.lightning_fit.fit_best` (the neural rankers, Do-Rank and the other factor models)
 gets a :class:`PruningCallback` that reports its monitored validation value after each epoch
 (one step per epoch, counted over the whole job) and stops the job with
 :class:`optuna.TrialPruned` when the pruner says so.

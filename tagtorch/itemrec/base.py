@@ -34,6 +34,7 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader
 
 from tagtorch.itemrec.data import AGGREGATES, ItemRecData, Queries, TagProfile, UserTagSets
+from tagtorch.lightning_fit import epoch_mean, fit_best
 from tagtorch.metrics import functional
 from tagtorch.metrics.retrieval import DCG
 from tagtorch.settings import ModelTask, SignatureSettings
@@ -48,7 +49,6 @@ from tagtorch.storage import (
     saved_entries,
     write_manifest,
 )
-from tagtorch.training import epoch_mean, fit_best
 
 log = logging.getLogger(__name__)
 

@@ -34,6 +34,7 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from tagtorch.candidates.candidate_set import CandidateSet
+from tagtorch.lightning_fit import epoch_mean, fit_best
 from tagtorch.losses import get_loss
 from tagtorch.metrics.retrieval import NDCG
 from tagtorch.rankers.base import BaseRanker, check_feature_names
@@ -44,7 +45,6 @@ from tagtorch.storage import (
     save_tensors,
     trusted_class,
 )
-from tagtorch.training import epoch_mean, fit_best
 
 log = logging.getLogger(__name__)
 
@@ -336,7 +336,7 @@ class NeuralRanker(BaseRanker, pl.LightningModule):
                                   "val_loss": loss})
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        """Adds the learning curve so far (a DDP fit brings it back: :mod:`tagtorch.training`)."""
+        """Adds the learning curve so far (kept by DDP fits: :mod:`tagtorch.lightning_fit`)."""
         checkpoint["tagtorch_history"] = [dict(row) for row in self.history_]
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:

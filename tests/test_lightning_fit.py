@@ -1,4 +1,4 @@
-"""The shared Lightning loop (tagtorch.training): best checkpoint, early stopping, restore."""
+"""The shared Lightning loop (tagtorch.lightning_fit): best checkpoint, early stopping, restore."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader
 
-from tagtorch.training import fit_best
+from tagtorch.lightning_fit import fit_best
 
 SCRIPT = [0.1, 0.5, 0.3, 0.5, 0.2, 0.9]  # the monitored value of each epoch
 
