@@ -23,13 +23,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tagtorch import recommend
 from tagtorch.data.synthetic import generate_folksonomy
 from tagtorch.data.terms import TermIndex
 from tagtorch.data.text import TextProcessor
 from tagtorch.itemrec.baselines import TwoDimensional
 from tagtorch.rankers.latre import LatreWTS
 from tagtorch.serving import ItemRecommender, TagRecommender
+from tagtorch.serving import cli as recommend
 from tagtorch.storage import UnreadableFileError, file_record, load_arrays
 
 CANDIDATES = {"max_rule_candidates": 50, "device": "cpu"}
