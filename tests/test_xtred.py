@@ -184,7 +184,7 @@ def test_on_a_synthetic_fold_xtred_raises_topic_diversity() -> None:
     pzo = torch.as_tensor(topic_given_object(
         object_categories(folksonomy, candidates.objects.numpy()), n_topics))
     topics = candidate_topics(candidates.tags, candidates.mask, table)
-    base = candidates.latre[..., list(candidates.feature_names).index("sum_1")]
+    base = candidates.features[..., list(candidates.feature_names).index("sum_1")]
     mask = candidates.mask
 
     def metrics(scores: torch.Tensor) -> dict[str, float]:

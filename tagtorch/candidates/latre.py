@@ -84,13 +84,13 @@ import numpy as np
 import torch
 
 from tagtorch.candidates.candidate_set import CandidateSet
+from tagtorch.candidates.diversity_topics import ObjectTopics
 from tagtorch.candidates.embeddings import EmbeddingTags
 from tagtorch.candidates.generator import check_rule_settings
+from tagtorch.candidates.lda_tags import TopicTags
 from tagtorch.candidates.neighbours import NeighbourTags, top_per_row
-from tagtorch.candidates.object_topics import ObjectTopics
 from tagtorch.candidates.rules import RuleIndex
 from tagtorch.candidates.sparse import Lookup, csr, ragged_csr, sum_by_key, triplets
-from tagtorch.candidates.topics import TopicTags
 from tagtorch.data.ragged import Ragged
 from tagtorch.data.splits import TagQueries
 from tagtorch.data.terms import TermIndex
@@ -181,10 +181,10 @@ class LatreCandidates(SignatureSettings):
         max_train_tags: a D object with more tags is mined as if it had only this many, the
             most frequent in D; None: no cap.
         device: ``"auto"`` (CUDA when present), ``"cpu"`` or ``"cuda"``.
-        topics: settings of :class:`~tagtorch.candidates.topics.TopicTags` (ours, off by
+        topics: settings of :class:`~tagtorch.candidates.lda_tags.TopicTags` (ours, off by
             default): an LDA model of D's tag sets adds its best tags as candidates
             (``n_candidates``) and ``P(t | o)`` as a 14th feature ``p_lda`` (``feature``).
-        diversity: settings of :class:`~tagtorch.candidates.object_topics.ObjectTopics` (off by
+        diversity: settings of :class:`~tagtorch.candidates.diversity_topics.ObjectTopics` (off by
             default; the features and candidates are the same either way): every candidate set
             also carries ``tag_topics`` ``p(z | t)`` and ``object_topics`` ``p(z | o)``, the
             topics of the xTReD diversifier and the diversity metrics.

@@ -39,7 +39,7 @@ inputs' device, in float64.
 :class:`XTReD` is the method as a ranker: a base ranker built from its config (LATRE+wTS, RF,
 GP, any :class:`~tagtorch.rankers.base.BaseRanker`) is fitted on V and its scores are
 re-ranked by :func:`xtred_rerank` with the topics the candidate sets carry (``tag_topics``,
-``object_topics``: :class:`~tagtorch.candidates.object_topics.ObjectTopics`, enabled by
+``object_topics``: :class:`~tagtorch.candidates.diversity_topics.ObjectTopics`, enabled by
 ``candidates=latre_diverse``). ``λ`` is fixed, or tuned on V over a grid by the relevance rule
 of the paper ("maximize diversity without harming relevance", Section 5.3; Figure 2 shows the
 diversity rising with ``λ``): the **largest** ``λ`` of the grid whose mean NDCG@k on V is at

@@ -1,4 +1,4 @@
-"""Topics on candidate sets (candidates/object_topics.py, LatreCandidates(diversity=...)):
+"""Topics on candidate sets (candidates/diversity_topics.py, LatreCandidates(diversity=...)):
 p(z | t) and p(z | o) against plain per-object counts written here; off by default; the
 optional fields through slicing, padding, state and the on-disk cache."""
 
