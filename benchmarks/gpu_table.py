@@ -11,7 +11,7 @@ out. ``--dry-run`` runs every part on the CPU at small sizes, in about a minute.
 it that way, so that the script cannot rot before a GPU is lent.
 
 Parts (budgets calibrated on an H200 machine with 16 cores, 2026-11-26; both devices of every part
-sum to 56 minutes, more than one 10-minute device call: run it in several with ``--parts``
+sum to 66 minutes, more than one 10-minute device call: run it in several with ``--parts``
 and ``--devices``; a run over its budget is stopped and marked so):
 
 - ``candidates-150k``, ``candidates-1m``: LATRE candidates and the 13 features
@@ -87,8 +87,9 @@ def _candidates(objects: int) -> Callable[[str, bool, Path], list[str]]:
     def command(device: str, dry: bool, folder: Path) -> list[str]:
         size = ["--objects", "3000", "--reference-objects", "20", "--batched-objects", "256",
                 "--latency-objects", "20"] if dry else ["--objects", str(objects)]
+        # the plain-Python reference runs on the CPU on either device: 30 s of it is enough
         return _script("bench_candidates.py", "--skip-lastfm", "--heavy-tags", "", "--device",
-                       device, *size)
+                       device, "--reference-seconds", "30", *size)
     return command
 
 
@@ -138,7 +139,7 @@ def _sweep(device: str, dry: bool, folder: Path) -> list[str]:
 
 PARTS = (
     Part("candidates-150k", "LATRE candidates + 13 features, 150,000 synthetic objects (rules "
-         "on the CPU; features on the device)", _candidates(150_000), 180),
+         "on the CPU; features on the device)", _candidates(150_000), 240),
     Part("candidates-1m", "the same at 1,000,000 synthetic objects", _candidates(1_000_000),
          300, in_dry_run=False),
     Part("lda", "batched Gibbs sampler tokens/s, beside tomotopy on all CPU cores", _lda, 240),
@@ -148,7 +149,7 @@ PARTS = (
          _item_models, 300, needs_data=True),
     Part("item-scale", "item models past HetRec (50,000 users, 100,000 items, 2M triples): an "
          "epoch (sampled, fast) and top-10 for all users, scaled from a sample", _item_scale,
-         200),
+         420),
     Part("sweep", "LambdaRank sweep, 8 trials on Last.fm, Ray launcher (2 trials per GPU)",
          _sweep, 200, needs_data=True,
          result=lambda device, folder: folder / f"sweep-{device}" / "trials.csv"),

@@ -246,6 +246,7 @@ class LatreCandidates(SignatureSettings):
     rule_cache: int
 
     feature_names: tuple[str, ...] = FEATURE_NAMES
+    _cap_reported: bool = False  # the max_antecedent_tags warning was given
 
     def __init__(
         self,
@@ -413,12 +414,13 @@ class LatreCandidates(SignatureSettings):
             raise RuntimeError("call fit() before generating candidates")
         if self.max_antecedent > 1 and self.max_antecedent_tags is not None:
             n_capped = int((queries.input_tags.lengths > self.max_antecedent_tags).sum())
-            if n_capped:
-                log.warning("candidates.max_antecedent_tags: %d of %d objects have more than %d "
-                            "input tags; their rules with 2..%d antecedent tags use only their "
-                            "%d input tags most frequent in D", n_capped, len(queries),
-                            self.max_antecedent_tags, self.max_antecedent,
-                            self.max_antecedent_tags)
+            if n_capped:  # a warning once per generator, later calls at debug level
+                log.log(logging.DEBUG if self._cap_reported else logging.WARNING,
+                        "candidates.max_antecedent_tags: %d of %d objects have more than %d "
+                        "input tags; their rules with 2..%d antecedent tags use only their "
+                        "%d input tags most frequent in D", n_capped, len(queries),
+                        self.max_antecedent_tags, self.max_antecedent, self.max_antecedent_tags)
+                self._cap_reported = True
         pieces = []
         object_topics = None
         if self.object_topics is not None:
