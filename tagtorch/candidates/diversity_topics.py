@@ -114,7 +114,7 @@ class ObjectTopics:
         self.topic_model = TopicTags(lda=self.lda, n_candidates=0, feature=False,
                                      infer_iterations=self.infer_iterations,
                                      infer_burn_in=self.infer_burn_in)
-        self.topic_model.fit(train_tags, n)
+        self.topic_model.fit(np.asarray(train_objects), train_tags, terms)
         model = self.topic_model.model_
         assert model is not None
         if self.tag_topics == "counts":

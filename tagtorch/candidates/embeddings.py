@@ -31,8 +31,9 @@ import scipy.sparse as sp
 import torch
 from sklearn.utils.extmath import randomized_svd
 
-from tagtorch.candidates.neighbours import incidence, top_per_row
+from tagtorch.candidates.neighbours import SparseScores, incidence, top_per_row
 from tagtorch.data.ragged import Ragged
+from tagtorch.data.splits import TagQueries
 from tagtorch.data.terms import TermIndex
 
 __all__ = ["EmbeddingTags", "ppmi"]
@@ -72,7 +73,7 @@ class EmbeddingTags:
         seed: the seed of the randomized SVD.
     """
 
-    feature_name = "emb"
+    name = feature_name = "emb"
 
     def __init__(self, rank: int = 128, context_power: float = 0.75, eigen_power: float = 0.5,
                  top: int = 1000, n_candidates: int = 100, feature: bool = True,
@@ -107,6 +108,11 @@ class EmbeddingTags:
         self.vectors_ = np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
         self.n_terms_ = terms.n_terms
         return self
+
+    def batch(self, queries: TagQueries, known: bool, device: torch.device) -> SparseScores:
+        """The chunk's scores (:meth:`scores`) as a candidate-source batch."""
+        return SparseScores(self.scores(queries.objects, queries.input_tags, known=known),
+                            self.n_candidates, device)
 
     def scores(self, objects: np.ndarray, input_tags: Ragged,
                known: bool = True) -> sp.csr_matrix:

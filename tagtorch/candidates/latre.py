@@ -88,8 +88,9 @@ from tagtorch.candidates.diversity_topics import ObjectTopics
 from tagtorch.candidates.embeddings import EmbeddingTags
 from tagtorch.candidates.generator import check_rule_settings
 from tagtorch.candidates.lda_tags import TopicTags
-from tagtorch.candidates.neighbours import NeighbourTags, top_per_row
+from tagtorch.candidates.neighbours import NeighbourTags
 from tagtorch.candidates.rules import RuleIndex
+from tagtorch.candidates.sources import RRF_K, SourceBatch, TagSource
 from tagtorch.candidates.sparse import Lookup, csr, ragged_csr, sum_by_key, triplets
 from tagtorch.data.ragged import Ragged
 from tagtorch.data.splits import TagQueries
@@ -103,6 +104,7 @@ log = logging.getLogger(__name__)
 
 FEATURE_NAMES = ("sum_1", "sum_l", "sum_plus", "vote", "vote_plus", "ts", "tf", "wts", "wtf",
                  "iff", "stab", "entropy", "pred")
+SUM_L, TS = FEATURE_NAMES.index("sum_l"), FEATURE_NAMES.index("ts")  # the rules' score; text
 
 
 def stability(f_tag: torch.Tensor, k: float) -> torch.Tensor:
@@ -161,7 +163,9 @@ class LatreCandidates(SignatureSettings):
     tag lists, one-tag rules). A batch is split over ``torch.get_num_threads()`` threads; one
     object (serving) runs the same kernel and builds nothing sized by D. The rules are mined on
     the CPU whatever ``device`` is; the other features are computed on ``device``. The
-    definitions are in the module docstring.
+    definitions are in the module docstring. The sources beyond rules and text terms (ours:
+    ``topics``, ``neighbours``, ``profile_neighbours``, ``embeddings``) share one interface,
+    :class:`~tagtorch.candidates.sources.TagSource`, and one fusion and budget step.
 
     Args:
         max_antecedent: ℓ, the largest antecedent size (the paper: 3).
@@ -199,7 +203,7 @@ class LatreCandidates(SignatureSettings):
             ``p_lda`` (``feature``).
         max_candidates: a budget of candidates per object over every source (ours; None: no
             budget, the paper's lists): beyond it, an object keeps its text terms, then the
-            candidates of highest reciprocal-rank fusion ``Σ_s 1 / (60 + rank_s)`` over the
+            candidates of highest reciprocal-rank fusion ``Σ_s 1 / (RRF_K + rank_s)`` over the
             sources that score them (the rules by ``sum_l``, LDA by ``p_lda`` when topics are
             on, each neighbour and embedding source by its score; ranks from 0 within the
             object, ties by tag code).
@@ -218,7 +222,7 @@ class LatreCandidates(SignatureSettings):
             reciprocal rank ``rr_s = 1 / (1 + rank_s)`` of the candidate within the object's
             candidates by that source's score (0 where the score is 0), then ``agreement``,
             the number of sources (the text terms included) that score the candidate, and
-            ``rrf``, the reciprocal-rank fusion ``Σ_s 1 / (60 + rank_s)`` that orders the
+            ``rrf``, the reciprocal-rank fusion ``Σ_s 1 / (RRF_K + rank_s)`` that orders the
             ``max_candidates`` budget. Ranks are taken before the budget cuts, so a kept
             candidate's features do not depend on the budget.
         rule_cache: for serving (ours): the rule features of this many one-object calls are
@@ -285,18 +289,17 @@ class LatreCandidates(SignatureSettings):
         self.k_x, self.k_c, self.k_r, self.k_s = k_x, k_c, k_r, k_s
         self.device = resolve_device(device)
         self.stage_seconds: dict[str, float] = defaultdict(float)
-        self.topic_tags = None if topics is None else TopicTags(**dict(topics))
-        if self.topic_tags is not None and self.topic_tags.feature:
-            self.feature_names = (*FEATURE_NAMES, TopicTags.feature_name)
         self.object_topics = None if diversity is None else ObjectTopics(**dict(diversity))
-        self.tag_sources: list[NeighbourTags | EmbeddingTags] = [
-            NeighbourTags(**{**dict(settings), "space": space})
-            for space, settings in (("tags", neighbours), ("profiles", profile_neighbours))
-            if settings is not None]
+        # the sources beyond rules and text, in the order of their features and ranks
+        self.sources: list[TagSource] = [TopicTags(**dict(topics))] if topics is not None else []
+        self.sources += [NeighbourTags(**{**dict(settings), "space": space})
+                         for space, settings in (("tags", neighbours),
+                                                 ("profiles", profile_neighbours))
+                         if settings is not None]
         if embeddings is not None:
-            self.tag_sources.append(EmbeddingTags(**dict(embeddings)))
-        self.feature_names = (*self.feature_names, *(
-            source.feature_name for source in self.tag_sources if source.feature))
+            self.sources.append(EmbeddingTags(**dict(embeddings)))
+        self.feature_names = (*FEATURE_NAMES, *(
+            source.feature_name for source in self.sources if source.feature))
         if source_features:
             self.feature_names = (*self.feature_names,
                                   *(f"rr_{name}" for name in self.scoring_sources),
@@ -305,8 +308,12 @@ class LatreCandidates(SignatureSettings):
     @property
     def scoring_sources(self) -> tuple[str, ...]:
         """The sources that score candidates, in the order of the fusion and ``rr_*``."""
-        return ("rules", *(("lda",) if self.topic_tags is not None else ()),
-                *(source.feature_name for source in self.tag_sources))
+        return ("rules", *(source.name for source in self.sources))
+
+    @property
+    def topic_tags(self) -> TopicTags | None:
+        """The LDA source (``topics``), if on."""
+        return next((s for s in self.sources if isinstance(s, TopicTags)), None)
 
     def __sizeof__(self) -> int:
         """Bytes of the mined statistics too (:func:`tagtorch.engines.array_bytes`)."""
@@ -357,9 +364,7 @@ class LatreCandidates(SignatureSettings):
         f_text, f_both, self.afs = self._text_statistics(train_objects, train_tags, terms)
         pred = torch.where(f_text > 0, f_both / f_text.clamp(min=1), torch.zeros_like(f_text))
         self.term_features = torch.stack([iff, stability(f_tag, self.k_s), entropy, pred], -1)
-        if self.topic_tags is not None:
-            self.topic_tags.fit(train_tags, n)
-        for source in self.tag_sources:
+        for source in self.sources:
             source.fit(train_objects, train_tags, terms)
         if self.object_topics is not None:
             self.object_topics.fit(train_objects, train_tags, terms)
@@ -490,31 +495,18 @@ class LatreCandidates(SignatureSettings):
         return now
 
     def _source_keys(self, queries: TagQueries, occurrences: list[Lookup], is_input: Lookup,
-                     known: bool) -> tuple[list[torch.Tensor], torch.Tensor | None, list[Any]]:
-        """The candidate keys (``row * n_terms + code``) of the text, topic and tag sources.
+                     known: bool) -> tuple[list[torch.Tensor], list[SourceBatch]]:
+        """The candidate keys (``row * n_terms + code``) of the text terms and the sources.
 
-        Returns the keys of each source, the objects' topic mixtures (None without topics) and
-        each tag source's sparse scores (``known``: the objects are in the index).
+        Returns the keys (text terms first, then each source's) and each source's batch
+        (``known``: the objects are in the index).
         """
-        dev, n = self.device, self.terms.n_terms
+        n = self.terms.n_terms
         keys = []
         if self.text_candidates:
             keys += [t.keys[is_input(t.keys // n, t.keys % n) == 0] for t in occurrences]
-        theta = None
-        if self.topic_tags is not None:
-            theta = self.topic_tags.mixtures(queries.input_tags, int(queries.objects[0]), dev)
-            keys.append(self.topic_tags.top_keys(
-                theta, TopicTags.input_mask(queries.input_tags, n, dev)))
-        votes = []
-        for source in self.tag_sources:
-            knn = source.scores(queries.objects, queries.input_tags, known=known)
-            knn.sort_indices()
-            votes.append(knn)
-            if source.n_candidates:
-                top = top_per_row(knn, source.n_candidates)
-                top_rows = np.repeat(np.arange(len(queries)), np.diff(top.indptr))
-                keys.append(torch.as_tensor(top_rows * n + top.indices, device=dev))
-        return keys, theta, votes
+        batches = [source.batch(queries, known, self.device) for source in self.sources]
+        return keys + [batch.keys() for batch in batches], batches
 
     def _fuse(self, rows: torch.Tensor, cols: torch.Tensor, features: torch.Tensor,
               ranked: list[torch.Tensor], is_text: torch.Tensor
@@ -526,7 +518,7 @@ class LatreCandidates(SignatureSettings):
         """
         ranks = [_row_ranks(rows, score).double() for score in ranked]
         # float64: no rounding reorders near-equal sums
-        fused = sum((torch.where(score > 0, 1.0 / (60.0 + rank), 0.0)
+        fused = sum((torch.where(score > 0, 1.0 / (RRF_K + rank), 0.0)
                      for score, rank in zip(ranked, ranks, strict=True)),
                     torch.zeros(len(rows), dtype=torch.float64, device=rows.device))
         if self.source_features:
@@ -556,8 +548,7 @@ class LatreCandidates(SignatureSettings):
         fields = (list(texts.values()) if texts is not None
                   else [r.take(queries.objects) for r in self.text_fields.values()])
         occurrences = [Lookup.from_ragged(field, n, dev) for field in fields]
-        keys, theta, votes = self._source_keys(queries, occurrences, is_input,
-                                               known=texts is None)
+        keys, batches = self._source_keys(queries, occurrences, is_input, known=texts is None)
         flat = torch.cat(keys).cpu().numpy() if keys else np.zeros(0, dtype=np.int64)
         keep = Ragged.from_groups(flat // n, flat % n, len(queries))
         antecedents, _ = most_frequent_per_row(queries.input_tags, self.tag_counts,
@@ -582,22 +573,15 @@ class LatreCandidates(SignatureSettings):
         else:
             columns += [torch.zeros(len(rows), device=dev)] * 4
         features = torch.cat([torch.stack(columns, -1), self.term_features[cols]], -1)
-        ranked = [columns[1]]  # the sources' scores (scoring_sources): sum_l first
-        if theta is not None and self.topic_tags is not None:
-            p_lda = self.topic_tags.probability(theta, rows, cols)
-            if self.topic_tags.feature:
-                features = torch.cat([features, p_lda[:, None]], -1)
-            ranked.append(p_lda)
-        for source, knn in zip(self.tag_sources, votes, strict=True):
-            knn_rows = np.repeat(np.arange(len(queries)), np.diff(knn.indptr))
-            lookup = Lookup(torch.as_tensor(knn_rows * n + knn.indices, device=dev),
-                            torch.as_tensor(knn.data, dtype=torch.float32, device=dev), n)
-            value = lookup(rows, cols)
+        ranked = [columns[SUM_L]]  # the sources' scores (scoring_sources): the rules' first
+        for source, batch in zip(self.sources, batches, strict=True):
+            value = batch.scores(rows, cols)
             ranked.append(value)
             if source.feature:
                 features = torch.cat([features, value[:, None]], -1)
         if self.source_features or self.max_candidates is not None:
-            rows, cols, features = self._fuse(rows, cols, features, ranked, columns[5] > 0)
+            rows, cols, features = self._fuse(rows, cols, features, ranked,
+                                              is_text=columns[TS] > 0)
         gold = Lookup.from_ragged(queries.gold_tags, n, dev)
         labels = (gold(rows, cols) > 0).float()
         self._tick("features", start)

@@ -25,12 +25,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Self
 
+import numpy as np
 import torch
 
 from tagtorch.data.ragged import Ragged
+from tagtorch.data.splits import TagQueries
+from tagtorch.data.terms import TermIndex
 from tagtorch.topics import LDA
 
-__all__ = ["TopicTags"]
+__all__ = ["TopicBatch", "TopicTags"]
 
 
 class TopicTags:
@@ -44,6 +47,7 @@ class TopicTags:
         infer_burn_in: fold-in sweeps discarded before averaging.
     """
 
+    name = "lda"
     feature_name = "p_lda"
 
     def __init__(self, lda: Mapping[str, Any] | None = None, n_candidates: int = 0,
@@ -59,11 +63,21 @@ class TopicTags:
         self.model_: LDA | None = None
         self._phi_t: torch.Tensor | None = None
 
-    def fit(self, train_tags: Ragged, n_terms: int) -> Self:
-        """Samples the topic model on D's tag sets (one document per D object)."""
-        self.model_ = LDA(**{"progress": False, **self.lda}).fit(train_tags, n_terms)
+    def fit(self, train_objects: np.ndarray, train_tags: Ragged, terms: TermIndex) -> Self:
+        """Samples the topic model on D's tag sets (one document per D object).
+
+        ``train_objects`` is unused: only the tag sets are read (the
+        :class:`~tagtorch.candidates.sources.TagSource` interface).
+        """
+        self.model_ = LDA(**{"progress": False, **self.lda}).fit(train_tags, terms.n_terms)
         self._phi_t = None
         return self
+
+    def batch(self, queries: TagQueries, known: bool, device: torch.device) -> TopicBatch:
+        """The chunk's topic mixtures (fold-in seeded by its first object code)."""
+        theta = self.mixtures(queries.input_tags, int(queries.objects[0]), device)
+        return TopicBatch(self, theta, self.input_mask(queries.input_tags,
+                                                       self._phi(device).shape[0], device))
 
     def mixtures(self, input_tags: Ragged, first_object: int, device: torch.device
                  ) -> torch.Tensor:
@@ -113,3 +127,18 @@ class TopicTags:
         mask[torch.as_tensor(input_tags.row_ids, device=device),
              torch.as_tensor(input_tags.values, dtype=torch.long, device=device)] = True
         return mask
+
+
+class TopicBatch:
+    """:class:`TopicTags` on one chunk: its mixtures ``θ [b, Z]`` and input tags ``[b, W]``."""
+
+    def __init__(self, source: TopicTags, theta: torch.Tensor, is_input: torch.Tensor) -> None:
+        self.source, self.theta, self.is_input = source, theta, is_input
+
+    def keys(self) -> torch.Tensor:
+        """The keys of each row's ``n_candidates`` best tags outside its input."""
+        return self.source.top_keys(self.theta, self.is_input)
+
+    def scores(self, rows: torch.Tensor, tags: torch.Tensor) -> torch.Tensor:
+        """``P(t | o)`` of each pair."""
+        return self.source.probability(self.theta, rows, tags)

@@ -35,11 +35,14 @@ from typing import Self
 
 import numpy as np
 import scipy.sparse as sp
+import torch
 
+from tagtorch.candidates.sparse import Lookup
 from tagtorch.data.ragged import Ragged
+from tagtorch.data.splits import TagQueries
 from tagtorch.data.terms import TermIndex
 
-__all__ = ["NeighbourTags", "incidence", "top_per_row"]
+__all__ = ["NeighbourTags", "SparseScores", "incidence", "top_per_row"]
 
 
 def top_per_row(matrix: sp.csr_matrix, k: int) -> sp.csr_matrix:
@@ -127,6 +130,16 @@ class NeighbourTags:
         """The score's feature name: ``knn`` (tags) or ``knn_profile`` (profiles)."""
         return "knn" if self.space == "tags" else "knn_profile"
 
+    @property
+    def name(self) -> str:
+        """The source's name (its feature's)."""
+        return self.feature_name
+
+    def batch(self, queries: TagQueries, known: bool, device: torch.device) -> SparseScores:
+        """The chunk's votes (:meth:`scores`) as a candidate-source batch."""
+        return SparseScores(self.scores(queries.objects, queries.input_tags, known=known),
+                            self.n_candidates, device)
+
     def _idf(self, rows: sp.csr_matrix) -> np.ndarray:
         df = np.asarray((rows > 0).sum(0)).ravel()
         return np.log((rows.shape[0] + 1) / (df + 1)) if self.idf else np.ones(rows.shape[1])
@@ -185,3 +198,37 @@ class NeighbourTags:
         votes.data /= row_max[rows]
         return votes
 
+
+class SparseScores:
+    """The batch of a source whose scores are a sparse ``[b, W]`` matrix.
+
+    Args:
+        scores: ``[b, W]`` the chunk's scores (entries > 0).
+        n_candidates: the best tags per row it proposes.
+        device: where keys and scores go.
+
+    Example:
+        >>> m = sp.csr_matrix(np.array([[0.0, 0.5, 1.0], [0.2, 0.0, 0.0]]))
+        >>> batch = SparseScores(m, 1, torch.device("cpu"))
+        >>> batch.keys().tolist(), batch.scores(torch.tensor([0, 1]), torch.tensor([1, 1])).tolist()
+        ([2, 3], [0.5, 0.0])
+    """
+
+    def __init__(self, scores: sp.csr_matrix, n_candidates: int, device: torch.device) -> None:
+        scores.sort_indices()
+        self.matrix, self.n_candidates, self.device = scores, n_candidates, device
+
+    def _keys_of(self, matrix: sp.csr_matrix) -> torch.Tensor:
+        rows = np.repeat(np.arange(matrix.shape[0]), np.diff(matrix.indptr))
+        return torch.as_tensor(rows * matrix.shape[1] + matrix.indices, device=self.device)
+
+    def keys(self) -> torch.Tensor:
+        """The keys of each row's ``n_candidates`` best tags."""
+        if not self.n_candidates:
+            return torch.zeros(0, dtype=torch.long, device=self.device)
+        return self._keys_of(top_per_row(self.matrix, self.n_candidates))
+
+    def scores(self, rows: torch.Tensor, tags: torch.Tensor) -> torch.Tensor:
+        """The stored score of each pair (float32; 0 where absent)."""
+        values = torch.as_tensor(self.matrix.data, dtype=torch.float32, device=self.device)
+        return Lookup(self._keys_of(self.matrix), values, self.matrix.shape[1])(rows, tags)
