@@ -34,6 +34,7 @@ def say(text: str = "") -> None:
 
 def fit_artifact(folder: Path) -> Path:
     """A LATRE+wTS recommender of a small synthetic folksonomy, saved under ``folder``."""
+    from tagtorch.candidates.latre import LatreCandidates
     from tagtorch.data.synthetic import generate_folksonomy
     from tagtorch.data.text import TextProcessor
     from tagtorch.rankers.latre import LatreWTS
@@ -42,7 +43,7 @@ def fit_artifact(folder: Path) -> Path:
     raw = generate_folksonomy(n_objects=400, seed=3)
     processor = TextProcessor(cache=False)
     folksonomy = processor.apply(raw)
-    recommender = TagRecommender.fit(folksonomy, processor, {}, LatreWTS(),
+    recommender = TagRecommender.fit(folksonomy, processor, LatreCandidates(), LatreWTS(),
                                      display=display_names(raw, processor, folksonomy))
     path = folder / "artifact"
     recommender.save(path)

@@ -214,8 +214,7 @@ def _model_config(cfg: DictConfig, key: str, model: ModelSpec) -> Any:
     if not isinstance(model, SignatureSettings):
         raise TypeError(f"model {key!r}: expected a config name, a config mapping or a tagtorch "
                         f"model, got {type(model).__name__}")
-    cls = type(model)
-    config = {"_target_": f"{cls.__module__}.{cls.__qualname__}", **model.settings()}
+    config = model.config()
     try:
         json.dumps(config)
     except TypeError:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from tagtorch.storage import plain_json
 
@@ -105,3 +105,21 @@ class SignatureSettings:
     def settings(self) -> dict[str, Any]:
         """The constructor arguments (containers made plain): ``type(self)(**settings())``."""
         return {name: plain_json(value) for name, value in self._init_args.items()}
+
+    def config(self) -> dict[str, Any]:
+        """The config that builds an unfitted copy: ``{"_target_": "module.Class", **settings()}``.
+
+        ``hydra.utils.instantiate`` builds it; it also keys what the settings shape (caches).
+
+        Example:
+            >>> from tagtorch.rankers.latre import LatreWTS
+            >>> config = LatreWTS(alpha=0.8).config()
+            >>> config["_target_"], config["alpha"]
+            ('tagtorch.rankers.latre.LatreWTS', 0.8)
+        """
+        cls = type(self)
+        return {"_target_": f"{cls.__module__}.{cls.__qualname__}", **self.settings()}
+
+    def unfitted(self, **changes: Any) -> Self:
+        """A new, unfitted instance with the same settings, ``changes`` applied on top."""
+        return type(self)(**{**self.settings(), **changes})

@@ -5,6 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tagtorch.candidates.latre import LatreCandidates
 from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.data.splits import tag_recommendation_folds
 from tagtorch.data.synthetic import generate_folksonomy
@@ -57,7 +58,8 @@ def fitted(tmp_path_factory):
     raw = generate_folksonomy(n_objects=400, seed=5)
     processor = TextProcessor(cache=False)
     folksonomy = processor.apply(raw)
-    recommender = TagRecommender.fit(folksonomy, processor, CANDIDATES, LatreWTS(alpha=0.9),
+    recommender = TagRecommender.fit(folksonomy, processor, LatreCandidates(**CANDIDATES),
+                                     LatreWTS(alpha=0.9),
                                      display=display_names(raw, processor, folksonomy),
                                      val_fraction=0.25, seed=3)
     folder = recommender.save(tmp_path_factory.mktemp("artifact") / "synthetic-latre_wts")

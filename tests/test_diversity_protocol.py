@@ -33,8 +33,7 @@ def _protocol(**kwargs):
 
 
 def _run(folksonomy, diversity):
-    candidates = partial(LatreCandidates, max_rule_candidates=20, device="cpu",
-                         diversity=diversity)
+    candidates = LatreCandidates(max_rule_candidates=20, device="cpu", diversity=diversity)
     return _protocol().evaluate(folksonomy, candidates, {"latre_wts": partial(LatreWTS,
                                                                               alpha=0.9)})
 
@@ -110,8 +109,8 @@ def test_topic_diversity_against_plain_per_object_values(folksonomy):
 
 
 def test_xtred_runs_through_the_protocol_with_its_stage_and_trade_off(folksonomy, tmp_path):
-    candidates = partial(LatreCandidates, max_rule_candidates=20, device="cpu",
-                         diversity={"source": "categories"})
+    candidates = LatreCandidates(max_rule_candidates=20, device="cpu",
+                                 diversity={"source": "categories"})
     base = {"_target_": "tagtorch.rankers.latre.LatreWTS", "alpha": 0.9}
     rankers = {"latre_wts": partial(LatreWTS, alpha=0.9),
                "xtred_0": partial(XTReD, base=base, lam=0.0),

@@ -40,7 +40,7 @@ def results(folksonomy, backend: str, n_jobs: int = 1, task_objects: int | None 
                                          task_objects=task_objects)
     rankers = {"latre": lambda: LatreWTS(),
                "rf": lambda: RandomForestRanker(n_trees=20, n_leaves=50, n_jobs=1, seed=0)}
-    frame = protocol.evaluate(folksonomy, lambda: LatreCandidates(max_rule_candidates=30),
+    frame = protocol.evaluate(folksonomy, LatreCandidates(max_rule_candidates=30),
                               rankers).results
     frame = frame[~frame["metric"].str.contains("ms_|seconds")]  # timings differ, figures not
     return frame.sort_values(["method", "fold", "metric"]).reset_index(drop=True)

@@ -145,9 +145,9 @@ def test_two_candidate_sets_in_one_run_equal_two_runs(with_profiles):
     *_, folksonomy = with_profiles
     protocol = TagRecommendationProtocol(folds=[0], device="cpu", online_objects=0,
                                          write_trec=False)
-    paper = partial(LatreCandidates, max_rule_candidates=20, device="cpu")
-    extended = partial(LatreCandidates, max_rule_candidates=20, device="cpu",
-                       source_features=True, max_candidates=40, **EXTENDED)
+    paper = LatreCandidates(max_rule_candidates=20, device="cpu")
+    extended = LatreCandidates(max_rule_candidates=20, device="cpu", source_features=True,
+                               max_candidates=40, **EXTENDED)
     wts = partial(LatreWTS, alpha=0.9)
     rf = partial(RandomForestRanker, n_trees=20, n_leaves=31, seed=0, n_jobs=1)
     both = protocol.evaluate(folksonomy, paper, {"wts": wts, "rf": rf, "rf_ext": rf},

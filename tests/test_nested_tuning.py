@@ -46,9 +46,8 @@ def _protocol(**settings) -> TagRecommendationProtocol:
 
 
 def _run(protocol: TagRecommendationProtocol, folksonomy, out: Path) -> pd.DataFrame:
-    protocol.evaluate(folksonomy, partial(instantiate, CANDIDATES),
-                      {"wts": partial(instantiate, WTS)}, output_dir=out,
-                      ranker_configs={"wts": WTS}, candidate_config=CANDIDATES)
+    protocol.evaluate(folksonomy, instantiate(CANDIDATES), {"wts": partial(instantiate, WTS)},
+                      output_dir=out, ranker_configs={"wts": WTS})
     return pd.read_csv(out / "tuning.csv")
 
 
@@ -129,9 +128,8 @@ def test_bad_grids_are_refused(folksonomy):
         TagRecommendationProtocol(tune={"wts": {"alpha": []}})
     protocol = TagRecommendationProtocol(folds=[0], device="cpu", tune={"rf": {"n": [1]}})
     with pytest.raises(ValueError, match=r"tune\.rf"):
-        protocol.evaluate(folksonomy, partial(instantiate, CANDIDATES),
-                          {"wts": partial(instantiate, WTS)}, ranker_configs={"wts": WTS},
-                          candidate_config=CANDIDATES)
+        protocol.evaluate(folksonomy, instantiate(CANDIDATES),
+                          {"wts": partial(instantiate, WTS)}, ranker_configs={"wts": WTS})
 
 
 def _plain_dcg10(scores: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor) -> list[float]:

@@ -224,8 +224,8 @@ def test_tag_recommendation_reports_each_methods_candidate_coverage():
     folksonomy = TextProcessor(cache=False).apply(generate_folksonomy(n_objects=300, seed=5))
     protocol = TagRecommendationProtocol(folds=[0], device="cpu", online_objects=0,
                                          write_trec=False)
-    sets = {"candidates": partial(LatreCandidates, max_rule_candidates=30, device="cpu"),
-            "few": partial(LatreCandidates, max_rule_candidates=1, fields=[], device="cpu")}
+    sets = {"candidates": LatreCandidates(max_rule_candidates=30, device="cpu"),
+            "few": LatreCandidates(max_rule_candidates=1, fields=[], device="cpu")}
     result = protocol.evaluate(folksonomy, sets["candidates"],
                                {"wide": partial(FeatureRanker, feature="sum_1"),
                                 "narrow": partial(FeatureRanker, feature="sum_1")},
@@ -235,7 +235,7 @@ def test_tag_recommendation_reports_each_methods_candidate_coverage():
     fold = protocol.splits(folksonomy)[0]
     terms = TermIndex.from_folksonomy(folksonomy)
     for method, name in (("wide", "candidates"), ("narrow", "few")):
-        test = sets[name]().fit(fold.train_objects, fold.train_tags, terms)(fold.test)
+        test = sets[name].unfitted().fit(fold.train_objects, fold.train_tags, terms)(fold.test)
         # by hand: an object has no candidate, or none of its candidate tags is a gold tag
         empty = no_gold = 0
         for i, gold in enumerate(fold.test.gold_tags):

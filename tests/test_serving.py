@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_train import compose_cfg
 
+from tagtorch.candidates.latre import LatreCandidates
 from tagtorch.data.ragged import Ragged
 from tagtorch.data.splits import TagQueries
 from tagtorch.data.text import TextProcessor
@@ -156,7 +157,8 @@ def test_task_fit_uses_the_methods_own_candidate_set(tmp_path):
 def test_profile_neighbours_are_refused_with_the_reason(with_profiles):
     with pytest.raises(ValueError, match="new objects do not have"):
         TagRecommender.fit(with_profiles[2], TextProcessor(cache=False),
-                           {**CANDIDATES, "profile_neighbours": {"k": 10}}, LatreWTS(alpha=0.9))
+                           LatreCandidates(**CANDIDATES, profile_neighbours={"k": 10}),
+                           LatreWTS(alpha=0.9))
 
 
 @pytest.fixture(scope="module")

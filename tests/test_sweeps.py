@@ -79,7 +79,7 @@ def test_validation_mode_learns_and_scores_on_v_and_never_reads_t():
     protocol = TagRecommendationProtocol(folds=[0], evaluate_on="validation", tune_fraction=0.25,
                                          online_objects=0, device="cpu")
     Spy.seen = {"fit": set(), "score": set()}
-    result = protocol.evaluate(folksonomy, lambda: LatreCandidates(max_rule_candidates=30),
+    result = protocol.evaluate(folksonomy, LatreCandidates(max_rule_candidates=30),
                                {"spy": lambda: Spy(feature="sum_1")})
     fold = protocol.splits(folksonomy)[0]
     v, t = set(fold.val.objects.tolist()), set(fold.test.objects.tolist())

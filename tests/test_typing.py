@@ -29,9 +29,9 @@ def _all_subclasses(cls: type) -> set[type]:
 
 
 def _import_package() -> None:
-    skip = ("tagtorch.serve", "tagtorch.train", "tagtorch.recommend")  # entry points
+    skip = {"tagtorch.serve", "tagtorch.train", "tagtorch.recommend"}  # entry points
     for info in pkgutil.walk_packages(tagtorch.__path__, "tagtorch."):
-        if info.name.startswith(skip) or info.name.endswith("__main__"):
+        if info.name in skip or info.name.endswith("__main__"):
             continue
         try:
             importlib.import_module(info.name)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
 
 import numpy as np
 from joblib import delayed
@@ -51,6 +51,18 @@ class CandidateGenerator(Protocol):
 
     def __call__(self, queries: TagQueries) -> CandidateSet:
         """Candidate sets with features and labels, one list per query object."""
+        ...
+
+    def settings(self) -> dict[str, Any]:
+        """The constructor's settings, as plain values."""
+        ...
+
+    def config(self) -> dict[str, Any]:
+        """``{"_target_": ..., **settings()}``: what the settings shape (the cache key)."""
+        ...
+
+    def unfitted(self, **changes: Any) -> Self:
+        """A new, unfitted generator with the same settings, ``changes`` applied on top."""
         ...
 
 

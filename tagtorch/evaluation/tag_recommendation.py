@@ -44,7 +44,7 @@ import pandas as pd
 import torch
 from hydra.utils import instantiate
 from joblib import Parallel, delayed
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from tqdm.auto import tqdm
 
 from tagtorch.candidates.cache import CandidateCache
@@ -254,31 +254,28 @@ class TagRecommendationProtocol(SignatureSettings):
     def evaluate(
         self,
         folksonomy: Folksonomy,
-        candidates: Callable[[], CandidateGenerator],
+        candidates: CandidateGenerator,
         rankers: Mapping[str, Callable[[], Ranker]],
         output_dir: str | Path | None = None,
         loggers: Sequence[MetricLogger] = (),
-        candidate_config: Mapping[str, Any] | None = None,
         ranker_configs: Mapping[str, Any] | None = None,
-        candidate_sets: Mapping[str, Callable[[], CandidateGenerator]] | None = None,
-        candidate_set_configs: Mapping[str, Mapping[str, Any]] | None = None,
+        candidate_sets: Mapping[str, CandidateGenerator] | None = None,
         method_candidates: Mapping[str, str] | None = None,
     ) -> EvaluationResult:
         """Evaluates every ranker on every selected fold.
 
         Args:
             folksonomy: the normalized folksonomy.
-            candidates: builds a fresh candidate generator (called once per fold).
+            candidates: an unfitted candidate generator (e.g. ``LatreCandidates()``): each
+                fold fits an unfitted copy of it (``unfitted()``); its ``config()`` keys the
+                candidate cache, and a ``tune_candidates`` grid changes its settings.
             rankers: method name -> factory of a fresh ranker (called once per fold).
             output_dir: where results, report and TREC files go (None: nothing written).
             loggers: Lightning loggers receiving ``{method}/test/{metric}`` per fold.
-            candidate_config: the generator's settings, part of the cache key (caching is
-                off without it).
             ranker_configs: each method's settings (JSON-like), which let an interrupted run
                 resume (``resume``); without them (or an output folder) nothing is kept.
-            candidate_sets: further candidate generators by name, beside ``candidates``
-                (e.g. the paper's features and an extended set compared in one run).
-            candidate_set_configs: their settings, as ``candidate_config``.
+            candidate_sets: further unfitted candidate generators by name, beside
+                ``candidates`` (e.g. the paper's features and an extended set in one run).
             method_candidates: method -> the name of the candidate set it learns and is
                 evaluated on; a method not named uses ``candidates``.
 
@@ -288,7 +285,7 @@ class TagRecommendationProtocol(SignatureSettings):
         if not rankers:
             raise ValueError("no ranker to evaluate")
         sets = {DEFAULT_SET: candidates, **(candidate_sets or {})}
-        set_configs = {DEFAULT_SET: candidate_config, **(candidate_set_configs or {})}
+        set_configs = {name: generator.config() for name, generator in sets.items()}
         chosen = dict(method_candidates or {})
         bad = {name: used for name, used in chosen.items()
                if name not in rankers or used not in sets}
@@ -300,15 +297,15 @@ class TagRecommendationProtocol(SignatureSettings):
         terms = TermIndex.from_folksonomy(folksonomy)
         self._check_tuned(rankers, ranker_configs, sets, set_configs)
         preparers = {used: partial(self._prepare_fold, terms=terms, candidates=sets[used],
-                                   cache=self._cache(folksonomy, set_configs.get(used)),
+                                   cache=self._cache(folksonomy, set_configs[used]),
                                    name=used, tune_with=partial(
                                        self._tune_candidates, folksonomy=folksonomy,
-                                       config=set_configs.get(used)))
+                                       generator=sets[used]))
                      for used in dict.fromkeys(uses.values())}
         run_method = partial(self._run_method, checkpoints=self.checkpoint_dir / folksonomy.name
                              if self.checkpoint_dir else None, configs=ranker_configs or {})
         folds = [self.splits(folksonomy)[f] for f in self.folds]
-        method_features = {name: set_configs.get(used) for name, used in uses.items()}
+        method_features = {name: set_configs[used] for name, used in uses.items()}
         pieces = RunPieces(out / "pieces",
                            self._piece_keys(folksonomy, ranker_configs, method_features)) \
             if out is not None and ranker_configs is not None else None
@@ -336,31 +333,34 @@ class TagRecommendationProtocol(SignatureSettings):
                  pieces: RunPieces | None) -> dict[tuple[int, str], MethodOutcome]:
         """Prepares each (fold, candidate set) of ``todo`` and runs its methods not ``done``.
 
-        In this process with a progress bar (``n_jobs=1`` on ``processes``), else as parallel
-        jobs on the backend: the candidates of each fold, then every (fold, method) pair.
+        One path for every backend: groups of (fold, set) pairs, each prepared, then its
+        (fold, method) jobs run, through ``joblib.Parallel``. In this process (``n_jobs=1`` on
+        ``processes``) a group is one pair, so that one fold's candidates are held at a time,
+        with a progress bar; in parallel (``n_jobs`` > 1 or a cluster) one group holds them
+        all: the candidates of each fold (or, with ``task_objects``, each split's candidate
+        tasks, one fold after another), then every (fold, method) pair.
         """
+        serial = self.n_jobs == 1 and self.backend == "processes"
+        groups = [[pair] for pair in todo] if serial else [list(todo)]
         ran: dict[tuple[int, str], MethodOutcome] = {}
-        if self.n_jobs == 1 and self.backend == "processes":
-            for fold, used in tqdm(todo, desc="folds", unit="fold"):
-                ready = preparers[used](fold, parallel=Parallel(n_jobs=1))
-                for name, make in rankers.items():
-                    if uses[name] == used and (fold.fold, name) not in done:
-                        ran[fold.fold, name] = run_method(ready, name, make, pieces=pieces)
-            return ran
         with joblib_engine(self.backend, self.address):
             # on a cluster, n_jobs=1 still means "distributed": as many jobs as it takes
             distributed = self.backend != "processes" and self.n_jobs == 1
             parallel = Parallel(n_jobs=-1 if distributed else self.n_jobs)
-            if self.task_objects is None:
-                prepared = parallel(delayed(preparers[used])(fold) for fold, used in todo)
-            else:  # one fold after another, each split's candidate tasks in parallel
-                prepared = [preparers[used](fold, parallel=parallel) for fold, used in todo]
-            pairs = [(ready, name, make) for ready in prepared for name, make in rankers.items()
-                     if uses[name] == ready.name and (ready.fold.fold, name) not in done]
-            outcomes = parallel(delayed(run_method)(ready, name, make, pieces=pieces)
-                                for ready, name, make in pairs)
-        return {(ready.fold.fold, name): outcome
-                for (ready, name, _), outcome in zip(pairs, outcomes, strict=True)}
+            for group in tqdm(groups, desc="folds", unit="fold", disable=not serial):
+                if self.task_objects is None:
+                    prepared = parallel(delayed(preparers[used])(fold) for fold, used in group)
+                else:
+                    prepared = [preparers[used](fold, parallel=parallel) for fold, used in group]
+                pairs = [(ready, name, make) for ready in prepared
+                         for name, make in rankers.items()
+                         if uses[name] == ready.name and (ready.fold.fold, name) not in done]
+                outcomes = parallel(delayed(run_method)(ready, name, make, pieces=pieces)
+                                    for ready, name, make in pairs)
+                ran.update({(ready.fold.fold, name): outcome for (ready, name, _), outcome
+                            in zip(pairs, outcomes, strict=True)})
+                del prepared, pairs  # this group's candidate sets, before the next group's
+        return ran
 
     def _report(self, dataset: str, folds: Sequence[TagRecFold], methods: Sequence[str],
                 done: Mapping[tuple[int, str], MethodOutcome], out: Path | None,
@@ -403,7 +403,7 @@ class TagRecommendationProtocol(SignatureSettings):
         self,
         fold: TagRecFold,
         terms: TermIndex,
-        candidates: Callable[[], CandidateGenerator],
+        candidates: CandidateGenerator,
         cache: CandidateCache | None,
         parallel: Parallel | None = None,
         name: str = DEFAULT_SET,
@@ -411,7 +411,8 @@ class TagRecommendationProtocol(SignatureSettings):
     ) -> _PreparedFold:
         """Mines D and builds the candidate sets of V and T (of V's two parts) for one fold.
 
-        ``parallel`` runs the candidate tasks when ``task_objects`` is set (None: one call);
+        ``candidates`` is the unfitted generator (an unfitted copy is fitted); ``parallel``
+        runs the candidate tasks when ``task_objects`` is set (None: one call);
         ``name`` is the candidate set's name in the log and the result; ``tune_with`` chooses
         the set's settings on this fold's V when ``tune_candidates`` names it.
         """
@@ -419,7 +420,7 @@ class TagRecommendationProtocol(SignatureSettings):
         if name in self.tune_candidates and tune_with is not None:
             generator, cache, val, tuning = tune_with(fold, terms, name=name, parallel=parallel)
         else:
-            generator = candidates().fit(fold.train_objects, fold.train_tags, terms)
+            generator = candidates.unfitted().fit(fold.train_objects, fold.train_tags, terms)
             val = self._candidates(generator, fold, "val", cache, parallel)
         before = dict(generator.stage_seconds)
         if self.validating:
@@ -461,25 +462,23 @@ class TagRecommendationProtocol(SignatureSettings):
                                      f"with a configuration in this run ({sorted(known)})")
 
     def _tune_candidates(self, fold: TagRecFold, terms: TermIndex, folksonomy: Folksonomy,
-                         config: Mapping[str, Any] | None, name: str, parallel: Parallel | None,
+                         generator: CandidateGenerator, name: str, parallel: Parallel | None,
                          ) -> _TunedSet:
         """The grid point of the best candidate recall on this fold's V, fitted on D.
 
         Returns the chosen generator, the cache of its settings, its V candidates and the
         tuning rows.
         """
-        assert config is not None  # _check_tuned: a tuned set has its configuration
         rows: list[dict[str, Any]] = []
         best: tuple[CandidateGenerator, CandidateCache | None, CandidateSet] | None = None
         for point in grid_points(self.tune_candidates[name]):
-            settings = with_settings(config, point)
-            generator = cast(CandidateGenerator, instantiate(settings)).fit(
+            fitted = generator.unfitted(**with_settings(generator.settings(), point)).fit(
                 fold.train_objects, fold.train_tags, terms)
-            cache = self._cache(folksonomy, settings)
-            val = self._candidates(generator, fold, "val", cache, parallel)
+            cache = self._cache(folksonomy, fitted.config())
+            val = self._candidates(fitted, fold, "val", cache, parallel)
             recall = float(val.labels.sum() / val.n_relevant.sum())
             if not rows or recall > max(row["val_candidate_recall"] for row in rows):
-                best = (generator, cache, val)  # only the best so far stays in memory
+                best = (fitted, cache, val)  # only the best so far stays in memory
             rows.append({"method": name, "fold": fold.fold, "setting": setting_text(point),
                          "val_candidate_recall": recall,
                          "val_candidates_per_object": float(val.mask.sum() / max(len(val), 1))})
@@ -577,8 +576,8 @@ class TagRecommendationProtocol(SignatureSettings):
         return outcome
 
     def _cache(self, folksonomy: Folksonomy,
-               candidate_config: Mapping[str, Any] | None) -> CandidateCache | None:
-        if not self.cache or candidate_config is None:
+               candidate_config: Mapping[str, Any]) -> CandidateCache | None:
+        if not self.cache:
             return None
         key = {"data": folksonomy.fingerprint(), "features": dict(candidate_config),
                "split": self._split_settings()}
@@ -809,19 +808,15 @@ class TagRecommendationTask:
             loggers: Sequence[MetricLogger] = ()) -> EvaluationResult:
         """Runs the protocol; returns its result (the run folder holds the report)."""
         configs = methods_of(cfg)
-        extra = {str(name): cast(dict[str, Any], OmegaConf.to_container(node, resolve=True))
-                 for name, node in (cfg.get("candidate_sets") or {}).items()}
         result = self.protocol.evaluate(
             folksonomy,
-            candidates=partial(instantiate, cfg.candidates),
+            candidates=instantiate(cfg.candidates),
             rankers={name: partial(instantiate, config) for name, config in configs.items()},
             ranker_configs=configs,
             output_dir=output_dir,
             loggers=loggers,
-            candidate_config=cast(dict[str, Any],
-                                  OmegaConf.to_container(cfg.candidates, resolve=True)),
-            candidate_sets={name: partial(instantiate, config) for name, config in extra.items()},
-            candidate_set_configs=extra,
+            candidate_sets={str(name): instantiate(node)
+                            for name, node in (cfg.get("candidate_sets") or {}).items()},
             method_candidates={str(k): str(v)  # of the methods this run keeps (search_method)
                                for k, v in (cfg.get("method_candidates") or {}).items()
                                if k in configs},

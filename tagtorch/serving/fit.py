@@ -96,11 +96,8 @@ class FitTask:
             model = instantiate(config)
             recommender: TagRecommender | ItemRecommender
             if isinstance(model, BaseRanker):
-                settings = OmegaConf.to_container(sets[used], resolve=True)
-                assert isinstance(settings, dict)
-                candidates = {str(k): v for k, v in settings.items() if k != "_target_"}
                 recommender = TagRecommender.fit(
-                    folksonomy, processor, candidates, model, display=display,
+                    folksonomy, processor, instantiate(sets[used]), model, display=display,
                     val_fraction=self.val_fraction, input_fraction=self.input_fraction,
                     min_tags=self.min_tags, seed=self.seed, info=info)
                 log.info("%s: fitted on %d D objects and %d V objects", name,

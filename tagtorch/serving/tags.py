@@ -150,7 +150,7 @@ class TagRecommender:
         if generator.object_topics is not None:
             raise ValueError("candidates with a diversity component need the categories of "
                              "new objects, which recommend_tags does not take")
-        if any(getattr(source, "space", None) == "profiles" for source in generator.tag_sources):
+        if any(getattr(source, "space", None) == "profiles" for source in generator.sources):
             raise ValueError("candidates.profile_neighbours compare the objects' profiles "
                              "(e.g. Last.fm's listeners), which new objects do not have and "
                              "recommend_tags does not take; serve a set without them")
@@ -200,7 +200,7 @@ class TagRecommender:
     # --------------------------------------------------------------------------- fitting
     @classmethod
     def fit(cls, folksonomy: Folksonomy, processor: TextProcessor,
-            candidates: Mapping[str, Any], ranker: BaseRanker, *,
+            candidates: LatreCandidates, ranker: BaseRanker, *,
             display: Sequence[str] | None = None, val_fraction: float = 0.2,
             input_fraction: float = 0.5, min_tags: int = 2, seed: int = 0,
             info: Mapping[str, Any] | None = None) -> Self:
@@ -209,7 +209,8 @@ class TagRecommender:
         Args:
             folksonomy: the folksonomy, already normalized by ``processor``.
             processor: its text pipeline, applied to the texts and tags of new objects.
-            candidates: :class:`LatreCandidates` settings.
+            candidates: an unfitted :class:`LatreCandidates` (its settings are fitted on D and
+                saved with the recommender).
             ranker: an unfitted ranker; it learns on V's candidate lists.
             display: the string shown for each tag (default: the normalized tag).
             val_fraction: share of the eligible objects in V.
@@ -238,8 +239,9 @@ class TagRecommender:
         info = {**dict(info or {}), "data": folksonomy.name,
                 "fingerprint": folksonomy.fingerprint(), "d_objects": len(train_objects),
                 "v_objects": len(val_objects), "seed": seed}
-        recommender = cls(processor, terms, object_tags, train_objects, display, candidates,
-                          ranker, info, object_ids=[str(o) for o in folksonomy.objects])
+        recommender = cls(processor, terms, object_tags, train_objects, display,
+                          candidates.settings(), ranker, info,
+                          object_ids=[str(o) for o in folksonomy.objects])
         val = recommender.generator(TagQueries(val_objects, input_tags, gold_tags))
         ranker.fit(val, None)
         return recommender
