@@ -259,7 +259,7 @@ def drop_unselected_settings(cfg: DictConfig) -> list[str]:
 
     A selected method always has its ``_target_`` (from ``conf/model/NAME.yaml``); an entry
     without one comes from an experiment that sets a method's settings (``model.dorank.rank``)
-    while the command line selects other methods (``model=[popularity]``). Such settings
+    while the command line selects other methods (``model=[global_popularity]``). Such settings
     concern no method of the run: they are dropped with a warning, so that one method of an
     experiment can be run (or swept) alone. An entry that is not a mapping is left for
     :func:`check_config` to refuse.
@@ -282,6 +282,26 @@ def drop_unselected_settings(cfg: DictConfig) -> list[str]:
                 del cfg.model[name]
         return dropped
     return []
+
+
+RENAMED_MODELS = {"most_popular": "tag_popularity", "popularity": "global_popularity",
+                  "lda": "lda_resources"}
+"""Old model config name -> its name now; the old ``conf/model`` files stay for one release."""
+
+
+def warn_renamed_models(cfg: DictConfig) -> list[str]:
+    """Warns for each method that a shipped config builds under its old name; returns them.
+
+    Example:
+        >>> warn_renamed_models(OmegaConf.create({"model": {"popularity": {"_target_": "x.A"}}}))
+        ['popularity']
+    """
+    models = cfg.get("model")
+    old = [str(name) for name in (models or {}) if str(name) in RENAMED_MODELS]
+    for name in old:
+        log.warning("model=%s is now model=%s; the old name stays for one release",
+                    name, RENAMED_MODELS[name])
+    return old
 
 
 def keep_search_method(cfg: DictConfig) -> None:
@@ -351,8 +371,8 @@ of integers >= 1, e.g. [5] or [1,5,10]
         raise ConfigError("model", models, "at least one method (model=NAME or model=[A,B])")
     allowed = {"tagrec": "a tag ranker (latre_wts, sum, rf, lambdamart, gp, lambdarank, ...)",
                "itemrec": "an item model (dorank, pitf, probabilistic_cp, two_dimensional, "
-                          "most_popular)",
-               "resources": "a resource ranker (lda, smatch, bm25, bayeslm, lda_lm)"}
+                          "tag_popularity, global_popularity)",
+               "resources": "a resource ranker (lda_resources, smatch, bm25, bayeslm, lda_lm)"}
     for name, node in models.items():
         target = node.get("_target_") if isinstance(node, dict) else None
         if target is None:

@@ -50,6 +50,7 @@ from tagtorch.config_checks import (
     drop_unselected_settings,
     keep_search_method,
     task_kinds,
+    warn_renamed_models,
 )
 from tagtorch.data.download import user_cache_dir
 from tagtorch.data.folksonomy import Folksonomy
@@ -220,6 +221,7 @@ def run_task(cfg: DictConfig, raw: Folksonomy | None = None) -> Any:
         ``describe``.
     """
     drop_unselected_settings(cfg)
+    warn_renamed_models(cfg)
     keep_search_method(cfg)
     check_config(cfg)
     check_optimized_metric(cfg)

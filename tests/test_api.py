@@ -52,10 +52,10 @@ def test_evaluate_gives_what_the_command_line_gives(folk, tmp_path):
 
 
 def test_item_recommendation_returns_the_same_result_type(folk, tmp_path):
-    res = tt.evaluate("itemrec", folk, models=["two_dimensional", "popularity"], seeds=[0],
+    res = tt.evaluate("itemrec", folk, models=["two_dimensional", "global_popularity"], seeds=[0],
                       p=2, output_dir=tmp_path)
     assert isinstance(res, tt.EvaluationResult)
-    assert set(res.per_object["method"]) == {"two_dimensional", "popularity"}
+    assert set(res.per_object["method"]) == {"two_dimensional", "global_popularity"}
     assert res.per_object["object"].astype(str).str.startswith("u").all()
     assert 0.0 <= res.means("ndcg@10")["two_dimensional"] <= 1.0
 

@@ -140,8 +140,8 @@ def test_per_user_task_end_to_end(tmp_path):
 
     results = run_synthetic_itemrec(tmp_path, [
         "task.seeds=[0]", "trainer.max_epochs=1", "task.query=user",
-        "model=[dorank,popularity,two_dimensional]", "model.dorank.rank=8"])
-    assert set(results["method"]) == {"dorank", "popularity", "two_dimensional"}
+        "model=[dorank,global_popularity,two_dimensional]", "model.dorank.rank=8"])
+    assert set(results["method"]) == {"dorank", "global_popularity", "two_dimensional"}
     per_query = pd.read_csv(tmp_path / "per_object.csv.gz")
     run = pd.read_csv(tmp_path / "run.dorank.trec", sep=" ", header=None)
     assert run[0].str.fullmatch(r"u\d+").all()
