@@ -16,7 +16,8 @@ These functions compose the same configuration ``python -m tagtorch.train`` comp
 the same :func:`tagtorch.train.run_task`: for identical settings the API and the command line
 give identical results. A model is given by its config name (``conf/model/NAME.yaml``), by a
 config mapping (with ``_target_``), or as an unfitted model object, whose constructor settings
-(:meth:`~tagtorch.settings.SignatureSettings.settings`) become its config. Keyword settings go
+(:meth:`~tagtorch.settings.SignatureSettings.settings`) become its config; ``candidates=`` takes
+a tag recommender's candidate generator the same three ways. Keyword settings go
 to the task (``folds=[0]`` is ``task.protocol.folds=[0]`` for tag recommendation, ``seeds=[0]``
 is ``task.seeds=[0]`` for the others); ``overrides`` takes any command-line override as is.
 
@@ -38,13 +39,18 @@ from tagtorch.evaluation.runs import EvaluationResult
 from tagtorch.serving import ItemRecommender, Recommender, TagRecommender
 from tagtorch.settings import MODEL_TASKS, SignatureSettings
 
-__all__ = ["CONF_DIR", "compose", "datasets", "evaluate", "fit", "load"]
+__all__ = ["CONF_DIR", "CandidatesSpec", "ModelSpec", "compose", "datasets", "evaluate", "fit",
+           "load"]
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 """The configuration tree ``python -m tagtorch.train`` reads."""
 
 ModelSpec = str | Mapping[str, Any] | SignatureSettings
 """A model: its config name, a config mapping with ``_target_``, or an unfitted model object."""
+
+CandidatesSpec = str | Mapping[str, Any] | SignatureSettings
+"""A candidate generator: a shipped set's name (``conf/candidates/NAME.yaml``: ``latre``,
+``extended``, ...), a config mapping with ``_target_``, or an unfitted ``LatreCandidates``."""
 
 
 def compose(overrides: Sequence[str] = (), output_dir: str | Path | None = None) -> DictConfig:
@@ -117,8 +123,9 @@ def load(source: str | Path, **options: Any) -> Folksonomy:
 
 def evaluate(task: str, data: Folksonomy | str | Path,
              models: Sequence[str] | Mapping[str, ModelSpec] | None = None, *,
-             experiment: str | None = None, output_dir: str | Path | None = None,
-             overrides: Sequence[str] = (), **settings: Any) -> EvaluationResult:
+             candidates: CandidatesSpec | None = None, experiment: str | None = None,
+             output_dir: str | Path | None = None, overrides: Sequence[str] = (),
+             **settings: Any) -> EvaluationResult:
     """Evaluates models on a task and returns the run's tables and report.
 
     Args:
@@ -128,6 +135,8 @@ def evaluate(task: str, data: Folksonomy | str | Path,
         models: config names (``["latre_wts", "lambdamart"]``) or method name -> model (a
             config name, a config mapping or an unfitted model object); the first is the
             baseline of the paired tests. Default: the experiment's, else the task's default.
+        candidates: tag recommendation's candidate generator (:data:`CandidatesSpec`; the
+            same forms as a model). Default: the experiment's, else ``latre``.
         experiment: a shipped experiment (``conf/experiment/NAME.yaml``) to start from.
         output_dir: the run folder (default: a new temporary folder, kept; see ``.folder``).
         overrides: further command-line overrides, as ``python -m tagtorch.train`` takes them.
@@ -145,15 +154,17 @@ def evaluate(task: str, data: Folksonomy | str | Path,
     names = [value for value in (spec or {}).values() if isinstance(value, str)]
     cfg = compose([f"task={task}", *([f"+experiment={experiment}"] if experiment else []),
                    *([f"model=[{','.join(dict.fromkeys(names))}]"] if spec else []),
-                   *overrides], output_dir)
+                   *_candidate_overrides(candidates), *overrides], output_dir)
     with open_dict(cfg):
+        _set_candidates(cfg, candidates)
         if spec is not None:
             cfg.model = {key: _model_config(cfg, key, value) for key, value in spec.items()}
         _set_task_settings(cfg, task, settings)
     return _run(cfg, data)
 
 
-def fit(data: Folksonomy | str | Path, model: ModelSpec, *, experiment: str | None = None,
+def fit(data: Folksonomy | str | Path, model: ModelSpec, *,
+        candidates: CandidatesSpec | None = None, experiment: str | None = None,
         output_dir: str | Path | None = None, overrides: Sequence[str] = (),
         **settings: Any) -> TagRecommender | ItemRecommender:
     """Fits a recommender on all of ``data`` (``task=fit``) and returns it, ready to serve.
@@ -166,6 +177,7 @@ def fit(data: Folksonomy | str | Path, model: ModelSpec, *, experiment: str | No
     Args:
         data: a folksonomy from :func:`load`, or what :func:`load` takes.
         model: a config name, a config mapping or an unfitted model object.
+        candidates: a tag ranker's candidate generator (as in :func:`evaluate`).
         experiment: a shipped experiment to start from (its candidates, text, settings).
         output_dir: where the artifact folder is written.
         overrides: further command-line overrides.
@@ -173,9 +185,10 @@ def fit(data: Folksonomy | str | Path, model: ModelSpec, *, experiment: str | No
     """
     name = model if isinstance(model, str) else "model"
     cfg = compose(["task=fit", *([f"+experiment={experiment}"] if experiment else []),
-                   *([f"model={model}"] if isinstance(model, str) else []), *overrides],
-                  output_dir)
+                   *([f"model={model}"] if isinstance(model, str) else []),
+                   *_candidate_overrides(candidates), *overrides], output_dir)
     with open_dict(cfg):
+        _set_candidates(cfg, candidates)
         cfg.model = {name: _model_config(cfg, name, model)}
         cfg.task.output = cfg.paths.output_dir
         _set_task_settings(cfg, "fit", settings)
@@ -205,22 +218,36 @@ def _model_spec(models: Sequence[str] | Mapping[str, ModelSpec] | None
 
 def _model_config(cfg: DictConfig, key: str, model: ModelSpec) -> Any:
     """The config node of one model: composed by name, given, or from an object's settings."""
-    if isinstance(model, str):
-        return cfg.model[model]
-    if isinstance(model, Mapping):
-        if "_target_" not in model:
-            raise ValueError(f"model {key!r}: a config mapping needs a _target_")
-        return dict(model)
-    if not isinstance(model, SignatureSettings):
-        raise TypeError(f"model {key!r}: expected a config name, a config mapping or a tagtorch "
-                        f"model, got {type(model).__name__}")
-    config = model.config()
+    return cfg.model[model] if isinstance(model, str) else _given_config(f"model {key!r}", model)
+
+
+def _given_config(what: str, given: Mapping[str, Any] | SignatureSettings) -> dict[str, Any]:
+    """A config mapping as given, or an unfitted object's ``config()`` (plain values only)."""
+    if isinstance(given, Mapping):
+        if "_target_" not in given:
+            raise ValueError(f"{what}: a config mapping needs a _target_")
+        return dict(given)
+    if not isinstance(given, SignatureSettings):
+        raise TypeError(f"{what}: expected a config name, a config mapping or an unfitted "
+                        f"tagtorch object, got {type(given).__name__}")
+    config = given.config()
     try:
         json.dumps(config)
     except TypeError:
-        raise ValueError(f"model {key!r}: its settings are not plain values (a factory?); "
-                         "give it by config name or as a config mapping instead") from None
+        raise ValueError(f"{what}: its settings are not plain values (a factory?); give it by "
+                         "config name or as a config mapping instead") from None
     return config
+
+
+def _candidate_overrides(candidates: CandidatesSpec | None) -> list[str]:
+    """The override that selects a shipped candidate set by name (``conf/candidates``)."""
+    return [f"candidates={candidates}"] if isinstance(candidates, str) else []
+
+
+def _set_candidates(cfg: DictConfig, candidates: CandidatesSpec | None) -> None:
+    """Puts a given candidate generator (mapping or unfitted object) in ``cfg.candidates``."""
+    if candidates is not None and not isinstance(candidates, str):
+        cfg.candidates = _given_config("candidates", candidates)
 
 
 def _set_task_settings(cfg: DictConfig, task: str, settings: Mapping[str, Any]) -> None:

@@ -51,6 +51,29 @@ def test_evaluate_gives_what_the_command_line_gives(folk, tmp_path):
     assert set(res.per_object["method"]) == {"latre_wts", "rf"}
 
 
+def test_a_candidate_generator_is_given_one_way_as_object_mapping_or_name(folk, tmp_path):
+    """An unfitted LatreCandidates, its config mapping, and the command line's override agree."""
+    from tagtorch.candidates.latre import LatreCandidates
+
+    generator = LatreCandidates(max_rule_candidates=7, device="cpu")
+    runs = [tt.evaluate("tagrec", folk, models=["latre_wts"], folds=[0], candidates=given,
+                        output_dir=tmp_path / str(i))
+            for i, given in enumerate([generator, generator.config()])]
+    cli = run_task(compose_cfg(tmp_path / "cli", [
+        "data.n_objects=300", "model=[latre_wts]", "task.protocol.folds=[0]",
+        "candidates.max_rule_candidates=7", "candidates.device=cpu"]))
+    default = tt.evaluate("tagrec", folk, models=["latre_wts"], folds=[0], candidates="latre",
+                          output_dir=tmp_path / "default")
+    for res in runs:
+        pd.testing.assert_frame_equal(quality(res.results), quality(cli.results),
+                                      check_exact=True)
+    per_object = [len(res.per_object) for res in (cli, default)]
+    assert per_object[0] == per_object[1]  # the same objects, other candidates:
+    assert not quality(default.results).equals(quality(cli.results))  # another result
+    with pytest.raises(TypeError, match="candidates: expected a config name"):
+        tt.evaluate("tagrec", folk, candidates=3.5, folds=[0])
+
+
 def test_item_recommendation_returns_the_same_result_type(folk, tmp_path):
     res = tt.evaluate("itemrec", folk, models=["two_dimensional", "global_popularity"], seeds=[0],
                       p=2, output_dir=tmp_path)
