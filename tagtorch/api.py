@@ -97,7 +97,8 @@ def load(source: str | Path, **options: Any) -> Folksonomy:
     Args:
         source: a dataset name (:func:`datasets`: ``synthetic``, ``lastfm``, ``movielens``,
             ``delicious``, ...; HetRec files are downloaded, checksummed, when missing) or the
-            path of a CSV, TSV or Parquet table of assignments (``data=tabular``).
+            path of a file in TagRec's format (``data=tagrec``, recognised by its first line)
+            or of a CSV, TSV or Parquet table of assignments (``data=tabular``).
         **options: the loader's settings (``conf/data/NAME.yaml``), e.g. ``n_objects=500``
             for ``synthetic`` or ``columns={"object": "item_id"}`` for a table.
 
@@ -108,7 +109,10 @@ def load(source: str | Path, **options: Any) -> Folksonomy:
     if name in datasets():
         overrides = [f"data={name}"]
     elif Path(source).is_file():
-        overrides = ["data=tabular", f"data.path={json.dumps(str(Path(source).resolve()))}"]
+        from tagtorch.data.loaders.tagrec import is_tagrec_file
+
+        kind = "tagrec" if is_tagrec_file(source) else "tabular"
+        overrides = [f"data={kind}", f"data.path={json.dumps(str(Path(source).resolve()))}"]
     else:
         raise ValueError(f"{name!r} is neither a dataset ({', '.join(datasets())}) nor a file")
     cfg = compose(overrides)

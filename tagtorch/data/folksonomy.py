@@ -35,9 +35,15 @@ def _category_table(categories: pd.DataFrame | None,
             {"object": np.zeros(0, np.int64), "category": np.zeros(0, np.int64)})
     cat_frame = categories.loc[categories["object"].isin(object_index)]
     cat, category_names = _encode(cat_frame["category"].astype(str))
-    return category_names, pd.DataFrame(
-        {"object": object_index.get_indexer(cat_frame["object"]), "category": cat}
-    ).drop_duplicates(ignore_index=True)
+    table = pd.DataFrame({"object": object_index.get_indexer(cat_frame["object"]),
+                          "category": cat})
+    if "weight" in cat_frame:  # e.g. TagRec's name_weight categories
+        table["weight"] = pd.to_numeric(cat_frame["weight"], errors="coerce").to_numpy(
+            dtype=np.float64)
+    # in object order (each object's categories as given): a canonical table, whatever the
+    # order of the source's rows
+    table = table.drop_duplicates(["object", "category"], ignore_index=True)
+    return category_names, table.sort_values("object", kind="stable", ignore_index=True)
 
 
 def _encode(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
@@ -59,7 +65,10 @@ class Folksonomy:
         tags: tag string of each tag code.
         texts: one row per object code (index ``0..n_objects-1``), one string column per text
             field (``title``, ``description``, ...); missing text is the empty string.
-        categories: ``object`` and ``category`` int64 codes, one row per (object, category).
+        categories: ``object`` and ``category`` int64 codes, one row per (object, category),
+            and a float64 ``weight`` where the source gives one (TagRec's ``name_weight``
+            categories; NaN for a category without a weight). The weights are kept and
+            written back; the diversity code reads the categories as unweighted sets.
         category_names: name of each category code.
         name: dataset name used in logs and reports.
         profiles: object interactions other than tags (ours; e.g. Last.fm's listening counts):
@@ -99,7 +108,8 @@ class Folksonomy:
                 tag are dropped; duplicate ``(user, object, tag)`` rows keep the earliest time.
             texts: indexed by raw object id, one string column per text field. Objects
                 without assignments are ignored.
-            categories: columns ``object`` (raw id) and ``category`` (name).
+            categories: columns ``object`` (raw id), ``category`` (name) and optionally
+                ``weight`` (a number; a repeated (object, category) keeps the first).
             name: dataset name.
             profiles: columns ``object`` (raw id), ``key`` (raw id) and ``weight`` (a number):
                 the objects' other interactions (see the attribute). Objects without
@@ -236,7 +246,9 @@ class Folksonomy:
         strings("objects", self.objects)
         strings("tags", self.tags)
         table("texts", self.texts)
-        table("categories", self.categories[["object", "category"]])
+        weighted = "weight" in self.categories  # unweighted: the digests of earlier versions
+        table("categories", self.categories[["object", "category",
+                                             *(["weight"] if weighted else [])]])
         strings("category_names", self.category_names)
         if len(self.profiles):  # absent profiles leave the digests of earlier versions
             table("profiles", self.profiles[["object", "key", "weight"]])
@@ -289,8 +301,8 @@ class Folksonomy:
         new = pd.DataFrame({"user": user_code, "object": object_code, "tag": tag_code,
                             "timestamp": table["timestamp"].to_numpy()}).astype(np.int64)
         cats = self.categories[self.categories["object"].isin(objects)]
-        cats = pd.DataFrame({"object": np.searchsorted(objects, cats["object"].to_numpy()),
-                             "category": cats["category"].to_numpy()})
+        cats = cats.assign(object=np.searchsorted(objects, cats["object"].to_numpy())
+                           ).reset_index(drop=True)
         kept = self.profiles[self.profiles["object"].isin(objects)]
         profiles = kept.assign(object=np.searchsorted(objects, kept["object"].to_numpy()))
         return replace(

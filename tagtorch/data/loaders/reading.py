@@ -341,11 +341,13 @@ def _csv_error_line(text: str, sep: str) -> int | None:
     return None
 
 
-def _first_bad_record(text: str, sep: str, n_fields: int, path: Path) -> tuple[int, int] | None:
+def _first_bad_record(text: str, sep: str, n_fields: int, path: Path,
+                      has_header: bool = True) -> tuple[int, int] | None:
     """With CSV quoting: the (line, field count) of the first record of the wrong width."""
     reader = csv.reader(io.StringIO(text), delimiter=sep)
     try:
-        next(reader, None)
+        if has_header:
+            next(reader, None)
         for record in reader:
             if record and not (len(record) == 1 and record[0].strip() == "") \
                     and len(record) != n_fields:
@@ -354,6 +356,19 @@ def _first_bad_record(text: str, sep: str, n_fields: int, path: Path) -> tuple[i
         raise DataFormatError(path, "well-formed CSV", str(exc),
                               line=max(reader.line_num, 1)) from exc
     return None
+
+
+def first_record(path: str | Path, sep: str, encoding: str = "utf-8",
+                 encoding_setting: str | None = None) -> list[str]:
+    """The fields of a text file's first non-blank line (CSV quoting honoured); [] if none.
+
+    For formats without a header whose number of fields varies between files (TagRec's).
+    """
+    path = Path(path)
+    content = _normalize_newlines(_decode(_read_bytes(path), path, check_encoding(encoding),
+                                          None, encoding_setting))
+    first = next((line for line in content.split("\n") if line.strip()), "")
+    return next(csv.reader([first], delimiter=sep), []) if first else []
 
 
 def read_delimited(
@@ -369,8 +384,9 @@ def read_delimited(
     quoting: bool = False,
     allow_empty: bool = False,
     encoding_setting: str | None = None,
+    names: Sequence[str] | None = None,
 ) -> RawTable:
-    """Reads a delimited text file with one header line, checking its layout.
+    """Reads a delimited text file with one header line (or none), checking its layout.
 
     Args:
         path: the file (gzip, bzip2 and xz content is decompressed, whatever its name).
@@ -387,6 +403,8 @@ def read_delimited(
             it quotes are ordinary characters, as in the HetRec ``.dat`` files.
         allow_empty: accept a file with a header and no data rows.
         encoding_setting: the option that sets ``encoding``, named in decoding errors.
+        names: the file has no header line: these are its columns' names, by position
+            (every line must have this many fields).
 
     Returns:
         The table with only the required and present optional columns, in header order;
@@ -408,17 +426,21 @@ def read_delimited(
     content = _normalize_newlines(_decode(raw, path, encoding, fallback_encoding,
                                           encoding_setting))
     if content.strip() == "":
-        raise DataFormatError(path, f"a header line with the columns {list(required)}",
-                              "an empty file", line=1)
+        expected = (f"rows of {len(names)} fields" if names is not None
+                    else f"a header line with the columns {list(required)}")
+        raise DataFormatError(path, expected, "an empty file", line=1)
     if "\x00" in content:
         line = content.count("\n", 0, content.index("\x00")) + 1
         raise DataFormatError(path, "text without NUL characters", "a NUL character (is this "
                               "a binary file, or text in another encoding?)", line=line)
-    header = _checked_header(content, sep, quoting, required, optional, path)
-    data_lines = _checked_field_counts(content, sep, quoting, len(header), allow_empty, path)
+    header = (list(names) if names is not None
+              else _checked_header(content, sep, quoting, required, optional, path))
+    data_lines = _checked_field_counts(content, sep, quoting, len(header), allow_empty, path,
+                                       has_header=names is None)
     wanted = list(required) + [c for c in optional if c in header and c not in required]
     columns = [c for c in header if c in wanted]
-    frame = _parse(content, sep, quoting, [header.index(c) for c in columns], path)
+    frame = _parse(content, sep, quoting, [header.index(c) for c in columns], path,
+                   has_header=names is None)
     frame.columns = columns
     lines: np.ndarray | None = data_lines.astype(np.int64)
     if len(frame) != len(data_lines):  # quoted line breaks: rows no longer match lines
@@ -462,31 +484,34 @@ def _checked_header(content: str, sep: str, quoting: bool, required: Sequence[st
 
 
 def _checked_field_counts(content: str, sep: str, quoting: bool, n_fields: int,
-                          allow_empty: bool, path: Path) -> np.ndarray:
+                          allow_empty: bool, path: Path, has_header: bool = True) -> np.ndarray:
     """``[rows]`` 1-based file lines of the data rows; a wrong field count is an error."""
     sep_name = _SEPARATOR_NAMES.get(sep, repr(sep))
     # Field counts per line, vectorized over the characters of the decoded text.
     counts, blank = _line_layout(content, sep)
-    data_lines = np.flatnonzero(~blank[1:]) + 2  # 1-based line numbers, header excluded
+    skip = int(has_header)
+    data_lines = np.flatnonzero(~blank[skip:]) + skip + 1  # 1-based, header excluded
     wrong = counts[data_lines - 1] != n_fields - 1
     if wrong.any():
         bad: tuple[int, int] | None
         if quoting and '"' in content:
-            bad = _first_bad_record(content, sep, n_fields, path)
+            bad = _first_bad_record(content, sep, n_fields, path, has_header)
         else:
             line = int(data_lines[np.flatnonzero(wrong)[0]])
             bad = (line, int(counts[line - 1]) + 1)
         if bad is not None:
             raise DataFormatError(
-                path, f"{n_fields} {sep_name}-separated fields as in the header",
+                path, f"{n_fields} {sep_name}-separated fields" + (
+                    " as in the header" if has_header else ""),
                 f"{bad[1]} field(s)", line=bad[0])
     if len(data_lines) == 0 and not allow_empty:
-        raise DataFormatError(path, "data rows after the header line", "none", line=2)
+        raise DataFormatError(path, "data rows after the header line" if has_header
+                              else "data rows", "none", line=1 + skip)
     return data_lines
 
 
-def _parse(content: str, sep: str, quoting: bool, usecols: list[int], path: Path
-           ) -> pd.DataFrame:
+def _parse(content: str, sep: str, quoting: bool, usecols: list[int], path: Path,
+           has_header: bool = True) -> pd.DataFrame:
     """The columns ``usecols`` of the text as strings (pandas' C parser, no type guessing)."""
     sep_name = _SEPARATOR_NAMES.get(sep, repr(sep))
     # Every column is read as text: pandas' type guesses would wrap integers above 2**63
@@ -496,7 +521,7 @@ def _parse(content: str, sep: str, quoting: bool, usecols: list[int], path: Path
             io.StringIO(content),
             sep=sep,
             usecols=usecols,
-            header=0,
+            header=0 if has_header else None,
             dtype="string",
             keep_default_na=False,
             na_values=[],

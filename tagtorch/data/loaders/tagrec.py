@@ -1,0 +1,338 @@
+"""TagRec's CSV format, in and out: :func:`load_tagrec` and :func:`write_tagrec`.
+
+TagRec (Kowald, Lex and Trattner; github.com/learning-layers/TagRec), the Java framework most
+tag-recommendation papers benchmark with, stores one post per line, its fields double-quoted
+and separated by ``;``, without a header::
+
+    "user";"resource";"timestamp";"tag1,tag2,...";"cat1_0.69,cat2_0.19"
+
+- ``timestamp``: Unix seconds (may be empty);
+- tags: comma-separated inside one field;
+- categories (optional, may be empty): comma-separated ``name_weight`` pairs (or bare names);
+- optional further fields: a rating, then a title and a description.
+
+Benchmark splits come as ``X_train.txt``, ``X_test.txt`` and their concatenation ``X.txt``.
+
+Reading follows TagRec's ``BookmarkReader``: tags split on ``,``, empty ones dropped, each
+lower-cased; category names lower-cased, their weight after the underscore. Deviations, all
+written here:
+
+- tags are also trimmed, and a tag repeated within a post counts once (a folksonomy holds one
+  ``(user, resource, tag)`` assignment; TagRec keeps the repeat);
+- ``url_decode`` (on by default; TagRec keeps the encoded text): percent-encoding is decoded
+  repeatedly until nothing changes, since the public samples encode twice (``c%252b%252b`` is
+  ``c%2b%2b``, then ``c++``);
+- a category's weight is the number after its *last* underscore when that parses as a number
+  (TagRec cuts at the first underscore and drops the weight); a category name that itself ends
+  in ``_NUMBER`` is therefore read as a weighted name;
+- the rating field is not read; title and description become text fields.
+
+Writing is the way back: :func:`write_tagrec` writes a folksonomy's posts (one line per
+``(user, resource, timestamp)``, tags in code order), and :func:`write_tagrec_split` the three
+files of a split. Characters that would break TagRec's line format inside a tag (``%``, ``,``,
+``;``, ``"`` and line breaks) are percent-encoded, so a folksonomy written and read back with
+``url_decode`` gives the same fingerprint when its tags hold no ``%`` (and are lower-case, or
+are read with ``lowercase=False``).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from urllib.parse import unquote
+
+import numpy as np
+import pandas as pd
+
+from tagtorch.data.folksonomy import MISSING_TIME, Folksonomy
+from tagtorch.data.loaders.errors import DataFormatError
+from tagtorch.data.loaders.reading import RawTable, first_record, read_delimited
+from tagtorch.storage import atomic_write
+
+log = logging.getLogger(__name__)
+
+__all__ = ["TAGREC_FIELDS", "decode_percent", "is_tagrec_file", "last_post_per_user",
+           "load_tagrec",
+           "tagrec_lines", "tagrec_posts", "write_tagrec", "write_tagrec_split"]
+
+TAGREC_FIELDS = ("user", "resource", "timestamp", "tags", "categories", "rating", "title",
+                 "description")
+"""TagRec's fields by position (the first four are required)."""
+
+_ENCODED = re.compile(r"[%,;\"\r\n]")
+_WEIGHT = re.compile(r"^(.*)_([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)$")
+
+
+def decode_percent(text: str) -> str:
+    """Percent-decodes ``text`` until nothing changes (``%252b`` -> ``%2b`` -> ``+``).
+
+    Example:
+        >>> decode_percent("c%252b%252b"), decode_percent("100%"), decode_percent("a%2Cb")
+        ('c++', '100%', 'a,b')
+    """
+    while "%" in text:
+        decoded = unquote(text, errors="strict") if _valid_utf8(text) else text
+        if decoded == text:
+            break
+        text = decoded
+    return text
+
+
+def _valid_utf8(text: str) -> bool:
+    try:
+        unquote(text, errors="strict")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _encode_tag(tag: str) -> str:
+    """A tag with the characters of TagRec's line format percent-encoded."""
+    return _ENCODED.sub(lambda match: f"%{ord(match.group()):02X}", tag)
+
+
+def is_tagrec_file(path: str | Path, encoding: str = "utf-8") -> bool:
+    """Whether a file looks like TagRec's format: its first line, 4 to 8 quoted ``;`` fields.
+
+    A file that cannot be decoded or read is not (the loader then says why).
+    """
+    try:
+        record = first_record(path, ";", encoding)
+        with open(path, "rb") as handle:
+            head = handle.read(1)
+    except (DataFormatError, OSError, ValueError):
+        return False
+    return head == b'"' and 4 <= len(record) <= len(TAGREC_FIELDS)
+
+
+def _field_names(path: Path, encoding: str) -> tuple[str, ...]:
+    """TagRec's fields present in the file: as many as its first line has (4 to 8)."""
+    count = len(first_record(path, ";", encoding, "data.encoding"))
+    if not 4 <= count <= len(TAGREC_FIELDS):
+        raise DataFormatError(path, "TagRec's format: \"user\";\"resource\";\"timestamp\";"
+                              "\"tag1,tag2\";\"categories\" (4 to 8 ;-separated quoted fields, "
+                              "no header)", f"{count} field(s)", line=1)
+    return TAGREC_FIELDS[:count]
+
+
+def _post_tags(table: RawTable, lowercase: bool, url_decode: bool) -> tuple[list[str], np.ndarray]:
+    """Each post's tags (split, decoded, trimmed, lower-cased) and the post of each tag."""
+    tags: list[str] = []
+    posts: list[int] = []
+    for post, field in enumerate(table.frame["tags"].to_numpy(dtype=object)):
+        for tag in str(field).split(","):
+            tag = (decode_percent(tag) if url_decode else tag).strip()
+            if tag:
+                tags.append(tag.lower() if lowercase else tag)
+                posts.append(post)
+    return tags, np.asarray(posts, dtype=np.int64)
+
+
+def _categories(table: RawTable, objects: pd.Series, lowercase: bool) -> pd.DataFrame | None:
+    """``object, category, weight`` rows: each resource's first non-empty category field."""
+    if "categories" not in table.frame:
+        return None
+    rows: dict[str, list[tuple[str, float]]] = {}
+    for obj, field in zip(objects, table.frame["categories"].to_numpy(dtype=object),
+                          strict=True):
+        if obj in rows or not str(field).strip():
+            continue
+        pairs = []
+        for item in str(field).split(","):
+            match = _WEIGHT.match(item.strip())
+            name, weight = (match.group(1), float(match.group(2))) if match else (
+                item.strip(), np.nan)
+            if name:
+                pairs.append((name.lower() if lowercase else name, weight))
+        rows[obj] = pairs
+    flat = [(obj, name, weight) for obj, pairs in rows.items() for name, weight in pairs]
+    if not flat:
+        return None
+    frame = pd.DataFrame(flat, columns=["object", "category", "weight"])
+    return frame if frame["weight"].notna().any() else frame.drop(columns="weight")
+
+
+def _timestamps(table: RawTable) -> np.ndarray:
+    """``[posts]`` Unix seconds; an empty field is :data:`MISSING_TIME`."""
+    text = table.frame["timestamp"].astype("string").str.strip()
+    if not text.fillna("").str.fullmatch(r"-?\d*").all():
+        position = int(np.flatnonzero(~text.fillna("").str.fullmatch(r"-?\d*").to_numpy())[0])
+        raise table.error(position, "a timestamp in Unix seconds (or nothing)",
+                          repr(str(text.iloc[position])))
+    return pd.to_numeric(text.mask(text == ""), errors="raise").fillna(MISSING_TIME).to_numpy(
+        dtype=np.int64)
+
+
+def load_tagrec(path: str | Path, name: str | None = None, url_decode: bool = True,
+                lowercase: bool = True, integer_ids: bool = False,
+                encoding: str = "utf-8") -> Folksonomy:
+    """Loads a file in TagRec's format (module docstring) as a folksonomy.
+
+    Args:
+        path: the file (``X.txt``, ``X_train.txt``, ...; gzip, bzip2 and xz are decompressed).
+        name: the dataset's name (default: the file name without extensions).
+        url_decode: decode percent-encoded tags, repeatedly (ours; TagRec keeps them).
+        lowercase: lower-case tags and categories (TagRec's reader does).
+        integer_ids: read user and resource ids as 64-bit integers (``007`` and ``7`` are
+            then one user; ids sort as numbers) instead of opaque strings.
+        encoding: the file's encoding.
+
+    Returns:
+        The raw folksonomy: one assignment per (user, resource, tag), the post's timestamp;
+        ``title``/``description`` text fields and weighted categories when the file has them.
+
+    Raises:
+        DataFormatError: the file is not in TagRec's format (the line and what was found).
+    """
+    path = Path(path)
+    names = _field_names(path, encoding)
+    table = read_delimited(path, ";", list(names), text=list(names), encoding=encoding,
+                           quoting=True, encoding_setting="data.encoding", names=names)
+    users, objects = (pd.Series(table.integers(column)) if integer_ids
+                      else table.frame[column].astype("string").str.strip()
+                      for column in ("user", "resource"))
+    tags, posts = _post_tags(table, lowercase, url_decode)
+    assignments = pd.DataFrame({"user": users.to_numpy(dtype=object)[posts],
+                                "object": objects.to_numpy(dtype=object)[posts], "tag": tags,
+                                "timestamp": _timestamps(table)[posts]})
+    if assignments.empty:
+        raise DataFormatError(path, "at least one post with a user, a resource and a tag",
+                              "none")
+    fields = [f for f in ("title", "description") if f in table.frame]
+    texts = None
+    if fields:
+        texts = table.frame[fields].astype(str).assign(object=objects.to_numpy(dtype=object))
+        texts = texts.groupby("object", sort=False).first()
+    categories = _categories(table, objects, lowercase)
+    dataset = name or path.name.split(".")[0] or path.name
+    return Folksonomy.from_frame(assignments, texts, categories, name=dataset)
+
+
+def tagrec_posts(folksonomy: Folksonomy) -> pd.DataFrame:
+    """The folksonomy's posts: one row per (user, object, timestamp) with its tag codes.
+
+    Ordered by user, then time, then object (each user's posts in time order, as TagRec's
+    splits are written).
+
+    Returns:
+        Columns ``user``, ``object``, ``timestamp`` (codes and seconds) and ``tags`` (a list
+        of tag codes, ascending).
+    """
+    frame = folksonomy.assignments.sort_values(["user", "timestamp", "object", "tag"])
+    grouped = frame.groupby(["user", "timestamp", "object"], sort=False)["tag"].agg(list)
+    return grouped.reset_index()[["user", "object", "timestamp", "tag"]].rename(
+        columns={"tag": "tags"})
+
+
+def _check_ids(values: np.ndarray, what: str) -> None:
+    bad = [str(v) for v in values if re.search(r"[\";\r\n]", str(v))]
+    if bad:
+        raise ValueError(f"{what} {bad[0]!r} holds a quote, a ';' or a line break, which "
+                         "TagRec's line format cannot hold")
+
+
+def _quoted(text: str) -> str:
+    return '"' + text.replace('"', '""') + '"'
+
+
+def _category_fields(folksonomy: Folksonomy) -> dict[int, str]:
+    """Each object's categories as TagRec writes them (``name_weight`` or ``name``)."""
+    cats = folksonomy.categories
+    names = folksonomy.category_names
+    weights = cats["weight"].to_numpy() if "weight" in cats else np.full(len(cats), np.nan)
+    fields: dict[int, list[str]] = {}
+    for obj, code, weight in zip(cats["object"].to_numpy(), cats["category"].to_numpy(),
+                                 weights, strict=True):
+        name = _encode_tag(str(names[code]))
+        fields.setdefault(int(obj), []).append(name if np.isnan(weight)
+                                               else f"{name}_{float(weight)!r}")
+    return {obj: ",".join(items) for obj, items in fields.items()}
+
+
+def tagrec_lines(folksonomy: Folksonomy, posts: pd.DataFrame | None = None) -> list[str]:
+    """The TagRec lines of ``posts`` (default: every post of :func:`tagrec_posts`).
+
+    Raises:
+        ValueError: a user or object id that TagRec's line format cannot hold.
+    """
+    posts = tagrec_posts(folksonomy) if posts is None else posts
+    _check_ids(folksonomy.users, "user id")
+    _check_ids(folksonomy.objects, "object id")
+    categories = _category_fields(folksonomy)
+    # the text fields up to the last one present (TagRec's fields 7 and 8)
+    texts = ["title", "description"][:max(
+        (i + 1 for i, f in enumerate(("title", "description")) if f in folksonomy.texts),
+        default=0)]
+    tags = np.asarray([_encode_tag(str(t)) for t in folksonomy.tags], dtype=object)
+    lines = []
+    for user, obj, stamp, codes in posts.itertuples(index=False):
+        fields = [str(folksonomy.users[user]), str(folksonomy.objects[obj]),
+                  "" if stamp == MISSING_TIME else str(stamp), ",".join(tags[codes]),
+                  categories.get(int(obj), "")]
+        if texts:
+            text = folksonomy.texts.iloc[obj]
+            fields += ["", *(str(text.get(field, "")) for field in texts)]
+        lines.append(";".join(_quoted(field) for field in fields))
+    return lines
+
+
+def write_tagrec(folksonomy: Folksonomy, path: str | Path,
+                 posts: pd.DataFrame | None = None) -> Path:
+    """Writes ``posts`` (default: all) of a folksonomy as a TagRec file; returns its path.
+
+    Text fields other than ``title`` and ``description``, and profiles, are not written
+    (TagRec's format has no place for them).
+    """
+    path = Path(path)
+    dropped = [f for f in folksonomy.text_fields if f not in ("title", "description")]
+    if dropped or len(folksonomy.profiles):
+        log.warning("TagRec's format holds no %s: not written",
+                    ", ".join([*dropped, *(["profiles"] if len(folksonomy.profiles) else [])]))
+    with atomic_write(path) as partial:
+        partial.write_text("".join(line + "\n" for line in tagrec_lines(folksonomy, posts)),
+                           encoding="utf-8")
+    return path
+
+
+def write_tagrec_split(folksonomy: Folksonomy, folder: str | Path, name: str,
+                       test: np.ndarray | Sequence[bool]) -> list[Path]:
+    """Writes TagRec's three files of a split: ``NAME_train.txt``, ``NAME_test.txt``, ``NAME.txt``.
+
+    Args:
+        folksonomy: the folksonomy.
+        folder: where the files go (created).
+        name: the files' stem.
+        test: ``[posts]`` bool over the rows of :func:`tagrec_posts`: the test posts.
+
+    Returns:
+        The three paths (``NAME.txt`` is the train lines, then the test lines).
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    posts = tagrec_posts(folksonomy)
+    test = np.asarray(test, dtype=bool)
+    if test.shape != (len(posts),):
+        raise ValueError(f"test must mark each of the {len(posts)} posts, got shape "
+                         f"{test.shape}")
+    train_lines = tagrec_lines(folksonomy, posts[~test])
+    test_lines = tagrec_lines(folksonomy, posts[test])
+    paths = [folder / f"{name}_train.txt", folder / f"{name}_test.txt", folder / f"{name}.txt"]
+    for path, lines in zip(paths, (train_lines, test_lines, train_lines + test_lines),
+                           strict=True):
+        with atomic_write(path) as partial:
+            partial.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return paths
+
+
+def last_post_per_user(folksonomy: Folksonomy) -> np.ndarray:
+    """``[posts]`` bool: each user's latest post, for users of two posts or more.
+
+    TagRec's leave-last-post-out test set; posts as in :func:`tagrec_posts` (time, then
+    object order within a user).
+    """
+    posts = tagrec_posts(folksonomy)
+    n_posts = posts.groupby("user")["user"].transform("size").to_numpy()
+    last = ~posts["user"].duplicated(keep="last").to_numpy()
+    return last & (n_posts >= 2)

@@ -1,0 +1,74 @@
+"""``python -m tagtorch.export``: a folksonomy written in another tool's format.
+
+Today one format, TagRec's (:mod:`tagtorch.data.loaders.tagrec`), so that a dataset loaded
+by tagtorch, or a split of it, can be run through TagRec itself and the results compared::
+
+    python -m tagtorch.export tagrec lastfm out/                      # out/lastfm.txt
+    python -m tagtorch.export tagrec my.tsv out/ --split last-post    # out/my_train.txt, ...
+    python -m tagtorch.export tagrec synthetic out/ --name synth --option n_objects=500
+
+``SOURCE`` is what :func:`tagtorch.load` takes: a dataset name (``tagtorch.datasets()``) or a
+file (TagRec's format, or a CSV/TSV/Parquet table). ``--split last-post`` writes TagRec's
+leave-last-post-out split (each user's latest post, for users of two posts or more, in
+``NAME_test.txt``; the rest in ``NAME_train.txt``; both in ``NAME.txt``). Errors are one line
+on stderr with exit status 2.
+
+Layer: an entry point beside ``train`` (it uses :mod:`tagtorch.api`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import yaml
+
+__all__ = ["main"]
+
+
+def _options(pairs: list[str]) -> dict[str, object]:
+    """``KEY=VALUE`` loader options, values read as YAML (``500`` is a number)."""
+    options = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--option takes KEY=VALUE, got {pair!r}")
+        options[key] = yaml.safe_load(value)
+    return options
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs the command line; returns the exit status."""
+    parser = argparse.ArgumentParser(prog="python -m tagtorch.export",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("format", choices=["tagrec"], help="the format written")
+    parser.add_argument("source", help="a dataset name or a file (as tagtorch.load takes)")
+    parser.add_argument("out", type=Path, help="the folder written")
+    parser.add_argument("--name", help="the files' stem (default: the dataset's name)")
+    parser.add_argument("--split", choices=["none", "last-post"], default="none",
+                        help="write TagRec's train/test split too (default: one file)")
+    parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                        help="a loader setting (conf/data/NAME.yaml), e.g. n_objects=500")
+    args = parser.parse_args(argv)
+    from tagtorch.api import load
+    from tagtorch.data.loaders import DataFormatError
+    from tagtorch.data.loaders.tagrec import last_post_per_user, write_tagrec, write_tagrec_split
+
+    try:
+        folk = load(args.source, **_options(args.option))
+        name = args.name or folk.name
+        if args.split == "none":
+            paths = [write_tagrec(folk, args.out / f"{name}.txt")]
+        else:
+            paths = write_tagrec_split(folk, args.out, name, last_post_per_user(folk))
+    except (DataFormatError, ValueError, OSError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    for path in paths:
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

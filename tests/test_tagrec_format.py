@@ -1,0 +1,188 @@
+"""TagRec's format in and out (tagtorch/data/loaders/tagrec.py).
+
+References: hand-written lines and their expected assignments; the counts of a careful
+conversion of the public TagRec samples (../shared/data/README.md: trimmed, lower-cased,
+duplicates in a post dropped); Python's own ``urllib.parse.unquote`` for the decoding; and a
+hypothesis round trip: any folksonomy written as TagRec files reads back with the same
+fingerprint. Damaged files fail with a DataFormatError naming the file and line.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from urllib.parse import quote, unquote
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_fuzz_loaders import FUZZ, check_outcome, weird_text
+
+from tagtorch.data.folksonomy import MISSING_TIME, Folksonomy
+from tagtorch.data.loaders import DataFormatError
+from tagtorch.data.loaders.tagrec import (
+    decode_percent,
+    last_post_per_user,
+    load_tagrec,
+    tagrec_posts,
+    write_tagrec,
+    write_tagrec_split,
+)
+
+LINES = ['"u1";"r1";"100";"Java, EJB ,java,,c%252b%252b";"networks_0.6893,Social_0.19"',
+         '"u2";"r1";"";"ejb";""',
+         '"u1";"r2";"200";"x;y";"tagging"']
+
+
+def test_posts_are_split_trimmed_lower_cased_decoded_and_deduplicated(tmp_path):
+    path = tmp_path / "x.txt"
+    path.write_text("\n".join(LINES) + "\n")
+    folk = load_tagrec(path)
+    rows = {(folk.users[u], folk.objects[o], folk.tags[t], s)
+            for u, o, t, s in folk.assignments.itertuples(index=False)}
+    assert rows == {("u1", "r1", "java", 100), ("u1", "r1", "ejb", 100),
+                    ("u1", "r1", "c++", 100), ("u2", "r1", "ejb", MISSING_TIME),
+                    ("u1", "r2", "x;y", 200)}
+    cats = {(folk.objects[o], folk.category_names[c], w)
+            for o, c, w in folk.categories.itertuples(index=False)}
+    assert {(o, c) for o, c, _ in cats} == {("r1", "networks"), ("r1", "social"),
+                                           ("r2", "tagging")}
+    weights = {c: w for _, c, w in cats}
+    assert weights["networks"] == 0.6893 and np.isnan(weights["tagging"])
+    kept = load_tagrec(path, url_decode=False, lowercase=False)
+    assert {"Java", "c%252b%252b"} <= set(kept.tags)
+
+
+@pytest.mark.parametrize("text", ["c%252b%252b", "%2525", "a%2Cb", "100%", "%zz", "%e9",
+                                  "caf%C3%A9", "plain"])
+def test_decoding_repeats_python_unquote_until_nothing_changes(text):
+    expected = text
+    while True:
+        try:
+            step = unquote(expected, errors="strict")
+        except UnicodeDecodeError:
+            break
+        if step == expected:
+            break
+        expected = step
+    assert decode_percent(text) == expected
+
+
+@pytest.mark.parametrize("content, line", [
+    ('"u";"r";"1"\n', 1),                                # 3 fields
+    ('"u";"r";"1";"a";""\n"u";"r";"1";"a"\n', 2),        # another width
+    ('"u";"r";"yesterday";"a";""\n', 1),                  # not seconds
+    ('"u";"r";"1";"a";""\n"u";"r;"1";"a";""\n', 2),      # a broken quote
+])
+def test_damaged_files_name_the_file_and_line(tmp_path, content, line):
+    path = tmp_path / "bad.txt"
+    path.write_text(content)
+    with pytest.raises(DataFormatError) as caught:
+        load_tagrec(path)
+    assert str(caught.value).startswith(f"{path}, line {line}: expected ")
+
+
+SAMPLES = {"bib_sample_test": (5488, 21305), "cul_sample_test": (8322, 25795),
+           "flickr_sample_test": (9590, 28801)}
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLES))
+def test_the_public_samples_load_with_a_careful_conversions_counts(data_dir, name, tmp_path):
+    path = data_dir / "tagrec-samples" / f"{name}.txt"
+    if not path.is_file():
+        pytest.skip(f"{path} is not there")
+    folk = load_tagrec(path)
+    posts = folk.assignments.groupby(["user", "object", "timestamp"]).ngroups
+    assert (posts, folk.n_assignments) == SAMPLES[name]
+    assert not any("%" in tag and decode_percent(tag) != tag for tag in folk.tags)
+    assert all(tag == tag.strip().lower() for tag in folk.tags)
+    write_tagrec(folk, tmp_path / "back.txt")
+    assert load_tagrec(tmp_path / "back.txt", name=folk.name).fingerprint() == folk.fingerprint()
+
+
+def test_a_split_is_written_as_tagrecs_three_files(tmp_path):
+    path = tmp_path / "x.txt"
+    path.write_text("\n".join(LINES) + "\n")
+    folk = load_tagrec(path)
+    test = last_post_per_user(folk)
+    posts = tagrec_posts(folk)
+    assert posts.loc[test, "user"].map(lambda u: folk.users[u]).tolist() == ["u1"]
+    assert posts.loc[test, "timestamp"].tolist() == [200]  # u1's latest post
+    train, test_file, both = write_tagrec_split(folk, tmp_path / "split", "x", test)
+    assert [p.name for p in (train, test_file, both)] == ["x_train.txt", "x_test.txt", "x.txt"]
+    assert both.read_text() == train.read_text() + test_file.read_text()
+    assert len(test_file.read_text().splitlines()) == 1
+    assert load_tagrec(both, name=folk.name).fingerprint() == folk.fingerprint()
+
+
+# ---------------------------------------------------------------- round trip, fuzz
+
+_TAG_CHARS = "abcxyz09 ,;\"'é+-_\u00df"
+tags = st.text(alphabet=_TAG_CHARS, min_size=1, max_size=6).map(str.strip).filter(bool)
+ids = st.text(alphabet="abc0129_-.", min_size=1, max_size=4)
+
+
+@st.composite
+def folksonomies(draw: st.DrawFn) -> Folksonomy:
+    rows = draw(st.lists(st.tuples(ids, ids, tags, st.sampled_from([MISSING_TIME, 0, 5, -7,
+                                                                       1_300_000_000])),
+                         min_size=1, max_size=25))
+    frame = pd.DataFrame(rows, columns=["user", "object", "tag", "timestamp"])
+    objects = sorted(set(frame["object"]))
+    texts = None
+    if draw(st.booleans()):
+        texts = pd.DataFrame({"title": [draw(st.text(alphabet=_TAG_CHARS, max_size=5))
+                                        for _ in objects]}, index=objects)
+    cats = [(o, draw(st.sampled_from(["genre", "net", "y"])),
+             draw(st.sampled_from([0.5, 1.0, 0.6893]))) for o in objects if draw(st.booleans())]
+    categories = pd.DataFrame(cats, columns=["object", "category", "weight"]) if cats else None
+    return Folksonomy.from_frame(frame, texts, categories, name="fuzz")
+
+
+@settings(FUZZ)
+@given(folk=folksonomies())
+def test_any_folksonomy_round_trips_through_tagrecs_files(folk):
+    with tempfile.TemporaryDirectory() as tmp:
+        path = write_tagrec(folk, Path(tmp) / "fuzz.txt")
+        back = load_tagrec(path, name="fuzz", lowercase=False)
+    assert back.fingerprint() == folk.fingerprint()
+
+
+@settings(FUZZ)
+@given(cells=st.lists(st.lists(weird_text | st.sampled_from(["1", "", "a,b", "x_0.5"]),
+                               min_size=1, max_size=7), min_size=1, max_size=4),
+       quoted=st.booleans())
+def test_fuzz_tagrec_fails_only_with_a_located_format_error(cells, quoted):
+    wrap = (lambda c: '"' + c + '"') if quoted else (lambda c: c)
+    text = "\n".join(";".join(wrap(c) for c in row) for row in cells)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "fuzz.txt"
+        path.write_bytes(text.encode("utf-8", errors="replace"))
+        check_outcome(lambda: load_tagrec(path), [path])
+
+
+def test_quote_is_what_the_writer_decodes_back():
+    assert decode_percent(quote("a,b;c", safe="")) == "a,b;c"
+
+
+def test_the_export_command_writes_files_that_load_back_the_same(tmp_path):
+    import subprocess
+    import sys
+
+    import tagtorch as tt
+
+    done = subprocess.run([sys.executable, "-m", "tagtorch.export", "tagrec", "synthetic",
+                           str(tmp_path), "--name", "synth", "--option", "n_objects=200",
+                           "--split", "last-post"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == [str(tmp_path / f"synth{s}.txt")
+                                   for s in ("_train", "_test", "")]
+    folk = tt.load("synthetic", n_objects=200)
+    back = tt.load(tmp_path / "synth.txt", lowercase=False, integer_ids=True)  # by its look
+    assert back.fingerprint() == folk.fingerprint()
+    bad = subprocess.run([sys.executable, "-m", "tagtorch.export", "tagrec", "nothing",
+                          str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and bad.stderr.startswith("error: 'nothing' is neither")
+    assert len(bad.stderr.strip().splitlines()) == 1
