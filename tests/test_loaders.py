@@ -810,3 +810,27 @@ def test_undecodable_byte_line_counts_lone_cr_and_plain_gz_read(tmp_path: Path) 
     plain.write_bytes(b"user\titem\ttag\ru1\to1\tx\r\nu2\to1\ty\r")
     assert rows(load_table(plain, COLUMNS)) == {("u1", "o1", "x", MISSING_TIME),
                                                 ("u2", "o1", "y", MISSING_TIME)}
+
+
+# ---------------------------------------------------------------- header-less, lists, encoding
+
+
+def test_a_headerless_table_with_list_valued_tags_reads_like_tagrec(tmp_path, caplog):
+    """Positions instead of names, list_sep and url_decode; each against hand-made rows."""
+    path = tmp_path / "posts.csv"
+    path.write_text('"u1";"r1";"100";"java,EJB,c%252b%252b";"net,web"\n'
+                    '"u2";"r2";"";"jazz";""\n')
+    columns = {"user": 0, "object": 1, "tag": 3, "timestamp": 2}
+    folk = load_table(path, columns, category_column=4, sep=";", header=False,
+                         list_sep=",", url_decode=True)
+    rows = {(folk.users[u], folk.objects[o], folk.tags[t])
+            for u, o, t, _ in folk.assignments.itertuples(index=False)}
+    assert rows == {("u1", "r1", "java"), ("u1", "r1", "EJB"), ("u1", "r1", "c++"),
+                    ("u2", "r2", "jazz")}
+    assert sorted(folk.category_names) == ["net", "web"]
+    with caplog.at_level("WARNING"):
+        whole = load_table(path, columns, sep=";", header=False)
+    assert whole.n_tags == 2  # each list one tag: the trap the warnings name
+    assert "data.list_sep=','" in caplog.text and "data.url_decode=true" in caplog.text
+    with pytest.raises(ValueError, match="0-based positions"):
+        load_table(path, {"user": "user", "object": 1, "tag": 3}, sep=";", header=False)

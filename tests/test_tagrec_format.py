@@ -22,8 +22,8 @@ from test_fuzz_loaders import FUZZ, check_outcome, weird_text
 
 from tagtorch.data.folksonomy import MISSING_TIME, Folksonomy
 from tagtorch.data.loaders import DataFormatError
+from tagtorch.data.loaders.reading import decode_percent
 from tagtorch.data.loaders.tagrec import (
-    decode_percent,
     last_post_per_user,
     load_tagrec,
     tagrec_posts,

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from difflib import get_close_matches
 from pathlib import Path
 from typing import Any, TypeGuard
+from urllib.parse import unquote
 
 import numpy as np
 import pandas as pd
@@ -356,6 +357,29 @@ def _first_bad_record(text: str, sep: str, n_fields: int, path: Path,
         raise DataFormatError(path, "well-formed CSV", str(exc),
                               line=max(reader.line_num, 1)) from exc
     return None
+
+
+def decode_percent(text: str) -> str:
+    """Percent-decodes ``text`` until nothing changes (``%252b`` -> ``%2b`` -> ``+``).
+
+    Example:
+        >>> decode_percent("c%252b%252b"), decode_percent("100%"), decode_percent("a%2Cb")
+        ('c++', '100%', 'a,b')
+    """
+    while "%" in text:
+        decoded = unquote(text, errors="strict") if _valid_utf8(text) else text
+        if decoded == text:
+            break
+        text = decoded
+    return text
+
+
+def _valid_utf8(text: str) -> bool:
+    try:
+        unquote(text, errors="strict")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def first_record(path: str | Path, sep: str, encoding: str = "utf-8",

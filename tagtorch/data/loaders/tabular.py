@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -32,7 +33,9 @@ from tagtorch.data.loaders.reading import (
     COMPRESSED_SUFFIXES,
     RawTable,
     check_encoding,
+    decode_percent,
     describe_value,
+    first_record,
     is_list,
     read_delimited,
     read_parquet,
@@ -203,6 +206,55 @@ def _check_columns(columns: Mapping[str, str]) -> None:
                              f"{column!r}; expected one column per key")
 
 
+def _positions(columns: Mapping[str, Any], text_columns: Mapping[str, Any] | None,
+               category_column: Any) -> tuple[dict[str, str], dict[str, str], str | None]:
+    """Column positions (header-less files) as the names :func:`read_delimited` gives them."""
+    def name(value: Any, key: str) -> str:
+        if isinstance(value, bool) or not str(value).isdigit():
+            raise ValueError(f"{key}: without a header, columns are 0-based positions, got "
+                             f"{value!r}")
+        return str(int(value))
+    return ({key: name(value, f"columns.{key}") for key, value in columns.items()},
+            {field: name(value, f"text_columns.{field}")
+             for field, value in (text_columns or {}).items()},
+            None if category_column is None else name(category_column, "category_column"))
+
+
+def _split_lists(tags: pd.Series, sources: np.ndarray, sep: str
+                 ) -> tuple[pd.Series, np.ndarray]:
+    """One tag per element of each ``sep``-joined list (empty elements dropped)."""
+    parts = tags.str.split(sep, regex=False)
+    lengths = parts.map(lambda p: len(p) if isinstance(p, list) else 1).to_numpy()
+    flat = parts.explode().astype("string").str.strip()
+    rows = np.repeat(sources, lengths)
+    keep = (flat.notna() & (flat != "")).to_numpy(dtype=bool)
+    return flat[keep].reset_index(drop=True), rows[keep]
+
+
+_LIST_CHARACTERS = (",", ";", "|")
+_PERCENT = r"%[0-9A-Fa-f]{2}"
+
+
+def _warn_about_tags(path: Path, tags: pd.Series, list_sep: str | None,
+                     url_decode: bool) -> None:
+    """Warns when the tags look like unsplit lists or percent-encoded text (over 1%)."""
+    text = tags.dropna().astype(str)
+    if text.empty:
+        return
+    if list_sep is None:
+        shares = {c: float(text.str.contains(c, regex=False).mean()) for c in _LIST_CHARACTERS}
+        sep, share = max(shares.items(), key=lambda item: item[1])
+        if share > 0.01:
+            log.warning("%s: %.1f%% of the tags hold %r: are they lists? data.list_sep=%r "
+                        "splits them (one assignment per element)", path, 100 * share, sep,
+                        sep)
+    if not url_decode:
+        share = float(text.str.contains(_PERCENT, regex=True).mean())
+        if share > 0.01:
+            log.warning("%s: %.1f%% of the tags look percent-encoded (%%2b, %%252b): "
+                        "data.url_decode=true decodes them", path, 100 * share)
+
+
 def _object_categories(table: RawTable, objects: pd.Series, column: str,
                        separator: str | None) -> pd.DataFrame:
     """``object, category`` pairs: each object's first non-empty category cell, split."""
@@ -216,15 +268,18 @@ def _object_categories(table: RawTable, objects: pd.Series, column: str,
 
 def load_table(
     path: str | Path,
-    columns: Mapping[str, str],
-    text_columns: Mapping[str, str] | None = None,
-    category_column: str | None = None,
+    columns: Mapping[str, Any],
+    text_columns: Mapping[str, Any] | None = None,
+    category_column: Any = None,
     category_separator: str | None = None,
     sep: str | None = None,
     format: str = "auto",
     encoding: str = "utf-8",
     name: str | None = None,
     integer_ids: bool = False,
+    header: bool = True,
+    list_sep: str | None = None,
+    url_decode: bool = False,
 ) -> Folksonomy:
     """Loads a folksonomy from one table with a row per tag assignment.
 
@@ -250,6 +305,15 @@ def load_table(
         name: dataset name; defaults to the file name without extensions.
         integer_ids: read user and object ids as 64-bit integers (``007`` and ``7`` are
             then one user) instead of opaque strings.
+        header: False: a text file without a header line; ``columns``, ``text_columns``
+            and ``category_column`` then give 0-based column positions (``{"user": 0,
+            "object": 1, "tag": 3}``).
+        list_sep: the tag column holds lists joined by this separator (one assignment per
+            element); also splits the category column unless ``category_separator`` is set.
+        url_decode: decode percent-encoded tags (repeatedly: ``%252b`` is ``+``).
+
+    A warning names ``list_sep`` when more than 1% of the tags hold a ``,``, ``;`` or ``|``
+    (lists that were not split), and ``url_decode`` when more than 1% look percent-encoded.
 
     Returns:
         The raw folksonomy (tags as written in the file).
@@ -262,6 +326,9 @@ def load_table(
             maps two keys to one column; or ``encoding`` is unknown.
     """
     path = Path(path)
+    if not header:
+        columns, text_columns, category_column = _positions(columns, text_columns,
+                                                            category_column)
     _check_columns(columns)
     encoding = check_encoding(encoding)
     text_columns = dict(text_columns or {})
@@ -275,12 +342,19 @@ def load_table(
         as_text = [columns["tag"], *text_columns.values()]
         if category_column:
             as_text.append(category_column)
+        names = None if header else tuple(
+            str(i) for i in range(len(first_record(path, separator, encoding))))
         table = read_delimited(path, separator, required, text=as_text, encoding=encoding,
                                quoting=kind == "csv",
-                               encoding_setting="data.encoding / encoding=")
+                               encoding_setting="data.encoding / encoding=", names=names)
     users = _ids(table, columns["user"], integer_ids)
     objects = _ids(table, columns["object"], integer_ids)
     tags, sources = _tags(table, columns["tag"])
+    if list_sep:
+        tags, sources = _split_lists(tags, sources, list_sep)
+    if url_decode:
+        tags = tags.map(lambda tag: decode_percent(tag) if isinstance(tag, str) else tag)
+    _warn_about_tags(path, tags, list_sep, url_decode)
     assignments = pd.DataFrame({
         "user": users.iloc[sources].reset_index(drop=True),
         "object": objects.iloc[sources].reset_index(drop=True),
@@ -300,6 +374,7 @@ def load_table(
                               for field, column in text_columns.items()})
     categories = None
     if category_column:
-        categories = _object_categories(table, objects, category_column, category_separator)
+        categories = _object_categories(table, objects, category_column,
+                                        category_separator or list_sep)
     dataset = name or path.name.split(".")[0] or path.name
     return Folksonomy.from_frame(assignments, texts, categories, name=dataset)

@@ -41,19 +41,18 @@ import logging
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from urllib.parse import unquote
 
 import numpy as np
 import pandas as pd
 
 from tagtorch.data.folksonomy import MISSING_TIME, Folksonomy
 from tagtorch.data.loaders.errors import DataFormatError
-from tagtorch.data.loaders.reading import RawTable, first_record, read_delimited
+from tagtorch.data.loaders.reading import RawTable, decode_percent, first_record, read_delimited
 from tagtorch.storage import atomic_write
 
 log = logging.getLogger(__name__)
 
-__all__ = ["TAGREC_FIELDS", "decode_percent", "is_tagrec_file", "last_post_per_user",
+__all__ = ["TAGREC_FIELDS", "is_tagrec_file", "last_post_per_user",
            "load_tagrec",
            "tagrec_lines", "tagrec_posts", "write_tagrec", "write_tagrec_split"]
 
@@ -63,29 +62,6 @@ TAGREC_FIELDS = ("user", "resource", "timestamp", "tags", "categories", "rating"
 
 _ENCODED = re.compile(r"[%,;\"\r\n]")
 _WEIGHT = re.compile(r"^(.*)_([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)$")
-
-
-def decode_percent(text: str) -> str:
-    """Percent-decodes ``text`` until nothing changes (``%252b`` -> ``%2b`` -> ``+``).
-
-    Example:
-        >>> decode_percent("c%252b%252b"), decode_percent("100%"), decode_percent("a%2Cb")
-        ('c++', '100%', 'a,b')
-    """
-    while "%" in text:
-        decoded = unquote(text, errors="strict") if _valid_utf8(text) else text
-        if decoded == text:
-            break
-        text = decoded
-    return text
-
-
-def _valid_utf8(text: str) -> bool:
-    try:
-        unquote(text, errors="strict")
-    except UnicodeDecodeError:
-        return False
-    return True
 
 
 def _encode_tag(tag: str) -> str:
