@@ -383,7 +383,7 @@ def test_item_recommendation_experiment_runs_end_to_end(tmp_path):
                                                "model.dorank.rank=8", "model.pitf.rank=8",
                                                "model.probabilistic_cp.rank=8"])
     assert set(results["method"]) == {"dorank", "pitf", "probabilistic_cp", "two_dimensional",
-                                        "most_popular"}
+                                        "tag_popularity"}
     assert set(results["fold"]) == {0, 1}
     for name in ["results.csv", "report.md", "per_object.csv.gz", "qrels.trec",
                  "run.dorank.trec", "curves.csv", "learning_curve.png", "ndcg@10.png"]:

@@ -212,7 +212,7 @@ def plain_rank(scores: np.ndarray, candidates: np.ndarray, relevant: int) -> int
 def test_task_end_to_end_against_a_plain_evaluation(tmp_path):
     out = tmp_path
     cfg = compose_cfg(tmp_path, ["+experiment=lda_synthetic", "model=[smatch,bm25,bayeslm]",
-                                 "~model.lda", "~model.lda_lm", "task.seeds=[3]",
+                                 "~model.lda_resources", "~model.lda_lm", "task.seeds=[3]",
                                  "data.n_objects=800"])
     results = run_task(cfg).results
     assert list(dict.fromkeys(results["method"])) == ["smatch", "bm25", "bayeslm"]

@@ -97,7 +97,7 @@ def test_item_recommendation_run_files_rescore_with_ranx(tmp_path, query):
 
 def test_resource_ranking_run_files_rescore_with_ranx(tmp_path):
     cfg = compose_cfg(tmp_path, ["+experiment=lda_synthetic", "model=[smatch,bm25]",
-                                 "~model.lda", "~model.lda_lm",
+                                 "~model.lda_resources", "~model.lda_lm",
                                  "task.seeds=[3]", "data.n_objects=800", "task.trec_depth=20",
                                  "task.metrics=[success,mrr@10,ndcg,precision,recall]"])
     run_task(cfg)
