@@ -52,6 +52,7 @@ from tagtorch.config_checks import (
     task_kinds,
     warn_renamed_models,
 )
+from tagtorch.data.checks import DataCheckError
 from tagtorch.data.download import user_cache_dir
 from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.data.loaders.errors import DataFormatError
@@ -64,9 +65,9 @@ from tagtorch.sweeps import trial_of
 log = logging.getLogger(__name__)
 
 #: Errors that are the input's fault, not tagtorch's: shown as one line, without a traceback.
-USER_ERRORS: tuple[type[BaseException], ...] = (ConfigError, DataFormatError, UnreadableFileError,
-                                                 FileNotFoundError, PermissionError,
-                                                 IsADirectoryError)
+USER_ERRORS: tuple[type[BaseException], ...] = (ConfigError, DataFormatError, DataCheckError,
+                                                 UnreadableFileError, FileNotFoundError,
+                                                 PermissionError, IsADirectoryError)
 
 
 def user_error(error: BaseException) -> BaseException | None:

@@ -240,3 +240,72 @@ def test_task_end_to_end_against_a_plain_evaluation(tmp_path):
     np.testing.assert_allclose(ours["mrr@10"], np.where(ranks <= 10, 1.0 / ranks, 0.0))
     assert len((out / "qrels.trec").read_text().splitlines()) == len(split.test)
 
+
+
+# ---------------------------------------------------------------- data checks, global split
+
+
+def _one_post_per_user(n_users: int = 40, with_time: bool = True) -> Folksonomy:
+    """Each user posts once, to one of 4 objects; post i at time 10 * i."""
+    rows = [(f"u{i}", f"o{i % 4}", tag, 10 * i if with_time else None)
+            for i in range(n_users) for tag in ("a", f"t{i % 3}")]
+    frame = pd.DataFrame(rows, columns=["user", "object", "tag", "timestamp"])
+    return Folksonomy.from_frame(frame if with_time else frame.drop(columns="timestamp"))
+
+
+def test_the_global_split_takes_the_last_posts_of_everyone():
+    from tagtorch.data.splits import global_temporal_split
+
+    folk = _one_post_per_user()
+    split = global_temporal_split(folk, test_fraction=0.1, val_fraction=0.25, seed=0)
+    a = folk.assignments
+    times = {part: sorted(set(a.loc[mask, "timestamp"]))
+             for part, mask in (("train", split.train), ("val", split.val),
+                                ("test", split.test))}
+    assert times["test"] == [360, 370, 380, 390]  # floor(0.1 * 40) = 4 last posts
+    assert times["val"] == [270 + 10 * i for i in range(9)]  # floor(0.25 * 36) = 9 before them
+    assert times["train"] == [10 * i for i in range(27)]
+
+
+def test_data_that_cannot_support_the_task_is_one_error_with_true_advice(tmp_path):
+    from tagtorch.data.checks import DataCheckError
+    from tagtorch.evaluation.resource_ranking import ResourceRankingTask
+
+    folk = _one_post_per_user()
+    with pytest.raises(DataCheckError, match=r"post filter leaves nothing.*most objects of one "
+                                             r"user 1\); lower task.min_object_users"):
+        post_filter(folk)
+    with pytest.raises(DataCheckError, match=r"40 of 40 posts have no timestamp"):
+        resource_ranking_data(_one_post_per_user(with_time=False))
+    cfg = compose_cfg(tmp_path, ["task=resources", "model=[smatch,bm25]", "task.seeds=[0]",
+                                 "task.min_object_users=1", "task.min_user_objects=1",
+                                 "task.min_tag_uses=1"])
+    task = instantiate(cfg.task)
+    assert isinstance(task, ResourceRankingTask)
+    with pytest.raises(DataCheckError, match=r"no test query.*a user needs >= 10 posts.*most "
+                                             r"posts of one user is 1.*task.split=global_time"):
+        task.run(folk, cfg, tmp_path / "per_user")
+    task.split = "global_time"
+    result = task.run(folk, cfg, tmp_path / "global")  # 4 test posts, all answerable
+    assert set(result.results["method"]) == {"smatch", "bm25"}
+    task.val_fraction = 0.01  # floor(0.01 * 36) = 0 validation posts; bm25 tunes a grid
+    with pytest.raises(DataCheckError, match=r"no validation query to tune bm25 on.*raise "
+                                             r"task.val_fraction"):
+        task.run(folk, cfg, tmp_path / "no_val")
+
+
+def test_the_command_line_shows_a_data_check_as_one_line_and_exits_2(tmp_path):
+    import subprocess
+    import sys
+
+    path = tmp_path / "posts.txt"
+    path.write_text("".join(f'"u{i}";"o{i % 4}";"{10 * i}";"a,t{i % 3}";""\n'
+                            for i in range(40)))
+    done = subprocess.run([sys.executable, "-m", "tagtorch.train", "task=resources",
+                           "data=tagrec", f"data.path={path}", "logger=none",
+                           "task.seeds=[0]", "model=[smatch]", f"hydra.run.dir={tmp_path}/run"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr[-2000:]
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "post filter leaves nothing" in errors[0], done.stderr[-2000:]
+    assert "Traceback" not in done.stderr

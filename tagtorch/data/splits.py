@@ -22,7 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tagtorch.data.folksonomy import Folksonomy
+from tagtorch.data.checks import DataCheckError
+from tagtorch.data.folksonomy import MISSING_TIME, Folksonomy
 from tagtorch.data.ragged import Ragged
 
 log = logging.getLogger(__name__)
@@ -147,7 +148,10 @@ def tag_recommendation_folds(
         chosen = chosen[:sample_size]
     portion = len(chosen) // n_folds
     if portion == 0:
-        raise ValueError(f"{len(chosen)} eligible objects cannot fill {n_folds} folds")
+        raise DataCheckError(
+            folksonomy.name, f"{len(chosen)} objects with >= {min_tags} tags cannot fill "
+            f"{n_folds} folds", "lower task.protocol.min_tags (objects with fewer tags are "
+            "dropped) or task.protocol.n_folds, or use a larger dataset")
     if len(chosen) % n_folds:
         log.info("dropped %d objects so that the %d portions have equal size (%d)",
                  len(chosen) % n_folds, n_folds, portion)
@@ -233,7 +237,8 @@ def p_core(folksonomy: Folksonomy, p: int, max_rounds: int = 100) -> Folksonomy:
     log.info("%d-core of %s: %d of %d assignments kept after %d rounds", p, folksonomy.name,
              int(keep.sum()), len(a), rounds)
     if not keep.any():
-        raise ValueError(f"the {p}-core of {folksonomy.name} is empty")
+        raise DataCheckError(folksonomy.name, f"its {p}-core is empty (no user, object and tag "
+                             f"with >= {p} posts each, jointly)", "lower task.p")
     return folksonomy.select(keep)
 
 
@@ -310,8 +315,44 @@ def post_filter(folksonomy: Folksonomy, min_object_users: int = 3,
              "times): %d of %d assignments kept", folksonomy.name, min_object_users,
              min_user_objects, min_tag_uses, int(keep.sum()), len(a))
     if not keep.any():
-        raise ValueError(f"nothing of {folksonomy.name} is left after the post filter")
+        most = np.bincount(obj[first], minlength=folksonomy.n_objects).max()
+        raise DataCheckError(
+            folksonomy.name, f"the post filter leaves nothing (objects posted by >= "
+            f"{min_object_users} users, then users of >= {min_user_objects} of them, then tags "
+            f"used >= {min_tag_uses} times; here the most users of one object is {most} and "
+            f"the most objects of one user {int(user_objects.max(initial=0))})",
+            "lower task.min_object_users, task.min_user_objects or task.min_tag_uses")
     return folksonomy.select(keep)
+
+
+def _timed_posts(folksonomy: Folksonomy, test_fraction: float, val_fraction: float,
+                 seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each assignment's post, each post's time and a seeded draw among posts (for ties).
+
+    Raises:
+        ValueError: a fraction out of range.
+        DataCheckError: a post without a timestamp (a temporal split needs them all).
+    """
+    if not 0.0 < test_fraction < 1.0:
+        raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
+    if not 0.0 <= val_fraction < 1.0:
+        raise ValueError(f"val_fraction must be in [0, 1), got {val_fraction}")
+    a = folksonomy.assignments
+    post, n_posts = _post_ids(folksonomy)
+    missing = np.unique(post[a["timestamp"].to_numpy() == MISSING_TIME])
+    if len(missing):
+        raise DataCheckError(
+            folksonomy.name, f"{len(missing)} of {n_posts} posts have no timestamp, and the "
+            "split is by time", "load the data with its time column (e.g. "
+            "data.columns.timestamp=COLUMN for data=tabular)")
+    post_time = np.full(n_posts, np.iinfo(np.int64).max)
+    np.minimum.at(post_time, post, a["timestamp"].to_numpy())
+    return post, post_time, np.random.default_rng(seed).permutation(n_posts)
+
+
+def _parts_from_end(from_end: np.ndarray, n_test: np.ndarray, n_val: np.ndarray) -> np.ndarray:
+    """0 train, 1 val, 2 test by the position from the end (1 = last)."""
+    return np.where(from_end <= n_test, 2, np.where(from_end <= n_test + n_val, 1, 0))
 
 
 def temporal_user_split(folksonomy: Folksonomy, test_fraction: float = 0.1,
@@ -330,18 +371,14 @@ def temporal_user_split(folksonomy: Folksonomy, test_fraction: float = 0.1,
         test_fraction: share of each user's posts in test, in (0, 1).
         val_fraction: share of each user's remaining posts in validation, in [0, 1).
         seed: seed of the draw that orders posts with equal times.
+
+    Raises:
+        DataCheckError: a post without a timestamp.
     """
-    if not 0.0 < test_fraction < 1.0:
-        raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
-    if not 0.0 <= val_fraction < 1.0:
-        raise ValueError(f"val_fraction must be in [0, 1), got {val_fraction}")
-    a = folksonomy.assignments
-    post, n_posts = _post_ids(folksonomy)
-    post_time = np.full(n_posts, np.iinfo(np.int64).max)
-    np.minimum.at(post_time, post, a["timestamp"].to_numpy())
+    post, post_time, draw = _timed_posts(folksonomy, test_fraction, val_fraction, seed)
+    n_posts = len(post_time)
     post_user = np.zeros(n_posts, dtype=np.int64)
-    post_user[post] = a["user"].to_numpy()
-    draw = np.random.default_rng(seed).permutation(n_posts)
+    post_user[post] = folksonomy.assignments["user"].to_numpy()
     order = np.lexsort((draw, post_time, post_user))
     counts = np.bincount(post_user, minlength=folksonomy.n_users)
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
@@ -349,8 +386,33 @@ def temporal_user_split(folksonomy: Folksonomy, test_fraction: float = 0.1,
     from_end = counts[sorted_user] - (np.arange(n_posts) - starts[sorted_user])  # 1 = last
     n_test = np.floor(counts * test_fraction).astype(np.int64)
     n_val = np.floor((counts - n_test) * val_fraction).astype(np.int64)
-    part = np.zeros(n_posts, dtype=np.int64)  # 0 train, 1 val, 2 test
-    part[order] = np.where(from_end <= n_test[sorted_user], 2,
-                           np.where(from_end <= (n_test + n_val)[sorted_user], 1, 0))
+    part = np.zeros(n_posts, dtype=np.int64)
+    part[order] = _parts_from_end(from_end, n_test[sorted_user], n_val[sorted_user])
+    part = part[post]
+    return PostSplit(train=part == 0, val=part == 1, test=part == 2)
+
+
+def global_temporal_split(folksonomy: Folksonomy, test_fraction: float = 0.1,
+                          val_fraction: float = 0.0, seed: int = 0) -> PostSplit:
+    """The last posts of all users by time go to test, the last of the rest to validation.
+
+    Ours, for data whose users have one post or few (TagRec's public samples), where a split
+    per user leaves no test post.
+
+    Of all ``n`` posts the last ``floor(test_fraction * n)`` by time are test posts, and of the
+    ``m`` others the last ``floor(val_fraction * m)`` validation posts; posts at the same time
+    are ordered by a seeded draw, as in :func:`temporal_user_split`.
+
+    Raises:
+        DataCheckError: a post without a timestamp.
+    """
+    post, post_time, draw = _timed_posts(folksonomy, test_fraction, val_fraction, seed)
+    n_posts = len(post_time)
+    order = np.lexsort((draw, post_time))
+    from_end = n_posts - np.arange(n_posts)
+    n_test = int(np.floor(n_posts * test_fraction))
+    n_val = int(np.floor((n_posts - n_test) * val_fraction))
+    part = np.zeros(n_posts, dtype=np.int64)
+    part[order] = _parts_from_end(from_end, np.asarray(n_test), np.asarray(n_val))
     part = part[post]
     return PostSplit(train=part == 0, val=part == 1, test=part == 2)

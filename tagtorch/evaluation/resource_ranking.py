@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -45,6 +46,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 from tqdm.auto import tqdm
 
+from tagtorch.data.checks import DataCheckError
 from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.data.splits import post_filter
 from tagtorch.evaluation.plots import plot_against_setting, plot_learning_curves
@@ -61,7 +63,12 @@ from tagtorch.evaluation.trec import qrels_lines, run_file_names, scored_lines
 from tagtorch.evaluation.tuning import grid_points, split_tuning, write_tuning
 from tagtorch.metrics.functional import ranking_metrics
 from tagtorch.resources.base import ResourceRanker
-from tagtorch.resources.data import ResourceQueries, ResourceSplit, resource_ranking_data
+from tagtorch.resources.data import (
+    SPLITS,
+    ResourceQueries,
+    ResourceSplit,
+    resource_ranking_data,
+)
 from tagtorch.settings import ModelTask, SignatureSettings
 from tagtorch.storage import atomic_write
 
@@ -102,6 +109,7 @@ class ResourceRankingTask(SignatureSettings):
 
     test_fraction: float
     val_fraction: float
+    split: str
     min_object_users: int
     min_user_objects: int
     min_tag_uses: int
@@ -116,6 +124,7 @@ class ResourceRankingTask(SignatureSettings):
         seeds: Sequence[int] = (0, 1, 2, 3, 4),
         test_fraction: float = 0.1,
         val_fraction: float = 0.1,
+        split: str = "per_user_time",
         min_object_users: int = 3,
         min_user_objects: int = 61,
         min_tag_uses: int = 2,
@@ -132,6 +141,8 @@ class ResourceRankingTask(SignatureSettings):
     ) -> None:
         if not seeds:
             raise ValueError("no seed to evaluate")
+        if split not in SPLITS:
+            raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
         self.seeds = list(seeds)
         self.filters = {"min_object_users": min_object_users,
                         "min_user_objects": min_user_objects, "min_tag_uses": min_tag_uses}
@@ -158,8 +169,13 @@ class ResourceRankingTask(SignatureSettings):
         done = pieces.read_all(self.seeds, list(models)) if self.resume else {}
         query_counts: list[dict[str, int]] = []
         qrels: list[str] | None = None
+        def split_of(seed: int) -> ResourceSplit:
+            return resource_ranking_data(data, self.test_fraction, self.val_fraction, seed,
+                                         self.split)
+
+        self._check_split(data, split_of(self.seeds[0]), models)  # before any fitting
         for seed in tqdm(self.seeds, desc="seeds", unit="seed"):
-            split = resource_ranking_data(data, self.test_fraction, self.val_fraction, seed)
+            split = split_of(seed)
             query_counts.append({"seed": seed, **split.counts})
             if seed == self.seeds[0] and self.trec_depth > 0:
                 qrels = qrels_lines(_query_ids(split.test), [[o] for o in split.test.relevant])
@@ -269,10 +285,36 @@ class ResourceRankingTask(SignatureSettings):
                  ", ".join(f"{k} {means[k]:.4f}" for k in values))
         return outcome
 
+    def _check_split(self, data: Folksonomy, split: ResourceSplit,
+                     models: Mapping[str, Any]) -> None:
+        """Raises DataCheckError: no test query, or no validation query for a tuned method.
+
+        The advice fits the split in use.
+        """
+        posts = data.assignments.groupby(["user", "object"]).ngroups
+        most = int(data.assignments.groupby("user")["object"].nunique().max())
+        per_user = self.split == "per_user_time"
+        shape = (f"{posts} posts; the most posts of one user is {most}" if per_user
+                 else f"{posts} posts")
+        if len(split.test) == 0:
+            need = (f"a user needs >= {math.ceil(1 / self.test_fraction)} posts for one test "
+                    "post" if per_user else f"{self.test_fraction:g} of {posts} posts")
+            raise DataCheckError(
+                data.name, f"no test query whose resource is also in training ({need}; "
+                f"{shape}; counts {split.counts})",
+                "set task.split=global_time (the last posts of all users) or raise "
+                "task.test_fraction" if per_user else "raise task.test_fraction")
+        tuned = sorted(name for name in models if self.tune.get(name))
+        if tuned and len(split.val) == 0:
+            raise DataCheckError(
+                data.name, f"no validation query to tune {', '.join(tuned)} on ({shape}; "
+                f"counts {split.counts})",
+                "set task.split=global_time, raise task.val_fraction, or tune nothing "
+                "(task.tune={})" if per_user else "raise task.val_fraction or tune nothing "
+                "(task.tune={})")
+
     def _validate(self, model: ResourceRanker, split: ResourceSplit) -> float:
         """The mean of ``tune_metric`` over the validation queries."""
-        if len(split.val) == 0:
-            raise ValueError("no validation query to tune on: raise task.val_fraction")
         values, _, _ = self._evaluate(model, split, split.val, "", write_trec=False,
                                       metrics=(self.tune_metric,))
         return float(torch.nanmean(values[self.tune_metric]).item())

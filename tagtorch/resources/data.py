@@ -22,11 +22,11 @@ import numpy as np
 
 from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.data.ragged import Ragged
-from tagtorch.data.splits import temporal_user_split
+from tagtorch.data.splits import global_temporal_split, temporal_user_split
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ResourceQueries", "ResourceSplit", "resource_ranking_data"]
+__all__ = ["SPLITS", "ResourceQueries", "ResourceSplit", "resource_ranking_data"]
 
 
 @dataclass(frozen=True)
@@ -94,8 +94,14 @@ def _queries(folksonomy: Folksonomy, part: np.ndarray, known: np.ndarray,
     return ResourceQueries(ids, post_user, words, post_object).take(rows)
 
 
+SPLITS = ("per_user_time", "global_time")
+"""``per_user_time``: each user's last posts (the paper); ``global_time``: the last posts of all
+users (ours, for data of one post per user)."""
+
+
 def resource_ranking_data(folksonomy: Folksonomy, test_fraction: float = 0.1,
-                          val_fraction: float = 0.1, seed: int = 0) -> ResourceSplit:
+                          val_fraction: float = 0.1, seed: int = 0,
+                          split: str = "per_user_time") -> ResourceSplit:
     """The documents and queries of one seed's split (see the module).
 
     Args:
@@ -103,9 +109,11 @@ def resource_ranking_data(folksonomy: Folksonomy, test_fraction: float = 0.1,
         test_fraction: share of each user's posts in test (the paper: 10%).
         val_fraction: share of each user's remaining posts in validation.
         seed: seed of the draw that orders posts with equal times.
+        split: :data:`SPLITS`: per user by time (the paper) or over all posts by time.
 
     Raises:
-        ValueError: no test query can be answered.
+        ValueError: an unknown split.
+        DataCheckError: a post without a timestamp.
 
     Example:
         >>> import pandas as pd
@@ -116,17 +124,20 @@ def resource_ranking_data(folksonomy: Folksonomy, test_fraction: float = 0.1,
         >>> split.counts["test_posts"], split.counts["test_unanswerable"]
         (2, 2)
     """
-    split = temporal_user_split(folksonomy, test_fraction, val_fraction, seed)
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+    draw = temporal_user_split if split == "per_user_time" else global_temporal_split
+    parts = draw(folksonomy, test_fraction, val_fraction, seed)
     a = folksonomy.assignments
-    train = a[split.train]
+    train = a[parts.train]
     documents = Ragged.from_groups(train["object"].to_numpy(), train["tag"].to_numpy(),
                                    folksonomy.n_objects)
     known = np.bincount(train["tag"].to_numpy(), minlength=folksonomy.n_tags) > 0
     candidates = documents.lengths > 0
-    counts: dict[str, int] = {"train_posts": int(a[split.train][["user", "object"]]
+    counts: dict[str, int] = {"train_posts": int(a[parts.train][["user", "object"]]
                                                  .drop_duplicates().shape[0]),
                               "candidates": int(candidates.sum())}
-    val = _queries(folksonomy, split.val, known, candidates, "val", counts)
-    test = _queries(folksonomy, split.test, known, candidates, "test", counts)
+    val = _queries(folksonomy, parts.val, known, candidates, "val", counts)
+    test = _queries(folksonomy, parts.test, known, candidates, "test", counts)
     log.info("resource ranking split (seed %d): %s", seed, counts)
     return ResourceSplit(documents, folksonomy.n_tags, candidates, val, test, counts)
