@@ -46,6 +46,7 @@ from pytorch_lightning.strategies.launchers.multiprocessing import _MultiProcess
 from torch.utils.data import DataLoader
 from torchmetrics import Metric
 
+from tagtorch.progress import EpochBar
 from tagtorch.storage import read_checkpoint
 from tagtorch.sweeps import pruning_callbacks
 
@@ -141,7 +142,8 @@ def fit_best(
     """
     best = ModelCheckpoint(dirpath=folder, filename=best_name, monitor=monitor, mode="max",
                            save_top_k=1, enable_version_counter=False)
-    callbacks: list[pl.Callback] = [best, *extra_callbacks, *pruning_callbacks(monitor)]
+    callbacks: list[pl.Callback] = [best, *extra_callbacks, *pruning_callbacks(monitor),
+                                    EpochBar(type(module).__name__, monitor)]
     if patience is not None:
         callbacks.append(EarlyStopping(monitor, mode="max", patience=patience))
     make = trainer or (lambda **kw: pl.Trainer(max_epochs=max_epochs, **kw))

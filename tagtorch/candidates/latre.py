@@ -98,6 +98,7 @@ from tagtorch.data.terms import TermIndex
 from tagtorch.devices import resolve_device
 from tagtorch.engines import array_bytes
 from tagtorch.metrics.diversity import jaccard_from_counts
+from tagtorch.progress import progress
 from tagtorch.settings import SignatureSettings
 
 log = logging.getLogger(__name__)
@@ -430,7 +431,9 @@ class LatreCandidates(SignatureSettings):
         object_topics = None
         if self.object_topics is not None:
             object_topics = torch.zeros(len(queries), self.object_topics.n_topics)
-        for first in range(0, len(queries), self.chunk_size):
+        starts = range(0, len(queries), self.chunk_size)
+        for first in (progress(starts, "candidates", unit="chunk") if len(starts) > 1
+                      else starts):
             rows = np.arange(first, min(first + self.chunk_size, len(queries)))
             chunk = queries.take(rows)
             chunk_texts = None if texts is None else {

@@ -80,6 +80,7 @@ from tagtorch.evaluation.tuning import (
 from tagtorch.itemrec.base import ItemRanker, dcg_at_k, score_queries
 from tagtorch.itemrec.data import ItemRecData, item_recommendation_data
 from tagtorch.metrics.functional import ranking_metrics
+from tagtorch.progress import progress
 from tagtorch.settings import ModelTask, SignatureSettings
 from tagtorch.storage import atomic_write
 
@@ -256,7 +257,9 @@ class ItemRecommendationTask(SignatureSettings):
         is evaluated.
         """
         rows, best = [], None
-        for point in grid_points(self.tune.get(name, {})):
+        grid = grid_points(self.tune.get(name, {}))
+        for point in progress(grid, f"seed {seed}, {name}: grid", unit="setting",
+                              enabled=len(grid) > 1):
             model, folder = self._make(with_settings(node, point), name, folksonomy.name, seed)
             start = time.perf_counter()
             model.fit(data)

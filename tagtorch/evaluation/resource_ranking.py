@@ -62,6 +62,7 @@ from tagtorch.evaluation.runs import (
 from tagtorch.evaluation.trec import qrels_lines, run_file_names, scored_lines
 from tagtorch.evaluation.tuning import grid_points, split_tuning, write_tuning
 from tagtorch.metrics.functional import ranking_metrics
+from tagtorch.progress import progress
 from tagtorch.resources.base import ResourceRanker
 from tagtorch.resources.data import (
     SPLITS,
@@ -249,7 +250,9 @@ class ResourceRankingTask(SignatureSettings):
         best: tuple[float, ResourceRanker, float, int] | None = None
         start = time.perf_counter()
         fitted: ResourceRanker | None = None  # reused when the grid only changes scoring
-        for settings in grid_points(grid):
+        points = grid_points(grid)
+        for settings in progress(points, f"seed {seed}, {name}: grid", unit="setting",
+                                 enabled=len(points) > 1):
             if fitted is not None and set(settings) <= set(fitted.scoring_settings):
                 model = fitted.with_scoring(**settings)
             else:

@@ -82,6 +82,7 @@ from tagtorch.evaluation.tuning import (
 )
 from tagtorch.metrics.diversity import diversity_metrics, tag_incidence
 from tagtorch.metrics.functional import ranking_metrics
+from tagtorch.progress import progress
 from tagtorch.rankers.base import Ranker
 from tagtorch.settings import ModelTask, SignatureSettings
 from tagtorch.storage import atomic_write
@@ -471,7 +472,8 @@ class TagRecommendationProtocol(SignatureSettings):
         """
         rows: list[dict[str, Any]] = []
         best: tuple[CandidateGenerator, CandidateCache | None, CandidateSet] | None = None
-        for point in grid_points(self.tune_candidates[name]):
+        for point in progress(grid_points(self.tune_candidates[name]),
+                              f"fold {fold.fold}, {name}: candidate grid", unit="setting"):
             fitted = generator.unfitted(**with_settings(generator.settings(), point)).fit(
                 fold.train_objects, fold.train_tags, terms)
             cache = self._cache(folksonomy, fitted.config())
@@ -497,7 +499,8 @@ class TagRecommendationProtocol(SignatureSettings):
         """
         learn, held_out = self._split_val(ready.val, ready.fold.fold)
         rows = []
-        for point in grid_points(self.tune[name]):
+        for point in progress(grid_points(self.tune[name]),
+                              f"fold {ready.fold.fold}, {name}: grid", unit="setting"):
             ranker = cast(Ranker, instantiate(with_settings(config, point)))
             ranker.fit(learn, None)
             scores, _ = self._score(ranker, held_out)

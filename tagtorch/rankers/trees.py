@@ -86,6 +86,7 @@ import torch
 
 from tagtorch.candidates.candidate_set import CandidateSet
 from tagtorch.extras import require_extra
+from tagtorch.progress import progress
 from tagtorch.rankers.base import BaseRanker, check_feature_names
 from tagtorch.rankers.tree_scoring import FlatForest
 from tagtorch.storage import MANIFEST_FILE, UnreadableFileError, plain_json
@@ -342,8 +343,10 @@ class _TreeRanker(BaseRanker):
                                       group=valid.group_sizes, reference=train_set)]
             callbacks = [lgb.early_stopping(self.early_stopping_rounds, first_metric_only=True,
                                             verbose=False)]
-        booster = lgb.train(params, train_set, num_boost_round=self._n_rounds(),
-                            valid_sets=valid_sets, callbacks=callbacks)
+        with progress(None, self.method, unit="round", total=self._n_rounds()) as bar:
+            booster = lgb.train(params, train_set, num_boost_round=self._n_rounds(),
+                                valid_sets=valid_sets,
+                                callbacks=[*callbacks, lambda _: bar.update(1)])
         if valid is not None and booster.best_iteration > 0:
             self.best_iteration_ = int(booster.best_iteration)
         return booster
