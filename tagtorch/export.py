@@ -10,8 +10,9 @@ by tagtorch, or a split of it, can be run through TagRec itself and the results 
 ``SOURCE`` is what :func:`tagtorch.load` takes: a dataset name (``tagtorch.datasets()``) or a
 file (TagRec's format, or a CSV/TSV/Parquet table). ``--split last-post`` writes TagRec's
 leave-last-post-out split (each user's latest post, for users of two posts or more, in
-``NAME_test.txt``; the rest in ``NAME_train.txt``; both in ``NAME.txt``). Errors are one line
-on stderr with exit status 2.
+``NAME_test.txt``; the rest in ``NAME_train.txt``; both in ``NAME.txt``); ``--split given``
+writes the split the source gave (``--option test_path=X_test.txt``). Errors are one line on
+stderr with exit status 2.
 
 Layer: an entry point beside ``train`` (it uses :mod:`tagtorch.api`).
 """
@@ -46,14 +47,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("source", help="a dataset name or a file (as tagtorch.load takes)")
     parser.add_argument("out", type=Path, help="the folder written")
     parser.add_argument("--name", help="the files' stem (default: the dataset's name)")
-    parser.add_argument("--split", choices=["none", "last-post"], default="none",
-                        help="write TagRec's train/test split too (default: one file)")
+    parser.add_argument("--split", choices=["none", "last-post", "given"], default="none",
+                        help="write a train/test split as TagRec's three files: each user's "
+                             "last post, or the split the source gave (data.test_path)")
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                         help="a loader setting (conf/data/NAME.yaml), e.g. n_objects=500")
     args = parser.parse_args(argv)
     from tagtorch.api import load
     from tagtorch.data.loaders import DataFormatError
-    from tagtorch.data.loaders.tagrec import last_post_per_user, write_tagrec, write_tagrec_split
+    from tagtorch.data.loaders.tagrec import (
+        given_test_posts,
+        last_post_per_user,
+        write_tagrec,
+        write_tagrec_split,
+    )
 
     try:
         folk = load(args.source, **_options(args.option))
@@ -61,7 +68,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.split == "none":
             paths = [write_tagrec(folk, args.out / f"{name}.txt")]
         else:
-            paths = write_tagrec_split(folk, args.out, name, last_post_per_user(folk))
+            test = (last_post_per_user(folk) if args.split == "last-post"
+                    else given_test_posts(folk))
+            paths = write_tagrec_split(folk, args.out, name, test)
     except (DataFormatError, ValueError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

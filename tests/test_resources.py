@@ -309,3 +309,23 @@ def test_the_command_line_shows_a_data_check_as_one_line_and_exits_2(tmp_path):
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "post filter leaves nothing" in errors[0], done.stderr[-2000:]
     assert "Traceback" not in done.stderr
+
+
+def test_a_given_split_is_evaluated_exactly(tmp_path):
+    """task.split=given: the test queries are the marked posts, nothing drawn."""
+    from tagtorch.evaluation.resource_ranking import ResourceRankingTask
+
+    rows = [(f"u{i}", f"o{i % 4}", tag, 10 * i) for i in range(40) for tag in ("a", f"t{i % 3}")]
+    frame = pd.DataFrame(rows, columns=["user", "object", "tag", "timestamp"])
+    marked = pd.DataFrame({"user": ["u3", "u17", "u30"], "object": ["o3", "o1", "o2"]})
+    folk = Folksonomy.from_frame(frame, test_posts=marked)
+    cfg = compose_cfg(tmp_path, ["task=resources", "model=[smatch]", "task.seeds=[0]",
+                                 "task.min_object_users=1", "task.min_user_objects=1",
+                                 "task.min_tag_uses=1", "task.split=given"])
+    task = instantiate(cfg.task)
+    assert isinstance(task, ResourceRankingTask)
+    result = task.run(folk, cfg, tmp_path / "given")
+    queries = set(result.per_object["object"].astype(str))
+    posts = {f"q{folk.users.tolist().index(u) * folk.n_objects + folk.objects.tolist().index(o)}"
+             for u, o in marked.itertuples(index=False)}
+    assert queries == posts

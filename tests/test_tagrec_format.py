@@ -186,3 +186,32 @@ def test_the_export_command_writes_files_that_load_back_the_same(tmp_path):
                           str(tmp_path)], capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and bad.stderr.startswith("error: 'nothing' is neither")
     assert len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_a_given_split_is_kept_through_filters_and_written_back(tmp_path):
+    """data.test_path marks the test file's posts; they survive select() and round-trip."""
+    from tagtorch.data.loaders.tagrec import given_test_posts
+    from tagtorch.data.splits import given_split
+
+    train, test = tmp_path / "x_train.txt", tmp_path / "x_test.txt"
+    train.write_text('"u1";"r1";"100";"a,b";""\n"u2";"r2";"110";"a";""\n'
+                     '"u3";"r1";"120";"b";""\n')
+    test.write_text('"u1";"r2";"200";"a,c";""\n"u3";"r3";"210";"c";""\n')
+    folk = load_tagrec(train, test_path=test)
+    assert folk.name == "x"
+    marked = {(folk.users[u], folk.objects[o]) for u, o in folk.test_posts.itertuples(index=False)}
+    assert marked == {("u1", "r2"), ("u3", "r3")}
+    split = given_split(folk, val_fraction=0.5)
+    a = folk.assignments
+    by_part = {part: sorted({(folk.users[u], folk.objects[o])
+                             for u, o in a.loc[mask, ["user", "object"]].itertuples(index=False)})
+               for part, mask in (("train", split.train), ("val", split.val),
+                                  ("test", split.test))}
+    assert by_part == {"train": [("u1", "r1"), ("u2", "r2")], "val": [("u3", "r1")],
+                       "test": [("u1", "r2"), ("u3", "r3")]}  # val: the latest of 3 others
+    kept = folk.select((a["object"] != 2).to_numpy())  # r3 dropped: its test post goes too
+    assert {(kept.users[u], kept.objects[o])
+            for u, o in kept.test_posts.itertuples(index=False)} == {("u1", "r2")}
+    paths = write_tagrec_split(folk, tmp_path / "out", "x", given_test_posts(folk))
+    assert load_tagrec(paths[0], test_path=paths[1]).fingerprint() == folk.fingerprint()
+    assert load_tagrec(paths[2]).fingerprint() != folk.fingerprint()  # no split marked

@@ -76,6 +76,9 @@ class Folksonomy:
             (object, key); empty for most datasets. Object metadata, like the texts.
         meta: free-form facts from the source, indexed by the codes above (e.g. the synthetic
             generator's ground truth); transforms that re-code tags or objects drop it.
+        test_posts: the posts a given split marks as test (``user`` and ``object`` int64
+            codes; e.g. the lines of TagRec's ``X_test.txt``), for ``task.split=given``;
+            empty when the source gives no split. Kept through every transform.
     """
 
     assignments: pd.DataFrame
@@ -90,6 +93,8 @@ class Folksonomy:
     profiles: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(
         {"object": np.zeros(0, np.int64), "key": np.zeros(0, np.int64),
          "weight": np.zeros(0, np.float64)}))
+    test_posts: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(
+        {"user": np.zeros(0, np.int64), "object": np.zeros(0, np.int64)}))
 
     @classmethod
     def from_frame(
@@ -99,6 +104,7 @@ class Folksonomy:
         categories: pd.DataFrame | None = None,
         name: str = "folksonomy",
         profiles: pd.DataFrame | None = None,
+        test_posts: pd.DataFrame | None = None,
     ) -> Folksonomy:
         """Builds a folksonomy from raw ids.
 
@@ -115,6 +121,8 @@ class Folksonomy:
                 the objects' other interactions (see the attribute). Objects without
                 assignments and rows with a missing or non-positive weight are ignored; a
                 repeated (object, key) keeps its summed weight.
+            test_posts: columns ``user`` and ``object`` (raw ids): the posts a given split
+                marks as test; pairs without an assignment are ignored.
 
         Returns:
             The folksonomy with contiguous ids (sorted raw ids and tag strings).
@@ -161,6 +169,8 @@ class Folksonomy:
                 "object": object_index.get_indexer(rows["object"]), "key": key,
                 "weight": rows["weight"].to_numpy(dtype=np.float64)}) \
                 .groupby(["object", "key"], as_index=False)["weight"].sum()
+        if test_posts is not None and len(test_posts):
+            extra["test_posts"] = _post_codes(test_posts, pd.Index(users), object_index, table)
         return cls(
             assignments=_deduplicate(table),
             users=users,
@@ -252,6 +262,8 @@ class Folksonomy:
         strings("category_names", self.category_names)
         if len(self.profiles):  # absent profiles leave the digests of earlier versions
             table("profiles", self.profiles[["object", "key", "weight"]])
+        if len(self.test_posts):  # likewise an absent split
+            table("test_posts", self.test_posts[["user", "object"]])
         value = digest.hexdigest()
         self.__dict__["_fingerprint"] = value  # frozen dataclass: memoized beside the fields
         return value
@@ -305,6 +317,11 @@ class Folksonomy:
                            ).reset_index(drop=True)
         kept = self.profiles[self.profiles["object"].isin(objects)]
         profiles = kept.assign(object=np.searchsorted(objects, kept["object"].to_numpy()))
+        posts = self.test_posts[self.test_posts["user"].isin(users)
+                                & self.test_posts["object"].isin(objects)]
+        posts = pd.DataFrame({"user": np.searchsorted(users, posts["user"].to_numpy()),
+                              "object": np.searchsorted(objects, posts["object"].to_numpy())})
+        kept_posts = posts.merge(new[["user", "object"]].drop_duplicates(), how="inner")
         return replace(
             self,
             assignments=new,
@@ -314,6 +331,7 @@ class Folksonomy:
             texts=self.texts.iloc[objects].reset_index(drop=True),
             categories=cats,
             profiles=profiles.reset_index(drop=True),
+            test_posts=kept_posts.astype(np.int64),
             meta={},
         )
 
@@ -338,6 +356,16 @@ class Folksonomy:
         return (f"Folksonomy(name={self.name!r}, users={self.n_users}, objects={self.n_objects}, "
                 f"tags={self.n_tags}, assignments={self.n_assignments}, "
                 f"text_fields={self.text_fields}, categories={len(self.category_names)})")
+
+
+def _post_codes(posts: pd.DataFrame, user_index: pd.Index, object_index: pd.Index,
+                table: pd.DataFrame) -> pd.DataFrame:
+    """The ``(user, object)`` codes of raw-id posts that have an assignment, sorted, unique."""
+    codes = pd.DataFrame({"user": user_index.get_indexer(posts["user"]),
+                          "object": object_index.get_indexer(posts["object"])})
+    codes = codes[(codes >= 0).all(axis=1)].drop_duplicates()
+    present = codes.merge(table[["user", "object"]].drop_duplicates(), how="inner")
+    return present.sort_values(["user", "object"], ignore_index=True).astype(np.int64)
 
 
 def _deduplicate(table: pd.DataFrame) -> pd.DataFrame:

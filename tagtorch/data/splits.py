@@ -325,18 +325,19 @@ def post_filter(folksonomy: Folksonomy, min_object_users: int = 3,
     return folksonomy.select(keep)
 
 
-def _timed_posts(folksonomy: Folksonomy, test_fraction: float, val_fraction: float,
-                 seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Each assignment's post, each post's time and a seeded draw among posts (for ties).
-
-    Raises:
-        ValueError: a fraction out of range.
-        DataCheckError: a post without a timestamp (a temporal split needs them all).
-    """
-    if not 0.0 < test_fraction < 1.0:
+def _check_fractions(test_fraction: float | None, val_fraction: float) -> None:
+    if test_fraction is not None and not 0.0 < test_fraction < 1.0:
         raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
     if not 0.0 <= val_fraction < 1.0:
         raise ValueError(f"val_fraction must be in [0, 1), got {val_fraction}")
+
+
+def _timed_posts(folksonomy: Folksonomy, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each assignment's post, each post's time and a seeded draw among posts (for ties).
+
+    Raises:
+        DataCheckError: a post without a timestamp (a temporal split needs them all).
+    """
     a = folksonomy.assignments
     post, n_posts = _post_ids(folksonomy)
     missing = np.unique(post[a["timestamp"].to_numpy() == MISSING_TIME])
@@ -375,7 +376,8 @@ def temporal_user_split(folksonomy: Folksonomy, test_fraction: float = 0.1,
     Raises:
         DataCheckError: a post without a timestamp.
     """
-    post, post_time, draw = _timed_posts(folksonomy, test_fraction, val_fraction, seed)
+    _check_fractions(test_fraction, val_fraction)
+    post, post_time, draw = _timed_posts(folksonomy, seed)
     n_posts = len(post_time)
     post_user = np.zeros(n_posts, dtype=np.int64)
     post_user[post] = folksonomy.assignments["user"].to_numpy()
@@ -406,7 +408,8 @@ def global_temporal_split(folksonomy: Folksonomy, test_fraction: float = 0.1,
     Raises:
         DataCheckError: a post without a timestamp.
     """
-    post, post_time, draw = _timed_posts(folksonomy, test_fraction, val_fraction, seed)
+    _check_fractions(test_fraction, val_fraction)
+    post, post_time, draw = _timed_posts(folksonomy, seed)
     n_posts = len(post_time)
     order = np.lexsort((draw, post_time))
     from_end = n_posts - np.arange(n_posts)
@@ -416,3 +419,38 @@ def global_temporal_split(folksonomy: Folksonomy, test_fraction: float = 0.1,
     part[order] = _parts_from_end(from_end, np.asarray(n_test), np.asarray(n_val))
     part = part[post]
     return PostSplit(train=part == 0, val=part == 1, test=part == 2)
+
+
+def given_split(folksonomy: Folksonomy, val_fraction: float = 0.0, seed: int = 0) -> PostSplit:
+    """The split the source gave as test, the last of the other posts by time as validation.
+
+    Test: the posts of :attr:`Folksonomy.test_posts` (e.g. TagRec's ``X_test.txt``).
+    Validation: of the ``m`` other posts, the last ``floor(val_fraction * m)`` by time (ties
+    by a seeded draw); no timestamp is needed when ``val_fraction`` is 0.
+
+    Raises:
+        DataCheckError: the data marks no test post, or (with validation) a post has no
+            timestamp.
+    """
+    _check_fractions(None, val_fraction)
+    if not len(folksonomy.test_posts):
+        raise DataCheckError(folksonomy.name, "the data marks no test post (task.split=given)",
+                             "load a given split (data=tagrec data.test_path=X_test.txt) or "
+                             "set task.split=per_user_time or global_time")
+    a = folksonomy.assignments
+    keys = a["user"].to_numpy() * np.int64(folksonomy.n_objects) + a["object"].to_numpy()
+    marked = (folksonomy.test_posts["user"].to_numpy() * np.int64(folksonomy.n_objects)
+              + folksonomy.test_posts["object"].to_numpy())
+    test = np.isin(keys, marked)
+    val = np.zeros(len(a), dtype=bool)
+    if val_fraction > 0:
+        post, post_time, draw = _timed_posts(folksonomy, seed)
+        test_post = np.zeros(len(post_time), dtype=bool)
+        test_post[post[test]] = True
+        others = np.flatnonzero(~test_post)
+        others = others[np.lexsort((draw[others], post_time[others]))]
+        n_val = int(np.floor(len(others) * val_fraction))
+        val_post = np.zeros(len(post_time), dtype=bool)
+        val_post[others[len(others) - n_val:]] = True
+        val = val_post[post]
+    return PostSplit(train=~test & ~val, val=val, test=test)

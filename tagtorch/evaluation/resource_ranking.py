@@ -174,9 +174,10 @@ class ResourceRankingTask(SignatureSettings):
             return resource_ranking_data(data, self.test_fraction, self.val_fraction, seed,
                                          self.split)
 
-        self._check_split(data, split_of(self.seeds[0]), models)  # before any fitting
+        first = split_of(self.seeds[0])
+        self._check_split(data, first, models)  # before any fitting
         for seed in tqdm(self.seeds, desc="seeds", unit="seed"):
-            split = split_of(seed)
+            split = first if seed == self.seeds[0] else split_of(seed)
             query_counts.append({"seed": seed, **split.counts})
             if seed == self.seeds[0] and self.trec_depth > 0:
                 qrels = qrels_lines(_query_ids(split.test), [[o] for o in split.test.relevant])
@@ -300,13 +301,17 @@ class ResourceRankingTask(SignatureSettings):
         shape = (f"{posts} posts; the most posts of one user is {most}" if per_user
                  else f"{posts} posts")
         if len(split.test) == 0:
-            need = (f"a user needs >= {math.ceil(1 / self.test_fraction)} posts for one test "
-                    "post" if per_user else f"{self.test_fraction:g} of {posts} posts")
-            raise DataCheckError(
-                data.name, f"no test query whose resource is also in training ({need}; "
-                f"{shape}; counts {split.counts})",
-                "set task.split=global_time (the last posts of all users) or raise "
-                "task.test_fraction" if per_user else "raise task.test_fraction")
+            need = {"per_user_time": f"a user needs >= {math.ceil(1 / self.test_fraction)} "
+                                     "posts for one test post",
+                    "global_time": f"{self.test_fraction:g} of {posts} posts",
+                    "given": "the given test posts"}[self.split]
+            advice = {"per_user_time": "set task.split=global_time (the last posts of all "
+                                       "users) or raise task.test_fraction",
+                      "global_time": "raise task.test_fraction",
+                      "given": "give test posts whose resources are also posted in "
+                               "training, or set task.split=global_time"}[self.split]
+            raise DataCheckError(data.name, f"no test query whose resource is also in "
+                                 f"training ({need}; {shape}; counts {split.counts})", advice)
         tuned = sorted(name for name in models if self.tune.get(name))
         if tuned and len(split.val) == 0:
             raise DataCheckError(

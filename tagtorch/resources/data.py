@@ -22,7 +22,7 @@ import numpy as np
 
 from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.data.ragged import Ragged
-from tagtorch.data.splits import global_temporal_split, temporal_user_split
+from tagtorch.data.splits import given_split, global_temporal_split, temporal_user_split
 
 log = logging.getLogger(__name__)
 
@@ -94,9 +94,10 @@ def _queries(folksonomy: Folksonomy, part: np.ndarray, known: np.ndarray,
     return ResourceQueries(ids, post_user, words, post_object).take(rows)
 
 
-SPLITS = ("per_user_time", "global_time")
+SPLITS = ("per_user_time", "global_time", "given")
 """``per_user_time``: each user's last posts (the paper); ``global_time``: the last posts of all
-users (ours, for data of one post per user)."""
+users (ours, for data of one post per user); ``given``: the source's own test posts
+(:attr:`~tagtorch.data.folksonomy.Folksonomy.test_posts`, e.g. TagRec's ``X_test.txt``)."""
 
 
 def resource_ranking_data(folksonomy: Folksonomy, test_fraction: float = 0.1,
@@ -109,7 +110,8 @@ def resource_ranking_data(folksonomy: Folksonomy, test_fraction: float = 0.1,
         test_fraction: share of each user's posts in test (the paper: 10%).
         val_fraction: share of each user's remaining posts in validation.
         seed: seed of the draw that orders posts with equal times.
-        split: :data:`SPLITS`: per user by time (the paper) or over all posts by time.
+        split: :data:`SPLITS`: per user by time (the paper), over all posts by time, or the
+            source's own test posts (``test_fraction`` unused).
 
     Raises:
         ValueError: an unknown split.
@@ -126,8 +128,11 @@ def resource_ranking_data(folksonomy: Folksonomy, test_fraction: float = 0.1,
     """
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
-    draw = temporal_user_split if split == "per_user_time" else global_temporal_split
-    parts = draw(folksonomy, test_fraction, val_fraction, seed)
+    if split == "given":
+        parts = given_split(folksonomy, val_fraction, seed)
+    else:
+        draw = temporal_user_split if split == "per_user_time" else global_temporal_split
+        parts = draw(folksonomy, test_fraction, val_fraction, seed)
     a = folksonomy.assignments
     train = a[parts.train]
     documents = Ragged.from_groups(train["object"].to_numpy(), train["tag"].to_numpy(),

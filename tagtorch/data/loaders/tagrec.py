@@ -52,7 +52,7 @@ from tagtorch.storage import atomic_write
 
 log = logging.getLogger(__name__)
 
-__all__ = ["TAGREC_FIELDS", "is_tagrec_file", "last_post_per_user",
+__all__ = ["TAGREC_FIELDS", "given_test_posts", "is_tagrec_file", "last_post_per_user",
            "load_tagrec",
            "tagrec_lines", "tagrec_posts", "write_tagrec", "write_tagrec_split"]
 
@@ -141,28 +141,9 @@ def _timestamps(table: RawTable) -> np.ndarray:
         dtype=np.int64)
 
 
-def load_tagrec(path: str | Path, name: str | None = None, url_decode: bool = True,
-                lowercase: bool = True, integer_ids: bool = False,
-                encoding: str = "utf-8") -> Folksonomy:
-    """Loads a file in TagRec's format (module docstring) as a folksonomy.
-
-    Args:
-        path: the file (``X.txt``, ``X_train.txt``, ...; gzip, bzip2 and xz are decompressed).
-        name: the dataset's name (default: the file name without extensions).
-        url_decode: decode percent-encoded tags, repeatedly (ours; TagRec keeps them).
-        lowercase: lower-case tags and categories (TagRec's reader does).
-        integer_ids: read user and resource ids as 64-bit integers (``007`` and ``7`` are
-            then one user; ids sort as numbers) instead of opaque strings.
-        encoding: the file's encoding.
-
-    Returns:
-        The raw folksonomy: one assignment per (user, resource, tag), the post's timestamp;
-        ``title``/``description`` text fields and weighted categories when the file has them.
-
-    Raises:
-        DataFormatError: the file is not in TagRec's format (the line and what was found).
-    """
-    path = Path(path)
+def _read_posts(path: Path, url_decode: bool, lowercase: bool, integer_ids: bool,
+                encoding: str) -> tuple[pd.DataFrame, pd.DataFrame | None, pd.DataFrame | None]:
+    """One TagRec file's assignments, texts (by resource) and categories."""
     names = _field_names(path, encoding)
     table = read_delimited(path, ";", list(names), text=list(names), encoding=encoding,
                            quoting=True, encoding_setting="data.encoding", names=names)
@@ -181,9 +162,49 @@ def load_tagrec(path: str | Path, name: str | None = None, url_decode: bool = Tr
     if fields:
         texts = table.frame[fields].astype(str).assign(object=objects.to_numpy(dtype=object))
         texts = texts.groupby("object", sort=False).first()
-    categories = _categories(table, objects, lowercase)
-    dataset = name or path.name.split(".")[0] or path.name
-    return Folksonomy.from_frame(assignments, texts, categories, name=dataset)
+    return assignments, texts, _categories(table, objects, lowercase)
+
+
+def load_tagrec(path: str | Path, name: str | None = None, url_decode: bool = True,
+                lowercase: bool = True, integer_ids: bool = False, encoding: str = "utf-8",
+                test_path: str | Path | None = None) -> Folksonomy:
+    """Loads a file in TagRec's format (module docstring) as a folksonomy.
+
+    Args:
+        path: the file (``X.txt``, ``X_train.txt``, ...; gzip, bzip2 and xz are decompressed).
+        name: the dataset's name (default: the file name without extensions).
+        url_decode: decode percent-encoded tags, repeatedly (ours; TagRec keeps them).
+        lowercase: lower-case tags and categories (TagRec's reader does).
+        integer_ids: read user and resource ids as 64-bit integers (``007`` and ``7`` are
+            then one user; ids sort as numbers) instead of opaque strings.
+        encoding: the files' encoding.
+        test_path: a given split's test file (``X_test.txt``, with ``path`` its
+            ``X_train.txt``): its posts join the folksonomy and are marked as test
+            (:attr:`Folksonomy.test_posts`, read by ``task.split=given``).
+
+    Returns:
+        The raw folksonomy: one assignment per (user, resource, tag), the post's timestamp;
+        ``title``/``description`` text fields and weighted categories when the files have
+        them (a resource's first, the training file first).
+
+    Raises:
+        DataFormatError: a file is not in TagRec's format (the line and what was found).
+    """
+    path = Path(path)
+    files = [path, *([Path(test_path)] if test_path is not None else [])]
+    read = [_read_posts(file, url_decode, lowercase, integer_ids, encoding) for file in files]
+    assignments = pd.concat([posts for posts, _, _ in read], ignore_index=True)
+    texts = [frame for _, frame, _ in read if frame is not None]
+    categories = [frame.assign(file=i) for i, (_, _, frame) in enumerate(read)
+                  if frame is not None]
+    test_posts = read[1][0][["user", "object"]] if test_path is not None else None
+    dataset = name or path.name.split(".")[0].removesuffix("_train") or path.name
+    cats = pd.concat(categories, ignore_index=True) if categories else None
+    if cats is not None:  # a resource's categories from the first file that gives them
+        cats = cats[cats["file"] == cats.groupby("object")["file"].transform("min")]
+    return Folksonomy.from_frame(assignments, pd.concat(texts) if texts else None,
+                                 None if cats is None else cats.drop(columns="file"),
+                                 name=dataset, test_posts=test_posts)
 
 
 def tagrec_posts(folksonomy: Folksonomy) -> pd.DataFrame:
@@ -300,6 +321,14 @@ def write_tagrec_split(folksonomy: Folksonomy, folder: str | Path, name: str,
         with atomic_write(path) as partial:
             partial.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     return paths
+
+
+def given_test_posts(folksonomy: Folksonomy) -> np.ndarray:
+    """``[posts]`` bool over :func:`tagrec_posts`: the posts the source marked as test."""
+    posts = tagrec_posts(folksonomy)
+    marked = folksonomy.test_posts.assign(test=True)
+    return posts.merge(marked, on=["user", "object"], how="left")["test"].fillna(False
+                                                                            ).to_numpy(bool)
 
 
 def last_post_per_user(folksonomy: Folksonomy) -> np.ndarray:
