@@ -404,9 +404,16 @@ class _TreeRanker(BaseRanker):
                                        nthread=threads)
             valid_matrix.set_group(valid.group_sizes)
             evals = [(valid_matrix, "val")]
-        booster = xgb.train(params, train_matrix, num_boost_round=self._n_rounds(),
-                            evals=evals, early_stopping_rounds=self.early_stopping_rounds
-                            if valid is not None else None, verbose_eval=False)
+        class Rounds(xgb.callback.TrainingCallback):  # the progress bar, a round each
+            def after_iteration(self, model: Any, epoch: int, evals_log: Any) -> bool:
+                bar.update(1)
+                return False  # never stops training
+
+        with progress(None, self.method, unit="round", total=self._n_rounds()) as bar:
+            booster = xgb.train(params, train_matrix, num_boost_round=self._n_rounds(),
+                                evals=evals, early_stopping_rounds=self.early_stopping_rounds
+                                if valid is not None else None, verbose_eval=False,
+                                callbacks=[Rounds()])
         if valid is not None:
             self.best_iteration_ = int(booster.best_iteration) + 1  # trees kept, like LightGBM
         return booster
