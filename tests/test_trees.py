@@ -223,3 +223,30 @@ def test_errors(train_lists, tmp_path):
     empty = replace(train_lists, mask=torch.zeros_like(train_lists.mask))
     with pytest.raises(ValueError, match="no real candidate"):
         MARTRanker().fit(empty)
+
+
+def test_the_forest_grown_in_steps_for_the_progress_bar_is_the_one_step_forest():
+    """warm_start steps draw the trees' seeds as one fit does: every node array is equal."""
+    from sklearn.ensemble import RandomForestRegressor
+
+    from tagtorch.candidates.candidate_set import CandidateSet
+    from tagtorch.rankers.tree_scoring import FlatForest
+    from tagtorch.rankers.trees import RandomForestRanker, flatten_lists
+
+    g = torch.Generator().manual_seed(0)
+    n = 2000
+    lists = CandidateSet.from_flat(
+        objects=torch.arange(200), rows=torch.arange(n) // 10, tags=torch.arange(n) % 10,
+        features=torch.rand(n, 5, generator=g),
+        labels=(torch.rand(n, generator=g) < 0.3).float(), n_relevant=torch.full((200,), 4),
+        feature_names=tuple("abcde"))
+    ranker = RandomForestRanker(n_trees=37, n_leaves=15, n_jobs=2, seed=3).fit(lists)
+    flat = flatten_lists(lists)
+    one_step = RandomForestRegressor(
+        n_estimators=37, max_leaf_nodes=15, max_features=ranker.features_per_split(5),
+        min_samples_leaf=ranker.min_leaf_size, bootstrap=True, n_jobs=2,
+        random_state=3).fit(flat.features, flat.labels)
+    ours = next(v for v in vars(ranker).values() if isinstance(v, FlatForest))
+    reference = FlatForest.from_sklearn(one_step)
+    for name, array in vars(reference).items():
+        assert np.array_equal(np.asarray(array), np.asarray(getattr(ours, name))), name

@@ -654,7 +654,18 @@ class RandomForestRanker(_TreeRanker):
             random_state=self.seed, **self.params)
 
     def _fit_sklearn(self, data: FlatLists, valid: FlatLists | None) -> Any:
-        forest = self._forest(data.features.shape[1]).fit(data.features, data.labels)
+        """Grows the forest in 20 steps (``warm_start``), for the progress bar.
+
+        scikit-learn draws each added tree's seed as a one-step fit would: the same trees.
+        """
+        forest = self._forest(data.features.shape[1])
+        step = max(1, -(-self.n_trees // 20))
+        with progress(None, self.method, unit="tree", total=self.n_trees) as bar:
+            for grown in range(step, self.n_trees + step, step):
+                forest.set_params(n_estimators=min(grown, self.n_trees), warm_start=True)
+                forest.fit(data.features, data.labels)
+                bar.update(len(forest.estimators_) - bar.n)
+        forest.set_params(warm_start=False)
         return FlatForest.from_sklearn(forest)  # scored and saved without scikit-learn
 
     def _lightgbm_params(self, n_features: int) -> dict[str, Any]:
