@@ -1,0 +1,161 @@
+"""Posts and splits of personalized tag recommendation, as TagRec makes them.
+
+A post is a user's tagging of one resource: ``(user, resource)`` with its distinct tags and its
+time (the earliest timestamp of its assignments). TagRec's benchmark (Kowald et al.; the
+``BookmarkSplitter`` of github.com/learning-layers/TagRec) takes the p-core of the folksonomy
+(users, resources and tags with at least ``p`` posts each, jointly: :func:`~tagtorch.data.
+splits.p_core`; ``p = 1``: no core), sorts the posts by user, then time, and holds out each
+user's last post when the user has more than one. Also offered: the last posts of everyone by
+time (``global_time``), a seeded random share (``random``), and a given split (``given``: the
+source's own test posts, e.g. TagRec's ``X_test.txt``, :attr:`Folksonomy.test_posts`).
+
+Ties in time within a user are broken by the resource code (the files' order in TagRec, whose
+sort is stable; ours is stable over the resource-ordered post table). The test posts' tags
+are the gold; the test posts are in no statistic a method learns from, and a test post's time
+is the reference time of time-aware methods.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tagtorch.data.checks import DataCheckError
+from tagtorch.data.folksonomy import Folksonomy
+from tagtorch.data.ragged import Ragged
+from tagtorch.data.splits import p_core
+
+__all__ = ["SPLITS", "PostData", "Posts", "personalized_split", "posts_of"]
+
+SPLITS = ("leave_last", "global_time", "random", "given")
+"""How test posts are chosen (module docstring)."""
+
+
+@dataclass(frozen=True)
+class Posts:
+    """Posts, one per row.
+
+    Attributes:
+        users: ``[P]`` user codes.
+        resources: ``[P]`` resource (object) codes.
+        times: ``[P]`` Unix seconds (the earliest of the post's assignments).
+        tags: ragged ``[P]`` distinct tag codes of each post, ascending.
+    """
+
+    users: np.ndarray
+    resources: np.ndarray
+    times: np.ndarray
+    tags: Ragged
+
+    def __len__(self) -> int:
+        return len(self.users)
+
+    def take(self, rows: np.ndarray) -> Posts:
+        """The posts ``rows``, in that order."""
+        return Posts(self.users[rows], self.resources[rows], self.times[rows],
+                     self.tags.take(rows))
+
+
+@dataclass(frozen=True)
+class PostData:
+    """One split of personalized tag recommendation.
+
+    Attributes:
+        train: the posts methods learn from.
+        test: the held-out posts (their tags are the gold).
+        n_users: users of the (cored) folksonomy.
+        n_resources: resources of the (cored) folksonomy.
+        n_tags: tags of the (cored) folksonomy.
+        folksonomy: the (cored) folksonomy the codes refer to.
+    """
+
+    train: Posts
+    test: Posts
+    n_users: int
+    n_resources: int
+    n_tags: int
+    folksonomy: Folksonomy
+
+
+def posts_of(folksonomy: Folksonomy) -> Posts:
+    """The folksonomy's posts, ordered by user, then time, then resource.
+
+    Example:
+        >>> import pandas as pd
+        >>> f = Folksonomy.from_frame(pd.DataFrame({
+        ...     "user": ["a", "a", "a", "b"], "object": ["r2", "r2", "r1", "r1"],
+        ...     "tag": ["x", "y", "x", "z"], "timestamp": [5, 7, 9, 1]}))
+        >>> p = posts_of(f)
+        >>> p.users.tolist(), p.resources.tolist(), p.times.tolist(), [t.tolist() for t in p.tags]
+        ([0, 0, 1], [1, 0, 0], [5, 9, 1], [[0, 1], [0], [2]])
+    """
+    a = folksonomy.assignments
+    keys = a["user"].to_numpy() * np.int64(folksonomy.n_objects) + a["object"].to_numpy()
+    unique, post = np.unique(keys, return_inverse=True)
+    times = np.full(len(unique), np.iinfo(np.int64).max)
+    np.minimum.at(times, post, a["timestamp"].to_numpy())
+    users, resources = unique // folksonomy.n_objects, unique % folksonomy.n_objects
+    order = np.lexsort((resources, times, users))
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    pairs = np.unique(np.stack([rank[post], a["tag"].to_numpy()], 1), axis=0)
+    tags = Ragged.from_groups(pairs[:, 0], pairs[:, 1], len(unique))
+    return Posts(users[order], resources[order], times[order], tags)
+
+
+def _test_rows(posts: Posts, folksonomy: Folksonomy, split: str, test_fraction: float,
+               seed: int) -> np.ndarray:
+    """``[P]`` bool: the test posts of ``split``."""
+    if split == "leave_last":
+        last = np.r_[posts.users[1:] != posts.users[:-1], True]  # a user's last row
+        counts = np.bincount(posts.users, minlength=folksonomy.n_users)
+        return last & (counts[posts.users] > 1)
+    if split == "given":
+        if not len(folksonomy.test_posts):
+            raise DataCheckError(folksonomy.name, "the data marks no test post (task.split="
+                                 "given)", "load a given split (data=tagrec data.test_path="
+                                 "X_test.txt) or set task.split=leave_last")
+        marked = (folksonomy.test_posts["user"].to_numpy() * np.int64(folksonomy.n_objects)
+                  + folksonomy.test_posts["object"].to_numpy())
+        return np.isin(posts.users * np.int64(folksonomy.n_objects) + posts.resources, marked)
+    n_test = int(np.floor(test_fraction * len(posts)))
+    if split == "global_time":
+        draw = np.random.default_rng(seed).permutation(len(posts))
+        chosen = np.lexsort((draw, posts.times))[len(posts) - n_test:]
+    else:
+        chosen = np.random.default_rng(seed).permutation(len(posts))[:n_test]
+    test = np.zeros(len(posts), dtype=bool)
+    test[chosen] = True
+    return test
+
+
+def personalized_split(folksonomy: Folksonomy, p: int = 3, split: str = "leave_last",
+                       test_fraction: float = 0.2, seed: int = 0) -> PostData:
+    """TagRec's split of a folksonomy (module docstring).
+
+    Args:
+        folksonomy: the (normalized) folksonomy.
+        p: the core (1: none).
+        split: :data:`SPLITS`.
+        test_fraction: the share of test posts of ``global_time`` and ``random``.
+        seed: the draw of ``random`` (and of ties in time for ``global_time``).
+
+    Raises:
+        ValueError: an unknown split, or a fraction out of (0, 1).
+        DataCheckError: an empty core or no test post.
+    """
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+    if not 0.0 < test_fraction < 1.0:
+        raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
+    cored = p_core(folksonomy, p) if p > 1 else folksonomy
+    posts = posts_of(cored)
+    test = _test_rows(posts, cored, split, test_fraction, seed)
+    if not test.any():
+        raise DataCheckError(cored.name, f"no test post ({len(posts)} posts; split {split})",
+                             "every user has one post: set task.split=global_time or random"
+                             if split == "leave_last" else "raise task.test_fraction or "
+                             "choose another task.split")
+    return PostData(posts.take(np.flatnonzero(~test)), posts.take(np.flatnonzero(test)),
+                    cored.n_users, cored.n_objects, cored.n_tags, cored)

@@ -1,0 +1,123 @@
+"""Personalized tag recommendation's posts, splits and metrics (tagtorch/posts/).
+
+References: a plain per-post transcription of TagRec's ``PredictionData`` and
+``MetricsCalculator`` (Java, github.com/learning-layers/TagRec) written from their code, list
+by list; scikit-learn's ``ndcg_score`` for the IR nDCG; hand-made posts for the splits.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.metrics import ndcg_score
+
+from tagtorch.data.checks import DataCheckError
+from tagtorch.data.folksonomy import Folksonomy
+from tagtorch.data.ragged import Ragged
+from tagtorch.posts.data import personalized_split, posts_of
+from tagtorch.posts.metrics import mean_metrics, post_metrics
+
+
+def tagrec_prediction_data(real: list[int], predicted: list[int], k: int) -> dict[str, float]:
+    """TagRec's PredictionData for one post, transcribed: recall, precision, F, MRR, MAP."""
+    pred = predicted[:k]
+    found = len([t for t in real if t in pred])
+    recall = found / len(real) if real else 0.0
+    precision = found / len(pred) if pred else 0.0
+    mrr = (sum(1.0 / (pred.index(t) + 1) for t in real if t in pred) / len(real)
+           if pred and real else 0.0)
+    map_ = 0.0
+    if pred and real and found:
+        for i in range(1, len(pred) + 1):
+            p_i = len([t for t in real if t in pred[:i]]) / i
+            map_ += p_i * (1.0 if pred[i - 1] in real else 0.0)
+        map_ /= len(real)
+    return {"recall": recall, "precision": precision, "mrr": mrr, "map": map_}
+
+
+def test_the_metrics_equal_tagrecs_own_definitions_list_by_list():
+    rng = np.random.default_rng(7)
+    lists, golds = [], []
+    for _ in range(300):
+        n = int(rng.integers(0, 11))
+        lists.append([int(t) for t in rng.permutation(30)[:n]])
+        golds.append([int(t) for t in rng.permutation(30)[:int(rng.integers(1, 6))]])
+    rec = np.full((len(lists), 10), -1)
+    for i, row in enumerate(lists):
+        rec[i, :len(row)] = row
+    values = post_metrics(rec, Ragged.from_lists([sorted(g) for g in golds]), [1, 3, 5, 10])
+    for k in (1, 3, 5, 10):
+        expected = [tagrec_prediction_data(g, p, k) for g, p in zip(golds, lists, strict=True)]
+        for name in ("recall", "precision", "mrr", "map"):
+            np.testing.assert_allclose(values[f"{name}@{k}"], [e[name] for e in expected],
+                                       rtol=1e-12, atol=1e-12)
+        means = mean_metrics(values)
+        r = np.mean([e["recall"] for e in expected])
+        p = np.mean([e["precision"] for e in expected])
+        assert means[f"f1@{k}"] == pytest.approx(2 * r * p / (r + p))  # writeAverageMetrics
+
+
+def test_precision_over_k_is_the_named_option_and_ir_metrics_match_references():
+    rec = np.array([[3, 8, -1, -1, -1], [1, 2, 3, 4, 5]])
+    gold = Ragged.from_lists([[3], [5, 9]])
+    tagrec = post_metrics(rec, gold, [5])
+    over_k = post_metrics(rec, gold, [5], precision_divisor="k")
+    assert tagrec["precision@5"].tolist() == [0.5, 0.2]  # found / list length
+    assert over_k["precision@5"].tolist() == [0.2, 0.2]  # found / k
+    assert tagrec["rr@5"].tolist() == [1.0, 0.2]
+    for row in range(2):  # binary relevance over the listed tags and the unlisted gold
+        listed = [t for t in rec[row] if t >= 0]
+        universe = sorted(set(listed) | set(gold[row].tolist()))
+        truth = [[1.0 if t in gold[row] else 0.0 for t in universe]]
+        scores = [[len(universe) - listed.index(t) if t in listed else 0.0 for t in universe]]
+        assert tagrec["ndcg@5"][row] == pytest.approx(ndcg_score(truth, scores, k=5))
+    with pytest.raises(ValueError, match="precision_divisor"):
+        post_metrics(rec, gold, [5], precision_divisor="n")
+
+
+def _folk() -> Folksonomy:
+    rows = [("a", "r1", "x", 10), ("a", "r1", "y", 10), ("a", "r2", "x", 20),
+            ("a", "r3", "z", 20), ("b", "r1", "y", 5), ("c", "r2", "x", 3),
+            ("c", "r3", "y", 30), ("c", "r3", "x", 31)]
+    return Folksonomy.from_frame(pd.DataFrame(rows, columns=["user", "object", "tag",
+                                                             "timestamp"]))
+
+
+def test_leave_last_post_out_holds_out_each_users_latest_post_if_it_has_another():
+    folk = _folk()
+    posts = posts_of(folk)
+    assert [(folk.users[u], folk.objects[r], t) for u, r, t in zip(
+        posts.users, posts.resources, posts.times, strict=True)] == [
+        ("a", "r1", 10), ("a", "r2", 20), ("a", "r3", 20), ("b", "r1", 5), ("c", "r2", 3),
+        ("c", "r3", 30)]  # by user, then time, then resource; a post's time its earliest
+    data = personalized_split(folk, p=1)
+    held = {(folk.users[u], folk.objects[r]) for u, r in zip(data.test.users,
+                                                             data.test.resources, strict=True)}
+    assert held == {("a", "r3"), ("c", "r3")}  # b has one post: it stays in training
+    assert len(data.train) == 4 and [t.tolist() for t in data.test.tags] == [
+        [int(np.flatnonzero(folk.tags == "z")[0])],
+        sorted(int(np.flatnonzero(folk.tags == t)[0]) for t in ("x", "y"))]
+
+
+def test_other_splits_and_their_checks():
+    folk = _folk()
+    newest = personalized_split(folk, p=1, split="global_time", test_fraction=0.34)
+    assert sorted(newest.test.times.tolist()) == [20, 30]  # floor(0.34 * 6) = 2 latest
+    one_post = Folksonomy.from_frame(pd.DataFrame(
+        [(f"u{i}", f"r{i % 2}", "t", i) for i in range(6)],
+        columns=["user", "object", "tag", "timestamp"]))
+    with pytest.raises(DataCheckError, match=r"no test post.*task.split=global_time"):
+        personalized_split(one_post, p=1)
+    with pytest.raises(DataCheckError, match="marks no test post"):
+        personalized_split(folk, p=1, split="given")
+    marked = Folksonomy.from_frame(folk.assignments.assign(
+        user=folk.users[folk.assignments["user"]], object=folk.objects[
+            folk.assignments["object"]], tag=folk.tags[folk.assignments["tag"]]),
+        test_posts=pd.DataFrame({"user": ["b"], "object": ["r1"]}))
+    given = personalized_split(marked, p=1, split="given")
+    assert (marked.users[given.test.users].tolist(),
+            marked.objects[given.test.resources].tolist()) == (["b"], ["r1"])
+    assert math.isclose(len(given.train) + len(given.test), 6)
