@@ -121,3 +121,103 @@ def test_other_splits_and_their_checks():
     assert (marked.users[given.test.users].tolist(),
             marked.objects[given.test.resources].tolist()) == (["b"], ["r1"])
     assert math.isclose(len(given.train) + len(given.test), 6)
+
+
+# ---------------------------------------------------------------- baselines, per post
+
+
+def _random_folk(seed: int = 3) -> Folksonomy:
+    rng = np.random.default_rng(seed)
+    rows = []
+    for post in range(400):
+        user, resource, time = int(rng.integers(30)), int(rng.integers(40)), int(rng.integers(
+            1_000, 100_000))
+        for tag in rng.choice(25, size=int(rng.integers(1, 5)), replace=False):
+            rows.append((f"u{user}", f"r{resource}", f"t{tag}", time + post))
+    return Folksonomy.from_frame(pd.DataFrame(rows, columns=["user", "object", "tag",
+                                                             "timestamp"]))
+
+
+def _plain_mp_ur(data, beta, user, resource):
+    """MPurCalculator.getRankedTagList, post by post, with Python dictionaries."""
+    def counts(key_of):
+        out: dict[int, dict[int, int]] = {}
+        for i in range(len(data.train)):
+            for tag in data.train.tags[i]:
+                row = out.setdefault(int(key_of[i]), {})
+                row[int(tag)] = row.get(int(tag), 0) + 1
+        return out
+
+    def softmax(row):
+        top = max(row.values())
+        denom = sum(math.exp(v - top) for v in row.values())
+        return {t: math.exp(v - top) / denom for t, v in row.items()}
+
+    by_user, by_resource = counts(data.train.users), counts(data.train.resources)
+    result = []
+    for u, r in zip(data.test.users, data.test.resources, strict=True):
+        scores: dict[int, float] = {}
+        if user and int(u) in by_user:
+            for t, v in softmax(by_user[int(u)]).items():
+                scores[t] = scores.get(t, 0.0) + beta * v
+        if resource and int(r) in by_resource:
+            for t, v in softmax(by_resource[int(r)]).items():
+                scores[t] = scores.get(t, 0.0) + (1 - beta) * v
+        result.append(scores)
+    return result
+
+
+def _plain_bll(data, d, beta):
+    """BLLCalculator's user activations and resource part, post by post."""
+    result = []
+    for u, r, now in zip(data.test.users, data.test.resources, data.test.times, strict=True):
+        act: dict[int, float] = {}
+        for i in range(len(data.train)):
+            if data.train.users[i] == u and data.train.times[i] <= now:
+                for tag in data.train.tags[i]:
+                    act[int(tag)] = act.get(int(tag), 0.0) + (now - data.train.times[i] + 1.0) ** -d
+        total = sum(act.values())
+        scores = {t: beta * v / total for t, v in act.items()}
+        if beta < 1:
+            res: dict[int, float] = {}
+            for i in range(len(data.train)):
+                if data.train.resources[i] == r:
+                    for tag in data.train.tags[i]:
+                        res[int(tag)] = res.get(int(tag), 0.0) + 1.0
+            for t, v in res.items():
+                scores[t] = scores.get(t, 0.0) + (1 - beta) * v / sum(res.values())
+        result.append(scores)
+    return result
+
+
+def _as_dicts(matrix) -> list[dict[int, float]]:
+    matrix = matrix.tocsr()
+    return [{int(t): float(v) for t, v in zip(matrix[i].indices, matrix[i].data, strict=True)
+             if v != 0} for i in range(matrix.shape[0])]
+
+
+@pytest.mark.parametrize("split", ["leave_last", "random"])
+def test_the_batched_baselines_equal_plain_per_post_implementations(split):
+    from tagtorch.posts.baselines import (
+        BaseLevelLearning,
+        MostPopular,
+        MostPopularUserResource,
+        recommend,
+    )
+
+    data = personalized_split(_random_folk(), p=1, split=split)
+    for beta, user, resource in ((0.5, True, True), (0.5, True, False), (0.5, False, True)):
+        got = _as_dicts(MostPopularUserResource(beta, user, resource).fit(data).score(
+            data, data.test))
+        for mine, plain in zip(got, _plain_mp_ur(data, beta, user, resource), strict=True):
+            assert mine.keys() == plain.keys()
+            assert all(math.isclose(mine[t], plain[t], rel_tol=1e-12) for t in plain)
+    for beta in (1.0, 0.5):
+        got = _as_dicts(BaseLevelLearning(0.5, beta).fit(data).score(data, data.test))
+        for mine, plain in zip(got, _plain_bll(data, 0.5, beta), strict=True):
+            assert mine.keys() == plain.keys()
+            assert all(math.isclose(mine[t], plain[t], rel_tol=1e-9) for t in plain)
+    popular = recommend(MostPopular().fit(data).score(data, data.test), 10)
+    counts = np.bincount(data.train.tags.values, minlength=data.n_tags)
+    expected = sorted(range(data.n_tags), key=lambda t: (-counts[t], t))[:10]
+    assert (popular == expected).all()
