@@ -221,3 +221,17 @@ def test_the_batched_baselines_equal_plain_per_post_implementations(split):
     counts = np.bincount(data.train.tags.values, minlength=data.n_tags)
     expected = sorted(range(data.n_tags), key=lambda t: (-counts[t], t))[:10]
     assert (popular == expected).all()
+
+
+def test_the_posts_benchmark_prints_every_method(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_posts.py"
+    done = subprocess.run([sys.executable, str(script), "--data", "synthetic", "--objects",
+                           "600"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [line.split() for line in done.stdout.splitlines() if line.startswith("synthetic ")]
+    assert [row[1] for row in rows] == ["mp", "mp_u", "mp_r", "mp_ur", "bll", "bll_c"]
+    assert all(0.0 <= float(value) <= 1.0 for row in rows for value in row[3:])

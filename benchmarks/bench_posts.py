@@ -1,0 +1,65 @@
+"""Personalized tag recommendation's methods: seconds per 1,000 test posts and TagRec's metrics.
+
+Issue 38's speed table, in progress: every method of ``tagtorch/posts`` so far (mp, mp_u, mp_r,
+mp_ur, bll, bll_c; FolkRank and the others to come) fitted on a split's training posts and
+scoring all its test posts in one batch, with TagRec's metrics (``tagtorch.posts.metrics``)
+beside the time. One run each; the split is HetRec's p-core with each user's last post held
+out (TagRec's protocol), or a synthetic folksonomy.
+
+Usage::
+
+    TAGTORCH_DATA_DIR=/path/to/data python benchmarks/bench_posts.py --data movielens lastfm
+    python benchmarks/bench_posts.py --data synthetic --objects 2000   # no files needed
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from tagtorch.api import load
+from tagtorch.posts.baselines import (
+    BaseLevelLearning,
+    MostPopular,
+    MostPopularUserResource,
+    recommend,
+)
+from tagtorch.posts.data import personalized_split
+from tagtorch.posts.metrics import mean_metrics, post_metrics
+
+METHODS = {
+    "mp": MostPopular,
+    "mp_u": lambda: MostPopularUserResource(user=True, resource=False),
+    "mp_r": lambda: MostPopularUserResource(user=False, resource=True),
+    "mp_ur": MostPopularUserResource,
+    "bll": BaseLevelLearning,
+    "bll_c": lambda: BaseLevelLearning(beta=0.5),
+}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", nargs="+", default=["movielens", "lastfm"])
+    parser.add_argument("--p", type=int, default=3, help="the core")
+    parser.add_argument("--objects", type=int, default=2000, help="synthetic objects")
+    args = parser.parse_args(argv)
+    print(f"{'data':<10} {'method':<7} {'s/1k posts':>10} {'R@5':>7} {'P@5':>7} {'F1@5':>7} "
+          f"{'MRR@10':>7} {'MAP@10':>7} {'nDCG@10':>8}")
+    for name in args.data:
+        folk = load(name, **({"n_objects": args.objects} if name == "synthetic" else {}))
+        data = personalized_split(folk, p=args.p)
+        print(f"{name}: {len(data.train)} training and {len(data.test)} test posts, "
+              f"{data.n_tags} tags ({args.p}-core, each user's last post held out)")
+        for label, make in METHODS.items():
+            start = time.perf_counter()
+            method = make().fit(data)
+            ranked = recommend(method.score(data, data.test), 10)
+            seconds = time.perf_counter() - start
+            m = mean_metrics(post_metrics(ranked, data.test.tags, [5, 10]))
+            print(f"{name:<10} {label:<7} {1000 * seconds / len(data.test):>10.3f} "
+                  f"{m['recall@5']:>7.4f} {m['precision@5']:>7.4f} {m['f1@5']:>7.4f} "
+                  f"{m['mrr@10']:>7.4f} {m['map@10']:>7.4f} {m['ndcg@10']:>8.4f}")
+
+
+if __name__ == "__main__":
+    main()
