@@ -2,7 +2,9 @@
 
 Each ranker is fitted on a split's training posts and scores every test post's tags as one
 sparse ``[Q, W]`` matrix (sparse products, no per-post loops); :func:`recommend` takes each
-row's top ``k`` (ties: the lower tag code first, TagRec's maps keep no order among ties).
+row's top ``k``, ties by the lower tag code (TagRec's ``DoubleMapComparator`` never calls two
+values equal, so its ties come out in about the reverse of the order the tags entered its hash
+maps, which depends on the training file's line order: not reproduced).
 Formulas as in TagRec's code (github.com/learning-layers/TagRec):
 
 - ``mp`` (``BaselineCalculator``): the tags most used in training, the same list for every
