@@ -162,13 +162,7 @@ class Folksonomy:
         category_names, cat_table = _category_table(categories, object_index)
         extra = {}
         if profiles is not None and len(profiles):
-            rows = profiles.assign(weight=pd.to_numeric(profiles["weight"], errors="coerce"))
-            rows = rows[rows["object"].isin(object_index) & (rows["weight"] > 0)]
-            key, _ = _encode(rows["key"].astype(str))
-            extra["profiles"] = pd.DataFrame({
-                "object": object_index.get_indexer(rows["object"]), "key": key,
-                "weight": rows["weight"].to_numpy(dtype=np.float64)}) \
-                .groupby(["object", "key"], as_index=False)["weight"].sum()
+            extra["profiles"] = _profile_table(profiles, object_index)
         if test_posts is not None and len(test_posts):
             extra["test_posts"] = _post_codes(test_posts, pd.Index(users), object_index, table)
         return cls(
@@ -356,6 +350,19 @@ class Folksonomy:
         return (f"Folksonomy(name={self.name!r}, users={self.n_users}, objects={self.n_objects}, "
                 f"tags={self.n_tags}, assignments={self.n_assignments}, "
                 f"text_fields={self.text_fields}, categories={len(self.category_names)})")
+
+
+def _profile_table(profiles: pd.DataFrame, object_index: pd.Index) -> pd.DataFrame:
+    """The ``object, key, weight`` codes of raw-id profiles.
+
+    Only known objects and weights > 0 are kept; a repeated (object, key) is summed.
+    """
+    rows = profiles.assign(weight=pd.to_numeric(profiles["weight"], errors="coerce"))
+    rows = rows[rows["object"].isin(object_index) & (rows["weight"] > 0)]
+    key, _ = _encode(rows["key"].astype(str))
+    return pd.DataFrame({"object": object_index.get_indexer(rows["object"]), "key": key,
+                         "weight": rows["weight"].to_numpy(dtype=np.float64)}) \
+        .groupby(["object", "key"], as_index=False)["weight"].sum()
 
 
 def _post_codes(posts: pd.DataFrame, user_index: pd.Index, object_index: pd.Index,

@@ -266,6 +266,31 @@ def _object_categories(table: RawTable, objects: pd.Series, column: str,
                          "category": pairs.to_numpy(dtype=object)})
 
 
+def _read(path: Path, kind: str, required: list[str], as_text: list[str], sep: str | None,
+          encoding: str, header: bool) -> RawTable:
+    """The table's columns ``required`` (``as_text`` read as strings from a text file)."""
+    if kind == "parquet":
+        return read_parquet(path, required)
+    separator = sep if sep is not None else ("," if kind == "csv" else "\t")
+    names = None if header else tuple(
+        str(i) for i in range(len(first_record(path, separator, encoding))))
+    return read_delimited(path, separator, required, text=as_text, encoding=encoding,
+                          quoting=kind == "csv", encoding_setting="data.encoding / encoding=",
+                          names=names)
+
+
+def _assignment_tags(table: RawTable, column: str, list_sep: str | None,
+                     url_decode: bool) -> tuple[pd.Series, np.ndarray]:
+    """The tags (lists split, percent-decoded as asked) and each one's row; warns on traps."""
+    tags, sources = _tags(table, column)
+    if list_sep:
+        tags, sources = _split_lists(tags, sources, list_sep)
+    if url_decode:
+        tags = tags.map(lambda tag: decode_percent(tag) if isinstance(tag, str) else tag)
+    _warn_about_tags(table.path, tags, list_sep, url_decode)
+    return tags, sources
+
+
 def load_table(
     path: str | Path,
     columns: Mapping[str, Any],
@@ -334,27 +359,12 @@ def load_table(
     text_columns = dict(text_columns or {})
     required = list(dict.fromkeys([*columns.values(), *text_columns.values()]
                                   + ([category_column] if category_column else [])))
-    kind = _detect_format(path, format)
-    if kind == "parquet":
-        table = read_parquet(path, required)
-    else:
-        separator = sep if sep is not None else ("," if kind == "csv" else "\t")
-        as_text = [columns["tag"], *text_columns.values()]
-        if category_column:
-            as_text.append(category_column)
-        names = None if header else tuple(
-            str(i) for i in range(len(first_record(path, separator, encoding))))
-        table = read_delimited(path, separator, required, text=as_text, encoding=encoding,
-                               quoting=kind == "csv",
-                               encoding_setting="data.encoding / encoding=", names=names)
+    table = _read(path, _detect_format(path, format), required,
+                  [columns["tag"], *text_columns.values(),
+                   *([category_column] if category_column else [])], sep, encoding, header)
     users = _ids(table, columns["user"], integer_ids)
     objects = _ids(table, columns["object"], integer_ids)
-    tags, sources = _tags(table, columns["tag"])
-    if list_sep:
-        tags, sources = _split_lists(tags, sources, list_sep)
-    if url_decode:
-        tags = tags.map(lambda tag: decode_percent(tag) if isinstance(tag, str) else tag)
-    _warn_about_tags(path, tags, list_sep, url_decode)
+    tags, sources = _assignment_tags(table, columns["tag"], list_sep, url_decode)
     assignments = pd.DataFrame({
         "user": users.iloc[sources].reset_index(drop=True),
         "object": objects.iloc[sources].reset_index(drop=True),
