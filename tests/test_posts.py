@@ -120,7 +120,7 @@ def test_other_splits_and_their_checks():
     given = personalized_split(marked, p=1, split="given")
     assert (marked.users[given.test.users].tolist(),
             marked.objects[given.test.resources].tolist()) == (["b"], ["r1"])
-    assert math.isclose(len(given.train) + len(given.test), 6)
+    assert len(given.train) + len(given.test) == 6
 
 
 # ---------------------------------------------------------------- baselines, per post

@@ -263,6 +263,12 @@ class Folksonomy:
         return value
 
     # ------------------------------------------------------------------ views
+    def is_test_post(self, users: np.ndarray, objects: np.ndarray) -> np.ndarray:
+        """Whether each ``(users[i], objects[i])`` is a post the source marked as test."""
+        n = np.int64(self.n_objects)
+        marked = self.test_posts["user"].to_numpy() * n + self.test_posts["object"].to_numpy()
+        return np.isin(np.asarray(users) * n + np.asarray(objects), marked)
+
     def object_tags(self) -> Ragged:
         """Distinct tags of every object, ascending: a ragged ``[n_objects]`` of tag codes."""
         pairs = self.assignments[["object", "tag"]].drop_duplicates().sort_values(["object", "tag"])

@@ -438,10 +438,7 @@ def given_split(folksonomy: Folksonomy, val_fraction: float = 0.0, seed: int = 0
                              "load a given split (data=tagrec data.test_path=X_test.txt) or "
                              "set task.split=per_user_time or global_time")
     a = folksonomy.assignments
-    keys = a["user"].to_numpy() * np.int64(folksonomy.n_objects) + a["object"].to_numpy()
-    marked = (folksonomy.test_posts["user"].to_numpy() * np.int64(folksonomy.n_objects)
-              + folksonomy.test_posts["object"].to_numpy())
-    test = np.isin(keys, marked)
+    test = folksonomy.is_test_post(a["user"].to_numpy(), a["object"].to_numpy())
     val = np.zeros(len(a), dtype=bool)
     if val_fraction > 0:
         post, post_time, draw = _timed_posts(folksonomy, seed)

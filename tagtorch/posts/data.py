@@ -116,9 +116,7 @@ def _test_rows(posts: Posts, folksonomy: Folksonomy, split: str, test_fraction: 
             raise DataCheckError(folksonomy.name, "the data marks no test post (task.split="
                                  "given)", "load a given split (data=tagrec data.test_path="
                                  "X_test.txt) or set task.split=leave_last")
-        marked = (folksonomy.test_posts["user"].to_numpy() * np.int64(folksonomy.n_objects)
-                  + folksonomy.test_posts["object"].to_numpy())
-        return np.isin(posts.users * np.int64(folksonomy.n_objects) + posts.resources, marked)
+        return folksonomy.is_test_post(posts.users, posts.resources)
     n_test = int(np.floor(test_fraction * len(posts)))
     if split == "global_time":
         draw = np.random.default_rng(seed).permutation(len(posts))
