@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> None:
         for label, make in METHODS.items():
             start = time.perf_counter()
             method = make().fit(data)
-            ranked = recommend(method.score(data, data.test), 10)
+            ranked = recommend(method.score(data.test), 10)
             seconds = time.perf_counter() - start
             m = mean_metrics(post_metrics(ranked, data.test.tags, [5, 10]))
             print(f"{name:<10} {label:<7} {1000 * seconds / len(data.test):>10.3f} "

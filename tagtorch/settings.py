@@ -32,12 +32,13 @@ from tagtorch.storage import plain_json
 
 __all__ = ["MODEL_TASKS", "ModelTask", "SignatureSettings"]
 
-ModelTask = Literal["tagrec", "itemrec", "resources"]
+ModelTask = Literal["tagrec", "itemrec", "resources", "posts"]
 """The task a model class serves, stated by the class itself (``task: ClassVar[ModelTask]``):
 ``tagrec`` ranks candidate tags of objects, ``itemrec`` ranks items for users and tags,
-``resources`` ranks resources for tag queries."""
+``resources`` ranks resources for tag queries, ``posts`` ranks tags for a user's new post of a
+resource (personalized tag recommendation)."""
 
-MODEL_TASKS: tuple[ModelTask, ...] = ("tagrec", "itemrec", "resources")
+MODEL_TASKS: tuple[ModelTask, ...] = ("tagrec", "itemrec", "resources", "posts")
 
 
 def _free_attribute(obj: object, name: str) -> bool:

@@ -31,6 +31,8 @@ from tagtorch.data.synthetic import generate_folksonomy
 from tagtorch.data.terms import TermIndex
 from tagtorch.data.text import TextProcessor
 from tagtorch.itemrec.data import ItemRecData, item_recommendation_data
+from tagtorch.posts.baselines import recommend
+from tagtorch.posts.data import PostData, personalized_split
 from tagtorch.rankers.base import BaseRanker
 from tagtorch.resources.data import ResourceSplit, resource_ranking_data
 from tagtorch.storage import MANIFEST_FILE, read_json, write_json
@@ -54,7 +56,8 @@ SMALL: dict[str, Any] = {
 SMALL_TOPICS = {"lda": {"n_topics": 4, "iterations": 10, "burn_in": 5}, "n_candidates": 5}
 """A small topic model, so that rankers of the ``p_lda`` feature (``lda_tags``) are covered."""
 
-TASK_CONFIGS = {"tagrec": "tagrec", "itemrec": "itemrec", "resources": "resources"}
+TASK_CONFIGS = {"tagrec": "tagrec", "itemrec": "itemrec", "resources": "resources",
+                "posts": "posts"}
 """The ``conf/task`` option of each kind of model (:func:`~tagtorch.config_checks.model_kind`)."""
 
 TINY_DATA = {"n_objects": 60, "n_users": 20, "n_tags": 40, "n_topics": 4, "n_categories": 3}
@@ -112,12 +115,24 @@ def resource_split(folksonomy) -> ResourceSplit:
     return resource_ranking_data(folksonomy, test_fraction=0.2, val_fraction=0.1)
 
 
+@pytest.fixture(scope="module")
+def post_split(folksonomy) -> PostData:
+    return personalized_split(folksonomy, p=2)
+
+
 @pytest.mark.parametrize("path", MODELS, ids=[p.stem for p in MODELS])
 def test_every_model_config_fits_scores_saves_and_loads(tmp_path, path, candidate_lists,
-                                                        item_split, resource_split):
+                                                        item_split, resource_split, post_split):
     model = build_model(tmp_path, path)
     folder = tmp_path / "saved"
-    if model_kind(type(model)) == "resources":
+    if model_kind(type(model)) == "posts":
+        posts = post_split.test
+        scores = recommend(model.fit(post_split).score(posts), 10)
+        assert scores.shape == (len(posts), 10) and (scores[:, 0] >= 0).any()
+        model.save(folder)
+        np.testing.assert_array_equal(recommend(type(model).load(folder).score(posts), 10),
+                                      scores)
+    elif model_kind(type(model)) == "resources":
         queries = resource_split.test.words.take(np.arange(20))
         scores = model.fit(resource_split.documents, resource_split.n_words).score(queries)
         assert scores.shape == (20, len(resource_split.documents))
@@ -149,7 +164,8 @@ def test_every_model_config_fits_scores_saves_and_loads(tmp_path, path, candidat
 @pytest.mark.parametrize("path", EXPERIMENTS, ids=[p.stem for p in EXPERIMENTS])
 def test_every_experiment_composes_and_instantiates(tmp_path, path):
     cfg = compose_cfg(tmp_path, [f"+experiment={path.stem}"])
-    task = {"ItemRecommendationTask": "itemrec", "ResourceRankingTask": "resources"}.get(
+    task = {"ItemRecommendationTask": "itemrec", "ResourceRankingTask": "resources",
+            "PersonalizedTagTask": "posts"}.get(
         cfg.task._target_.rsplit(".", 1)[-1], "tagrec")
     for name, node in cfg.model.items():
         model = instantiate(node)

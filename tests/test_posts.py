@@ -208,16 +208,16 @@ def test_the_batched_baselines_equal_plain_per_post_implementations(split):
     data = personalized_split(_random_folk(), p=1, split=split)
     for beta, user, resource in ((0.5, True, True), (0.5, True, False), (0.5, False, True)):
         got = _as_dicts(MostPopularUserResource(beta, user, resource).fit(data).score(
-            data, data.test))
+            data.test))
         for mine, plain in zip(got, _plain_mp_ur(data, beta, user, resource), strict=True):
             assert mine.keys() == plain.keys()
             assert all(math.isclose(mine[t], plain[t], rel_tol=1e-12) for t in plain)
     for beta in (1.0, 0.5):
-        got = _as_dicts(BaseLevelLearning(0.5, beta).fit(data).score(data, data.test))
+        got = _as_dicts(BaseLevelLearning(0.5, beta).fit(data).score(data.test))
         for mine, plain in zip(got, _plain_bll(data, 0.5, beta), strict=True):
             assert mine.keys() == plain.keys()
             assert all(math.isclose(mine[t], plain[t], rel_tol=1e-9) for t in plain)
-    popular = recommend(MostPopular().fit(data).score(data, data.test), 10)
+    popular = recommend(MostPopular().fit(data).score(data.test), 10)
     counts = np.bincount(data.train.tags.values, minlength=data.n_tags)
     expected = sorted(range(data.n_tags), key=lambda t: (-counts[t], t))[:10]
     assert (popular == expected).all()
@@ -235,3 +235,30 @@ def test_the_posts_benchmark_prints_every_method(tmp_path):
     rows = [line.split() for line in done.stdout.splitlines() if line.startswith("synthetic ")]
     assert [row[1] for row in rows] == ["mp", "mp_u", "mp_r", "mp_ur", "bll", "bll_c"]
     assert all(0.0 <= float(value) <= 1.0 for row in rows for value in row[3:])
+
+
+def test_the_f1_randomization_test_matches_exact_enumeration():
+    import itertools
+
+    from tagtorch.posts.metrics import f1_randomization_p_value
+
+    rng = np.random.default_rng(2)
+    n = 10
+    recall = (rng.random(n), rng.random(n) * 0.6)
+    precision = (rng.random(n) * 0.5, rng.random(n) * 0.4)
+
+    def f1(r, p):
+        return 2 * r * p / (r + p) if r + p > 0 else 0.0
+
+    def gap(swap):
+        ra = [recall[1][i] if s else recall[0][i] for i, s in enumerate(swap)]
+        rb = [recall[0][i] if s else recall[1][i] for i, s in enumerate(swap)]
+        pa = [precision[1][i] if s else precision[0][i] for i, s in enumerate(swap)]
+        pb = [precision[0][i] if s else precision[1][i] for i, s in enumerate(swap)]
+        return abs(f1(np.mean(ra), np.mean(pa)) - f1(np.mean(rb), np.mean(pb)))
+
+    observed = gap([0] * n)
+    exact = np.mean([gap(s) >= observed - 1e-12 for s in itertools.product([0, 1], repeat=n)])
+    drawn = f1_randomization_p_value(recall, precision, n_resamples=20_000, seed=1)
+    assert 0.0 < exact < 1.0
+    assert drawn == pytest.approx(exact, abs=0.015)

@@ -24,25 +24,19 @@ Formulas as in TagRec's code (github.com/learning-layers/TagRec):
 
 from __future__ import annotations
 
-from typing import Self
-
 import numpy as np
 import scipy.sparse as sp
+from sklearn.preprocessing import normalize
 
-from tagtorch.candidates.neighbours import top_per_row
+from tagtorch.candidates.neighbours import incidence, top_per_row
+from tagtorch.posts.base import PostRanker
 from tagtorch.posts.data import PostData, Posts
 
-__all__ = ["BaseLevelLearning", "MostPopular", "MostPopularUserResource", "recommend"]
+__all__ = ["BaseLevelLearning", "MostPopular", "MostPopularUserResource", "counts_by",
+           "recommend"]
 
 
-def _incidence(posts: Posts, n_tags: int) -> sp.csr_matrix:
-    """``[P, W]`` 1 where a post has a tag."""
-    return sp.csr_matrix((np.ones(len(posts.tags.values)), (posts.tags.row_ids,
-                                                            posts.tags.values)),
-                         shape=(len(posts), n_tags))
-
-
-def _counts(keys: np.ndarray, n_rows: int, tags: sp.csr_matrix) -> sp.csr_matrix:
+def counts_by(keys: np.ndarray, n_rows: int, tags: sp.csr_matrix) -> sp.csr_matrix:
     """``[n_rows, W]`` the tag counts of the posts grouped by ``keys`` (a user or resource)."""
     groups = sp.csr_matrix((np.ones(len(keys)), (keys, np.arange(len(keys)))),
                            shape=(n_rows, len(keys)))
@@ -65,21 +59,24 @@ def _row_softmax(matrix: sp.csr_matrix) -> sp.csr_matrix:
     return out
 
 
-def _row_normalized(matrix: sp.csr_matrix) -> sp.csr_matrix:
-    """Each row divided by its sum (empty rows stay empty)."""
-    sums = np.asarray(matrix.sum(1)).ravel()
-    scale = np.divide(1.0, sums, out=np.zeros_like(sums), where=sums > 0)
-    return sp.diags(scale) @ matrix
-
-
-def recommend(scores: sp.csr_matrix, k: int = 10) -> np.ndarray:
+def recommend(scores: sp.csr_matrix | np.ndarray, k: int = 10) -> np.ndarray:
     """``[Q, k]`` each row's ``k`` best tags (ties: lower code first), ``-1`` after fewer.
+
+    Sparse scores rank their stored entries; dense ones every finite entry (``-inf``: not a
+    candidate).
 
     Example:
         >>> recommend(sp.csr_matrix(np.array([[0.0, 0.5, 0.5, 0.9], [0, 0, 0, 0]])), 3)
         array([[ 3,  1,  2],
                [-1, -1, -1]])
+        >>> recommend(np.array([[-0.5, -np.inf, 0.0], [1.0, 1.0, 1.0]]), 3)
+        array([[ 2,  0, -1],
+               [ 0,  1,  2]])
     """
+    if isinstance(scores, np.ndarray):
+        order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+        best = np.where(np.isfinite(np.take_along_axis(scores, order, 1)), order, -1)
+        return np.pad(best, ((0, 0), (0, k - best.shape[1])), constant_values=-1)
     top = top_per_row(scores.tocsr(), k)
     rows = np.repeat(np.arange(top.shape[0]), np.diff(top.indptr))
     order = np.lexsort((top.indices, -top.data, rows))  # by row, score down, code up
@@ -89,23 +86,20 @@ def recommend(scores: sp.csr_matrix, k: int = 10) -> np.ndarray:
     return out
 
 
-class MostPopular:
+class MostPopular(PostRanker):
     """``mp``: the most used tags of the training posts, for every test post."""
 
-    def fit(self, data: PostData) -> Self:
+    def _fit(self, data: PostData) -> None:
         """Counts each tag's assignments in training."""
         counts = np.bincount(data.train.tags.values, minlength=data.n_tags).astype(np.float64)
         self.counts_ = counts
-        return self
 
-    def score(self, data: PostData, posts: Posts) -> sp.csr_matrix:
+    def score(self, posts: Posts) -> sp.csr_matrix:
         """``[Q, W]`` the counts, one row per post."""
-        row = sp.csr_matrix(self.counts_)
-        return sp.vstack([row] * len(posts)).tocsr() if len(posts) else sp.csr_matrix(
-            (0, data.n_tags))
+        return sp.csr_matrix(np.broadcast_to(self.counts_, (len(posts), len(self.counts_))))
 
 
-class MostPopularUserResource:
+class MostPopularUserResource(PostRanker):
     """``mp_u``, ``mp_r``, ``mp_ur`` (module docstring).
 
     Args:
@@ -119,14 +113,13 @@ class MostPopularUserResource:
             raise ValueError("mp_ur needs the user part, the resource part or both")
         self.beta, self.user, self.resource = beta, user, resource
 
-    def fit(self, data: PostData) -> Self:
+    def _fit(self, data: PostData) -> None:
         """The users' and resources' softmax-normalized tag counts."""
-        tags = _incidence(data.train, data.n_tags)
-        self.user_ = _row_softmax(_counts(data.train.users, data.n_users, tags))
-        self.resource_ = _row_softmax(_counts(data.train.resources, data.n_resources, tags))
-        return self
+        tags = incidence(data.train.tags, data.n_tags)
+        self.user_ = _row_softmax(counts_by(data.train.users, data.n_users, tags))
+        self.resource_ = _row_softmax(counts_by(data.train.resources, data.n_resources, tags))
 
-    def score(self, data: PostData, posts: Posts) -> sp.csr_matrix:
+    def score(self, posts: Posts) -> sp.csr_matrix:
         """``[Q, W]`` β · user part + (1 − β) · resource part."""
         parts = []
         if self.user:
@@ -136,7 +129,7 @@ class MostPopularUserResource:
         return sum(parts[1:], parts[0]).tocsr()
 
 
-class BaseLevelLearning:
+class BaseLevelLearning(PostRanker):
     """``bll`` and ``bll_c`` (module docstring).
 
     Args:
@@ -147,17 +140,16 @@ class BaseLevelLearning:
     def __init__(self, d: float = 0.5, beta: float = 1.0) -> None:
         self.d, self.beta = d, beta
 
-    def fit(self, data: PostData) -> Self:
+    def _fit(self, data: PostData) -> None:
         """The training posts' tags by user (sorted) and the resources' relative counts."""
         order = np.argsort(data.train.users, kind="stable")
         self.train_ = data.train.take(order)
-        self.tags_ = _incidence(self.train_, data.n_tags)
-        counts = _counts(data.train.resources, data.n_resources,
-                         _incidence(data.train, data.n_tags))
-        self.resource_ = _row_normalized(counts)
-        return self
+        self.tags_ = incidence(self.train_.tags, data.n_tags)
+        counts = counts_by(data.train.resources, data.n_resources,
+                           incidence(data.train.tags, data.n_tags))
+        self.resource_ = normalize(counts, norm="l1")
 
-    def activations(self, data: PostData, posts: Posts) -> sp.csr_matrix:
+    def activations(self, posts: Posts) -> sp.csr_matrix:
         """``[Q, W]`` each post's user's normalized base-level activations at its time."""
         users = self.train_.users
         starts = np.searchsorted(users, posts.users, "left")
@@ -170,11 +162,11 @@ class BaseLevelLearning:
         keep = age > 0  # a training post later than the test post: left out
         weights = sp.csr_matrix((age[keep] ** -self.d, (rows[keep], columns[keep])),
                                 shape=(len(posts), len(self.train_)))
-        return _row_normalized((weights @ self.tags_).tocsr())
+        return normalize((weights @ self.tags_).tocsr(), norm="l1")
 
-    def score(self, data: PostData, posts: Posts) -> sp.csr_matrix:
+    def score(self, posts: Posts) -> sp.csr_matrix:
         """``[Q, W]`` β · BLL + (1 − β) · P(t | r)."""
-        scores = self.beta * self.activations(data, posts)
+        scores = self.beta * self.activations(posts)
         if self.beta < 1.0:
             scores = scores + (1.0 - self.beta) * self.resource_[posts.resources]
         return scores.tocsr()

@@ -67,7 +67,8 @@ class PostData:
         n_users: users of the (cored) folksonomy.
         n_resources: resources of the (cored) folksonomy.
         n_tags: tags of the (cored) folksonomy.
-        folksonomy: the (cored) folksonomy the codes refer to.
+        folksonomy: the (cored) folksonomy the codes refer to (None: the posts alone, as a
+            saved model keeps them).
     """
 
     train: Posts
@@ -75,7 +76,7 @@ class PostData:
     n_users: int
     n_resources: int
     n_tags: int
-    folksonomy: Folksonomy
+    folksonomy: Folksonomy | None
 
 
 def posts_of(folksonomy: Folksonomy) -> Posts:

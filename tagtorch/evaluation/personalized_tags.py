@@ -1,0 +1,257 @@
+"""Evaluation of personalized tag recommendation, TagRec's benchmark (``task=posts``).
+
+For each seed the folksonomy's p-core is split into training and test posts as TagRec does
+(:func:`~tagtorch.posts.data.personalized_split`: each user's last post held out by default; a
+time split, a random one, or a given ``_train``/``_test`` pair); every configured post ranker
+(:class:`~tagtorch.posts.base.PostRanker`) learns from the training posts and recommends its
+``depth`` best tags for every test post at once. Metrics per test post, in TagRec's definitions
+and the IR ones (:mod:`tagtorch.posts.metrics`): ``recall@k``, ``precision@k``, ``mrr@k``,
+``map@k``, ``ndcg@k``, ``rr@k``; ``f1@k`` of the means per seed (TagRec's F1). A split that
+does not depend on the seed (leave-last, given) is made once, and a method without a ``seed``
+setting on such a split is fitted once and its outcome stands for every seed.
+
+The run folder has what every tagtorch evaluation writes (:func:`~tagtorch.evaluation.runs.
+write_run`: ``results.csv``, ``per_object.csv.gz`` (per test post, ``object`` = ``u{user}r
+{resource}`` in codes), ``report.md`` with paired tests of every pair of methods on the posts'
+means over the seeds, ``qrels.trec`` and a run file per method of the first seed) and, when
+``targets`` names a method, ``targets.csv``: that method against each named baseline on each
+target metric, Holm-corrected over all of them — a paired t-test over the posts for a mean
+metric (``mrr@10``), and for ``f1@k``, which is not a mean over posts, a paired randomization
+test of the F1 of the means (:func:`~tagtorch.posts.metrics.f1_randomization_p_value`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import pandas as pd
+import torch
+from hydra.utils import instantiate
+from omegaconf import DictConfig
+from tqdm.auto import tqdm
+
+from tagtorch.data.folksonomy import Folksonomy
+from tagtorch.evaluation.report import Significance, holm
+from tagtorch.evaluation.runs import (
+    EvaluationResult,
+    MethodOutcome,
+    MetricLogger,
+    RunPieces,
+    methods_of,
+    write_run,
+)
+from tagtorch.evaluation.stats import paired_test
+from tagtorch.evaluation.trec import qrels_lines, ranked_lines, run_file_names
+from tagtorch.posts.base import PostRanker
+from tagtorch.posts.baselines import recommend
+from tagtorch.posts.data import SPLITS, PostData, personalized_split
+from tagtorch.posts.metrics import f1_randomization_p_value, mean_metrics, post_metrics
+from tagtorch.settings import ModelTask, SignatureSettings
+from tagtorch.storage import atomic_write
+
+log = logging.getLogger(__name__)
+
+__all__ = ["PersonalizedTagTask", "target_tests"]
+
+
+class PersonalizedTagTask(SignatureSettings):
+    """Evaluates the configured post rankers (``model``: name -> config), module docstring.
+
+    Args:
+        seeds: the seeds of random splits and seeded methods.
+        p: the p-core (1: none; TagRec's HetRec studies: 3).
+        split: ``leave_last`` (TagRec), ``global_time``, ``random`` or ``given``.
+        test_fraction: the share of test posts of ``global_time`` and ``random``.
+        ks: the cut-offs of every metric.
+        depth: how many tags each method recommends (TagRec: 10; at least ``max(ks)``).
+        precision_divisor: ``list`` (TagRec's code: the list's length) or ``k``.
+        trec: write ``qrels.trec`` and the run files (the first seed).
+        resume: reuse the finished (seed, method) outcomes in ``pieces/`` of the output folder.
+        significance: the report's paired tests (:class:`~tagtorch.evaluation.report.
+            Significance`).
+        targets: ``{method, baselines, measures}``: the method the run is about, tested against
+            each baseline on each metric of ``measures`` (``targets.csv``; None: no such table).
+    """
+
+    model_tasks: ClassVar[tuple[ModelTask, ...]] = ("posts",)
+    """The tasks of the models this task runs (read by the config checks)."""
+
+    p: int
+    split: str
+    test_fraction: float
+    depth: int
+    precision_divisor: str
+    trec: bool
+    resume: bool
+
+    def __init__(self, seeds: Sequence[int] = (0, 1, 2, 3, 4), p: int = 3,
+                 split: str = "leave_last", test_fraction: float = 0.2,
+                 ks: Sequence[int] = (1, 3, 5, 10), depth: int = 10,
+                 precision_divisor: str = "list", trec: bool = True, resume: bool = False,
+                 significance: Mapping[str, Any] | None = None,
+                 targets: Mapping[str, Any] | None = None) -> None:
+        if not seeds:
+            raise ValueError("no seed to evaluate")
+        if split not in SPLITS:
+            raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+        if not ks or min(ks) < 1 or max(ks) > depth:
+            raise ValueError(f"ks must lie in [1, depth={depth}], got {list(ks)}")
+        self.seeds, self.ks = list(seeds), tuple(ks)
+        self.significance = Significance.of(significance)
+        self.targets = dict(targets) if targets else None
+
+    def run(self, folksonomy: Folksonomy, cfg: DictConfig, output_dir: Path,
+            loggers: Sequence[MetricLogger] = ()) -> EvaluationResult:
+        """Evaluates every method on every seed; writes the run folder and its report."""
+        models = methods_of(cfg)
+        pieces = RunPieces(output_dir / "pieces", self._piece_keys(folksonomy, models),
+                           unit="seed")
+        done = pieces.read_all(self.seeds, list(models)) if self.resume else {}
+        data: PostData | None = None
+        qrels: list[str] | None = None
+        for seed in tqdm(self.seeds, desc="seeds", unit="seed"):
+            if data is None or not self._fixed_split:
+                data = personalized_split(folksonomy, self.p, self.split, self.test_fraction,
+                                          seed)
+                log.info("seed %d: %d training and %d test posts, %d tags", seed,
+                         len(data.train), len(data.test), data.n_tags)
+            if seed == self.seeds[0] and self.trec:
+                qrels = qrels_lines(self._ids(data), data.test.tags)
+            for name, node in models.items():
+                if (seed, name) not in done:
+                    done[seed, name] = self._outcome(data, seed, name, node, done)
+                    pieces.write(seed, name, done[seed, name])
+        for seed in self.seeds:
+            MethodOutcome.merge([done[seed, name] for name in models]).log(loggers, step=seed)
+        return self._write(folksonomy, models, done, qrels, output_dir, pieces)
+
+    def _write(self, folksonomy: Folksonomy, models: Mapping[str, Any],
+               done: Mapping[tuple[int, str], MethodOutcome], qrels: list[str] | None,
+               output_dir: Path, pieces: RunPieces) -> EvaluationResult:
+        """The run folder: results, report (with the targets' tests), TREC files."""
+        whole = MethodOutcome.merge([done[seed, name] for seed in self.seeds for name in models])
+        results, per_object = whole.frames()
+        notes = [f"Split: {self.split} on the {self.p}-core; precision divides by "
+                 f"{'the list length (TagRec)' if self.precision_divisor == 'list' else 'k'}; "
+                 "f1@k is TagRec's, of the mean recall and precision."]
+        if self.targets:
+            tests = target_tests(per_object, **self.targets, average_folds=self._fixed_split)
+            with atomic_write(output_dir / "targets.csv") as partial:
+                tests.to_csv(partial, index=False)
+            notes.append("Targets (targets.csv; p_holm over every row):\n\n```\n"
+                         + tests.round(4).to_string(index=False) + "\n```")
+            print(tests.round(4).to_string(index=False))
+        runs = ({file: whole.run_lines[name] for name, file in run_file_names(list(models)).items()}
+                if self.trec else None)
+        report = write_run(output_dir, results, per_object, title=(
+            f"Personalized tag recommendation on {folksonomy.name} ({len(self.seeds)} seeds)"),
+            plot_metric=f"mrr@{max(self.ks)}", qrels=qrels, runs=runs, notes=notes,
+            average_folds=self._fixed_split, significance=self.significance)
+        pieces.clear()
+        return EvaluationResult(results, per_object, report, output_dir)
+
+    @property
+    def _fixed_split(self) -> bool:
+        """Whether every seed has the same test posts (leave-last, given)."""
+        return self.split in ("leave_last", "given")
+
+    @staticmethod
+    def _ids(data: PostData) -> list[str]:
+        """The test posts' query ids, ``u{user}r{resource}``."""
+        return [f"u{u}r{r}" for u, r in zip(data.test.users, data.test.resources, strict=True)]
+
+    def _outcome(self, data: PostData, seed: int, name: str, node: Mapping[str, Any],
+                 done: Mapping[tuple[int, str], MethodOutcome]) -> MethodOutcome:
+        """One method's outcome on a seed (a seed-free method on a fixed split: the first)."""
+        seeded = "seed" in node
+        if not seeded and self._fixed_split and (self.seeds[0], name) in done:
+            return _relabelled(done[self.seeds[0], name], seed)
+        model: PostRanker = instantiate({**node, "seed": seed} if seeded else dict(node))
+        start = time.perf_counter()
+        model.fit(data)
+        fit_seconds = time.perf_counter() - start
+        start = time.perf_counter()
+        ranked = recommend(model.score(data.test), self.depth)
+        seconds = time.perf_counter() - start
+        values = post_metrics(ranked, data.test.tags, self.ks, self.precision_divisor)
+        means = mean_metrics(values)
+        extra = {f"f1@{k}": means[f"f1@{k}"] for k in self.ks}
+        extra.update(fit_seconds=fit_seconds, ms_model=1000 * seconds / max(len(data.test), 1))
+        ids = self._ids(data)
+        lines = (ranked_lines(ids, ranked, ranked >= 0, name, self.depth)
+                 if self.trec and seed == self.seeds[0] else None)
+        outcome = MethodOutcome.from_values(
+            name, seed, np.asarray(ids), {k: torch.from_numpy(v) for k, v in values.items()},
+            extra=extra, run_lines=lines)
+        log.info("seed %d, %s: mrr@%d %.4f, f1@%d %.4f (fit %.1f s, %.2f ms per post)", seed,
+                 name, max(self.ks), means[f"mrr@{max(self.ks)}"], max(self.ks),
+                 means[f"f1@{max(self.ks)}"], fit_seconds, extra["ms_model"])
+        return outcome
+
+    def _piece_keys(self, folksonomy: Folksonomy, models: Mapping[str, Any]) -> dict[str, str]:
+        """Per method, everything its outcome on a seed depends on, as one JSON string."""
+        protocol = [self.p, self.split, self.test_fraction, self.ks, self.depth,
+                    self.precision_divisor, self.trec, self.seeds[0]]
+        data = folksonomy.fingerprint()
+        return {name: json.dumps({"data": data, "method": config, "protocol": protocol},
+                                 sort_keys=True, default=str)
+                for name, config in models.items()}
+
+
+def _relabelled(outcome: MethodOutcome, seed: int) -> MethodOutcome:
+    """A seed-free outcome as another seed's (the same values; no run lines)."""
+    return MethodOutcome(results=[{**row, "fold": seed} for row in outcome.results],
+                         per_object=[frame.assign(fold=seed) for frame in outcome.per_object],
+                         means={k: dict(v) for k, v in outcome.means.items()})
+
+
+def target_tests(per_object: pd.DataFrame, method: str, baselines: Sequence[str],
+                 measures: Sequence[str] = ("mrr@10", "f1@5"), average_folds: bool = True,
+                 n_resamples: int = 10_000, seed: int = 0) -> pd.DataFrame:
+    """``method`` against each baseline on each metric, paired by post.
+
+    Args:
+        per_object: the run's per-post values (``method, fold, object, metric, value``).
+        method: the method under test.
+        baselines: the methods it must beat (those absent from the run are skipped).
+        measures: mean metrics (a paired t-test) or ``f1@k`` (the randomization test of the
+            F1 of the means, from ``recall@k`` and ``precision@k``).
+        average_folds: pair each post's mean over the seeds (a split that is the same on
+            every seed); False: pair each (seed, post) (random splits).
+        n_resamples: draws of the randomization test.
+        seed: its seed.
+
+    Returns:
+        Columns ``method, baseline, metric, value, baseline_value, difference, test, p_value,
+        p_holm`` (Holm over all rows).
+    """
+    wide = per_object.pivot_table(index="object" if average_folds else ["fold", "object"],
+                                  columns=["method", "metric"], values="value", aggfunc="mean")
+    rows = []
+    present = set(per_object["method"])
+    for baseline in [b for b in baselines if b in present]:
+        for metric in measures:
+            if metric.startswith("f1@"):
+                k = metric.split("@")[1]
+                pair = [(wide[m, f"recall@{k}"].to_numpy(), wide[m, f"precision@{k}"].to_numpy())
+                        for m in (method, baseline)]
+                f1 = [mean_metrics({"recall@k": r, "precision@k": p})["f1@k"] for r, p in pair]
+                p_value = f1_randomization_p_value((pair[0][0], pair[1][0]),
+                                                   (pair[0][1], pair[1][1]), n_resamples, seed)
+                a, b, test = f1[0], f1[1], "randomization (F1 of means)"
+            else:
+                x, y = wide[method, metric].to_numpy(), wide[baseline, metric].to_numpy()
+                a, b, test = float(x.mean()), float(y.mean()), "paired t-test"
+                p_value = paired_test(x, y).p_value
+            rows.append({"method": method, "baseline": baseline, "metric": metric, "value": a,
+                         "baseline_value": b, "difference": a - b, "test": test,
+                         "p_value": p_value})
+    frame = pd.DataFrame(rows)
+    frame["p_holm"] = holm(frame["p_value"].tolist()) if len(frame) else []
+    return frame

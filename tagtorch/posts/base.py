@@ -1,0 +1,111 @@
+"""The contract of personalized tag recommenders: ``fit(PostData)``, ``score(Posts)``, save, load.
+
+A post ranker learns from a split's training posts and scores every tag for a batch of posts
+``(user, resource, time)`` at once: ``[Q, W]`` scores, a sparse matrix (its stored entries are
+the candidates) or a dense array (``-inf``: not a candidate), ranked by
+:func:`~tagtorch.posts.baselines.recommend`.
+
+TagRec's baselines are statistics of the training posts, fitted in seconds: their saved form is
+the settings and those posts (``arrays.npz``, no pickle), and loading fits them again on the
+posts, which gives the same scores. A learned method that keeps more state adds its arrays
+(:attr:`PostRanker._state`).
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from pathlib import Path
+from typing import ClassVar, Self, TypeAlias
+
+import numpy as np
+import scipy.sparse as sp
+
+from tagtorch.data.ragged import Ragged
+from tagtorch.posts.data import PostData, Posts
+from tagtorch.settings import ModelTask, SignatureSettings
+from tagtorch.storage import (
+    UnreadableFileError,
+    check_codes,
+    check_count,
+    check_ragged,
+    load_array_model,
+    save_array_model,
+)
+
+__all__ = ["PostRanker", "PostScores"]
+
+PostScores: TypeAlias = sp.csr_matrix | np.ndarray
+"""``[Q, W]`` tag scores of posts: sparse (stored entries are candidates) or dense (``-inf``:
+not a candidate)."""
+
+_MOST = 2**40
+"""The largest count a saved model may state (a bound for hostile files)."""
+
+
+class PostRanker(SignatureSettings):
+    """Base of personalized tag recommenders (module docstring)."""
+
+    task: ClassVar[ModelTask] = "posts"
+    """The evaluation task these models belong to (read by the config checks)."""
+
+    data_: PostData | None = None
+    """The training split, set by :meth:`fit`."""
+
+    def __init__(self) -> None:
+        """A method without settings (subclasses with settings declare their own)."""
+
+    def fit(self, data: PostData) -> Self:
+        """Learns from ``data.train`` (the test posts are never read)."""
+        self.data_ = data
+        self._fit(data)
+        return self
+
+    @abstractmethod
+    def _fit(self, data: PostData) -> None:
+        """The method's own fitting."""
+
+    @abstractmethod
+    def score(self, posts: Posts) -> PostScores:
+        """``[Q, W]`` every tag's score for each post."""
+
+    def save(self, path: str | Path) -> None:
+        """Writes ``manifest.json`` (class, settings) and ``arrays.npz`` (the training posts)."""
+        if self.data_ is None:
+            raise RuntimeError(f"{type(self).__name__} is not fitted: call fit() or load()")
+        train, data = self.data_.train, self.data_
+        save_array_model(path, type(self), self.settings(), {
+            "users": train.users, "resources": train.resources, "times": train.times,
+            "tag_offsets": train.tags.offsets, "tag_values": train.tags.values,
+            "sizes": np.array([data.n_users, data.n_resources, data.n_tags])})
+
+    @classmethod
+    def load(cls, path: str | Path) -> Self:
+        """Reads a folder written by :meth:`save` and fits the model again on its posts.
+
+        Raises:
+            UnreadableFileError: naming the file that is missing, altered or out of range.
+        """
+        model, arrays, _ = load_array_model(path, cls)
+        file = Path(path) / "arrays.npz"
+        missing = {"users", "resources", "times", "tag_offsets", "tag_values",
+                   "sizes"} - set(arrays)
+        if missing:
+            raise UnreadableFileError(f"{file}: the saved arrays lack {sorted(missing)}")
+        sizes = arrays["sizes"]
+        if sizes.shape != (3,) or sizes.dtype.kind not in "iu":
+            raise UnreadableFileError(f"{file}: sizes: expected 3 integers")
+        n_users, n_resources, n_tags = (check_count(file, name, int(v), _MOST) for name, v in
+                                        zip(("n_users", "n_resources", "n_tags"), sizes,
+                                            strict=True))
+        users = check_codes(file, "users", arrays["users"], n_users)
+        resources = check_codes(file, "resources", arrays["resources"], n_resources)
+        times = arrays["times"]
+        if times.shape != users.shape or times.dtype.kind not in "iu" or \
+                resources.shape != users.shape:
+            raise UnreadableFileError(f"{file}: users, resources and times must be integer "
+                                      "arrays of one length")
+        offsets, values = check_ragged(file, "tag", arrays["tag_offsets"],
+                                       arrays["tag_values"], len(users), n_tags)
+        train = Posts(users, resources, times.astype(np.int64), Ragged(offsets, values))
+        empty = train.take(np.zeros(0, dtype=np.int64))
+        return model.fit(PostData(train, empty, n_users, n_resources, n_tags, None))

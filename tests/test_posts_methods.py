@@ -1,0 +1,270 @@
+"""TagRec's graph, recency and neighbour baselines (tagtorch/posts/) against plain references.
+
+Each reference is written per post from TagRec's Java (github.com/learning-layers/TagRec:
+``FolkRankAlgorithm.compute``, ``GIRPTMCalculator``, ``CFTagRecommender``) with dicts and loops,
+sharing no code with the batched versions; hand-computed cases pin the formulas themselves.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tagtorch.data.folksonomy import Folksonomy
+from tagtorch.posts.baselines import recommend
+from tagtorch.posts.cf import UserCF
+from tagtorch.posts.data import PostData, personalized_split
+from tagtorch.posts.folkrank import FolkRank
+from tagtorch.posts.girp import Girp
+from tagtorch.storage import UnreadableFileError
+
+
+def random_split(seed: int, n: int = 400, objects: int = 25) -> PostData:
+    """A small random folksonomy, no core, each user's last post held out."""
+    rng = np.random.default_rng(seed)
+    frame = pd.DataFrame({"user": rng.integers(0, 12, n).astype(str),
+                          "object": rng.integers(0, objects, n).astype(str),
+                          "tag": rng.zipf(1.6, n).clip(1, 30).astype(str),
+                          "timestamp": rng.integers(0, 10_000, n)})
+    return personalized_split(Folksonomy.from_frame(frame), p=1)
+
+
+def train_posts(data: PostData) -> list[tuple[int, int, int, list[int]]]:
+    """``(user, resource, time, tags)`` per training post, in the split's order."""
+    t = data.train
+    return [(int(t.users[i]), int(t.resources[i]), int(t.times[i]), t.tags[i].tolist())
+            for i in range(len(t))]
+
+
+def folkrank_reference(data: PostData, user: int, resource: int, adapted: bool
+                       ) -> dict[int, float]:
+    """TagRec's FolkRankAlgorithm for one post, transcribed (dims: tags, users, resources)."""
+    facts = [(t, u, r) for u, r, _, tags in train_posts(data) for t in tags]
+    ids: list[dict[int, int]] = [{}, {}, {}]
+    for fact in facts:  # FactReaderFactPreprocessor: ids in order of appearance
+        for d in range(3):
+            ids[d].setdefault(fact[d], len(ids[d]))
+    mapped = [[ids[d][fact[d]] for d in range(3)] for fact in facts]
+    counts = [[0] * len(ids[d]) for d in range(3)]
+    for fact in mapped:
+        for d in range(3):
+            counts[d][fact[d]] += 1
+    prefs: list[list[tuple[int, float]]] = [[], [], []]
+    if user in ids[1]:
+        prefs[1].append((ids[1][user], float(len(ids[1]))))
+    if resource in ids[2]:
+        prefs[2].append((ids[2][resource], float(len(ids[2]))))
+    preferred = folkrank_compute(mapped, counts, prefs)
+    if not adapted:
+        base = folkrank_compute(mapped, counts, [[], [], []])
+        preferred = [[p - b for p, b in zip(pd_, bd, strict=True)]
+                     for pd_, bd in zip(preferred, base, strict=True)]
+    return {tag: preferred[0][node] for tag, node in ids[0].items()}
+
+
+def folkrank_compute(facts: list[list[int]], counts: list[list[int]],
+                     prefs: list[list[tuple[int, float]]]) -> list[list[float]]:
+    """``FolkRankAlgorithm.compute`` with α = 0, β = 0.7, γ = 0.3, 10 iterations, ε = 1e-5."""
+    alpha, beta, gamma = 0.0, 0.7, 0.3
+    weights = [[1.0 / len(c)] * len(c) for c in counts]
+    norm = [len(c) + sum(v for _, v in p) for c, p in zip(counts, prefs, strict=True)]
+    surfer = [1.0 / n for n in norm]
+    delta, iteration = math.inf, 0
+    while iteration < 10 and delta > 1e-5:
+        iteration += 1
+        spread = [[w / c for w, c in zip(ws, cs, strict=True)]
+                  for ws, cs in zip(weights, counts, strict=True)]
+        new = [[0.0] * len(c) for c in counts]
+        for fact in facts:
+            for d in range(3):
+                for e in range(3):
+                    if d != e:
+                        new[d][fact[d]] += spread[e][fact[e]]
+        delta = 0.0
+        for d in range(3):
+            for node, value in prefs[d]:
+                new[d][node] += (gamma / beta) * (value / norm[d])
+            for node in range(len(weights[d])):
+                updated = alpha * weights[d][node] + beta * new[d][node] + gamma * surfer[d]
+                delta += abs(weights[d][node] - updated)
+                weights[d][node] = updated
+    return weights
+
+
+@pytest.mark.parametrize("adapted", [False, True])
+def test_folkrank_and_apr_equal_tagrecs_per_post_loop(adapted):
+    data = random_split(3)
+    scores = FolkRank(adapted=adapted, chunk=4).fit(data).score(data.test)
+    for q in range(len(data.test)):
+        expected = folkrank_reference(data, int(data.test.users[q]),
+                                      int(data.test.resources[q]), adapted)
+        got = {t: scores[q, t] for t in range(data.n_tags) if np.isfinite(scores[q, t])}
+        assert got.keys() == expected.keys()
+        np.testing.assert_allclose([got[t] for t in expected], list(expected.values()),
+                                   rtol=1e-9, atol=1e-15)
+
+
+def test_folkrank_ranks_the_users_and_the_resources_tags_first_in_a_hand_made_graph():
+    # c's last post (c, s) is held out: c used x before, s carries z and w; y only came with r
+    frame = pd.DataFrame({"user": ["a", "a", "b", "b", "c", "c"],
+                          "object": ["r", "r", "s", "s", "r", "s"],
+                          "tag": ["x", "y", "z", "w", "x", "v"], "timestamp": [1, 1, 2, 2, 3, 4]})
+    data = personalized_split(Folksonomy.from_frame(frame), p=1)
+    names = np.asarray(data.folksonomy.tags)
+    apr = recommend(FolkRank(adapted=True).fit(data).score(data.test), 4)[0]
+    assert set(names[apr[:3]]) == {"x", "z", "w"} and names[apr[3]] == "y"
+    # FolkRank subtracts the run without preference: x, used twice, loses its popularity
+    folkrank = recommend(FolkRank().fit(data).score(data.test), 4)[0]
+    assert set(names[folkrank[:2]]) == {"z", "w"}
+    assert names[folkrank[2]] == "y" and names[folkrank[3]] == "x"
+
+
+def girp_reference(data: PostData, user: int, resource: int, with_resource: bool
+                   ) -> dict[int, float]:
+    """``GIRPTMCalculator.getRankedTagList`` for one post, transcribed."""
+    mine = [tags for u, _, _, tags in train_posts(data) if u == user]
+    n = len(mine)
+    counts = Counter(t for tags in mine for t in tags)
+    total = sum(counts.values())
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    for i, tags in enumerate(mine):
+        for t in tags:
+            first.setdefault(t, i)
+            last[t] = i
+    out: dict[int, float] = {}
+    for t in counts:
+        f, l_ = math.log(n + 1 - first[t]), math.log(n + 1 - last[t])
+        out[t] = counts[t] / total * f * l_ ** -f
+    if with_resource:
+        res = Counter(t for _, r, _, tags in train_posts(data) if r == resource for t in tags)
+        for t, c in res.items():
+            out[t] = out.get(t, 0.0) + c / sum(res.values())
+    return out
+
+
+@pytest.mark.parametrize("with_resource", [False, True])
+def test_girp_and_girptm_equal_tagrecs_per_post_loop(with_resource):
+    data = random_split(5)
+    scores = Girp(resource=with_resource).fit(data).score(data.test)
+    for q in range(len(data.test)):
+        expected = girp_reference(data, int(data.test.users[q]), int(data.test.resources[q]),
+                                  with_resource)
+        row = scores[q]
+        assert dict(zip(row.indices.tolist(), row.data, strict=True)) == pytest.approx(expected)
+
+
+def test_girp_recency_by_hand():
+    # one user, three posts in time: x in posts 0 and 2, y in post 1 (n = 3, so n + 1 = 4)
+    frame = pd.DataFrame({"user": ["u"] * 5, "object": ["a", "b", "c", "c", "d"],
+                          "tag": ["x", "y", "x", "z", "q"], "timestamp": [1, 2, 3, 3, 4]})
+    data = personalized_split(Folksonomy.from_frame(frame), p=1)
+    scores = Girp(resource=False).fit(data).score(data.test).toarray()[0]
+    codes = {t: i for i, t in enumerate(data.folksonomy.tags)}
+    x = 2 / 4 * math.log(4) * math.log(2) ** -math.log(4)  # first 0, last 2; 2 of 4 uses
+    y = 1 / 4 * math.log(3) * math.log(3) ** -math.log(3)  # first = last = 1
+    z = 1 / 4 * math.log(2) * math.log(2) ** -math.log(2)  # first = last = 2
+    assert scores[codes["x"]] == pytest.approx(x)
+    assert scores[codes["y"]] == pytest.approx(y)
+    assert scores[codes["z"]] == pytest.approx(z)
+
+
+def cf_reference(data: PostData, user: int, resource: int) -> dict[int, float]:
+    """``CFTagRecommender.getRankedTagList`` (user-based, 20 neighbours), transcribed."""
+    posts = train_posts(data)
+    profiles: dict[int, Counter[int]] = defaultdict(Counter)
+    for u, _, _, tags in posts:
+        profiles[u].update(tags)
+    candidates = {u for u, r, _, _ in posts if r == resource and u != user}
+    fallback = not candidates
+    if fallback:
+        candidates = {u for u, _, _, _ in posts}
+
+    def cosine(a: Counter[int], b: Counter[int]) -> float:
+        dot = sum(a[t] * b[t] for t in a if t in b)
+        norm = math.sqrt(sum(v * v for v in a.values()) * sum(v * v for v in b.values()))
+        return dot / norm if norm else 0.0
+
+    sims = sorted(((cosine(profiles[user], profiles[v]), v) for v in candidates),
+                  key=lambda s: (-s[0], s[1]))[:20]
+    out: dict[int, float] = {}
+    for sim, v in sims:
+        own = [tags for u, r, _, tags in posts if u == v and r == resource]
+        tags = own[0] if own else [tags for u, _, _, tags in posts if u == v][-1]
+        for t in tags:
+            if sim > 0:
+                out[t] = out.get(t, 0.0) + sim
+    return out
+
+
+@pytest.mark.parametrize("objects", [25, 300])
+def test_cf_equals_tagrecs_per_post_loop_including_the_fallback(objects):
+    data = random_split(11, n=600, objects=objects)
+    scores = UserCF().fit(data).score(data.test)
+    fallbacks = 0
+    for q in range(len(data.test)):
+        user, resource = int(data.test.users[q]), int(data.test.resources[q])
+        fallbacks += not any(data.train.resources[data.train.users != user] == resource)
+        row = scores[q]
+        assert dict(zip(row.indices.tolist(), row.data, strict=True)) == pytest.approx(
+            cf_reference(data, user, resource))
+    assert fallbacks if objects == 300 else not fallbacks  # the every-user fallback's cases
+
+
+def test_cf_keeps_only_the_most_similar_neighbours():
+    data = random_split(11, n=600)
+    one = UserCF(neighbours=1).fit(data).score(data.test)
+    many = UserCF().fit(data).score(data.test)
+    assert (one.getnnz(1) <= many.getnnz(1)).all() and one.nnz < many.nnz
+    with pytest.raises(ValueError, match="neighbours"):
+        UserCF(neighbours=0)
+
+
+def test_folkranks_edge_spreading_keeps_the_total_weight_and_tagrecs_doubles_it():
+    data = random_split(3)
+    for spread, factor in (("edges", 1.0), ("facts", 2.0)):
+        model = FolkRank(spread=spread, max_iterations=1).fit(data)
+        weights = model._spread(np.full(0, -1), np.full(0, -1), 1)[:, 0]
+        # from 1 per dimension: β · (factor · 3) + γ · 3 after one iteration
+        assert weights.sum() == pytest.approx(0.7 * factor * 3 + 0.3 * 3)
+    with pytest.raises(ValueError, match="spread"):
+        FolkRank(spread="nodes")
+
+
+def test_a_saved_post_ranker_refuses_altered_posts(tmp_path):
+    data = random_split(3)
+    Girp().fit(data).save(tmp_path / "m")
+    arrays = dict(np.load(tmp_path / "m" / "arrays.npz"))
+    assert Girp.load(tmp_path / "m").score(data.test).nnz > 0
+    arrays["users"] = arrays["users"] + 1000  # codes beyond the saved sizes
+    np.savez(tmp_path / "m" / "arrays.npz", **arrays)
+    with pytest.raises(UnreadableFileError):
+        Girp.load(tmp_path / "m")
+
+
+def test_the_posts_task_runs_the_real_way_and_writes_targets(tmp_path):
+    from test_train import compose_cfg
+
+    from tagtorch.train import run_task
+
+    cfg = compose_cfg(tmp_path, [
+        "task=posts", "model=[mp_ur,bll_c,girptm]", "text=none", "logger=none",
+        "data.n_objects=300", "task.seeds=[0,1]", "task.split=random", "task.p=2",
+        "+task.targets={method: bll_c, baselines: [mp_ur, girptm, folkrank], "
+        "measures: [mrr@10, f1@5]}"])
+    result = run_task(cfg)
+    out = Path(cfg.paths.output_dir)
+    results = pd.read_csv(out / "results.csv")
+    assert set(results["fold"]) == {0, 1}
+    assert {"f1@5", "mrr@10", "rr@10", "ndcg@10", "map@3"} <= set(results["metric"])
+    targets = pd.read_csv(out / "targets.csv")
+    assert targets[["baseline", "metric"]].values.tolist() == [
+        ["mp_ur", "mrr@10"], ["mp_ur", "f1@5"], ["girptm", "mrr@10"], ["girptm", "f1@5"]]
+    mine = results[(results.method == "bll_c") & (results.metric == "mrr@10")]["value"].mean()
+    assert targets["value"].iloc[0] == pytest.approx(mine)  # (seed, post) pairs, equal seeds
+    assert (out / "run.bll_c.trec").exists() and "Targets" in result.report
