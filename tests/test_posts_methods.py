@@ -268,3 +268,54 @@ def test_the_posts_task_runs_the_real_way_and_writes_targets(tmp_path):
     mine = results[(results.method == "bll_c") & (results.metric == "mrr@10")]["value"].mean()
     assert targets["value"].iloc[0] == pytest.approx(mine)  # (seed, post) pairs, equal seeds
     assert (out / "run.bll_c.trec").exists() and "Targets" in result.report
+
+
+HYBRID_RANKER = {"_target_": "tagtorch.rankers.trees.LambdaMARTRanker", "n_leaves": 7,
+                 "n_iterations": 20, "k": 10, "n_jobs": 1, "min_leaf_size": 5}
+
+
+def test_the_hybrids_candidates_are_the_union_of_the_sources_top_lists():
+    from tagtorch.posts.baselines import BaseLevelLearning
+    from tagtorch.posts.hybrid import Hybrid
+
+    data = random_split(11, n=600)
+    hybrid = Hybrid(HYBRID_RANKER, depth=3).fit(data)
+    batch = hybrid._candidates(data.test)
+    bll_c = BaseLevelLearning(beta=0.5).fit(data).score(data.test).toarray()
+    sources = {name: recommend(m.score(data.test), 3) for name, m in hybrid.sources_.items()}
+    names = list(batch.feature_names)
+    for q in range(len(data.test)):
+        got = batch.tags[q][batch.mask[q]].tolist()
+        expected = {int(t) for ranked in sources.values() for t in ranked[q] if t >= 0}
+        assert expected <= set(got) and len(got) == len(set(got))
+        for j, tag in enumerate(got):  # a feature is the source's own score
+            assert batch.features[q, j, names.index("bll_c")] == pytest.approx(
+                bll_c[q, tag], rel=1e-5, abs=1e-7)
+            if tag in sources["cf"][q]:
+                rank = sources["cf"][q].tolist().index(tag) + 1
+                assert batch.features[q, j, names.index("cf_rank")] == rank
+            else:
+                assert batch.features[q, j, names.index("cf_rank")] == 4
+
+
+def test_the_hybrid_never_reads_test_tags_and_beats_popularity():
+    from tagtorch.data.ragged import Ragged
+    from tagtorch.data.synthetic import generate_folksonomy
+    from tagtorch.posts.baselines import MostPopular
+    from tagtorch.posts.hybrid import Hybrid
+    from tagtorch.posts.metrics import mean_metrics, post_metrics
+
+    data = personalized_split(generate_folksonomy(n_objects=300, seed=0), p=2)
+    ranked = recommend(Hybrid(HYBRID_RANKER, depth=10).fit(data).score(data.test), 10)
+    scrambled = Ragged.from_lists([[0]] * len(data.test))  # other gold: the same scores
+    other = PostData(data.train, type(data.test)(data.test.users, data.test.resources,
+                                                 data.test.times, scrambled),
+                     data.n_users, data.n_resources, data.n_tags, data.folksonomy)
+    again = recommend(Hybrid(HYBRID_RANKER, depth=10).fit(other).score(other.test), 10)
+    np.testing.assert_array_equal(ranked, again)
+    popular = recommend(MostPopular().fit(data).score(data.test), 10)
+    mine = mean_metrics(post_metrics(ranked, data.test.tags, [10]))["mrr@10"]
+    base = mean_metrics(post_metrics(popular, data.test.tags, [10]))["mrr@10"]
+    assert mine > base
+    with pytest.raises(ValueError, match="depth"):
+        Hybrid(HYBRID_RANKER, depth=0)
