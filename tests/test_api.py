@@ -86,7 +86,7 @@ def test_item_recommendation_returns_the_same_result_type(folk, tmp_path):
 @pytest.mark.parametrize(("call", "message"), [
     (lambda f: tt.evaluate("tagrec", f, models=["latre_wts"], fold=[0]),
      "'fold' is not a setting of task=tagrec: one of .*'folds'"),
-    (lambda f: tt.evaluate("posts", f, models=["latre_wts"]), "task must be one of"),
+    (lambda f: tt.evaluate("bogus", f, models=["latre_wts"]), "task must be one of"),
     (lambda f: tt.evaluate("tagrec", f, models=["no_such_model"]), "cannot compose"),
     (lambda f: tt.evaluate("itemrec", f, models=["latre_wts"], seeds=[0]),
      "model.latre_wts._target_"),

@@ -4,7 +4,28 @@ A post is (user, resource); the methods rank tags for it.
 
 - :mod:`~tagtorch.posts.data`: posts, the p-core and TagRec's splits;
 - :mod:`~tagtorch.posts.metrics`: TagRec's metric definitions beside the IR ones;
-- :mod:`~tagtorch.posts.baselines`: TagRec's MP, MP_u, MP_r, MP_u,r, BLL and BLL+C, batched.
+- :mod:`~tagtorch.posts.base`: the contract (``fit(PostData)``, ``score(Posts)``, save, load);
+- :mod:`~tagtorch.posts.baselines`: TagRec's MP, MP_u, MP_r, MP_u,r, BLL and BLL+C;
+- :mod:`~tagtorch.posts.cf`, :mod:`~tagtorch.posts.folkrank`, :mod:`~tagtorch.posts.girp`:
+  CF, APR and FolkRank, GIRP and GIRPTM;
+- :mod:`~tagtorch.posts.hybrid`: ours, a learned ranker over all of them.
 
-Layer 2 (``data`` and ``candidates.neighbours``' top-k below it).
+Layer 2 (``data``, ``candidates.neighbours`` and ``rankers`` below it).
 """
+
+from tagtorch.posts.baselines import (
+    BaseLevelLearning,
+    MostPopular,
+    MostPopularUserResource,
+    recommend,
+)
+from tagtorch.posts.cf import UserCF
+from tagtorch.posts.data import PostData, Posts, personalized_split
+from tagtorch.posts.folkrank import FolkRank
+from tagtorch.posts.girp import Girp
+from tagtorch.posts.hybrid import Hybrid
+from tagtorch.posts.metrics import mean_metrics, post_metrics
+
+__all__ = ["BaseLevelLearning", "FolkRank", "Girp", "Hybrid", "MostPopular",
+           "MostPopularUserResource", "PostData", "Posts", "UserCF", "mean_metrics",
+           "personalized_split", "post_metrics", "recommend"]
