@@ -24,7 +24,7 @@ from sklearn.preprocessing import normalize
 from tagtorch.candidates.neighbours import incidence, top_per_row
 from tagtorch.posts.base import PostRanker
 from tagtorch.posts.baselines import counts_by
-from tagtorch.posts.data import PostData, Posts
+from tagtorch.posts.data import PostData, Posts, last_posts
 
 __all__ = ["UserCF"]
 
@@ -50,8 +50,7 @@ class UserCF(PostRanker):
             (np.ones(len(train)), (train.resources, np.arange(len(train)))),
             shape=(data.n_resources, len(train)))
         self.users_ = train.users
-        last = np.r_[train.users[1:] != train.users[:-1], True]  # posts: by user, then time
-        self.last_posts_ = np.flatnonzero(last)
+        self.last_posts_ = np.flatnonzero(last_posts(train))
 
     def _votes(self, posts: Posts) -> sp.csr_matrix:
         """``[Q, P_train]`` each candidate neighbour post's similarity (before the top 20)."""

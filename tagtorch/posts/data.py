@@ -26,7 +26,8 @@ from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.data.ragged import Ragged
 from tagtorch.data.splits import p_core
 
-__all__ = ["SPLITS", "PostData", "Posts", "personalized_split", "posts_of"]
+__all__ = ["SPLITS", "PostData", "Posts", "held_out_last", "last_posts", "personalized_split",
+           "posts_of", "user_tag_reduce"]
 
 SPLITS = ("leave_last", "global_time", "random", "given")
 """How test posts are chosen (module docstring)."""
@@ -105,13 +106,55 @@ def posts_of(folksonomy: Folksonomy) -> Posts:
     return Posts(users[order], resources[order], times[order], tags)
 
 
+def last_posts(posts: Posts) -> np.ndarray:
+    """``[P]`` bool: each user's last post (the posts ordered by user, then time).
+
+    Example:
+        >>> p = Posts(np.array([0, 0, 1]), np.zeros(3, int), np.arange(3),
+        ...           Ragged.from_lists([[0], [1], [0]]))
+        >>> last_posts(p).tolist()
+        [False, True, True]
+    """
+    return np.r_[posts.users[1:] != posts.users[:-1], np.ones(min(len(posts), 1), bool)]
+
+
+def held_out_last(posts: Posts, n_users: int) -> np.ndarray:
+    """``[P]`` bool: TagRec's leave-last test posts, each user's last one if it has two or more."""
+    counts = np.bincount(posts.users, minlength=n_users)
+    return last_posts(posts) & (counts[posts.users] > 1)
+
+
+def user_tag_reduce(posts: Posts, n_tags: int, values: np.ndarray, reduce: np.ufunc
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per (user, tag) used in ``posts``: ``reduce`` of ``values[post]`` over its posts.
+
+    Args:
+        posts: the posts.
+        n_tags: the number of tag codes.
+        values: ``[P]`` one value per post (a time, a position).
+        reduce: ``np.minimum``, ``np.maximum``, ``np.add`` (a ufunc with ``reduceat``).
+
+    Returns:
+        ``(users, tags, reduced)``, one entry per distinct (user, tag), by user then tag.
+
+    Example:
+        >>> p = Posts(np.array([0, 0, 1]), np.zeros(3, int), np.array([5, 9, 7]),
+        ...           Ragged.from_lists([[0, 1], [0], [0]]))
+        >>> [a.tolist() for a in user_tag_reduce(p, 2, p.times, np.maximum)]
+        [[0, 0, 1], [0, 1, 0], [9, 5, 7]]
+    """
+    rows = posts.tags.row_ids
+    keys = posts.users[rows] * np.int64(n_tags) + posts.tags.values
+    order = np.argsort(keys, kind="stable")
+    unique, starts = np.unique(keys[order], return_index=True)
+    return unique // n_tags, unique % n_tags, reduce.reduceat(values[rows][order], starts)
+
+
 def _test_rows(posts: Posts, folksonomy: Folksonomy, split: str, test_fraction: float,
                seed: int) -> np.ndarray:
     """``[P]`` bool: the test posts of ``split``."""
     if split == "leave_last":
-        last = np.r_[posts.users[1:] != posts.users[:-1], True]  # a user's last row
-        counts = np.bincount(posts.users, minlength=folksonomy.n_users)
-        return last & (counts[posts.users] > 1)
+        return held_out_last(posts, folksonomy.n_users)
     if split == "given":
         if not len(folksonomy.test_posts):
             raise DataCheckError(folksonomy.name, "the data marks no test post (task.split="

@@ -20,7 +20,7 @@ from sklearn.preprocessing import normalize
 from tagtorch.candidates.neighbours import incidence
 from tagtorch.posts.base import PostRanker
 from tagtorch.posts.baselines import counts_by
-from tagtorch.posts.data import PostData, Posts
+from tagtorch.posts.data import PostData, Posts, user_tag_reduce
 
 __all__ = ["Girp"]
 
@@ -44,15 +44,9 @@ class Girp(PostRanker):
         n_posts = np.bincount(users, minlength=data.n_users)
         position = np.empty(len(order), dtype=np.int64)
         position[order] = np.arange(len(order)) - first_row  # a post's place in its user's
-        rows = train.tags.row_ids
-        keys = train.users[rows] * np.int64(data.n_tags) + train.tags.values
-        unique, inverse = np.unique(keys, return_inverse=True)
-        first = np.full(len(unique), np.iinfo(np.int64).max)
-        last = np.full(len(unique), -1)
-        np.minimum.at(first, inverse, position[rows])
-        np.maximum.at(last, inverse, position[rows])
-        count = np.bincount(inverse).astype(np.float64)
-        user, tag = unique // data.n_tags, unique % data.n_tags
+        user, tag, first = user_tag_reduce(train, data.n_tags, position, np.minimum)
+        last = user_tag_reduce(train, data.n_tags, position, np.maximum)[2]
+        count = user_tag_reduce(train, data.n_tags, np.ones(len(train)), np.add)[2]
         top = np.log(n_posts[user] + 1.0 - first)
         recency = top * np.log(n_posts[user] + 1.0 - last) ** -top
         frequency = count / np.bincount(user, weights=count, minlength=data.n_users)[user]

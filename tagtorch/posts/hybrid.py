@@ -42,7 +42,7 @@ from tagtorch.posts.baselines import (
     recommend,
 )
 from tagtorch.posts.cf import UserCF
-from tagtorch.posts.data import PostData, Posts
+from tagtorch.posts.data import PostData, Posts, held_out_last, last_posts, user_tag_reduce
 from tagtorch.posts.folkrank import FolkRank
 from tagtorch.posts.girp import Girp
 from tagtorch.rankers.base import Ranker
@@ -86,9 +86,7 @@ class Hybrid(PostRanker):
     def _fit(self, data: PostData) -> None:
         """Fits the ranker on the validation posts, then the sources on all training posts."""
         train = data.train
-        last = np.r_[train.users[1:] != train.users[:-1], True]
-        counts = np.bincount(train.users, minlength=data.n_users)
-        val = last & (counts[train.users] > 1)
+        val = held_out_last(train, data.n_users)
         inner = PostData(train.take(np.flatnonzero(~val)), train.take(np.flatnonzero(val)),
                          data.n_users, data.n_resources, data.n_tags, data.folksonomy)
         self._fit_sources(inner)
@@ -106,15 +104,11 @@ class Hybrid(PostRanker):
         self.confidence_ = normalize((tags.T @ tags).tocsr(), norm="max")  # conf(t' → t)
         self.user_counts_ = counts_by(train.users, data.n_users, tags)
         self.resource_counts_ = counts_by(train.resources, data.n_resources, tags)
-        latest = np.flatnonzero(np.r_[train.users[1:] != train.users[:-1], True])
+        latest = np.flatnonzero(last_posts(train))
         self.latest_tags_ = counts_by(train.users[latest], data.n_users, tags[latest])
-        rows = train.tags.row_ids
-        keys = train.users[rows] * np.int64(data.n_tags) + train.tags.values
-        unique, inverse = np.unique(keys, return_inverse=True)
-        latest_time = np.full(len(unique), -np.inf)
-        np.maximum.at(latest_time, inverse, train.times[rows].astype(np.float64))
-        self.last_use_ = sp.csr_matrix((latest_time, (unique // data.n_tags,
-                                                      unique % data.n_tags)),
+        users, used, latest_time = user_tag_reduce(train, data.n_tags,
+                                                   train.times.astype(np.float64), np.maximum)
+        self.last_use_ = sp.csr_matrix((latest_time, (users, used)),
                                        shape=(data.n_users, data.n_tags))
         self.tag_counts_ = np.asarray(tags.sum(0)).ravel()
         self.user_posts_ = np.bincount(train.users, minlength=data.n_users)
@@ -133,21 +127,16 @@ class Hybrid(PostRanker):
     def _candidates(self, posts: Posts, with_labels: bool = False) -> CandidateSet:
         """The posts' candidates and features as a padded ``[Q, L, F]`` batch."""
         scores = self._source_scores(posts)
-        ranks = {name: recommend(s, self.depth) for name, s in scores.items()}
-        q = np.repeat(np.arange(len(posts)), self.depth)
-        pattern = sp.csr_matrix((np.ones(len(q) * len(ranks)),
-                                 (np.tile(q, len(ranks)),
-                                  np.concatenate([r.ravel() for r in ranks.values()]) + 1)),
-                                shape=(len(posts), self.n_tags_ + 1))[:, 1:].tocsr()
-        pattern.sum_duplicates()
+        places = {name: _places(recommend(s, self.depth), self.n_tags_)
+                  for name, s in scores.items()}
+        pattern = sum(places.values(), sp.csr_matrix((len(posts), self.n_tags_))).tocsr()
+        pattern.sort_indices()
         rows = np.repeat(np.arange(len(posts)), np.diff(pattern.indptr))
         cols = pattern.indices
         columns = {}
-        for name, ranked in ranks.items():
+        for name, place in places.items():
             columns[name] = _value_at(scores[name], rows, cols)
-            place = sp.csr_matrix((np.tile(np.arange(1.0, self.depth + 1), len(posts)),
-                                   (q, ranked.ravel() + 1)), shape=(len(posts), self.n_tags_ + 1))
-            found = _value_at(place[:, 1:].tocsr(), rows, cols)
+            found = _value_at(place, rows, cols)
             columns[f"{name}_rank"] = np.where(found > 0, found, self.depth + 1.0)
         columns.update(self._statistics(posts, rows, cols))
         names = tuple(columns)
@@ -180,6 +169,12 @@ class Hybrid(PostRanker):
         rows = np.nonzero(mask)[0]
         out[rows, batch.tags.numpy()[mask]] = scores[mask]
         return out
+
+
+def _places(ranked: np.ndarray, n_tags: int) -> sp.csr_matrix:
+    """``[Q, W]`` each listed tag's 1-based place in ``ranked`` (``[Q, k]``, ``-1`` padded)."""
+    rows, place = np.nonzero(ranked >= 0)
+    return sp.csr_matrix((place + 1.0, (rows, ranked[rows, place])), shape=(len(ranked), n_tags))
 
 
 def _padded(rows: np.ndarray, cols: np.ndarray, features: np.ndarray, labels: np.ndarray,
