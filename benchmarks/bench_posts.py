@@ -31,13 +31,15 @@ from tagtorch.posts.metrics import mean_metrics, post_metrics
 
 CONF = Path(__file__).resolve().parents[1] / "conf" / "model"
 METHODS = ["mp", "mp_u", "mp_r", "mp_ur", "cf", "apr", "folkrank", "girp", "girptm", "bll",
-           "bll_c", "hybrid_lambdamart", "hybrid_rf"]
+           "bll_c", "lda_posts", "hybrid_lambdamart", "hybrid_rf"]
 """The shipped configs (``conf/model/NAME.yaml``) of every personalized method."""
 
 
-def build(name: str, seed: int = 0) -> Any:
-    """The method of ``conf/model/{name}.yaml`` (``${seed}`` set to ``seed``)."""
-    node = OmegaConf.merge({"seed": seed}, OmegaConf.load(CONF / f"{name}.yaml"))
+def build(name: str, seed: int = 0, **settings: Any) -> Any:
+    """The method of ``conf/model/{name}.yaml`` (``${seed}`` set to ``seed``), ``settings``
+    replacing its own."""
+    node = OmegaConf.merge({"seed": seed}, OmegaConf.load(CONF / f"{name}.yaml"),
+                           {name: settings})
     return instantiate(OmegaConf.to_container(node, resolve=True)[name])
 
 
@@ -47,6 +49,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--p", type=int, default=3, help="the core")
     parser.add_argument("--objects", type=int, default=2000, help="synthetic objects")
     parser.add_argument("--methods", nargs="+", default=METHODS, choices=METHODS)
+    parser.add_argument("--lda-iterations", type=int, default=300,
+                        help="lda_posts' Gibbs sweeps (TagRec: 2000; the experiments: 300)")
     args = parser.parse_args(argv)
     print(f"{'data':<10} {'method':<7} {'s/1k posts':>10} {'R@5':>7} {'P@5':>7} {'F1@5':>7} "
           f"{'MRR@10':>7} {'MAP@10':>7} {'nDCG@10':>8}")
@@ -57,7 +61,8 @@ def main(argv: list[str] | None = None) -> None:
               f"{data.n_tags} tags ({args.p}-core, each user's last post held out)")
         for label in args.methods:
             start = time.perf_counter()
-            method = build(label).fit(data)
+            settings = {"iterations": args.lda_iterations} if label == "lda_posts" else {}
+            method = build(label, **settings).fit(data)
             ranked = recommend(method.score(data.test), 10)
             seconds = time.perf_counter() - start
             m = mean_metrics(post_metrics(ranked, data.test.tags, [5, 10]))

@@ -230,12 +230,13 @@ def test_the_posts_benchmark_prints_every_method(tmp_path):
 
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_posts.py"
     done = subprocess.run([sys.executable, str(script), "--data", "synthetic", "--objects",
-                           "600"], capture_output=True, text=True, timeout=300)
+                           "600", "--lda-iterations", "20"], capture_output=True, text=True,
+                          timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     rows = [line.split() for line in done.stdout.splitlines() if line.startswith("synthetic ")]
     assert [row[1] for row in rows] == ["mp", "mp_u", "mp_r", "mp_ur", "cf", "apr", "folkrank",
-                                        "girp", "girptm", "bll", "bll_c", "hybrid_lambdamart",
-                                        "hybrid_rf"]
+                                        "girp", "girptm", "bll", "bll_c", "lda_posts",
+                                        "hybrid_lambdamart", "hybrid_rf"]
     assert all(0.0 <= float(value) <= 1.0 for row in rows for value in row[3:])
 
 

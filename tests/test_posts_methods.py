@@ -319,3 +319,47 @@ def test_the_hybrid_never_reads_test_tags_and_beats_popularity():
     assert mine > base
     with pytest.raises(ValueError, match="depth"):
         Hybrid(HYBRID_RANKER, depth=0)
+
+
+def test_lda_posts_sums_the_thresholded_topic_mixtures_of_the_users_and_resources_documents():
+    from tagtorch.data.ragged import Ragged
+    from tagtorch.posts.lda import TopicTags
+    from tagtorch.topics.lda import LDA
+
+    data = random_split(5)
+    settings = {"n_topics": 6, "alpha": 0.5, "beta": 0.05, "iterations": 20, "seed": 3}
+    scores = TopicTags(**settings, threshold=0.1).fit(data).score(data.test)
+    expected = np.zeros_like(scores)
+    for keys, codes, n in ((data.train.users, data.test.users, data.n_users),
+                           (data.train.resources, data.test.resources, data.n_resources)):
+        documents: dict[int, list[int]] = defaultdict(list)  # plain dicts: doc -> its tokens
+        for i in range(len(data.train)):
+            documents[int(keys[i])] += data.train.tags[i].tolist()
+        lda = LDA(n_topics=6, alpha=0.5, beta=0.05, iterations=20, burn_in=19, seed=3,
+                  progress=False).fit(Ragged.from_lists([documents[d] for d in range(n)]),
+                                      data.n_tags)
+        for q, code in enumerate(codes):
+            if documents[int(code)]:
+                theta = lda.theta_[code]
+                expected[q] += sum(theta[z] * lda.phi_[z] for z in range(6) if theta[z] > 0.1)
+    expected = np.where(expected > 0, expected, -np.inf)
+    np.testing.assert_allclose(scores, expected, rtol=1e-10)
+
+
+def test_lda_posts_recommends_the_tags_of_the_users_community():
+    from tagtorch.posts.lda import TopicTags
+
+    # two communities with disjoint tags; each user's last post is held out
+    rows = [(f"{c}{u}", f"{c}r{(u + p) % 6}", f"{c}t{(u + p + k) % 4}", 10 * p + k)
+            for c in "ab" for u in range(6) for p in range(3) for k in range(2)]
+    frame = pd.DataFrame(rows, columns=["user", "object", "tag", "timestamp"])
+    data = personalized_split(Folksonomy.from_frame(frame), p=1)
+    model = TopicTags(n_topics=2, alpha=0.1, beta=0.01, iterations=200, user=True,
+                      resource=False, seed=0).fit(data)
+    names = np.asarray(data.folksonomy.tags)
+    users = np.asarray(data.folksonomy.users)
+    for q, top in enumerate(recommend(model.score(data.test), 4)):
+        community = users[data.test.users[q]][0]
+        assert {name[0] for name in names[top[top >= 0]]} == {community}
+    with pytest.raises(ValueError, match="user model"):
+        TopicTags(user=False, resource=False)
