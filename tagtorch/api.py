@@ -8,7 +8,7 @@
     res = tt.evaluate("tagrec", folk, models=["latre_wts", "lambdamart"], folds=[0])
     print(res.report)                                 # mean ± 95% CI, paired tests
     res.results, res.per_object                       # results.csv, per_object.csv.gz
-    rec = tt.fit(folk, "lambdamart")                  # a TagRecommender (or ItemRecommender)
+    rec = tt.fit(folk, "lambdamart")                  # a TagRecommender (or Item-, PostRecommender)
     rec.recommend_tags(["grunge", "90s"], title="Nevermind", k=5)
 
 These functions compose the same configuration ``python -m tagtorch.train`` composes (the
@@ -36,7 +36,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.evaluation.runs import EvaluationResult
-from tagtorch.serving import ItemRecommender, Recommender, TagRecommender
+from tagtorch.serving import AnyRecommender, Recommender
 from tagtorch.settings import MODEL_TASKS, SignatureSettings
 
 __all__ = ["CONF_DIR", "CandidatesSpec", "ModelSpec", "compose", "datasets", "evaluate", "fit",
@@ -170,12 +170,13 @@ def evaluate(task: str, data: Folksonomy | str | Path,
 def fit(data: Folksonomy | str | Path, model: ModelSpec, *,
         candidates: CandidatesSpec | None = None, experiment: str | None = None,
         output_dir: str | Path | None = None, overrides: Sequence[str] = (),
-        **settings: Any) -> TagRecommender | ItemRecommender:
+        **settings: Any) -> AnyRecommender:
     """Fits a recommender on all of ``data`` (``task=fit``) and returns it, ready to serve.
 
     A tag ranker becomes a :class:`~tagtorch.serving.TagRecommender`, an item model an
-    :class:`~tagtorch.serving.ItemRecommender`; either is saved under ``output_dir`` (default: a
-    new temporary folder), the folder ``python -m tagtorch.serve`` and
+    :class:`~tagtorch.serving.ItemRecommender`, a post ranker (``bll_c``, ``folkrank``,
+    ``hybrid_lambdamart``, ...) a :class:`~tagtorch.serving.PostRecommender`; each is saved
+    under ``output_dir`` (default: a new temporary folder), the folder ``python -m tagtorch.serve`` and
     :meth:`Recommender.load <tagtorch.serving.Recommender.load>` take.
 
     Args:
@@ -197,9 +198,7 @@ def fit(data: Folksonomy | str | Path, model: ModelSpec, *,
         cfg.task.output = cfg.paths.output_dir
         _set_task_settings(cfg, "fit", settings)
     (folder,) = _run(cfg, data)
-    recommender = Recommender.load(folder)
-    assert isinstance(recommender, TagRecommender | ItemRecommender)
-    return recommender
+    return Recommender.load(folder)
 
 
 def _run(cfg: DictConfig, data: Folksonomy | str | Path) -> Any:

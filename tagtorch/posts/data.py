@@ -27,7 +27,7 @@ from tagtorch.data.ragged import Ragged
 from tagtorch.data.splits import p_core
 
 __all__ = ["SPLITS", "PostData", "Posts", "held_out_last", "last_posts", "personalized_split",
-           "posts_of", "user_tag_reduce"]
+           "posts_from_assignments", "posts_of", "user_tag_reduce"]
 
 SPLITS = ("leave_last", "global_time", "random", "given")
 """How test posts are chosen (module docstring)."""
@@ -93,17 +93,34 @@ def posts_of(folksonomy: Folksonomy) -> Posts:
         ([0, 0, 1], [1, 0, 0], [5, 9, 1], [[0, 1], [0], [2]])
     """
     a = folksonomy.assignments
-    keys = a["user"].to_numpy() * np.int64(folksonomy.n_objects) + a["object"].to_numpy()
+    return posts_from_assignments(a["user"].to_numpy(), a["object"].to_numpy(),
+                                  a["tag"].to_numpy(), a["timestamp"].to_numpy())
+
+
+def posts_from_assignments(users: np.ndarray, resources: np.ndarray, tags: np.ndarray,
+                           times: np.ndarray) -> Posts:
+    """The posts of tag assignments (one per distinct (user, resource)), by user, time, resource.
+
+    A post's time is the earliest of its assignments'; its tags are distinct, ascending.
+
+    Example:
+        >>> p = posts_from_assignments(np.array([1, 0, 1]), np.array([0, 0, 0]),
+        ...                            np.array([2, 1, 0]), np.array([8, 3, 5]))
+        >>> p.users.tolist(), p.times.tolist(), [t.tolist() for t in p.tags]
+        ([0, 1], [3, 5], [[1], [0, 2]])
+    """
+    n_resources = np.int64(resources.max(initial=0)) + 1
+    keys = users.astype(np.int64) * n_resources + resources
     unique, post = np.unique(keys, return_inverse=True)
-    times = np.full(len(unique), np.iinfo(np.int64).max)
-    np.minimum.at(times, post, a["timestamp"].to_numpy())
-    users, resources = unique // folksonomy.n_objects, unique % folksonomy.n_objects
-    order = np.lexsort((resources, times, users))
+    first = np.full(len(unique), np.iinfo(np.int64).max)
+    np.minimum.at(first, post, times.astype(np.int64))
+    post_users, post_resources = unique // n_resources, unique % n_resources
+    order = np.lexsort((post_resources, first, post_users))
     rank = np.empty_like(order)
     rank[order] = np.arange(len(order))
-    pairs = np.unique(np.stack([rank[post], a["tag"].to_numpy()], 1), axis=0)
-    tags = Ragged.from_groups(pairs[:, 0], pairs[:, 1], len(unique))
-    return Posts(users[order], resources[order], times[order], tags)
+    pairs = np.unique(np.stack([rank[post], tags.astype(np.int64)], 1), axis=0)
+    tag_rows = Ragged.from_groups(pairs[:, 0], pairs[:, 1], len(unique))
+    return Posts(post_users[order], post_resources[order], first[order], tag_rows)
 
 
 def last_posts(posts: Posts) -> np.ndarray:

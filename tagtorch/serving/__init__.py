@@ -1,29 +1,35 @@
-"""Fitted recommenders as artifacts (tags for objects, items for users) and their loader."""
+"""Fitted recommenders as artifacts (tags for objects or posts, items for users), their loader."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TypeAlias
 
 from tagtorch.serving.items import ItemRecommendations, ItemRecommender
+from tagtorch.serving.posts import PostRecommender
 from tagtorch.serving.tags import Recommendations, TagRecommender
 from tagtorch.storage import MANIFEST_FILE, UnreadableFileError, class_name, read_json
 
-__all__ = ["ItemRecommendations", "ItemRecommender", "Recommendations", "Recommender",
-           "TagRecommender"]
+__all__ = ["AnyRecommender", "ItemRecommendations", "ItemRecommender", "PostRecommender",
+           "Recommendations", "Recommender", "TagRecommender"]
+
+AnyRecommender: TypeAlias = TagRecommender | ItemRecommender | PostRecommender
+"""Whichever kind of recommender an artifact holds."""
 
 
 class Recommender:
     """Opens an artifact of ``task=fit``, whichever kind it is: ``Recommender.load(path)``.
 
-    A tag recommender (:class:`TagRecommender`) answers ``recommend_tags``, an item
-    recommender (:class:`ItemRecommender`) ``recommend_items``.
+    A tag recommender (:class:`TagRecommender`) answers ``recommend_tags`` for an object, a
+    personalized one (:class:`PostRecommender`) ``recommend_tags`` for a user's post of a
+    resource, an item recommender (:class:`ItemRecommender`) ``recommend_items``.
     """
 
-    kinds: tuple[type[TagRecommender] | type[ItemRecommender], ...] = (TagRecommender,
-                                                                       ItemRecommender)
+    kinds: tuple[type[TagRecommender] | type[ItemRecommender] | type[PostRecommender], ...] = (
+        TagRecommender, ItemRecommender, PostRecommender)
 
     @classmethod
-    def load(cls, path: str | Path) -> TagRecommender | ItemRecommender:
+    def load(cls, path: str | Path) -> AnyRecommender:
         """Reads the artifact folder ``path`` with the class its manifest names.
 
         Raises:

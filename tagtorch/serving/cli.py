@@ -5,13 +5,16 @@ Examples:
     python -m tagtorch.recommend FOLDER --title "Nevermind" --tags grunge -k 10 --json
     python -m tagtorch.recommend FOLDER --csv objects.csv --json
     python -m tagtorch.recommend checkpoints/recommenders/lastfm-dorank --user 2 --tag rock
+    python -m tagtorch.recommend checkpoints/recommenders/movielens-bll_c --user 75 --resource 353
 
 A tag recommender takes an object (``--tags``, ``--title``, ``--description``, ``--text``); an
-item recommender takes a user (``--user``, and ``--tag`` for the items of one tag). One query
+item recommender takes a user (``--user``, and ``--tag`` for the items of one tag); a
+personalized tag recommender takes a post (``--user``, ``--resource``, ``--time``). One query
 prints a table; ``--json`` prints JSON for scripts (one query: an object; ``--csv``: a list,
 one entry per row). A tag recommender's CSV has a ``tags`` column (tags separated by commas)
-and a column per text field; an item recommender's CSV has ``user`` and ``tag`` columns; other
-columns are refused. Bad input ends with one line on standard error and exit status 2.
+and a column per text field; an item recommender's CSV has ``user`` and ``tag`` columns, a
+personalized one ``user``, ``resource`` and ``time`` (may be empty); other columns are
+refused. Bad input ends with one line on standard error and exit status 2.
 
 What it prints may come from others (posted tags, item titles, the CSV): the tables and the
 error line show control characters escaped (``\x1b`` for ESC: C0, DEL and C1 alike), so no
@@ -31,7 +34,13 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from tagtorch.serving import ItemRecommendations, Recommendations, Recommender, TagRecommender
+from tagtorch.serving import (
+    ItemRecommendations,
+    PostRecommender,
+    Recommendations,
+    Recommender,
+    TagRecommender,
+)
 from tagtorch.storage import UnreadableFileError
 
 MAX_CSV_ROWS = 100_000
@@ -61,8 +70,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--description", help="the object's description")
     parser.add_argument("--text", action="append", default=[], metavar="FIELD=TEXT",
                         help="any text field of the recommender (repeatable)")
-    parser.add_argument("--user", help="item recommenders: the user's id")
+    parser.add_argument("--user", help="item and personalized tag recommenders: the user's id")
     parser.add_argument("--tag", help="item recommenders: the items for this tag")
+    parser.add_argument("--resource", help="personalized tag recommenders: the resource's id")
+    parser.add_argument("--time", type=int, help="personalized tag recommenders: the post's "
+                                                 "Unix time (default: now)")
     parser.add_argument("-k", type=int, help="how many to recommend (default: 5 tags, 10 "
                                              "items)")
     parser.add_argument("--csv", help="recommend for every row of this CSV file")
@@ -140,9 +152,10 @@ def csv_rows(path: str) -> list[dict[str, str]]:
 
 def objects_of(args: argparse.Namespace) -> list[dict[str, object]]:
     """A tag recommender's objects: the CSV's rows, or the one object of the options."""
-    if args.user is not None or args.tag is not None:
-        raise ValueError("--user and --tag ask an item recommender; this one recommends tags "
-                         "for objects (--tags, --title, --description, --text)")
+    if any(v is not None for v in (args.user, args.tag, args.resource, args.time)):
+        raise ValueError("--user, --tag, --resource and --time ask an item or personalized "
+                         "recommender; this one recommends tags for objects (--tags, --title, "
+                         "--description, --text)")
     if args.csv:
         return [{name: (split_tags(value) if name == "tags" else value)
                  for name, value in row.items()} for row in csv_rows(args.csv)]
@@ -158,11 +171,38 @@ def objects_of(args: argparse.Namespace) -> list[dict[str, object]]:
     return [{"tags": split_tags(args.tags), **texts}]
 
 
-def queries_of(args: argparse.Namespace) -> list[dict[str, object]]:
-    """An item recommender's queries: the CSV's rows, or the one query of the options."""
+def _no_object(args: argparse.Namespace, recommends: str) -> None:
+    """Refuses the options of an object (a tag recommender's) for another kind."""
     if args.tags or args.title is not None or args.description is not None or args.text:
         raise ValueError("--tags, --title, --description and --text describe an object for a "
-                         "tag recommender; this one recommends items (--user, --tag)")
+                         f"tag recommender; this one recommends {recommends}")
+
+
+def post_queries_of(args: argparse.Namespace) -> list[dict[str, object]]:
+    """A personalized tag recommender's posts: the CSV's rows, or the options' one post."""
+    _no_object(args, "tags for a post (--user, --resource, --time)")
+    if args.tag is not None:
+        raise ValueError("--tag asks an item recommender; this one takes --user and --resource")
+    if args.csv:
+        rows = csv_rows(args.csv)
+        for i, row in enumerate(rows):
+            moment = row.get("time") or None
+            if moment is not None and not moment.isdigit():
+                raise ValueError(f"{args.csv}: row {i + 1}: time must be Unix seconds, got "
+                                 f"{moment!r:.40}")
+            row["time"] = None if moment is None else int(moment)  # type: ignore[assignment]
+        return [dict(row) for row in rows]
+    if args.user is None or args.resource is None:
+        raise ValueError("a personalized tag recommender needs --user and --resource")
+    return [{"user": args.user, "resource": args.resource, "time": args.time}]
+
+
+def queries_of(args: argparse.Namespace) -> list[dict[str, object]]:
+    """An item recommender's queries: the CSV's rows, or the one query of the options."""
+    _no_object(args, "items (--user, --tag)")
+    if args.resource is not None or args.time is not None:
+        raise ValueError("--resource and --time ask a personalized tag recommender; this one "
+                         "recommends items (--user, --tag)")
     if args.csv:
         return [{name: (value or None if name == "tag" else value)
                  for name, value in row.items()} for row in csv_rows(args.csv)]
@@ -217,6 +257,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if isinstance(recommender, TagRecommender):
             k = 5 if args.k is None else args.k
             results = [*recommender.recommend_tags_batch(objects_of(args), k=k)]
+        elif isinstance(recommender, PostRecommender):
+            k = 5 if args.k is None else args.k
+            results = [*recommender.recommend_tags_batch(post_queries_of(args), k=k)]
         else:
             k = 10 if args.k is None else args.k
             results = [*recommender.recommend_items_batch(queries_of(args), k=k)]

@@ -4,7 +4,9 @@
 vocabulary, the candidate statistics of D and the ranker on V (:class:`TagRecommender`), and
 writes ``{task.output}/{dataset}-{method}/`` (default ``checkpoints/recommenders/``). An item
 model (``model=dorank``, ``pitf``, ...) is fitted on the data's p-core instead
-(:class:`ItemRecommender`). With several methods, one folder each; ``Recommender.load`` opens
+(:class:`ItemRecommender`), a post ranker (``model=bll_c``, ``folkrank``, ``hybrid_lambdamart``,
+...) on every post of the p-core (:class:`PostRecommender`: tags for a user's post of a
+resource). With several methods, one folder each; ``Recommender.load`` opens
 either kind. A tag ranker named in ``method_candidates`` is fitted with that set of
 ``candidate_sets`` (``+experiment=extended_lastfm task=fit search_method=lambdarank_extended``),
 as the evaluation does.
@@ -24,8 +26,10 @@ from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.evaluation.runs import MetricLogger, methods_of
 from tagtorch.evaluation.tag_recommendation import DEFAULT_SET
 from tagtorch.itemrec.data import AGGREGATES, QUERY_KINDS
+from tagtorch.posts.base import PostRanker
 from tagtorch.rankers.base import BaseRanker
 from tagtorch.serving.items import ItemRecommender
+from tagtorch.serving.posts import PostRecommender
 from tagtorch.serving.tags import TagRecommender, display_names
 from tagtorch.settings import ModelTask
 
@@ -42,13 +46,13 @@ class FitTask:
         input_fraction: share of a V object's tags given as input.
         min_tags: fewest tags of a V object.
         seed: seed of the splits (and of the item models' initialization).
-        p: item models: the p-core level.
+        p: item models and post rankers: the p-core level.
         split: item models: the unit held out, ``"posts"`` or ``"triples"``.
         query: item models: the kind of the validation queries.
         aggregate: item models: requests without a tag, ``"profile"`` or ``"max"``.
     """
 
-    model_tasks: ClassVar[tuple[ModelTask, ...]] = ("tagrec", "itemrec")  # an artifact of each
+    model_tasks: ClassVar[tuple[ModelTask, ...]] = ("tagrec", "itemrec", "posts")  # one each
     """The tasks of the models this task runs (read by the config checks)."""
 
     def __init__(self, output: str | Path = "checkpoints/recommenders",
@@ -94,8 +98,11 @@ class FitTask:
             info = {"method": name, "candidate_set": used,
                     "config": OmegaConf.to_container(cfg, resolve=True)}
             model = instantiate(config)
-            recommender: TagRecommender | ItemRecommender
-            if isinstance(model, BaseRanker):
+            recommender: TagRecommender | ItemRecommender | PostRecommender
+            if isinstance(model, PostRanker):
+                recommender = PostRecommender.fit(folksonomy, processor, model, display=display,
+                                                  p=self.p, info=info)
+            elif isinstance(model, BaseRanker):
                 recommender = TagRecommender.fit(
                     folksonomy, processor, instantiate(sets[used]), model, display=display,
                     val_fraction=self.val_fraction, input_fraction=self.input_fraction,

@@ -85,15 +85,39 @@ class TagRequest(_Strict):
                                        description="other text fields of the recommender by "
                                                    "name")
     k: int = Field(5, ge=1, le=MAX_K, description="how many tags to return")
+    user: Name | None = Field(None, description="personalized recommenders: the post's user")
+    resource: Name | None = Field(None, description="personalized recommenders: the post's "
+                                                    "resource")
+    time: int | None = Field(None, ge=0, lt=2**62, description="personalized recommenders: "
+                                                                "the post's Unix time (null: now)")
 
     _fields = field_validator("texts")(checked_fields)
+
+    def post_fields(self) -> dict[str, Any]:
+        """The post as :meth:`PostRecommender.recommend_tags_batch` takes it.
+
+        Raises:
+            ValueError: no user or resource, or an object's fields (tags, texts) given.
+        """
+        if self.tags or self.title is not None or self.description is not None or self.texts:
+            raise ValueError("this service holds a personalized tag recommender: send user and "
+                             "resource (and time), not an object's tags or texts")
+        if self.user is None or self.resource is None:
+            raise ValueError("a personalized tag recommender needs user and resource")
+        return {"user": self.user, "resource": self.resource, "time": self.time}
 
     def object_fields(self) -> dict[str, Any]:
         """The object as :meth:`TagRecommender.recommend_tags_batch` takes it.
 
         ``{"tags": [...], field: text}``: ``title`` and ``description`` win over the same
         names in ``texts``.
+
+        Raises:
+            ValueError: a post's fields (user, resource, time) given.
         """
+        if self.user is not None or self.resource is not None or self.time is not None:
+            raise ValueError("this service holds a tag recommender for objects: send tags and "
+                             "texts, not user, resource and time")
         return {**_named_texts(self), "tags": list(self.tags)}
 
 

@@ -69,7 +69,13 @@ except ModuleNotFoundError as missing:  # the [serve] extra (python -m tagtorch.
     raise MissingExtraError("serve", missing.name) from None
 
 import tagtorch
-from tagtorch.serving import ItemRecommender, Recommender, TagRecommender
+from tagtorch.serving import (
+    AnyRecommender,
+    ItemRecommender,
+    PostRecommender,
+    Recommender,
+    TagRecommender,
+)
 from tagtorch.serving.guards import BodyGuard, WriteGuard, guarded_protocol
 from tagtorch.serving.ingest import PostQueue, QueueFullError, TooManyNewTagsError
 from tagtorch.serving.journal import JournalWriteError, check_writable, lock_folder
@@ -145,7 +151,7 @@ document.getElementById("ask").addEventListener("submit", async (event) => {{
 """The demo form, filled in by :func:`demo_page` for the artifact's kind."""
 
 
-def demo_page(recommender: TagRecommender | ItemRecommender) -> str:
+def demo_page(recommender: AnyRecommender) -> str:
     """The one-page demo of ``/``: a form for the artifact's kind and a table of answers."""
     method, data = (html.escape(str(recommender.info.get(key))) for key in ("method", "data"))
     if isinstance(recommender, TagRecommender):
@@ -156,6 +162,13 @@ def demo_page(recommender: TagRecommender | ItemRecommender) -> str:
         return DEMO_PAGE.format(what="tags", inputs=inputs, body=body, k=5,
                                 endpoint="/v1/tags", columns='["tag", "score"]',
                                 about=f"{method} fitted on {data}: tags for an object.")
+    if isinstance(recommender, PostRecommender):
+        inputs = ('<label>User <input id="user" name="user"></label>\n'
+                  '<label>Resource <input id="resource" name="resource"></label>')
+        body = '{user: value("user"), resource: value("resource"), k: Number(value("k"))}'
+        return DEMO_PAGE.format(what="tags", inputs=inputs, body=body, k=5,
+                                endpoint="/v1/tags", columns='["tag", "score"]',
+                                about=f"{method} fitted on {data}: tags for a user's post.")
     inputs = ('<label>User <input id="user" name="user"></label>\n'
               '<label>Tag (optional) <input id="tag" name="tag"></label>')
     body = '{user: value("user"), tag: value("tag") || null, k: Number(value("k"))}'
@@ -164,11 +177,14 @@ def demo_page(recommender: TagRecommender | ItemRecommender) -> str:
                             about=f"{method} fitted on {data}: items for a user.")
 
 
-def _wrong_kind(recommender: TagRecommender | ItemRecommender) -> JSONResponse:
+def _wrong_kind(recommender: AnyRecommender) -> JSONResponse:
     """The 404 of an endpoint of the other kind of recommender."""
     if isinstance(recommender, TagRecommender):
         return JSONResponse({"detail": "this service holds a tag recommender: POST /v1/tags "
                                        "(and /v1/posts)"}, 404)
+    if isinstance(recommender, PostRecommender):
+        return JSONResponse({"detail": "this service holds a personalized tag recommender: "
+                                       "POST /v1/tags with user and resource"}, 404)
     return JSONResponse({"detail": "this service holds an item recommender: POST /v1/items"},
                         404)
 
@@ -238,7 +254,7 @@ def _guarded(app: FastAPI, settings: ServiceSettings) -> None:
         return JSONResponse({"detail": _validation_problems(error)}, 422)
 
 
-def _posts_route(app: FastAPI, recommender: TagRecommender | ItemRecommender,
+def _posts_route(app: FastAPI, recommender: AnyRecommender,
                  settings: ServiceSettings, queue: PostQueue | None) -> None:
     """``POST /v1/posts``: absent when read-only, 403 while writes are off."""
     if settings.read_only:
@@ -268,10 +284,11 @@ def _posts_route(app: FastAPI, recommender: TagRecommender | ItemRecommender,
         return {"added": added, "pending": queue.pending}
 
 
-def _described(recommender: TagRecommender | ItemRecommender, settings: ServiceSettings,
+def _described(recommender: AnyRecommender, settings: ServiceSettings,
                queue: PostQueue | None) -> dict[str, Any]:
     """``GET /v1/info``: what the service holds, its writes and the posts pending."""
-    described = {"kind": "tags" if isinstance(recommender, TagRecommender) else "items",
+    kind = {TagRecommender: "tags", PostRecommender: "posts"}.get(type(recommender), "items")
+    described = {"kind": kind,
                  "method": recommender.info.get("method"), "data": recommender.info.get("data"),
                  "fingerprint": recommender.info.get("fingerprint"),
                  "tagtorch_version": tagtorch.__version__,
@@ -281,11 +298,14 @@ def _described(recommender: TagRecommender | ItemRecommender, settings: ServiceS
         return {**described, "text_fields": recommender.text_fields,
                 "d_objects": len(recommender.train_objects),
                 "pending_posts": 0 if queue is None else queue.pending}
+    if isinstance(recommender, PostRecommender):
+        return {**described, "p": recommender.info.get("p"), "users": len(recommender.users),
+                "resources": len(recommender.resources), "tags": len(recommender.tags)}
     return {**described, **{key: recommender.info.get(key)
                             for key in ("p", "users", "items", "tags")}}
 
 
-def create_app(recommender: TagRecommender | ItemRecommender,
+def create_app(recommender: AnyRecommender,
                settings: ServiceSettings | None = None,
                queue: PostQueue | None = None) -> FastAPI:
     """The service around one loaded recommender (either kind).
@@ -296,7 +316,8 @@ def create_app(recommender: TagRecommender | ItemRecommender,
         queue: takes posts (None: writes are off or read-only).
     """
     settings = settings or ServiceSettings()
-    kind = "tags" if isinstance(recommender, TagRecommender) else "items"
+    kind = {TagRecommender: "tags", PostRecommender: "tags for posts"}.get(type(recommender),
+                                                                          "items")
     app = FastAPI(title="tagtorch", version=tagtorch.__version__,
                   description=f"Recommendation of {kind} by a fitted tagtorch recommender.")
     _guarded(app, settings)
@@ -318,10 +339,14 @@ def create_app(recommender: TagRecommender | ItemRecommender,
               responses={422: {"description": "input the recommender refuses"},
                          413: {"description": "body too large"}})
     async def tags(request: TagRequest) -> Any:
-        if not isinstance(recommender, TagRecommender):
+        if isinstance(recommender, ItemRecommender):
             return _wrong_kind(recommender)
         try:
-            result = recommender.recommend_tags_batch([request.object_fields()], request.k)[0]
+            if isinstance(recommender, PostRecommender):
+                result = recommender.recommend_tags_batch([request.post_fields()], request.k)[0]
+            else:
+                result = recommender.recommend_tags_batch([request.object_fields()],
+                                                          request.k)[0]
         except ValueError as error:
             return JSONResponse({"detail": _refusal(error)}, 422)
         return JSONResponse(result.as_dict())
@@ -450,7 +475,7 @@ def service_settings(args: argparse.Namespace) -> ServiceSettings:
 
 
 def open_folder(folder: Path, settings: ServiceSettings, rule_cache: int
-                ) -> TagRecommender | ItemRecommender:
+                ) -> AnyRecommender:
     """Locks the folder, checks it can take posts (when they are on), loads and warms it up.
 
     Raises:
@@ -472,6 +497,8 @@ def open_folder(folder: Path, settings: ServiceSettings, rule_cache: int
         recommender.rule_cache = rule_cache
         recommender.recommend_tags(tags=recommender.display[:1])  # compiles the kernels
         recommender.rule_cache = rule_cache  # and empties the cache
+    elif isinstance(recommender, PostRecommender):
+        recommender.recommend_tags(user="warm-up", resource="warm-up")  # a newcomer's answer
     else:
         recommender.recommend_items(user=recommender.users[0])
     return recommender

@@ -1,0 +1,154 @@
+"""Serving a personalized tag recommender: the API, the artifact, the CLI and the real service.
+
+The reference is MP_u,r computed by hand from the core's raw assignments (dicts of counts, a
+softmax per user and resource), not by the recommender's code.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from collections import Counter
+
+import numpy as np
+import pytest
+from test_serving import start_server
+
+from tagtorch.data.splits import p_core
+from tagtorch.data.synthetic import generate_folksonomy
+from tagtorch.data.text import TextProcessor
+from tagtorch.posts.baselines import MostPopularUserResource
+from tagtorch.recommend import main as recommend_main
+from tagtorch.serving import PostRecommender, Recommender
+from tagtorch.storage import UnreadableFileError
+
+P = 2
+
+
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory):
+    processor = TextProcessor(cache=False)
+    folksonomy = processor.apply(generate_folksonomy(n_objects=300, seed=3))
+    recommender = PostRecommender.fit(folksonomy, processor, MostPopularUserResource(), p=P)
+    folder = recommender.save(tmp_path_factory.mktemp("artifact") / "synthetic-mp_ur")
+    return folksonomy, recommender, folder
+
+
+def by_hand(folksonomy, user: str | None, resource: str | None, k: int
+            ) -> list[tuple[str, float]]:
+    """MP_u,r (β = 0.5) of the raw ids from the core's assignments, ties by tag code."""
+    core = p_core(folksonomy, P)
+    a = core.assignments
+    users, objects = core.users.astype(str), core.objects.astype(str)
+    scores: Counter[int] = Counter()
+    for column, names, wanted in (("user", users, user), ("object", objects, resource)):
+        counts = Counter(a.loc[names[a[column].to_numpy()] == wanted, "tag"].tolist())
+        if counts:
+            top = max(counts.values())
+            total = sum(math.exp(c - top) for c in counts.values())
+            for tag, c in counts.items():
+                scores[tag] += 0.5 * math.exp(c - top) / total
+    ranked = sorted(scores.items(), key=lambda pair: (-pair[1], pair[0]))[:k]
+    return [(str(core.tags[t]), s) for t, s in ranked]
+
+
+def test_a_post_gets_mp_urs_tags_and_newcomers_get_their_known_part(fitted):
+    folksonomy, recommender, _ = fitted
+    core = p_core(folksonomy, P)
+    a = core.assignments
+    for row in (0, 7, 40):
+        user = str(core.users[a["user"].iloc[row]])
+        resource = str(core.objects[a["object"].iloc[(row * 13) % len(a)]])
+        got = recommender.recommend_tags(user, resource, k=6).tags
+        want = by_hand(folksonomy, user, resource, 6)
+        assert [t for t, _ in got] == [t for t, _ in want]
+        np.testing.assert_allclose([s for _, s in got], [s for _, s in want], rtol=1e-9)
+    newcomer = recommender.recommend_tags("nobody-knows-me", resource, k=4).tags
+    assert [t for t, _ in newcomer] == [t for t, _ in by_hand(folksonomy, None, resource, 4)]
+    empty = recommender.recommend_tags("nobody", "nothing", k=4)
+    assert empty.tags == [] and "no tag" in empty.reason
+
+
+def test_the_artifact_loads_to_the_same_answers_and_refuses_altered_files(fitted, tmp_path):
+    _, recommender, folder = fitted
+    loaded = Recommender.load(folder)
+    assert isinstance(loaded, PostRecommender)
+    user, resource = recommender.users[3], recommender.resources[5]
+    assert loaded.recommend_tags(user, resource).tags == recommender.recommend_tags(
+        user, resource).tags
+    altered = shutil.copytree(folder, tmp_path / "altered")
+    vocabulary = json.loads((altered / "vocabulary.json").read_text())
+    vocabulary["users"].append("intruder")
+    (altered / "vocabulary.json").write_text(json.dumps(vocabulary))
+    with pytest.raises(UnreadableFileError, match=r"vocabulary\.json"):
+        Recommender.load(altered)
+    with pytest.raises(ValueError, match="k must be"):
+        recommender.recommend_tags(user, resource, k=0)
+    with pytest.raises(ValueError, match="time"):
+        recommender.recommend_tags(user, resource, time=-5)
+    with pytest.raises(ValueError, match="unknown fields"):
+        recommender.recommend_tags_batch([{"user": user, "resource": resource, "x": 1}])
+
+
+def test_new_posts_are_learned_and_a_bad_batch_changes_nothing(fitted):
+    folksonomy, _, _ = fitted
+    processor = TextProcessor(cache=False)
+    recommender = PostRecommender.fit(folksonomy, processor, MostPopularUserResource(), p=P)
+    before = len(recommender.users)
+    with pytest.raises(ValueError, match="post 1"):
+        recommender.add_posts([{"user": "newbie", "resource": "r-new", "tags": ["Qwxyzzy"]},
+                               {"user": "newbie", "resource": "r-new"}])
+    assert len(recommender.users) == before
+    added = recommender.add_posts([{"user": "newbie", "resource": "r-new", "tags": ["Qwxyzzy"],
+                                    "time": 5}])
+    assert added == 1 and len(recommender.users) == before + 1
+    got = recommender.recommend_tags("newbie", recommender.resources[0], k=50).tags
+    assert "Qwxyzzy" in [t for t, _ in got]  # the user's own new tag, shown as posted
+    assert recommender.recommend_tags("someone", "r-new").tags[0][0] == "Qwxyzzy"
+
+
+def test_the_command_line_answers_as_the_api_does(fitted, capsys):
+    _, recommender, folder = fitted
+    user, resource = recommender.users[1], recommender.resources[2]
+    assert recommend_main([str(folder), "--user", user, "--resource", resource, "-k", "3",
+                           "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed == json.loads(json.dumps(recommender.recommend_tags(user, resource,
+                                                                        k=3).as_dict()))
+    assert recommend_main([str(folder), "--tags", "rock"]) == 2
+    assert "tags for a post" in capsys.readouterr().err
+    assert recommend_main([str(folder), "--user", user]) == 2
+    assert "--user and --resource" in capsys.readouterr().err
+
+
+def test_the_service_answers_posts_and_refuses_objects(fitted):
+    import httpx
+
+    _, recommender, folder = fitted
+    process, url = start_server(folder)
+    try:
+        user, resource = recommender.users[4], recommender.resources[1]
+        body = {"user": user, "resource": resource, "k": 3, "time": 10**9}
+        response = httpx.post(f"{url}/v1/tags", json=body, timeout=30)
+        assert response.status_code == 200, response.text
+        want = recommender.recommend_tags(user, resource, k=3, time=10**9)
+        assert response.json()["tags"] == json.loads(json.dumps(want.as_dict()))["tags"]
+        refused = httpx.post(f"{url}/v1/tags", json={"tags": ["rock"]}, timeout=10)
+        assert refused.status_code == 422 and "user and resource" in refused.text
+        info = httpx.get(f"{url}/v1/info", timeout=10).json()
+        assert info["kind"] == "posts" and info["users"] == len(recommender.users)
+        assert httpx.post(f"{url}/v1/items", json={"user": user}, timeout=10).status_code == 404
+        assert 'id="resource"' in httpx.get(f"{url}/", timeout=10).text
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def test_task_fit_writes_a_personalized_recommender(tmp_path):
+    import tagtorch as tt
+
+    recommender = tt.fit(tt.load("synthetic", n_objects=200), "bll_c", p=2,
+                         output_dir=tmp_path)
+    assert isinstance(recommender, PostRecommender)
+    assert recommender.recommend_tags(recommender.users[0], recommender.resources[0]).tags
