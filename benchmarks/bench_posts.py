@@ -31,7 +31,7 @@ from tagtorch.posts.metrics import mean_metrics, post_metrics
 
 CONF = Path(__file__).resolve().parents[1] / "conf" / "model"
 METHODS = ["mp", "mp_u", "mp_r", "mp_ur", "cf", "apr", "folkrank", "girp", "girptm", "bll",
-           "bll_c", "lda_posts", "hybrid_lambdamart", "hybrid_rf"]
+           "bll_c", "lda_posts", "pitf_posts", "hybrid_lambdamart", "hybrid_rf"]
 """The shipped configs (``conf/model/NAME.yaml``) of every personalized method."""
 
 

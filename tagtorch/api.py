@@ -176,8 +176,9 @@ def fit(data: Folksonomy | str | Path, model: ModelSpec, *,
     A tag ranker becomes a :class:`~tagtorch.serving.TagRecommender`, an item model an
     :class:`~tagtorch.serving.ItemRecommender`, a post ranker (``bll_c``, ``folkrank``,
     ``hybrid_lambdamart``, ...) a :class:`~tagtorch.serving.PostRecommender`; each is saved
-    under ``output_dir`` (default: a new temporary folder), the folder ``python -m tagtorch.serve`` and
-    :meth:`Recommender.load <tagtorch.serving.Recommender.load>` take.
+    under ``output_dir`` (default: a new temporary folder), the folder
+    ``python -m tagtorch.serve`` and :meth:`Recommender.load
+    <tagtorch.serving.Recommender.load>` take.
 
     Args:
         data: a folksonomy from :func:`load`, or what :func:`load` takes.

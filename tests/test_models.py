@@ -47,7 +47,7 @@ SMALL: dict[str, Any] = {
     "n_iterations": 3, "n_trees": 3, "n_rounds": 3, "generations": 1, "population": 4,
     "max_iter": 500,
     # factorization rank and threads: small
-    "rank": 4, "n_jobs": 1, "num_threads": 1, "progress": False,
+    "rank": 4, "n_jobs": 1, "num_threads": 1, "progress": False, "max_epochs": 2,
     # topic models: a few topics and sweeps
     "n_topics": 4, "iterations": 6, "burn_in": 3,
 }

@@ -363,3 +363,29 @@ def test_lda_posts_recommends_the_tags_of_the_users_community():
         assert {name[0] for name in names[top[top >= 0]]} == {community}
     with pytest.raises(ValueError, match="user model"):
         TopicTags(user=False, resource=False)
+
+
+def test_pitf_posts_scores_by_the_papers_pairwise_interactions_and_learns():
+    from tagtorch.data.synthetic import generate_folksonomy
+    from tagtorch.posts.baselines import MostPopular
+    from tagtorch.posts.metrics import mean_metrics, post_metrics
+    from tagtorch.posts.pitf import TagPITF
+
+    data = personalized_split(generate_folksonomy(n_objects=300, seed=0), p=2)
+    model = TagPITF(rank=8, max_epochs=15, seed=1).fit(data)
+    scores = model.score(data.test)
+    factors = model.model_  # U_u, T^U_t (the item-user factors), R_r, T^R_t (item-tag factors)
+    users = factors.user_factors.detach().numpy()
+    tag_user = factors.item_user_factors.detach().numpy()
+    resources = factors.tag_factors.detach().numpy()
+    tag_resource = factors.item_tag_factors.detach().numpy()
+    for q in range(0, len(data.test), 7):
+        u, r = data.test.users[q], data.test.resources[q]
+        for t in range(0, data.n_tags, 11):
+            want = float(users[u] @ tag_user[t] + resources[r] @ tag_resource[t])
+            assert scores[q, t] == pytest.approx(want, rel=1e-5, abs=1e-6)
+    ranked = recommend(scores, 10)
+    popular = recommend(MostPopular().fit(data).score(data.test), 10)
+    mine = mean_metrics(post_metrics(ranked, data.test.tags, [10]))["mrr@10"]
+    base = mean_metrics(post_metrics(popular, data.test.tags, [10]))["mrr@10"]
+    assert mine > base
