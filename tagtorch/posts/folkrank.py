@@ -33,6 +33,9 @@ has no node for them).
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -52,18 +55,23 @@ class FolkRank(PostRanker):
         epsilon: stop once a post's total change is at most this (TagRec: 1e-5).
         chunk: posts per batch of columns (bounds memory: ``nodes × chunk`` doubles).
         spread: ``"facts"`` (TagRec) or ``"edges"`` (ours: mass-preserving, module docstring).
+        n_jobs: threads scoring batches of posts (``-1``: one per core).
     """
 
     spread: str
 
     def __init__(self, adapted: bool = False, damping: float = 0.7, max_iterations: int = 10,
-                 epsilon: float = 1e-5, chunk: int = 512, spread: str = "facts") -> None:
+                 epsilon: float = 1e-5, chunk: int = 512, spread: str = "facts",
+                 n_jobs: int = -1) -> None:
         if not 0.0 < damping < 1.0:
             raise ValueError(f"damping must be in (0, 1), got {damping}")
         if spread not in ("facts", "edges"):
             raise ValueError(f"spread must be 'facts' or 'edges', got {spread!r}")
         self.adapted, self.damping = adapted, damping
+        if n_jobs == 0 or n_jobs < -1:
+            raise ValueError(f"n_jobs must be -1 or >= 1, got {n_jobs}")
         self.max_iterations, self.epsilon, self.chunk = max_iterations, epsilon, chunk
+        self.n_jobs = n_jobs
 
     def _fit(self, data: PostData) -> None:
         """The graph of the training facts and the run without preference."""
@@ -87,7 +95,7 @@ class FolkRank(PostRanker):
                                     shape=(n, n))
         self.degree_ = np.bincount(np.concatenate(facts), minlength=n).astype(np.float64)
         self.degree_ *= 2.0 if self.spread == "edges" else 1.0
-        self.dim_ = np.repeat(np.arange(3), self.sizes_)
+        self.dim_ = np.repeat(np.arange(3), self.sizes_)  # each node's dimension
         self.tag_codes_ = dims[0]
         self.n_tags_ = data.n_tags
         self.baseline_ = self._spread(np.full(0, -1), np.full(0, -1), 1)[:self.sizes_[0], 0]
@@ -99,34 +107,52 @@ class FolkRank(PostRanker):
         preference); empty arrays: no preference for any of the ``n_posts`` columns.
         """
         beta, gamma = self.damping, 1.0 - self.damping
-        columns = np.arange(len(users))
+        bounds = np.r_[0, np.cumsum(self.sizes_)]
         norm = np.repeat(self.sizes_[:, None], n_posts, 1).astype(np.float64)  # [3, n_posts]
         for d, nodes in ((1, users), (2, resources)):
-            norm[d, columns] += np.where(nodes >= 0, self.sizes_[d], 0)
-        surfer = gamma / norm  # [3, n_posts]: γ · p_D
+            norm[d, :len(nodes)] += np.where(nodes >= 0, self.sizes_[d], 0)
+        preferred = [(nodes, gamma * self.sizes_[d] / norm[d, :len(nodes)])
+                     for d, nodes in ((1, users), (2, resources))]
         weights = np.repeat((1.0 / self.sizes_)[self.dim_][:, None], n_posts, 1)
-        active = np.ones(n_posts, dtype=bool)
+        degree = self.degree_[:, None]
+        active = np.arange(n_posts)
         for _ in range(self.max_iterations):
-            cols = np.flatnonzero(active)
-            new = beta * (self.graph_ @ (weights[:, cols] / self.degree_[:, None]))
-            new += surfer[self.dim_][:, cols]
-            for d, nodes in ((1, users), (2, resources)):
-                known = np.flatnonzero(nodes[cols] >= 0) if len(nodes) else np.zeros(0, int)
-                new[nodes[cols[known]], known] += gamma * self.sizes_[d] / norm[d, cols[known]]
-            delta = np.abs(new - weights[:, cols]).sum(0)
-            weights[:, cols] = new
-            active[cols[delta <= self.epsilon]] = False
-            if not active.any():
+            every = len(active) == n_posts  # TagRec's spread: always (its mass doubles)
+            current = weights if every else weights[:, active]
+            new = self.graph_ @ (current / degree)
+            new *= beta
+            for d in range(3):  # γ · p_D, each dimension's nodes a block of rows
+                new[bounds[d]:bounds[d + 1]] += gamma / norm[d, active]
+            for nodes, extra in preferred:
+                known = np.flatnonzero(nodes[active] >= 0) if len(nodes) else nodes
+                new[nodes[active[known]], known] += extra[active[known]]
+            delta = np.abs(new - current).sum(0)
+            if every:
+                weights = new
+            else:
+                weights[:, active] = new
+            active = active[delta > self.epsilon]
+            if not len(active):
                 break
         return weights
 
     def score(self, posts: Posts) -> np.ndarray:
-        """``[Q, W]`` dense scores; ``-inf`` for tags not in the graph."""
+        """``[Q, W]`` dense scores; ``-inf`` for tags not in the graph.
+
+        Batches of ``chunk`` posts run in ``n_jobs`` threads (the sparse products and array
+        operations release the GIL).
+        """
         out = np.full((len(posts), self.n_tags_), -np.inf)
-        for start in range(0, len(posts), self.chunk):
-            part = slice(start, start + self.chunk)
+        jobs = os.cpu_count() or 1 if self.n_jobs == -1 else self.n_jobs
+        size = max(1, min(self.chunk, -(-len(posts) // jobs)))
+
+        def run(start: int) -> None:
+            part = slice(start, start + size)
             users = self.node_of_[1][posts.users[part]]
             resources = self.node_of_[2][posts.resources[part]]
             tags = self._spread(users, resources, len(users))[:self.sizes_[0]].T
             out[part, self.tag_codes_] = tags if self.adapted else tags - self.baseline_
+
+        with ThreadPoolExecutor(jobs) as pool:
+            list(pool.map(run, range(0, len(posts), size)))
         return out
