@@ -234,6 +234,10 @@ def test_folkranks_edge_spreading_keeps_the_total_weight_and_tagrecs_doubles_it(
         assert weights.sum() == pytest.approx(0.7 * factor * 3 + 0.3 * 3)
     with pytest.raises(ValueError, match="spread"):
         FolkRank(spread="nodes")
+    with pytest.raises(ValueError, match="n_jobs"):
+        FolkRank(n_jobs=0)
+    one, two = (FolkRank(n_jobs=j, chunk=3).fit(data).score(data.test) for j in (1, 2))
+    np.testing.assert_array_equal(one, two)  # threads change nothing
 
 
 def test_a_saved_post_ranker_refuses_altered_posts(tmp_path):
