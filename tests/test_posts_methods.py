@@ -393,3 +393,21 @@ def test_pitf_posts_scores_by_the_papers_pairwise_interactions_and_learns():
     mine = mean_metrics(post_metrics(ranked, data.test.tags, [10]))["mrr@10"]
     base = mean_metrics(post_metrics(popular, data.test.tags, [10]))["mrr@10"]
     assert mine > base
+
+
+def test_a_given_tagrec_split_is_evaluated_exactly_as_given(tmp_path):
+    from test_train import compose_cfg
+
+    from tagtorch.data.loaders.tagrec import last_post_per_user, write_tagrec_split
+    from tagtorch.data.synthetic import generate_folksonomy
+    from tagtorch.train import run_task
+
+    folk = generate_folksonomy(n_objects=200, seed=4)
+    train, test, _ = write_tagrec_split(folk, tmp_path / "split", "syn", last_post_per_user(folk))
+    n_test = len(test.read_text().splitlines())
+    cfg = compose_cfg(tmp_path, ["task=posts", "model=[mp_ur]", "text=none", "logger=none",
+                                 "data=tagrec", f"data.path={train}", f"data.test_path={test}",
+                                 "task.split=given", "task.p=1", "task.seeds=[0]"])
+    run_task(cfg)
+    per_post = pd.read_csv(Path(cfg.paths.output_dir) / "per_object.csv.gz")
+    assert per_post["object"].nunique() == n_test > 0
