@@ -8,9 +8,11 @@ A post is (user, resource); the methods rank tags for it.
 - :mod:`~tagtorch.posts.baselines`: TagRec's MP, MP_u, MP_r, MP_u,r, BLL and BLL+C;
 - :mod:`~tagtorch.posts.cf`, :mod:`~tagtorch.posts.folkrank`, :mod:`~tagtorch.posts.girp`:
   CF, APR and FolkRank, GIRP and GIRPTM;
-- :mod:`~tagtorch.posts.hybrid`: ours, a learned ranker over all of them.
+- :mod:`~tagtorch.posts.lda`, :mod:`~tagtorch.posts.pitf`: TagRec's LDA recommender and PITF;
+- :mod:`~tagtorch.posts.hybrid`: ours, a learned ranker over the baselines.
 
-Layer 2 (``data``, ``candidates.neighbours`` and ``rankers`` below it).
+Layer 3 (``data``, ``topics``, ``candidates.neighbours``, and ``rankers`` and ``itemrec``,
+which never import it).
 """
 
 from tagtorch.posts.baselines import (
@@ -24,8 +26,10 @@ from tagtorch.posts.data import PostData, Posts, personalized_split
 from tagtorch.posts.folkrank import FolkRank
 from tagtorch.posts.girp import Girp
 from tagtorch.posts.hybrid import Hybrid
+from tagtorch.posts.lda import TopicTags
 from tagtorch.posts.metrics import mean_metrics, post_metrics
+from tagtorch.posts.pitf import TagPITF
 
 __all__ = ["BaseLevelLearning", "FolkRank", "Girp", "Hybrid", "MostPopular",
-           "MostPopularUserResource", "PostData", "Posts", "UserCF", "mean_metrics",
+           "MostPopularUserResource", "PostData", "Posts", "TagPITF", "TopicTags", "UserCF", "mean_metrics",
            "personalized_split", "post_metrics", "recommend"]
