@@ -31,5 +31,5 @@ from tagtorch.posts.metrics import mean_metrics, post_metrics
 from tagtorch.posts.pitf import TagPITF
 
 __all__ = ["BaseLevelLearning", "FolkRank", "Girp", "Hybrid", "MostPopular",
-           "MostPopularUserResource", "PostData", "Posts", "TagPITF", "TopicTags", "UserCF", "mean_metrics",
-           "personalized_split", "post_metrics", "recommend"]
+           "MostPopularUserResource", "PostData", "Posts", "TagPITF", "TopicTags", "UserCF",
+           "mean_metrics", "personalized_split", "post_metrics", "recommend"]
