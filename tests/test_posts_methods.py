@@ -411,3 +411,21 @@ def test_a_given_tagrec_split_is_evaluated_exactly_as_given(tmp_path):
     run_task(cfg)
     per_post = pd.read_csv(Path(cfg.paths.output_dir) / "per_object.csv.gz")
     assert per_post["object"].nunique() == n_test > 0
+
+
+def test_learned_methods_validate_by_time_where_users_have_one_post_each():
+    from tagtorch.data.checks import DataCheckError
+    from tagtorch.posts.hybrid import Hybrid
+
+    rng = np.random.default_rng(0)
+    n = 600  # 300 users, two assignments each, one post per user
+    frame = pd.DataFrame({"user": np.repeat(np.arange(300), 2).astype(str),
+                          "object": rng.integers(0, 40, n).astype(str),
+                          "tag": rng.zipf(1.5, n).clip(1, 25).astype(str),
+                          "timestamp": np.repeat(np.arange(300), 2)})
+    frame["object"] = np.repeat(frame["object"].to_numpy()[::2], 2)
+    data = personalized_split(Folksonomy.from_frame(frame), p=1, split="global_time")
+    with pytest.raises(DataCheckError, match="validation=global_time"):
+        Hybrid(HYBRID_RANKER, depth=5).fit(data)
+    model = Hybrid(HYBRID_RANKER, depth=5, validation="global_time").fit(data)
+    assert (recommend(model.score(data.test), 3)[:, 0] >= 0).any()

@@ -26,8 +26,9 @@ from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.data.ragged import Ragged
 from tagtorch.data.splits import p_core
 
-__all__ = ["SPLITS", "PostData", "Posts", "held_out_last", "last_posts", "personalized_split",
-           "posts_from_assignments", "posts_of", "user_tag_reduce"]
+__all__ = ["SPLITS", "PostData", "Posts", "held_out", "held_out_last", "last_posts",
+           "personalized_split", "posts_from_assignments", "posts_of", "user_tag_reduce",
+           "validation_posts"]
 
 SPLITS = ("leave_last", "global_time", "random", "given")
 """How test posts are chosen (module docstring)."""
@@ -167,26 +168,61 @@ def user_tag_reduce(posts: Posts, n_tags: int, values: np.ndarray, reduce: np.uf
     return unique // n_tags, unique % n_tags, reduce.reduceat(values[rows][order], starts)
 
 
+def held_out(posts: Posts, split: str, n_users: int, fraction: float = 0.2, seed: int = 0
+             ) -> np.ndarray:
+    """``[P]`` bool: the posts a split holds out (``leave_last``, ``global_time``, ``random``).
+
+    The test posts of :func:`personalized_split`, and the validation posts that learned methods
+    carve from their training posts the same way.
+
+    Args:
+        posts: the posts, by user, then time.
+        split: ``leave_last`` (each user's last post when it has two or more), ``global_time``
+            (the last ``fraction`` by time, ties drawn with ``seed``) or ``random``.
+        n_users: the number of user codes.
+        fraction: the share held out by ``global_time`` and ``random``.
+        seed: their draw.
+    """
+    if split == "leave_last":
+        return held_out_last(posts, n_users)
+    if split not in ("global_time", "random"):
+        raise ValueError(f"split must be leave_last, global_time or random, got {split!r}")
+    n_held = int(np.floor(fraction * len(posts)))
+    draw = np.random.default_rng(seed).permutation(len(posts))
+    chosen = (np.lexsort((draw, posts.times))[len(posts) - n_held:] if split == "global_time"
+              else draw[:n_held])
+    held = np.zeros(len(posts), dtype=bool)
+    held[chosen] = True
+    return held
+
+
+def validation_posts(train: Posts, n_users: int, split: str, fraction: float, seed: int
+                     ) -> np.ndarray:
+    """``[P]`` bool: the training posts a learned method validates on (:func:`held_out`).
+
+    Raises:
+        DataCheckError: none would be held out (e.g. ``leave_last`` where every user has one
+            post), naming the setting to change.
+    """
+    val = held_out(train, split, n_users, fraction, seed)
+    if not val.any() or val.all():
+        raise DataCheckError("training posts", f"{split} leaves {int(val.sum())} of "
+                             f"{len(train)} posts for validation",
+                             "set the method's validation=global_time (or random)"
+                             if split == "leave_last" else "raise validation_fraction")
+    return val
+
+
 def _test_rows(posts: Posts, folksonomy: Folksonomy, split: str, test_fraction: float,
                seed: int) -> np.ndarray:
     """``[P]`` bool: the test posts of ``split``."""
-    if split == "leave_last":
-        return held_out_last(posts, folksonomy.n_users)
-    if split == "given":
-        if not len(folksonomy.test_posts):
-            raise DataCheckError(folksonomy.name, "the data marks no test post (task.split="
-                                 "given)", "load a given split (data=tagrec data.test_path="
-                                 "X_test.txt) or set task.split=leave_last")
-        return folksonomy.is_test_post(posts.users, posts.resources)
-    n_test = int(np.floor(test_fraction * len(posts)))
-    if split == "global_time":
-        draw = np.random.default_rng(seed).permutation(len(posts))
-        chosen = np.lexsort((draw, posts.times))[len(posts) - n_test:]
-    else:
-        chosen = np.random.default_rng(seed).permutation(len(posts))[:n_test]
-    test = np.zeros(len(posts), dtype=bool)
-    test[chosen] = True
-    return test
+    if split != "given":
+        return held_out(posts, split, folksonomy.n_users, test_fraction, seed)
+    if not len(folksonomy.test_posts):
+        raise DataCheckError(folksonomy.name, "the data marks no test post (task.split="
+                             "given)", "load a given split (data=tagrec data.test_path="
+                             "X_test.txt) or set task.split=leave_last")
+    return folksonomy.is_test_post(posts.users, posts.resources)
 
 
 def personalized_split(folksonomy: Folksonomy, p: int = 3, split: str = "leave_last",

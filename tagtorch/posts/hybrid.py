@@ -42,7 +42,7 @@ from tagtorch.posts.baselines import (
     recommend,
 )
 from tagtorch.posts.cf import UserCF
-from tagtorch.posts.data import PostData, Posts, held_out_last, last_posts, user_tag_reduce
+from tagtorch.posts.data import PostData, Posts, last_posts, user_tag_reduce, validation_posts
 from tagtorch.posts.folkrank import FolkRank
 from tagtorch.posts.girp import Girp
 from tagtorch.rankers.base import Ranker
@@ -74,19 +74,27 @@ class Hybrid(PostRanker):
         ranker: the config of a tag ranker (``_target_`` and its settings).
         depth: how many of each source's best tags become candidates.
         seed: the ranker's seed (set where its config has one).
+        validation: how the validation posts are carved from the training posts:
+            ``leave_last`` (each user's last one, as the test split; the default) or
+            ``global_time`` / ``random`` (a ``validation_fraction`` share: data where users
+            have one post each, e.g. TagRec's samples).
+        validation_fraction: that share.
     """
 
     feature_names_: tuple[str, ...]
 
-    def __init__(self, ranker: Mapping[str, Any], depth: int = 50, seed: int = 0) -> None:
+    def __init__(self, ranker: Mapping[str, Any], depth: int = 50, seed: int = 0,
+                 validation: str = "leave_last", validation_fraction: float = 0.2) -> None:
         if depth < 1:
             raise ValueError(f"depth must be at least 1, got {depth}")
         self.ranker, self.depth, self.seed = dict(ranker), depth, seed
+        self.validation, self.validation_fraction = validation, validation_fraction
 
     def _fit(self, data: PostData) -> None:
         """Fits the ranker on the validation posts, then the sources on all training posts."""
         train = data.train
-        val = held_out_last(train, data.n_users)
+        val = validation_posts(train, data.n_users, self.validation,
+                               self.validation_fraction, self.seed)
         inner = PostData(train.take(np.flatnonzero(~val)), train.take(np.flatnonzero(val)),
                          data.n_users, data.n_resources, data.n_tags, data.folksonomy)
         self._fit_sources(inner)

@@ -27,7 +27,7 @@ import torch
 from tagtorch.itemrec.data import ItemRecData
 from tagtorch.itemrec.pitf import PITF
 from tagtorch.posts.base import PostRanker
-from tagtorch.posts.data import PostData, Posts, held_out_last
+from tagtorch.posts.data import PostData, Posts, validation_posts
 
 __all__ = ["TagPITF"]
 
@@ -43,21 +43,29 @@ class TagPITF(PostRanker):
         max_epochs: at most this many epochs.
         patience: epochs without a better validation DCG@10 before stopping.
         seed: initialization and sampling.
+        validation: how the validation posts are carved from the training posts:
+            ``leave_last`` (each user's last one, as the test split; the default) or
+            ``global_time`` / ``random`` (a ``validation_fraction`` share: data where users
+            have one post each, e.g. TagRec's samples).
+        validation_fraction: that share.
     """
 
     def __init__(self, rank: int = 64, regularization: float = 5e-5,
                  learning_rate: float = 0.01, batch_size: int = 64, max_epochs: int = 30,
-                 patience: int = 3, seed: int = 0) -> None:
+                 patience: int = 3, seed: int = 0, validation: str = "leave_last",
+                 validation_fraction: float = 0.2) -> None:
         if max_epochs < 1:
             raise ValueError(f"max_epochs must be >= 1, got {max_epochs}")
         self.rank, self.regularization, self.learning_rate = rank, regularization, learning_rate
         self.batch_size, self.max_epochs, self.patience = batch_size, max_epochs, patience
-        self.seed = seed
+        self.seed, self.validation = seed, validation
+        self.validation_fraction = validation_fraction
 
     def _fit(self, data: PostData) -> None:
         """BPR over the training posts, early stopping on each user's last one."""
         train = data.train
-        val = held_out_last(train, data.n_users)
+        val = validation_posts(train, data.n_users, self.validation,
+                               self.validation_fraction, self.seed)
         rows = train.tags.row_ids
         # (user, "item" = tag, "tag" = resource) triples of the item PITF
         triples = np.stack([train.users[rows], train.tags.values, train.resources[rows]], 1)
