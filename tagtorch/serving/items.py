@@ -46,6 +46,7 @@ from tagtorch.data.text import TextProcessor
 from tagtorch.itemrec.base import ItemRanker, user_scores
 from tagtorch.itemrec.data import AGGREGATES, ItemRecData, TagProfile
 from tagtorch.serving.artifact import open_artifact, reading, write_artifact
+from tagtorch.serving.requests import check_batch, check_id, check_k
 from tagtorch.storage import (
     UnreadableFileError,
     check_codes,
@@ -60,10 +61,6 @@ from tagtorch.storage import (
 DATA_FILE = "data.npz"
 VOCABULARY_FILE = "vocabulary.json"
 MODEL_FOLDER = "model"
-MAX_ID_CHARS = 1000
-"""Longest user id or tag accepted in a request (characters)."""
-MAX_QUERIES = 10_000
-"""Most queries accepted in one batch."""
 
 log = logging.getLogger(__name__)
 
@@ -279,10 +276,8 @@ class ItemRecommender:
         Raises:
             ValueError: as :meth:`recommend_items`, naming the query's position.
         """
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise ValueError(f"k must be an integer >= 1, got {k!r}")
-        if len(queries) > MAX_QUERIES:
-            raise ValueError(f"{len(queries)} queries, more than the {MAX_QUERIES} accepted")
+        check_k(k)
+        check_batch(len(queries))
         parsed = [self._parse(i, query) for i, query in enumerate(queries)]
         out = [ItemRecommendations(reason=reason) for _, _, reason in parsed]
         with_tag = [i for i, (u, t, r) in enumerate(parsed) if r is None and t >= 0]
@@ -326,12 +321,9 @@ class ItemRecommender:
         if extra:
             raise ValueError(f"{where}: unknown fields {extra}; a query has 'user' and 'tag'")
         user, tag = query.get("user"), query.get("tag")
-        for name, value in (("user", user), ("tag", tag)):
-            if value is None and name == "tag":
-                continue
-            if not isinstance(value, str) or not value or len(value) > MAX_ID_CHARS:
-                raise ValueError(f"{where}: {name} must be a non-empty string of at most "
-                                 f"{MAX_ID_CHARS} characters, got {value!r:.80}")
+        check_id(where, "user", user)
+        if tag is not None:
+            check_id(where, "tag", tag)
         code = self.user_codes.get(str(user))
         if code is None:
             return -1, -1, (f"unknown user {user!r}: not among the {len(self.users):,} users "

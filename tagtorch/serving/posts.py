@@ -37,6 +37,7 @@ from tagtorch.posts.base import PostRanker
 from tagtorch.posts.baselines import recommend
 from tagtorch.posts.data import PostData, Posts, posts_from_assignments, posts_of
 from tagtorch.serving.artifact import open_artifact, reading, write_artifact
+from tagtorch.serving.requests import MAX_ID_CHARS, check_batch, check_id, check_k
 from tagtorch.serving.tags import Recommendations
 from tagtorch.storage import (
     UnreadableFileError,
@@ -48,10 +49,6 @@ from tagtorch.storage import (
 
 VOCABULARY_FILE = "vocabulary.json"
 MODEL_FOLDER = "model"
-MAX_ID_CHARS = 1000
-"""Longest user or resource id, or tag, accepted (characters)."""
-MAX_QUERIES = 10_000
-"""Most queries (or posts) accepted in one batch."""
 
 log = logging.getLogger(__name__)
 
@@ -182,10 +179,8 @@ class PostRecommender:
         Raises:
             ValueError: as :meth:`recommend_tags`, naming the query's position.
         """
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise ValueError(f"k must be an integer >= 1, got {k!r}")
-        if len(queries) > MAX_QUERIES:
-            raise ValueError(f"{len(queries)} queries, more than the {MAX_QUERIES} accepted")
+        check_k(k)
+        check_batch(len(queries))
         parsed = [self._parse(i, query) for i, query in enumerate(queries)]
         users, resources, times = (np.array([row[j] for row in parsed], dtype=np.int64)
                                    for j in range(3))
@@ -218,18 +213,15 @@ class PostRecommender:
         if not isinstance(query, Mapping):
             raise ValueError(f"{where}: expected a mapping with 'user' and 'resource', got "
                              f"{type(query).__name__}")
-        for name in ("user", "resource"):
-            value = query.get(name)
-            if not isinstance(value, str) or not value or len(value) > MAX_ID_CHARS:
-                raise ValueError(f"{where}: {name} must be a non-empty string of at most "
-                                 f"{MAX_ID_CHARS} characters, got {value!r:.80}")
+        user = check_id(where, "user", query.get("user"))
+        resource = check_id(where, "resource", query.get("resource"))
         moment = query.get("time")
         if moment is None:
             moment = int(time.time())
         if isinstance(moment, bool) or not isinstance(moment, int) or not 0 <= moment < 2**62:
             raise ValueError(f"{where}: time must be Unix seconds (an integer >= 0), got "
                              f"{moment!r:.80}")
-        return query["user"], query["resource"], moment
+        return user, resource, moment
 
     def add_posts(self, posts: Sequence[Mapping[str, Any]]) -> int:
         """Learns from new posts ``{"user", "resource", "tags": [...], "time"}``; returns how many.
@@ -239,8 +231,9 @@ class PostRecommender:
         Raises:
             ValueError: a malformed post (nothing is added then).
         """
-        if not 0 < len(posts) <= MAX_QUERIES:
-            raise ValueError(f"between 1 and {MAX_QUERIES} posts expected, got {len(posts)}")
+        if not posts:
+            raise ValueError("no post to add")
+        check_batch(len(posts), "posts")
         checked = [self._checked_post(i, post) for i, post in enumerate(posts)]
         rows = []
         for user, resource, moment, tags in checked:

@@ -17,7 +17,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
-from tagtorch.serving.items import MAX_ID_CHARS
+from tagtorch.serving.requests import MAX_ID_CHARS
 
 __all__ = ["MAX_K", "MAX_POSTS", "MAX_TAGS", "MAX_TEXT_CHARS", "MAX_TEXT_FIELDS", "ItemRequest",
            "ItemResponse", "Post", "PostBatch", "ScoredItem", "ScoredTag", "TagRequest",

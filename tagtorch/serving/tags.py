@@ -46,6 +46,7 @@ from tagtorch.data.text import TextProcessor
 from tagtorch.rankers.base import BaseRanker
 from tagtorch.serving.artifact import open_artifact, reading, write_artifact
 from tagtorch.serving.journal import Journal, encode_record, sync_folder, sync_tree
+from tagtorch.serving.requests import check_k
 from tagtorch.serving.schema import MAX_TAGS, MAX_TEXT_CHARS
 from tagtorch.storage import (
     MANIFEST_FILE,
@@ -503,8 +504,7 @@ class TagRecommender:
         Raises:
             ValueError: as :meth:`recommend_tags`, naming the object's position.
         """
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise ValueError(f"k must be an integer >= 1, got {k!r}")
+        check_k(k)
         data = self._data  # one consistent state, whatever posts arrive meanwhile
         parsed = [self._parse(data, i, obj) for i, obj in enumerate(objects)]
         out = [Recommendations([], None, unknown_tags, unknown_words)
