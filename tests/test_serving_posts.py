@@ -13,7 +13,9 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from test_serving import start_server
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_serving import JSON_VALUES, start_server
 
 from tagtorch.data.splits import p_core
 from tagtorch.data.synthetic import generate_folksonomy
@@ -122,27 +124,43 @@ def test_the_command_line_answers_as_the_api_does(fitted, capsys):
     assert "--user and --resource" in capsys.readouterr().err
 
 
-def test_the_service_answers_posts_and_refuses_objects(fitted):
+@pytest.fixture(scope="module")
+def server(fitted):
+    process, url = start_server(fitted[2])
+    yield url
+    process.terminate()
+    process.wait(timeout=30)
+
+
+def test_the_service_answers_posts_and_refuses_objects(fitted, server):
     import httpx
 
-    _, recommender, folder = fitted
-    process, url = start_server(folder)
-    try:
-        user, resource = recommender.users[4], recommender.resources[1]
-        body = {"user": user, "resource": resource, "k": 3, "time": 10**9}
-        response = httpx.post(f"{url}/v1/tags", json=body, timeout=30)
-        assert response.status_code == 200, response.text
-        want = recommender.recommend_tags(user, resource, k=3, time=10**9)
-        assert response.json()["tags"] == json.loads(json.dumps(want.as_dict()))["tags"]
-        refused = httpx.post(f"{url}/v1/tags", json={"tags": ["rock"]}, timeout=10)
-        assert refused.status_code == 422 and "user and resource" in refused.text
-        info = httpx.get(f"{url}/v1/info", timeout=10).json()
-        assert info["kind"] == "posts" and info["users"] == len(recommender.users)
-        assert httpx.post(f"{url}/v1/items", json={"user": user}, timeout=10).status_code == 404
-        assert 'id="resource"' in httpx.get(f"{url}/", timeout=10).text
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
+    _, recommender, _ = fitted
+    user, resource = recommender.users[4], recommender.resources[1]
+    body = {"user": user, "resource": resource, "k": 3, "time": 10**9}
+    response = httpx.post(f"{server}/v1/tags", json=body, timeout=30)
+    assert response.status_code == 200, response.text
+    want = recommender.recommend_tags(user, resource, k=3, time=10**9)
+    assert response.json()["tags"] == json.loads(json.dumps(want.as_dict()))["tags"]
+    refused = httpx.post(f"{server}/v1/tags", json={"tags": ["rock"]}, timeout=10)
+    assert refused.status_code == 422 and "user and resource" in refused.text
+    info = httpx.get(f"{server}/v1/info", timeout=10).json()
+    assert info["kind"] == "posts" and info["users"] == len(recommender.users)
+    assert httpx.post(f"{server}/v1/items", json={"user": user}, timeout=10).status_code == 404
+    assert 'id="resource"' in httpx.get(f"{server}/", timeout=10).text
+
+
+POST_FIELDS = st.sampled_from(["user", "resource", "time", "k", "tags", "title"])
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=st.dictionaries(POST_FIELDS, JSON_VALUES, max_size=4) | JSON_VALUES)
+def test_fuzzed_post_requests_never_get_a_5xx(server, body):
+    import httpx
+
+    response = httpx.post(f"{server}/v1/tags", json=body, timeout=60)
+    assert response.status_code < 500, (body, response.text)
 
 
 def test_task_fit_writes_a_personalized_recommender(tmp_path):
