@@ -236,7 +236,8 @@ def test_the_posts_benchmark_prints_every_method(tmp_path):
     rows = [line.split() for line in done.stdout.splitlines() if line.startswith("synthetic ")]
     assert [row[1] for row in rows] == ["mp", "mp_u", "mp_r", "mp_ur", "cf", "apr", "folkrank",
                                         "girp", "girptm", "bll", "bll_c", "lda_posts",
-                                        "pitf_posts", "hybrid_lambdamart", "hybrid_rf"]
+                                        "pitf_posts", "hybrid_lambdamart", "hybrid_rf",
+                                        "hybrid_lambdarank"]
     assert all(0.0 <= float(value) <= 1.0 for row in rows for value in row[3:])
 
 
