@@ -240,7 +240,7 @@ def task_kinds(cfg: Any) -> tuple[ModelTask, ...]:
 
     Example:
         >>> task_kinds({"task": {"_target_": "tagtorch.serving.fit.FitTask"}})
-        ('tagrec', 'itemrec')
+        ('tagrec', 'itemrec', 'posts')
         >>> task_kinds({"task": {"_target_": "tagtorch.evaluation.describe.DescribeTask"}})
         ()
     """
@@ -372,7 +372,9 @@ of integers >= 1, e.g. [5] or [1,5,10]
     allowed = {"tagrec": "a tag ranker (latre_wts, sum, rf, lambdamart, gp, lambdarank, ...)",
                "itemrec": "an item model (dorank, pitf, probabilistic_cp, two_dimensional, "
                           "tag_popularity, global_popularity)",
-               "resources": "a resource ranker (lda_resources, smatch, bm25, bayeslm, lda_lm)"}
+               "resources": "a resource ranker (lda_resources, smatch, bm25, bayeslm, lda_lm)",
+               "posts": "a post ranker (mp_ur, bll_c, folkrank, girptm, cf, lda_posts, "
+                        "pitf_posts, hybrid_lambdamart, ...)"}
     for name, node in models.items():
         target = node.get("_target_") if isinstance(node, dict) else None
         if target is None:
