@@ -13,6 +13,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from conftest import AUTH
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_serving import JSON_VALUES, start_server
@@ -170,3 +171,63 @@ def test_task_fit_writes_a_personalized_recommender(tmp_path):
                          output_dir=tmp_path)
     assert isinstance(recommender, PostRecommender)
     assert recommender.recommend_tags(recommender.users[0], recommender.resources[0]).tags
+
+
+def test_posts_are_journaled_replayed_and_compacted(fitted, tmp_path):
+    _, _, folder = fitted
+    copy = shutil.copytree(folder, tmp_path / "artifact")
+    served = PostRecommender.load(copy)
+    post = {"user": "newbie", "resource": "r-new", "tags": ["Qwxyzzy"], "time": 7}
+    assert served.add_posts([post]) == 1
+    assert len((copy / "journal.jsonl").read_text().splitlines()) == 1
+    with pytest.raises(ValueError, match="post 0"):
+        served.add_posts([{"user": "x", "resource": "y"}])  # refused: nothing journaled
+    assert len((copy / "journal.jsonl").read_text().splitlines()) == 1
+    replayed = PostRecommender.load(copy)  # the journal replayed
+    assert replayed.recommend_tags("newbie", "elsewhere").tags[0][0] == "Qwxyzzy"
+    assert replayed.compact()
+    assert not (copy / "journal.jsonl").exists() or not (copy / "journal.jsonl").read_text()
+    again = PostRecommender.load(copy)  # now from the data
+    assert "newbie" in again.users
+    assert again.recommend_tags("newbie", "elsewhere").tags[0][0] == "Qwxyzzy"
+    assert again.add_posts([post]) == 1  # a post already in the data changes nothing
+    assert again.recommend_tags("someone", "r-new").tags == replayed.recommend_tags(
+        "someone", "r-new").tags
+
+
+def test_the_service_takes_posts_that_survive_a_restart(fitted, tmp_path):
+    import time as clock
+
+    import httpx
+
+    _, _, folder = fitted
+    copy = shutil.copytree(folder, tmp_path / "artifact")
+    process, url = start_server(copy, "--apply-interval", "0.1")  # writes need the token
+    try:
+        body = {"posts": [{"user": "newbie", "object": "r-new", "tags": ["Qwxyzzy"],
+                           "time": 9}]}
+        assert httpx.post(f"{url}/v1/posts", json=body, timeout=30).status_code == 401
+        response = httpx.post(f"{url}/v1/posts", json=body, headers=AUTH, timeout=30)
+        assert response.status_code == 200 and response.json()["added"] == 1, response.text
+        deadline = clock.monotonic() + 60
+        while httpx.get(f"{url}/v1/info", timeout=10).json()["pending_posts"]:
+            assert clock.monotonic() < deadline
+            clock.sleep(0.1)
+        answer = httpx.post(f"{url}/v1/tags", json={"user": "newbie", "resource": "other"},
+                            timeout=30).json()
+        assert answer["tags"][0]["tag"] == "Qwxyzzy"
+        bad = httpx.post(f"{url}/v1/posts", json={"posts": [{"user": "a", "object": "b",
+                                                             "tags": ["t"], "title": "x"}]},
+                         headers=AUTH, timeout=10)
+        assert bad.status_code == 422  # a personalized post has no texts
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+    process, url = start_server(copy, token=False)  # no writes: the journal is replayed
+    try:
+        answer = httpx.post(f"{url}/v1/tags", json={"user": "newbie", "resource": "other"},
+                            timeout=30).json()
+        assert answer["tags"][0]["tag"] == "Qwxyzzy"
+    finally:
+        process.terminate()
+        process.wait(timeout=30)

@@ -25,11 +25,30 @@ import logging
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
-from tagtorch.serving.tags import TagRecommender
+__all__ = ["PostQueue", "QueueFullError", "TakesPosts", "TooManyNewTagsError"]
 
-__all__ = ["PostQueue", "QueueFullError", "TooManyNewTagsError"]
+
+class TakesPosts(Protocol):
+    """What :class:`PostQueue` needs of a recommender (the tag and the personalized ones)."""
+
+    def check_posts(self, posts: Sequence[Mapping[str, Any]]
+                    ) -> tuple[list[dict[str, Any]], bytes]:
+        """The checked posts and their journal record."""
+        ...
+
+    def new_tags(self, posts: Sequence[Mapping[str, Any]]) -> set[str]:
+        """The normalized tags the vocabulary does not hold yet."""
+        ...
+
+    def journal_record(self, record: bytes) -> None:
+        """Appends a record to the journal."""
+        ...
+
+    def apply_posts(self, posts: Sequence[Mapping[str, Any]]) -> None:
+        """Applies checked, journaled posts."""
+        ...
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +62,7 @@ class QueueFullError(RuntimeError):
 
 
 class PostQueue:
-    """Takes posts for a served :class:`TagRecommender` (module docstring).
+    """Takes posts for a served tag or personalized recommender (module docstring).
 
     Args:
         recommender: the recommender (its journal, when it has one, stores every batch).
@@ -53,7 +72,7 @@ class PostQueue:
         apply_interval: fewest seconds from the start of one mining pass to the next.
     """
 
-    def __init__(self, recommender: TagRecommender, max_new_tags_per_request: int = 1000,
+    def __init__(self, recommender: TakesPosts, max_new_tags_per_request: int = 1000,
                  max_new_tags: int = 100_000, max_pending: int = 100_000,
                  apply_interval: float = 1.0) -> None:
         for name, value in (("max_new_tags_per_request", max_new_tags_per_request),

@@ -94,6 +94,10 @@ class Journal:
         self.path = path
         self._end: int | None = None  # bytes of whole records; beyond: a torn tail
 
+    def restart(self) -> None:
+        """Forgets the file's length: after a compaction moved it away, appends start anew."""
+        self._end = None
+
     def _refuse_link(self) -> None:
         if self.path.is_symlink():
             raise UnreadableFileError(f"{self.path}: a symbolic link; the journal must be a "

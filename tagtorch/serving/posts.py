@@ -15,13 +15,19 @@ is a pickle; the model class is imported only from ``tagtorch.posts.``.
 
 :meth:`PostRecommender.add_posts` learns from new posts (new users, resources and tags get
 codes) by fitting the method again on all posts: seconds for TagRec's baselines, tens of
-seconds for the hybrid. The service (``POST /v1/tags`` with ``user`` and ``resource``) serves
-it read-only: its journaled ``POST /v1/posts`` is the object-centric recommender's.
+seconds for the hybrid. As the object-centric recommender's, a batch is checked whole and
+appended to the artifact's journal (``journal.jsonl``, fsync; :mod:`tagtorch.serving.journal`,
+the resource in the post's ``object`` field) before it is applied; :meth:`load` replays the
+journal and :meth:`compact` writes it into the data. A post already in the data changes nothing
+when replayed (its tags join the post's set). The new state (vocabulary and refitted model)
+replaces the old in one assignment, so recommendations made meanwhile see one or the other.
+The service takes posts with ``POST /v1/posts`` (``python -m tagtorch.serve``'s write options).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -37,8 +43,9 @@ from tagtorch.posts.base import PostRanker
 from tagtorch.posts.baselines import recommend
 from tagtorch.posts.data import PostData, Posts, posts_from_assignments, posts_of
 from tagtorch.serving.artifact import open_artifact, reading, write_artifact
+from tagtorch.serving.journal import Journal, encode_record
 from tagtorch.serving.requests import MAX_ID_CHARS, check_batch, check_id, check_k
-from tagtorch.serving.tags import Recommendations
+from tagtorch.serving.tags import JOURNAL_FILE, Recommendations, compact_journal
 from tagtorch.storage import (
     UnreadableFileError,
     check_strings,
@@ -52,7 +59,7 @@ MODEL_FOLDER = "model"
 
 log = logging.getLogger(__name__)
 
-__all__ = ["PostRecommender"]
+__all__ = ["PostRecommender", "Vocabulary"]
 
 
 class PostRecommender:
@@ -74,17 +81,36 @@ class PostRecommender:
                  info: Mapping[str, Any] | None = None) -> None:
         if len(tags) != len(display):
             raise ValueError("one display string per tag expected")
-        self.processor, self.model = processor, model
-        self.users, self.resources = list(users), list(resources)
-        self.tags, self.display = list(tags), list(display)
+        self.processor = processor
         self.info = dict(info or {})
-        self._index()
+        self.journal: Journal | None = None
+        self._lock = threading.Lock()  # one writer at a time
+        self._state = _State(Vocabulary(users, resources, tags, display), model)
 
-    def _index(self) -> None:
-        """The raw id -> code maps."""
-        self.user_codes = {u: code for code, u in enumerate(self.users)}
-        self.resource_codes = {r: code for code, r in enumerate(self.resources)}
-        self.tag_codes = {t: code for code, t in enumerate(self.tags)}
+    @property
+    def model(self) -> PostRanker:
+        """The fitted post ranker."""
+        return self._state.model
+
+    @property
+    def vocabulary(self) -> Vocabulary:
+        """The raw ids of the codes (users, resources) and the tags."""
+        return self._state.vocabulary
+
+    @property
+    def users(self) -> list[str]:
+        """Raw id of each user code."""
+        return self._state.vocabulary.users
+
+    @property
+    def resources(self) -> list[str]:
+        """Raw id of each resource code."""
+        return self._state.vocabulary.resources
+
+    @property
+    def tags(self) -> list[str]:
+        """Normalized string of each tag code."""
+        return self._state.vocabulary.tags
 
     @classmethod
     def fit(cls, folksonomy: Folksonomy, processor: TextProcessor, model: PostRanker, *,
@@ -107,27 +133,32 @@ class PostRecommender:
                          strict=True))
         info = {**dict(info or {}), "data": folksonomy.name,
                 "fingerprint": folksonomy.fingerprint(), "p": p, "posts": len(posts)}
-        recommender = cls(processor, model, [str(u) for u in core.users],
-                          [str(r) for r in core.objects], [str(t) for t in core.tags],
-                          [shown[t] for t in core.tags.tolist()], info)
-        recommender._fit(posts)
+        vocabulary = Vocabulary([str(u) for u in core.users], [str(r) for r in core.objects],
+                                [str(t) for t in core.tags], [shown[t] for t in core.tags.tolist()])
+        _fitted(model, vocabulary, posts)
+        recommender = cls(processor, model, vocabulary.users, vocabulary.resources,
+                          vocabulary.tags, vocabulary.display, info)
         log.info("fitted %s on %d posts of %s", type(model).__name__, len(posts), core.name)
         return recommender
 
-    def _fit(self, posts: Posts) -> None:
-        """Fits the model on ``posts``, the newcomers' codes reserved."""
-        empty = posts.take(np.zeros(0, dtype=np.int64))
-        self.model.fit(PostData(posts, empty, len(self.users) + 1, len(self.resources) + 1,
-                                len(self.tags), None))
-
     def save(self, path: str | Path) -> Path:
-        """Writes the artifact folder (module docstring); returns it."""
+        """Writes the artifact folder (module docstring), new posts included; returns it."""
+        with self._lock:
+            return self._save(path)
+
+    def _save(self, path: str | Path) -> Path:
         folder = model_folder(path)
-        write_json({"users": self.users, "resources": self.resources, "tags": self.tags,
-                    "display": self.display}, folder / VOCABULARY_FILE)
-        self.model.save(folder / MODEL_FOLDER)
+        state = self._state
+        vocabulary = state.vocabulary
+        write_json({"users": vocabulary.users, "resources": vocabulary.resources,
+                    "tags": vocabulary.tags, "display": vocabulary.display},
+                   folder / VOCABULARY_FILE)
+        state.model.save(folder / MODEL_FOLDER)
+        (folder / JOURNAL_FILE).unlink(missing_ok=True)  # the posts are in the data now
+        if self.journal is not None and self.journal.path == folder / JOURNAL_FILE:
+            self.journal = Journal(self.journal.path)
         write_artifact(folder, type(self), self.processor, {}, [VOCABULARY_FILE, MODEL_FOLDER],
-                       "model_class", self.model, self.info)
+                       "model_class", state.model, self.info)
         return folder
 
     @classmethod
@@ -154,7 +185,18 @@ class PostRecommender:
                 raise UnreadableFileError(f"{folder / MODEL_FOLDER}: the model's sizes are not "
                                           f"the vocabulary's (users + 1, resources + 1, tags "
                                           f"= {sizes})")
-            return cls(opened.processor, model, users, resources, tags, display, opened.info)
+            recommender = cls(opened.processor, model, users, resources, tags, display,
+                              opened.info)
+        recommender.journal = Journal(folder / JOURNAL_FILE)
+        replayed = [post for batch in recommender.journal.read() for post in batch]
+        if replayed:
+            recommender.apply_posts(recommender.check_posts(replayed)[0])
+            log.info("%s: %d journaled posts replayed", folder, len(replayed))
+        return recommender
+
+    def compact(self) -> bool:
+        """Writes the journaled posts into the folder's data (:func:`compact_journal`)."""
+        return compact_journal(self.journal, self._lock, self._save)
 
     def recommend_tags(self, user: str, resource: str, k: int = 5,
                        time: int | None = None) -> Recommendations:
@@ -181,25 +223,131 @@ class PostRecommender:
         """
         check_k(k)
         check_batch(len(queries))
-        parsed = [self._parse(i, query) for i, query in enumerate(queries)]
+        state = self._state  # one consistent state, whatever posts arrive meanwhile
+        parsed = [state.vocabulary.codes(i, query) for i, query in enumerate(queries)]
         users, resources, times = (np.array([row[j] for row in parsed], dtype=np.int64)
                                    for j in range(3))
         posts = Posts(users, resources, times, Ragged.from_lists([[]] * len(parsed)))
-        scores = self.model.score(posts)
-        ranked = recommend(scores, min(k, max(len(self.tags), 1)))
+        scores = state.model.score(posts)
+        ranked = recommend(scores, min(k, max(len(state.vocabulary.tags), 1)))
         out = []
         for q, row in enumerate(ranked):
             listed = [int(t) for t in row if t >= 0]
             values = (scores[q, listed] if isinstance(scores, np.ndarray)
                       else np.asarray(scores[q, listed].todense()).ravel())
             out.append(Recommendations(
-                [(self.display[t], float(v)) for t, v in zip(listed, values, strict=True)],
+                [(state.vocabulary.display[t], float(v))
+                 for t, v in zip(listed, values, strict=True)],
                 None if listed else "the method has no tag for this user and resource"))
         return out
 
-    def _parse(self, position: int, query: Mapping[str, Any]) -> tuple[int, int, int]:
+    def add_posts(self, posts: Sequence[Mapping[str, Any]]) -> int:
+        """Learns from new posts ``{"user", "resource", "tags": [...], "time"}``; returns how many.
+
+        The batch is checked whole and journaled (when the recommender has a journal) before
+        new users, resources and tags get codes and the method is fitted again on every post.
+
+        Raises:
+            ValueError: a malformed post (nothing is added then), naming its position.
+            JournalWriteError: the journal could not store the batch (nothing is added).
+        """
+        checked, record = self.check_posts(posts)
+        with self._lock:
+            self.journal_record(record)
+            self._state = self._state.with_posts(checked, self.processor)
+        return len(checked)
+
+    def check_posts(self, posts: Sequence[Mapping[str, Any]]
+                    ) -> tuple[list[dict[str, Any]], bytes]:
+        """The posts checked, their times filled in, and their journal record.
+
+        A post names its resource ``resource`` (the API) or ``object`` (the service's posts
+        and the journal).
+
+        Raises:
+            ValueError: a malformed post, naming its position.
+        """
+        if isinstance(posts, Mapping | str) or not isinstance(posts, Sequence) or not posts:
+            raise ValueError("posts must be a non-empty list of posts")
+        check_batch(len(posts), "posts")
+        checked = [_checked_post(i, post) for i, post in enumerate(posts)]
+        if any(not any(map(self.processor.normalize_tag, post["tags"])) for post in checked):
+            raise ValueError("a post has no tag left after normalization")
+        return checked, encode_record([{"user": p["user"], "object": p["resource"],
+                                        "tags": p["tags"], "time": p["time"]}
+                                       for p in checked])
+
+    def journal_record(self, record: bytes) -> None:
+        """Appends a record of checked posts to the journal (no journal: nothing to do)."""
+        if self.journal is not None:
+            self.journal.append(record)
+
+    def apply_posts(self, posts: Sequence[Mapping[str, Any]]) -> None:
+        """Applies checked, journaled posts: the vocabulary grows, the method is refitted."""
+        with self._lock:
+            self._state = self._state.with_posts(posts, self.processor)
+
+    def new_tags(self, posts: Sequence[Mapping[str, Any]]) -> set[str]:
+        """The normalized tags of ``posts`` that the vocabulary does not hold yet."""
+        codes = self._state.vocabulary.tag_codes
+        return {key for post in posts for key in map(self.processor.normalize_tag, post["tags"])
+                if key and key not in codes}
+
+
+def _fitted(model: PostRanker, vocabulary: Vocabulary, posts: Posts) -> PostRanker:
+    """``model`` fitted on ``posts``, one spare code each for new users and resources."""
+    empty = posts.take(np.zeros(0, dtype=np.int64))
+    return model.fit(PostData(posts, empty, len(vocabulary.users) + 1,
+                              len(vocabulary.resources) + 1, len(vocabulary.tags), None))
+
+
+def _checked_ids(where: str, query: Mapping[str, Any]) -> tuple[str, str, int]:
+    """``(user, resource, time)`` of a query or post, checked (time default: now)."""
+    if not isinstance(query, Mapping):
+        raise ValueError(f"{where}: expected a mapping with 'user' and 'resource', got "
+                         f"{type(query).__name__}")
+    user = check_id(where, "user", query.get("user"))
+    resource = check_id(where, "resource", query.get("resource"))
+    moment = query.get("time")
+    if moment is None:
+        moment = int(time.time())
+    if isinstance(moment, bool) or not isinstance(moment, int) or not 0 <= moment < 2**62:
+        raise ValueError(f"{where}: time must be Unix seconds (an integer >= 0), got "
+                         f"{moment!r:.80}")
+    return user, resource, moment
+
+
+def _checked_post(position: int, post: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"user", "resource", "time", "tags"}`` of one new post (``object``: the resource)."""
+    if not isinstance(post, Mapping):
+        raise ValueError(f"post {position}: expected a mapping, got {type(post).__name__}")
+    named = dict(post)
+    if "object" in named and "resource" not in named:
+        named["resource"] = named.pop("object")
+    user, resource, moment = _checked_ids(f"post {position}", named)
+    extra = sorted(set(named) - {"user", "resource", "time", "tags"})
+    raw = named.get("tags")
+    if extra or not isinstance(raw, list) or not raw or not all(
+            isinstance(t, str) and 0 < len(t) <= MAX_ID_CHARS for t in raw):
+        raise ValueError(f"post {position}: expected 'user', 'resource', 'time' and a "
+                         f"non-empty list of tags (strings), got fields {sorted(named)}")
+    return {"user": user, "resource": resource, "time": moment, "tags": list(raw)}
+
+
+class Vocabulary:
+    """The raw ids of user and resource codes, the normalized tags and their display strings."""
+
+    def __init__(self, users: Sequence[str], resources: Sequence[str], tags: Sequence[str],
+                 display: Sequence[str]) -> None:
+        self.users, self.resources = list(users), list(resources)
+        self.tags, self.display = list(tags), list(display)
+        self.user_codes = {u: code for code, u in enumerate(self.users)}
+        self.resource_codes = {r: code for code, r in enumerate(self.resources)}
+        self.tag_codes = {t: code for code, t in enumerate(self.tags)}
+
+    def codes(self, position: int, query: Mapping[str, Any]) -> tuple[int, int, int]:
         """``(user code, resource code, time)`` of one query (newcomers: the spare codes)."""
-        user, resource, moment = self._checked_ids(f"query {position}", query)
+        user, resource, moment = _checked_ids(f"query {position}", query)
         extra = sorted(set(query) - {"user", "resource", "time"})
         if extra:
             raise ValueError(f"query {position}: unknown fields {extra}; a query has 'user', "
@@ -207,71 +355,42 @@ class PostRecommender:
         return (self.user_codes.get(user, len(self.users)),
                 self.resource_codes.get(resource, len(self.resources)), moment)
 
-    @staticmethod
-    def _checked_ids(where: str, query: Mapping[str, Any]) -> tuple[str, str, int]:
-        """``(user, resource, time)`` of a query or post, checked (time default: now)."""
-        if not isinstance(query, Mapping):
-            raise ValueError(f"{where}: expected a mapping with 'user' and 'resource', got "
-                             f"{type(query).__name__}")
-        user = check_id(where, "user", query.get("user"))
-        resource = check_id(where, "resource", query.get("resource"))
-        moment = query.get("time")
-        if moment is None:
-            moment = int(time.time())
-        if isinstance(moment, bool) or not isinstance(moment, int) or not 0 <= moment < 2**62:
-            raise ValueError(f"{where}: time must be Unix seconds (an integer >= 0), got "
-                             f"{moment!r:.80}")
-        return user, resource, moment
 
-    def add_posts(self, posts: Sequence[Mapping[str, Any]]) -> int:
-        """Learns from new posts ``{"user", "resource", "tags": [...], "time"}``; returns how many.
+class _State:
+    """What recommendations read: a vocabulary and the model fitted with its codes."""
 
-        New users, resources and tags get codes; the method is fitted again on every post.
+    def __init__(self, vocabulary: Vocabulary, model: PostRanker) -> None:
+        self.vocabulary, self.model = vocabulary, model
 
-        Raises:
-            ValueError: a malformed post (nothing is added then).
-        """
-        if not posts:
-            raise ValueError("no post to add")
-        check_batch(len(posts), "posts")
-        checked = [self._checked_post(i, post) for i, post in enumerate(posts)]
+    def with_posts(self, posts: Sequence[Mapping[str, Any]], processor: TextProcessor
+                   ) -> _State:
+        """A new state: checked posts' users, resources and tags coded, a new model fitted."""
+        old = self.vocabulary
+        vocabulary = Vocabulary(old.users, old.resources, old.tags, old.display)
         rows = []
-        for user, resource, moment, tags in checked:
-            for name, names, codes in ((user, self.users, self.user_codes),
-                                       (resource, self.resources, self.resource_codes)):
+        for post in posts:
+            for name, names, codes in ((post["user"], vocabulary.users, vocabulary.user_codes),
+                                       (post["resource"], vocabulary.resources,
+                                        vocabulary.resource_codes)):
                 if name not in codes:
                     codes[name] = len(names)
                     names.append(name)
-            for tag, shown in tags:
-                if tag not in self.tag_codes:
-                    self.tag_codes[tag] = len(self.tags)
-                    self.tags.append(tag)
-                    self.display.append(shown)
-            rows += [(self.user_codes[user], self.resource_codes[resource], moment,
-                      self.tag_codes[tag]) for tag, _ in tags]
+            for raw in post["tags"]:
+                tag = processor.normalize_tag(raw)
+                if tag and tag not in vocabulary.tag_codes:
+                    vocabulary.tag_codes[tag] = len(vocabulary.tags)
+                    vocabulary.tags.append(tag)
+                    vocabulary.display.append(raw)
+                if tag:
+                    rows.append((vocabulary.user_codes[post["user"]],
+                                 vocabulary.resource_codes[post["resource"]], post["time"],
+                                 vocabulary.tag_codes[tag]))
         assert self.model.data_ is not None  # fitted by fit() or load()
-        old = self.model.data_.train
-        rows_of = old.tags.row_ids
+        train = self.model.data_.train
+        at = train.tags.row_ids
         new = np.array(rows, dtype=np.int64).reshape(-1, 4)
-        self._fit(posts_from_assignments(
-            np.r_[old.users[rows_of], new[:, 0]], np.r_[old.resources[rows_of], new[:, 1]],
-            np.r_[old.tags.values, new[:, 3]], np.r_[old.times[rows_of], new[:, 2]]))
-        return len(checked)
-
-    def _checked_post(self, position: int, post: Mapping[str, Any]
-                      ) -> tuple[str, str, int, list[tuple[str, str]]]:
-        """``(user, resource, time, [(normalized tag, display)])`` of one new post."""
-        if not isinstance(post, Mapping):
-            raise ValueError(f"post {position}: expected a mapping, got {type(post).__name__}")
-        user, resource, moment = self._checked_ids(f"post {position}", post)
-        extra = sorted(set(post) - {"user", "resource", "time", "tags"})
-        raw = post.get("tags")
-        if extra or not isinstance(raw, list) or not raw or not all(
-                isinstance(t, str) and 0 < len(t) <= MAX_ID_CHARS for t in raw):
-            raise ValueError(f"post {position}: expected 'user', 'resource', 'time' and a "
-                             f"non-empty list of tags (strings), got fields {sorted(post)}")
-        tags = [(self.processor.normalize_tag(t), t) for t in raw]
-        tags = [(t, shown) for t, shown in tags if t]
-        if not tags:
-            raise ValueError(f"post {position}: no tag is left after normalization")
-        return user, resource, moment, tags
+        posts_now = posts_from_assignments(
+            np.r_[train.users[at], new[:, 0]], np.r_[train.resources[at], new[:, 1]],
+            np.r_[train.tags.values, new[:, 3]], np.r_[train.times[at], new[:, 2]])
+        model = type(self.model)(**self.model.settings())
+        return _State(vocabulary, _fitted(model, vocabulary, posts_now))

@@ -122,7 +122,11 @@ class TagRequest(_Strict):
 
 
 class Post(_Strict):
-    """Tags a user gave an object (a known object id, or a new one with its texts)."""
+    """Tags a user gave an object (a known object id, or a new one with its texts).
+
+    A personalized recommender's post names its resource ``object`` and may carry its Unix
+    ``time`` (no texts); an object-centric recommender refuses ``time``.
+    """
 
     user: Name
     object: Name
@@ -130,20 +134,23 @@ class Post(_Strict):
     title: LongText | None = None
     description: LongText | None = None
     texts: dict[str, LongText] = Field(default_factory=dict)
+    time: int | None = Field(None, ge=0, lt=2**62)
 
     _fields = field_validator("texts")(checked_fields)
 
     def plain(self) -> dict[str, Any]:
-        """The post as :meth:`TagRecommender.add_posts` takes it (text fields flattened)."""
+        """The post as the recommenders' ``add_posts`` take it (text fields flattened)."""
+        timed = {} if self.time is None else {"time": self.time}
         return {**_named_texts(self), "user": self.user, "object": self.object,
-                "tags": list(self.tags)}
+                "tags": list(self.tags), **timed}
 
     @classmethod
     def from_plain(cls, post: dict[str, Any]) -> Post:
-        """The inverse of :meth:`plain` (every key but user, object, tags is a text field)."""
-        texts = {k: v for k, v in post.items() if k not in ("user", "object", "tags")}
+        """The inverse of :meth:`plain` (every key but user, object, tags, time is a text)."""
+        texts = {k: v for k, v in post.items() if k not in ("user", "object", "tags", "time")}
         return cls.model_validate({"user": post.get("user"), "object": post.get("object"),
-                                   "tags": post.get("tags"), "texts": texts})
+                                   "tags": post.get("tags"), "texts": texts,
+                                   "time": post.get("time")})
 
 
 class PostBatch(_Strict):

@@ -184,7 +184,8 @@ def _wrong_kind(recommender: AnyRecommender) -> JSONResponse:
                                        "(and /v1/posts)"}, 404)
     if isinstance(recommender, PostRecommender):
         return JSONResponse({"detail": "this service holds a personalized tag recommender: "
-                                       "POST /v1/tags with user and resource"}, 404)
+                                       "POST /v1/tags with user and resource (and /v1/posts)"},
+                            404)
     return JSONResponse({"detail": "this service holds an item recommender: POST /v1/items"},
                         404)
 
@@ -267,7 +268,7 @@ def _posts_route(app: FastAPI, recommender: AnyRecommender,
     async def posts(request: PostBatch) -> Any:
         # on the loop, like recommendations: checking and journaling a batch is short
         # (tens of microseconds a post and one fsync), and a thread hop costs more
-        if not isinstance(recommender, TagRecommender):
+        if isinstance(recommender, ItemRecommender):
             return _wrong_kind(recommender)
         if queue is None:
             return JSONResponse({"detail": "writes are off: start the service with "
@@ -300,7 +301,8 @@ def _described(recommender: AnyRecommender, settings: ServiceSettings,
                 "pending_posts": 0 if queue is None else queue.pending}
     if isinstance(recommender, PostRecommender):
         return {**described, "p": recommender.info.get("p"), "users": len(recommender.users),
-                "resources": len(recommender.resources), "tags": len(recommender.tags)}
+                "resources": len(recommender.resources), "tags": len(recommender.tags),
+                "pending_posts": 0 if queue is None else queue.pending}
     return {**described, **{key: recommender.info.get(key)
                             for key in ("p", "users", "items", "tags")}}
 
@@ -489,11 +491,9 @@ def open_folder(folder: Path, settings: ServiceSettings, rule_cache: int
         finish_compaction(folder)
         check_writable(folder)
     recommender = Recommender.load(folder)
+    if writes and not isinstance(recommender, ItemRecommender) and recommender.compact():
+        log.info("%s: the journaled posts written into the data", folder)
     if isinstance(recommender, TagRecommender):
-        if writes:
-            moved = recommender.compact()
-            if moved:
-                log.info("%s: %d journaled posts written into the data", folder, moved)
         recommender.rule_cache = rule_cache
         recommender.recommend_tags(tags=recommender.display[:1])  # compiles the kernels
         recommender.rule_cache = rule_cache  # and empties the cache
@@ -521,7 +521,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     queue = None
-    if isinstance(recommender, TagRecommender) and settings.takes_posts:
+    if not isinstance(recommender, ItemRecommender) and settings.takes_posts:
         queue = PostQueue(recommender, args.max_new_tags_per_request, args.max_new_tags,
                           args.max_pending_posts, args.apply_interval)
     log.info("serving %s on http://%s:%d (writes: %s)", args.path, args.host, args.port,

@@ -29,7 +29,7 @@ import logging
 import os
 import shutil
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
@@ -319,35 +319,8 @@ class TagRecommender:
         return recommender
 
     def compact(self) -> bool:
-        """Writes the journaled posts into the folder's data and empties the journal, atomically.
-
-        The whole artifact is written again into ``FOLDER/.compaction`` and flushed to disk;
-        a ``READY`` marker then makes :func:`finish_compaction` move its files over the
-        folder's, the replaced files and the journal going to ``FOLDER/backup/`` (the
-        previous backup is dropped). A crash before the marker leaves the folder as it was
-        (the next start drops the half-written copy); after it, the next start finishes the
-        move. A journal replayed over data that already holds it changes nothing (a post
-        adds tags to an object's set), so no step can lose or double a post.
-
-        Returns:
-            Whether anything was written (False: no journal, or an empty one).
-        """
-        journal = self.journal
-        if journal is None or not journal.path.is_file() or journal.path.stat().st_size == 0:
-            return False
-        folder = journal.path.parent
-        staging, backup = folder / COMPACTION_FOLDER, folder / BACKUP_FOLDER
-        for old in (staging, backup):
-            shutil.rmtree(old, ignore_errors=True)
-        backup.mkdir()
-        with self._lock:
-            self._save(staging)
-            sync_tree(staging)
-            (staging / _READY).touch()
-            sync_folder(staging)
-            finish_compaction(folder)
-            self.journal = Journal(journal.path)
-        return True
+        """Writes the journaled posts into the folder's data (:func:`compact_journal`)."""
+        return compact_journal(self.journal, self._lock, self._save)
 
     # ------------------------------------------------------------------------ learning
     def add_posts(self, posts: Sequence[Mapping[str, Any]]) -> int:
@@ -635,8 +608,49 @@ def _with_new_tags(terms: TermIndex, display: list[str], new_tags: Mapping[str, 
             [*display, *new_tags.values()], remap)
 
 
+def compact_journal(journal: Journal | None, lock: threading.Lock,
+                    save: Callable[[Path], Path]) -> bool:
+    """Writes a recommender's journaled posts into its folder's data, atomically.
+
+    The whole artifact is written again (``save``) into ``FOLDER/.compaction`` and flushed to
+    disk; a ``READY`` marker then makes :func:`finish_compaction` move its files over the
+    folder's, the replaced files and the journal going to ``FOLDER/backup/`` (the previous
+    backup is dropped). A crash before the marker leaves the folder as it was (the next start
+    drops the half-written copy); after it, the next start finishes the move. A journal
+    replayed over data that already holds it changes nothing (a post adds tags to a set), so no
+    step can lose or double a post.
+
+    Args:
+        journal: the recommender's journal (None: nothing to do).
+        lock: the recommender's writer lock, held while its state is written.
+        save: writes the recommender's artifact into a folder (without taking ``lock``).
+
+    Returns:
+        Whether anything was written (False: no journal, or an empty one).
+    """
+    if journal is None or not journal.path.is_file() or journal.path.stat().st_size == 0:
+        return False
+    folder = journal.path.parent
+    staging, backup = folder / COMPACTION_FOLDER, folder / BACKUP_FOLDER
+    for old in (staging, backup):
+        shutil.rmtree(old, ignore_errors=True)
+    backup.mkdir()
+    with lock:
+        save(staging)
+        sync_tree(staging)
+        (staging / _READY).touch()
+        sync_folder(staging)
+        finish_compaction(folder)
+        journal.restart()
+    return True
+
+
 def finish_compaction(folder: Path) -> None:
-    """Completes or drops a compaction a crash cut short (:meth:`TagRecommender.compact`)."""
+    """Completes or drops a compaction a crash cut short (:func:`compact_journal`).
+
+    Every entry of the staged copy (the artifact's files and model folder, its manifest last)
+    replaces the folder's.
+    """
     staging, backup = folder / COMPACTION_FOLDER, folder / BACKUP_FOLDER
     if not staging.is_dir():
         return
@@ -644,11 +658,11 @@ def finish_compaction(folder: Path) -> None:
         shutil.rmtree(staging)
         return
     backup.mkdir(exist_ok=True)
-    for name in (DATA_FILE, VOCABULARY_FILE, RANKER_FOLDER, MANIFEST_FILE):
-        if (staging / name).exists():
-            if (folder / name).exists():
-                os.replace(folder / name, backup / name)
-            os.replace(staging / name, folder / name)
+    staged = sorted(entry.name for entry in staging.iterdir() if entry.name != _READY)
+    for name in sorted(staged, key=lambda n: n == MANIFEST_FILE):  # the manifest last
+        if (folder / name).exists():
+            os.replace(folder / name, backup / name)
+        os.replace(staging / name, folder / name)
     if (folder / JOURNAL_FILE).exists():
         os.replace(folder / JOURNAL_FILE, backup / JOURNAL_FILE)
     sync_folder(backup)
