@@ -112,6 +112,11 @@ class PostRecommender:
         """Normalized string of each tag code."""
         return self._state.vocabulary.tags
 
+    @property
+    def display(self) -> list[str]:
+        """The string shown for each tag."""
+        return self._state.vocabulary.display
+
     @classmethod
     def fit(cls, folksonomy: Folksonomy, processor: TextProcessor, model: PostRanker, *,
             display: Sequence[str] | None = None, p: int = 1,
