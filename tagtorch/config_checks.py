@@ -370,8 +370,9 @@ of integers >= 1, e.g. [5] or [1,5,10]
     if not models:
         raise ConfigError("model", models, "at least one method (model=NAME or model=[A,B])")
     allowed = {"tagrec": "a tag ranker (latre_wts, sum, rf, lambdamart, gp, lambdarank, ...)",
-               "itemrec": "an item model (dorank, pitf, probabilistic_cp, two_dimensional, "
-                          "tag_popularity, global_popularity)",
+               "itemrec": "an item model (dorank, dorank_plus, pitf, probabilistic_cp, "
+                          "two_dimensional, itemknn, ease, rp3beta, bprmf, hosvd, cp_als, "
+                          "tag_popularity, global_popularity, ...)",
                "resources": "a resource ranker (lda_resources, smatch, bm25, bayeslm, lda_lm)",
                "posts": "a post ranker (mp_ur, bll_c, folkrank, girptm, cf, lda_posts, "
                         "pitf_posts, hybrid_lambdamart, ...)"}

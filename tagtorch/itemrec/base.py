@@ -55,6 +55,7 @@ log = logging.getLogger(__name__)
 __all__ = [
     "FactorModel",
     "ItemRanker",
+    "ProfileScorer",
     "dcg_at_k",
     "query_scores",
     "score_queries",
@@ -85,6 +86,15 @@ class ItemRanker(Protocol):
         ...
 
 
+@runtime_checkable
+class ProfileScorer(Protocol):
+    """A ranker that scores a user's tag profile at once (the ``"profile"`` aggregation)."""
+
+    def profile_scores(self, users: Tensor, profile: TagProfile) -> Tensor:
+        """``[B, n_items]`` ``sum_t P(t | u) s(u, i, t)`` of the users ``[B]``."""
+        ...
+
+
 def dcg_at_k(scores: Tensor, labels: Tensor, mask: Tensor, k: int = 10) -> Tensor:
     """DCG@k ``[B]`` of item rankings ``[B, I]``: :func:`tagtorch.metrics.functional.dcg_at_k`.
 
@@ -109,7 +119,8 @@ def user_scores(ranker: ItemRanker, users: Tensor, profile: TagProfile, aggregat
     over the user's training tags. A ranker with a ``user_aggregate`` attribute (the
     two-dimensional model: ``"profile"``, its per-user form) uses that instead. Tag-level
     scores are computed ``budget`` values at a time (a block of (user, tag) pairs), never as
-    a dense users x tags x items tensor.
+    a dense users x tags x items tensor; a ranker with ``profile_scores``
+    (:class:`ProfileScorer`) computes the ``"profile"`` aggregation itself.
 
     Args:
         ranker: scores ``(users [N], tags [N]) -> [N, n_items]``.
@@ -145,6 +156,8 @@ def user_scores(ranker: ItemRanker, users: Tensor, profile: TagProfile, aggregat
         return out
     if aggregate != "profile":
         raise ValueError(f"aggregate must be 'max' or 'profile', got {aggregate!r}")
+    if isinstance(ranker, ProfileScorer):
+        return ranker.profile_scores(users, profile)
     rows = torch.from_numpy(profile.tags.row_ids).to(users.device)
     tags = torch.from_numpy(np.asarray(profile.tags.values, dtype=np.int64)).to(users.device)
     weights = torch.from_numpy(profile.weights).to(users.device)

@@ -32,7 +32,7 @@ from tagtorch.itemrec.dorank import CPModel
 from tagtorch.settings import ModelTask, SignatureSettings
 from tagtorch.storage import UnreadableFileError, load_array_model, save_array_model
 
-__all__ = ["GlobalPopularity", "MostPopular", "ProbabilisticCP", "TwoDimensional"]
+__all__ = ["ArrayModel", "GlobalPopularity", "MostPopular", "ProbabilisticCP", "TwoDimensional"]
 
 
 class ProbabilisticCP(CPModel):
@@ -69,8 +69,8 @@ class ProbabilisticCP(CPModel):
         return ((loss + self.regularization * penalty) / count.clamp_min(1)).mean()
 
 
-class _CountModel(SignatureSettings):
-    """Shared save/load of the count-based baselines (their state: settings and arrays)."""
+class ArrayModel(SignatureSettings):
+    """Shared save/load of the models whose state is settings and named arrays (``_arrays``)."""
 
     task: ClassVar[ModelTask] = "itemrec"
     """The evaluation task these models belong to (read by the config checks)."""
@@ -112,7 +112,7 @@ def _row_normalized(rows: np.ndarray, cols: np.ndarray, shape: tuple[int, int],
     return counts / np.where(totals > 0, totals, 1.0)
 
 
-class TwoDimensional(_CountModel):
+class TwoDimensional(ArrayModel):
     """``(1 - beta) P(i | u) + beta P(i | t)`` from the flattened user-item and tag-item counts.
 
     Args:
@@ -158,7 +158,7 @@ class TwoDimensional(_CountModel):
         return (1 - self.beta) * by_user + self.beta * by_tag
 
 
-class MostPopular(_CountModel):
+class MostPopular(ArrayModel):
     """Items ranked by how often they were tagged with the query's tag in training.
 
     Example:
@@ -191,7 +191,7 @@ class MostPopular(_CountModel):
         return torch.from_numpy(self.tag_item[tags.cpu().numpy()]) + ties
 
 
-class GlobalPopularity(_CountModel):
+class GlobalPopularity(ArrayModel):
     """Items ranked by their number of training triples, for every user and tag.
 
     Example:
