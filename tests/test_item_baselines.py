@@ -309,3 +309,71 @@ def test_cp_als_sweeps_equal_tensorlys_parafac_from_the_same_start(data):
     np.testing.assert_allclose(model.item_factors, cp.factors[1], rtol=1e-4, atol=1e-5)
     expected_error = np.linalg.norm(a - tl.cp_to_tensor(cp)) / np.linalg.norm(a)
     assert model.errors_[-1] == pytest.approx(expected_error, rel=1e-6)
+
+
+# ----------------------------------------------------------------------------- ensemble
+ENSEMBLE_MEMBERS = {
+    "two_dimensional": {"_target_": "tagtorch.itemrec.baselines.TwoDimensional", "beta": 0.5},
+    "ease_tags": {"_target_": "tagtorch.itemrec.ease.EASE", "regularization": 5.0,
+                  "tags": True},
+    "popularity": {"_target_": "tagtorch.itemrec.baselines.GlobalPopularity"},
+}
+
+
+def _plain_dcg(scores: np.ndarray, labels: np.ndarray, mask: np.ndarray) -> float:
+    values = []
+    for s, g, m in zip(scores, labels, mask, strict=True):
+        order = sorted(np.flatnonzero(m), key=lambda i: (-s[i], i))[:10]
+        values.append(sum(g[i] / np.log2(r + 2) for r, i in enumerate(order)))
+    return float(np.mean(values))
+
+
+def test_ensemble_weights_are_the_best_grid_point_on_validation(data):
+    from tagtorch.itemrec.ensemble import ItemEnsemble
+
+    grid = [0.0, 0.5, 1.0]
+    model = ItemEnsemble(ENSEMBLE_MEMBERS, member_grids={"ease_tags": {
+        "regularization": [1.0, 50.0]}}, weight_grid=grid).fit(data)
+    queries = data.val_queries
+    labels, mask = (t.numpy() for t in queries.batch(np.arange(len(queries)), data.n_items))
+    users, tags = torch.from_numpy(queries.users), torch.from_numpy(queries.tags)
+    z = {}
+    for name, member in model.fitted_.items():
+        s = member.score(users, tags).double().numpy()
+        z[name] = (s - s.mean(1, keepdims=True)) / np.where(s.std(1, keepdims=True) > 0,
+                                                            s.std(1, keepdims=True), np.inf)
+    best = max((w for w in np.array(np.meshgrid(grid, grid, grid)).T.reshape(-1, 3)
+                if w.sum() > 0),
+               key=lambda w: round(_plain_dcg(sum(wi * z[n] for wi, n in zip(
+                   w, z, strict=True)), labels, mask), 9))
+    chosen = np.array([model.weights_[n] for n in z])
+    assert _plain_dcg(sum(wi * z[n] for wi, n in zip(chosen, z, strict=True)), labels, mask) \
+        == pytest.approx(_plain_dcg(sum(wi * z[n] for wi, n in zip(best, z, strict=True)),
+                                    labels, mask), abs=1e-6)
+    assert model.choices_["ease_tags"]["regularization"] in (1.0, 50.0)
+    expected = sum(w * z[n] for w, n in zip(chosen, z, strict=True))
+    np.testing.assert_allclose(model.score(users, tags).numpy(), expected, atol=1e-4)
+
+
+def test_ensemble_saves_loads_and_refuses_foreign_classes(data, tmp_path):
+    import json
+
+    from tagtorch.itemrec.ensemble import ItemEnsemble
+
+    model = ItemEnsemble(ENSEMBLE_MEMBERS, weight_grid=[0.0, 1.0]).fit(data)
+    model.save(tmp_path / "e")
+    again = ItemEnsemble.load(tmp_path / "e")
+    users, tags = torch.tensor([0, 4]), torch.tensor([1, 0])
+    torch.testing.assert_close(again.score(users, tags), model.score(users, tags))
+    manifest = tmp_path / "e" / "manifest.json"
+    content = json.loads(manifest.read_text())
+    content["classes"]["popularity"] = "subprocess.Popen"
+    manifest.write_text(json.dumps(content))
+    with pytest.raises(UnreadableFileError, match="not a saved ensemble"):
+        ItemEnsemble.load(tmp_path / "e")
+    with pytest.raises(ValueError, match="members.bad"):
+        ItemEnsemble({"bad": {"_target_": "os.system"}})
+    with pytest.raises(ValueError, match="member_grids"):
+        ItemEnsemble(ENSEMBLE_MEMBERS, member_grids={"nobody": {"beta": [0.1]}})
+    with pytest.raises(ValueError, match="weight_grid"):
+        ItemEnsemble(ENSEMBLE_MEMBERS, weight_grid=[0.0])

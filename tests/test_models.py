@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import torch
 from hydra.utils import get_class, get_method, instantiate
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig, ListConfig, open_dict
 from test_train import compose_cfg
 
 from tagtorch.candidates.candidate_set import CandidateSet
@@ -103,7 +103,7 @@ def shrink(node: Any) -> None:
     """Sets the :data:`SMALL` settings wherever ``node`` or a node inside it has them (a
     wrapped base ranker's too)."""
     for key, value in SMALL.items():
-        if key in node:
+        if key in node and not isinstance(node[key], ListConfig):  # a grid's values stay
             node[key] = value
     for key in list(node):
         if isinstance(node[key], DictConfig):

@@ -1,0 +1,229 @@
+"""An ensemble of item rankers weighted on validation (ours), the Do-Rank variant that competes.
+
+Do-Rank+ alone ties the two-dimensional model and loses to the tag-aware item-item baselines
+(EASE^R and RP3beta on the stacked user/tag x item matrix; ``docs/dorank_results.md``). The
+Do-Rank paper's CP model sees the (user, tag, item) interactions that the item-item models
+cannot, and they see the item neighbourhoods a rank-256 CP smooths away, so this model (ours, not
+a published method) combines them:
+
+    ``s(q, i) = sum_m w_m z_m(q, i)``,
+
+where ``z_m(q, .)`` is member ``m``'s score of every item for query ``q``, standardized over the
+items (zero mean, unit variance: the members' scales differ by orders of magnitude), and the
+weights ``w_m`` are chosen on the validation queries (DCG@10, the project's early-stopping
+score) from ``weight_grid`` for every member (all combinations; the first of equal scores in
+grid order is kept; at least one weight is positive). Before that, each member's own settings
+are chosen on the same validation queries from ``member_grids`` (every point fitted; four per
+member in the experiments, the budget every baseline gets). Nothing in it reads a test query.
+Per-user queries score each member's per-user form (:func:`~tagtorch.itemrec.base.user_scores`
+with the ``"profile"`` aggregation, or the member's own), standardized the same way.
+
+The members are configs (``_target_`` and settings, built with Hydra, ``_recursive_: false``
+in the model's config) so that they can be rebuilt with each grid point and the task's seed;
+a saved ensemble keeps each fitted member in ``member_NAME`` (its own model folder) and the
+weights in the manifest; loading imports member classes from ``tagtorch.itemrec`` only.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar, Self
+
+import torch
+from hydra.utils import instantiate
+from torch import Tensor
+
+from tagtorch.itemrec.base import FactorModel, ItemRanker, dcg_at_k, score_queries, user_scores
+from tagtorch.itemrec.baselines import ArrayModel
+from tagtorch.itemrec.data import ItemRecData, Queries, TagProfile
+from tagtorch.settings import ModelTask, SignatureSettings
+from tagtorch.storage import (
+    UnreadableFileError,
+    class_name,
+    model_folder,
+    plain_json,
+    read_manifest,
+    saved_entries,
+    trusted_class,
+    write_manifest,
+)
+
+log = logging.getLogger(__name__)
+
+__all__ = ["ItemEnsemble", "standardized"]
+
+MEMBER_PREFIX = "member_"
+"""A saved ensemble keeps member ``NAME`` in the subfolder ``member_NAME``."""
+
+
+def standardized(scores: Tensor) -> Tensor:
+    """Each row minus its mean, divided by its standard deviation (a constant row: zeros).
+
+    Example:
+        >>> standardized(torch.tensor([[1.0, 3.0], [2.0, 2.0]])).tolist()
+        [[-1.0, 1.0], [0.0, 0.0]]
+    """
+    centred = scores - scores.mean(1, keepdim=True)
+    spread = centred.square().mean(1, keepdim=True).sqrt()
+    return torch.where(spread > 0, centred / spread.clamp_min(1e-12), torch.zeros_like(centred))
+
+
+def _points(grid: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
+    """The cartesian product of a ``{setting: values}`` grid (one empty point without one)."""
+    names = list(grid)
+    return [dict(zip(names, values, strict=True))
+            for values in itertools.product(*(grid[name] for name in names))]
+
+
+class ItemEnsemble(SignatureSettings):
+    """Standardized member scores, weighted on validation (see the module docstring).
+
+    Args:
+        members: ``{name: config}``, each config a ``_target_`` item model and its settings.
+        member_grids: ``{name: {setting: [values]}}``, each member's settings chosen on
+            validation DCG@10 (a member without a grid is fitted once).
+        weight_grid: the values each member's weight is chosen from.
+        seed: given to every member that takes a ``seed`` (the task sets it per seed).
+    """
+
+    task: ClassVar[ModelTask] = "itemrec"
+    members: dict[str, dict[str, Any]]
+    member_grids: dict[str, dict[str, list[Any]]]
+    weight_grid: list[float]
+    seed: int
+
+    def __init__(self, members: Mapping[str, Mapping[str, Any]],
+                 member_grids: Mapping[str, Mapping[str, Sequence[Any]]] | None = None,
+                 weight_grid: Sequence[float] = (0.0, 0.25, 0.5, 1.0), seed: int = 0) -> None:
+        self.members = plain_json(members)
+        self.member_grids = plain_json(member_grids or {})
+        self.weight_grid = [float(w) for w in weight_grid]
+        if not self.members:
+            raise ValueError("members: at least one item model config")
+        unknown = set(self.member_grids) - set(self.members)
+        if unknown:
+            raise ValueError(f"member_grids: {sorted(unknown)} are not members")
+        if not self.weight_grid or min(self.weight_grid) < 0 or max(self.weight_grid) <= 0:
+            raise ValueError(f"weight_grid: values >= 0, one of them > 0, got {weight_grid}")
+        for name, config in self.members.items():
+            if not isinstance(config, dict) or not isinstance(config.get("_target_"), str):
+                raise ValueError(f"members.{name}: a config with a _target_, got {config!r}")
+            trusted_class(config["_target_"], ("tagtorch.itemrec.",), (FactorModel, ArrayModel),
+                          f"members.{name}")
+        self.fitted_: dict[str, ItemRanker] = {}
+        self.weights_: dict[str, float] = {}
+        self.choices_: dict[str, dict[str, Any]] = {}
+        self.sizes: tuple[int, int] | None = None
+
+    def _build(self, name: str, point: Mapping[str, Any]) -> ItemRanker:
+        config = {**self.members[name], **point}
+        if "seed" in config:
+            config["seed"] = self.seed
+        return instantiate(config)
+
+    def _scores(self, model: ItemRanker, queries: Queries, n_items: int, n_tags: int
+                ) -> tuple[Tensor, Tensor, Tensor]:
+        parts = list(score_queries(model, queries, n_items, n_tags))
+        return (torch.cat([standardized(p[1]) for p in parts]),
+                torch.cat([p[2] for p in parts]), torch.cat([p[3] for p in parts]))
+
+    def fit(self, data: ItemRecData) -> Self:
+        """Fits every member (its grid chosen on validation), then the weights."""
+        self.sizes = (data.n_items, data.n_tags)
+        validation: dict[str, Tensor] = {}
+        labels = mask = None
+        for name in self.members:
+            best = None
+            for point in _points(self.member_grids.get(name, {})):
+                model = self._build(name, point).fit(data)
+                scores, labels, mask = self._scores(model, data.val_queries, *self.sizes)
+                value = float(dcg_at_k(scores, labels, mask, 10).mean())
+                log.info("ensemble member %s %s: validation DCG@10 %.4f", name,
+                         json.dumps(point), value)
+                if best is None or value > best[0]:
+                    best = (value, model, point, scores)
+            assert best is not None
+            _, self.fitted_[name], self.choices_[name], validation[name] = best
+        assert labels is not None and mask is not None
+        self.weights_ = self._choose_weights(validation, labels, mask)
+        log.info("ensemble weights %s", self.weights_)
+        return self
+
+    def _choose_weights(self, validation: Mapping[str, Tensor], labels: Tensor,
+                        mask: Tensor) -> dict[str, float]:
+        names = list(validation)
+        best: tuple[float, tuple[float, ...]] | None = None
+        for weights in itertools.product(self.weight_grid, repeat=len(names)):
+            if sum(weights) <= 0:
+                continue
+            combined = sum((w * validation[n] for w, n in zip(weights, names, strict=True)
+                            if w), torch.zeros_like(labels, dtype=torch.float32))
+            value = float(dcg_at_k(combined, labels, mask, 10).mean())
+            if best is None or value > best[0]:
+                best = (value, weights)
+        assert best is not None
+        return dict(zip(names, best[1], strict=True))
+
+    def _check_fitted(self) -> tuple[int, int]:
+        if self.sizes is None or not self.weights_:
+            raise RuntimeError("ItemEnsemble is not fitted: call fit() or load()")
+        return self.sizes
+
+    def score(self, users: Tensor, tags: Tensor) -> Tensor:
+        """``[B, n_items]`` weighted standardized member scores of the ``(user, tag)`` queries."""
+        n_items, _ = self._check_fitted()
+        out = torch.zeros(len(users), n_items)
+        for name, weight in self.weights_.items():
+            if weight:
+                out += weight * standardized(self.fitted_[name].score(users, tags).float().cpu())
+        return out
+
+    def profile_scores(self, users: Tensor, profile: TagProfile) -> Tensor:
+        """``[B, n_items]`` per-user scores: the members' per-user forms, weighted."""
+        n_items, n_tags = self._check_fitted()
+        out = torch.zeros(len(users), n_items)
+        for name, weight in self.weights_.items():
+            if weight:
+                member = user_scores(self.fitted_[name], users, profile, "profile", n_items,
+                                     n_tags)
+                out += weight * standardized(member.float().cpu())
+        return out
+
+    def save(self, path: str | Path) -> None:
+        """Writes each member to ``member_NAME`` and the weights to the manifest."""
+        self._check_fitted()
+        folder = model_folder(path)
+        for name, model in self.fitted_.items():
+            model.save(folder / f"{MEMBER_PREFIX}{name}")
+        write_manifest(folder, type(self), self.settings(),
+                       [f"{MEMBER_PREFIX}{name}" for name in self.fitted_],
+                       sizes=list(self.sizes or ()), weights=self.weights_,
+                       choices=self.choices_,
+                       classes={n: class_name(type(m)) for n, m in self.fitted_.items()})
+
+    @classmethod
+    def load(cls, path: str | Path) -> Self:
+        """Reads a folder written by :meth:`save` (member classes from ``tagtorch.itemrec``)."""
+        folder = Path(path)
+        manifest = read_manifest(folder, cls, saved_entries(folder))
+        try:
+            model = cls(**manifest["settings"])
+            model.sizes = (int(manifest["sizes"][0]), int(manifest["sizes"][1]))
+            model.weights_ = {str(n): float(w) for n, w in manifest["weights"].items()}
+            model.choices_ = dict(manifest.get("choices", {}))
+            for name, target in manifest["classes"].items():
+                kind: Any = trusted_class(target, ("tagtorch.itemrec.",),
+                                          (FactorModel, ArrayModel),
+                                     f"{folder}: member {name}")
+                model.fitted_[name] = kind.load(folder / f"{MEMBER_PREFIX}{name}")
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as error:
+            raise UnreadableFileError(f"{folder / 'manifest.json'}: not a saved ensemble "
+                                      f"({error})") from error
+        if set(model.fitted_) != set(model.weights_):
+            raise UnreadableFileError(f"{folder}: the members and weights disagree")
+        return model
+
