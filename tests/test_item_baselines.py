@@ -371,7 +371,7 @@ def test_ensemble_saves_loads_and_refuses_foreign_classes(data, tmp_path):
     manifest.write_text(json.dumps(content))
     with pytest.raises(UnreadableFileError, match="not a saved ensemble"):
         ItemEnsemble.load(tmp_path / "e")
-    with pytest.raises(ValueError, match="members.bad"):
+    with pytest.raises(ValueError, match=r"members\.bad"):
         ItemEnsemble({"bad": {"_target_": "os.system"}})
     with pytest.raises(ValueError, match="member_grids"):
         ItemEnsemble(ENSEMBLE_MEMBERS, member_grids={"nobody": {"beta": [0.1]}})
