@@ -57,6 +57,7 @@ __all__ = [
     "ItemRanker",
     "ProfileScorer",
     "dcg_at_k",
+    "profile_mix",
     "query_scores",
     "score_queries",
     "top_k_queries",
@@ -108,6 +109,23 @@ def dcg_at_k(scores: Tensor, labels: Tensor, mask: Tensor, k: int = 10) -> Tenso
         [0.6309]
     """
     return functional.dcg_at_k(scores, labels.to(scores.dtype), mask, k)
+
+
+def profile_mix(profile: TagProfile, tag_rows: Tensor) -> Tensor:
+    """``[B, D]`` ``sum_t P(t | u) tag_rows[t]`` for each of the ``B`` profiles.
+
+    Example:
+        >>> from tagtorch.data.ragged import Ragged
+        >>> prof = TagProfile(Ragged.from_lists([[0, 1], []]), np.array([0.25, 0.75], np.float32))
+        >>> profile_mix(prof, torch.tensor([[4.0, 0.0], [0.0, 4.0]])).tolist()
+        [[1.0, 3.0], [0.0, 0.0]]
+    """
+    device = tag_rows.device
+    rows = torch.from_numpy(profile.tags.row_ids).to(device)
+    tags = torch.from_numpy(np.asarray(profile.tags.values, dtype=np.int64)).to(device)
+    share = torch.from_numpy(profile.weights).to(device, tag_rows.dtype)
+    out = torch.zeros(len(profile.tags), tag_rows.shape[1], dtype=tag_rows.dtype, device=device)
+    return out.index_add_(0, rows, tag_rows[tags] * share[:, None])
 
 
 def user_scores(ranker: ItemRanker, users: Tensor, profile: TagProfile, aggregate: str,

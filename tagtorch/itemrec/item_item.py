@@ -33,6 +33,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from tagtorch.itemrec.base import profile_mix
 from tagtorch.itemrec.baselines import ArrayModel
 from tagtorch.itemrec.data import ItemRecData, TagProfile
 
@@ -151,11 +152,6 @@ class ItemItemModel(ArrayModel):
         """
         by_user, by_tag, weights = self._tensors()
         query = by_user[users.to(self.device)]
-        if self.tags and self.tag_weight > 0 and len(profile.weights):
-            rows = torch.from_numpy(profile.tags.row_ids).to(self.device)
-            tag_ids = torch.from_numpy(np.asarray(profile.tags.values, np.int64)).to(self.device)
-            share = torch.from_numpy(profile.weights).to(self.device)
-            tag_part = torch.zeros_like(query).index_add_(
-                0, rows, by_tag[tag_ids] * share[:, None])
-            query = query + self.tag_weight * tag_part
+        if self.tags and self.tag_weight > 0:
+            query = query + self.tag_weight * profile_mix(profile, by_tag)
         return query @ weights

@@ -26,6 +26,7 @@ import tensorly as tl
 import torch
 from torch import Tensor
 
+from tagtorch.itemrec.base import profile_mix
 from tagtorch.itemrec.baselines import ArrayModel
 from tagtorch.itemrec.data import AGGREGATES, TagProfile
 from tagtorch.settings import ModelTask
@@ -151,11 +152,6 @@ class TensorModel(ArrayModel):
 
     def profile_scores(self, users: Tensor, profile: TagProfile) -> Tensor:
         """``[B, n_items]`` ``sum_t P(t | u) s(u, i, t)`` over each user's training tags."""
-        tag_factors = self._factor("tag_factors")
-        rows = torch.from_numpy(profile.tags.row_ids).to(self.device)
-        tag_ids = torch.from_numpy(np.asarray(profile.tags.values, np.int64)).to(self.device)
-        share = torch.from_numpy(profile.weights).to(self.device)
-        tag_rows = torch.zeros(len(users), tag_factors.shape[1], device=self.device)
-        tag_rows.index_add_(0, rows, tag_factors[tag_ids] * share[:, None])
+        tag_rows = profile_mix(profile, self._factor("tag_factors"))
         user_rows = self._factor("user_factors")[users.to(self.device)]
         return self.contract(user_rows, tag_rows) @ self._factor("item_factors").T
