@@ -377,3 +377,21 @@ def test_ensemble_saves_loads_and_refuses_foreign_classes(data, tmp_path):
         ItemEnsemble(ENSEMBLE_MEMBERS, member_grids={"nobody": {"beta": [0.1]}})
     with pytest.raises(ValueError, match="weight_grid"):
         ItemEnsemble(ENSEMBLE_MEMBERS, weight_grid=[0.0])
+
+
+def test_ensemble_per_user_queries_weigh_the_members_per_user_forms(user_data):
+    from tagtorch.itemrec.ensemble import ItemEnsemble
+
+    model = ItemEnsemble(ENSEMBLE_MEMBERS, weight_grid=[0.5, 1.0]).fit(user_data)
+    users = torch.arange(user_data.n_users)
+    profile = TagProfile.from_triples(user_data.train, user_data.n_users, user_data.n_tags)
+    # the task's per-user path under aggregate="max": the ensemble keeps its own per-user form
+    got = user_scores(model, users, profile, "max", user_data.n_items, user_data.n_tags)
+    expected = torch.zeros_like(got)
+    for name, weight in model.weights_.items():
+        member = model.fitted_[name]
+        s = user_scores(_PerTag(member), users, profile, "profile", user_data.n_items,
+                        user_data.n_tags).double()
+        s = (s - s.mean(1, keepdim=True)) / s.std(1, unbiased=False, keepdim=True)
+        expected += weight * s.nan_to_num(0.0).float()
+    torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)

@@ -33,11 +33,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Self
 
+import numpy as np
 import torch
 from hydra.utils import instantiate
 from torch import Tensor
 
-from tagtorch.itemrec.base import FactorModel, ItemRanker, dcg_at_k, score_queries, user_scores
+from tagtorch.itemrec.base import FactorModel, ItemRanker, dcg_at_k, user_scores
 from tagtorch.itemrec.baselines import ArrayModel
 from tagtorch.itemrec.data import ItemRecData, Queries, TagProfile
 from tagtorch.settings import ModelTask, SignatureSettings
@@ -91,6 +92,8 @@ class ItemEnsemble(SignatureSettings):
     """
 
     task: ClassVar[ModelTask] = "itemrec"
+    user_aggregate: ClassVar[str] = "profile"
+    """Per-user queries score the members' per-user forms (:meth:`profile_scores`)."""
     members: dict[str, dict[str, Any]]
     member_grids: dict[str, dict[str, list[Any]]]
     weight_grid: list[float]
@@ -125,11 +128,35 @@ class ItemEnsemble(SignatureSettings):
             config["seed"] = self.seed
         return instantiate(config)
 
-    def _scores(self, model: ItemRanker, queries: Queries, n_items: int, n_tags: int
-                ) -> tuple[Tensor, Tensor, Tensor]:
-        parts = list(score_queries(model, queries, n_items, n_tags))
-        return (torch.cat([standardized(p[1]) for p in parts]),
-                torch.cat([p[2] for p in parts]), torch.cat([p[3] for p in parts]))
+    def _member_scores(self, member: ItemRanker, users: Tensor, tags: Tensor,
+                       profile: TagProfile | None) -> Tensor:
+        """A member's standardized ``[B, n_items]`` scores: per (user, tag), or per user.
+
+        Per-user scores are the member's per-user form: its own ``user_aggregate``, else the
+        ``"profile"`` aggregation (never the max over all tags).
+        """
+        n_items, n_tags = self._check_sizes()
+        if profile is None:
+            scores = member.score(users, tags)
+        else:
+            scores = user_scores(member, users, profile, "profile", n_items, n_tags)
+        return standardized(scores.detach().float().cpu())
+
+    def _validation_scores(self, member: ItemRanker, queries: Queries, batch_size: int = 1024
+                           ) -> tuple[Tensor, Tensor, Tensor]:
+        """A member's standardized scores of the validation queries, their labels and mask."""
+        scores, labels, masks = [], [], []
+        for start in range(0, len(queries), batch_size):
+            rows = np.arange(start, min(start + batch_size, len(queries)))
+            gold, mask = queries.batch(rows, self._check_sizes()[0])
+            profile = queries.profile.take(rows) if queries.profile is not None else None
+            with torch.no_grad():
+                batch = self._member_scores(member, torch.from_numpy(queries.users[rows]),
+                                            torch.from_numpy(queries.tags[rows]), profile)
+            scores.append(batch)
+            labels.append(gold)
+            masks.append(mask)
+        return torch.cat(scores), torch.cat(labels), torch.cat(masks)
 
     def fit(self, data: ItemRecData) -> Self:
         """Fits every member (its grid chosen on validation), then the weights."""
@@ -140,7 +167,7 @@ class ItemEnsemble(SignatureSettings):
             best = None
             for point in _points(self.member_grids.get(name, {})):
                 model = self._build(name, point).fit(data)
-                scores, labels, mask = self._scores(model, data.val_queries, *self.sizes)
+                scores, labels, mask = self._validation_scores(model, data.val_queries)
                 value = float(dcg_at_k(scores, labels, mask, 10).mean())
                 log.info("ensemble member %s %s: validation DCG@10 %.4f", name,
                          json.dumps(point), value)
@@ -168,30 +195,32 @@ class ItemEnsemble(SignatureSettings):
         assert best is not None
         return dict(zip(names, best[1], strict=True))
 
-    def _check_fitted(self) -> tuple[int, int]:
-        if self.sizes is None or not self.weights_:
+    def _check_sizes(self) -> tuple[int, int]:
+        if self.sizes is None:
             raise RuntimeError("ItemEnsemble is not fitted: call fit() or load()")
         return self.sizes
 
-    def score(self, users: Tensor, tags: Tensor) -> Tensor:
-        """``[B, n_items]`` weighted standardized member scores of the ``(user, tag)`` queries."""
+    def _check_fitted(self) -> tuple[int, int]:
+        if not self.weights_:
+            raise RuntimeError("ItemEnsemble is not fitted: call fit() or load()")
+        return self._check_sizes()
+
+    def _combined(self, users: Tensor, tags: Tensor, profile: TagProfile | None) -> Tensor:
+        """The weighted standardized member scores."""
         n_items, _ = self._check_fitted()
         out = torch.zeros(len(users), n_items)
         for name, weight in self.weights_.items():
             if weight:
-                out += weight * standardized(self.fitted_[name].score(users, tags).float().cpu())
+                out += weight * self._member_scores(self.fitted_[name], users, tags, profile)
         return out
+
+    def score(self, users: Tensor, tags: Tensor) -> Tensor:
+        """``[B, n_items]`` weighted standardized member scores of the ``(user, tag)`` queries."""
+        return self._combined(users, tags, None)
 
     def profile_scores(self, users: Tensor, profile: TagProfile) -> Tensor:
         """``[B, n_items]`` per-user scores: the members' per-user forms, weighted."""
-        n_items, n_tags = self._check_fitted()
-        out = torch.zeros(len(users), n_items)
-        for name, weight in self.weights_.items():
-            if weight:
-                member = user_scores(self.fitted_[name], users, profile, "profile", n_items,
-                                     n_tags)
-                out += weight * standardized(member.float().cpu())
-        return out
+        return self._combined(users, users, profile)
 
     def save(self, path: str | Path) -> None:
         """Writes each member to ``member_NAME`` and the weights to the manifest."""
