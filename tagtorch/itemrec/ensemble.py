@@ -18,6 +18,13 @@ member in the experiments, the budget every baseline gets). Nothing in it reads 
 Per-user queries score each member's per-user form (:func:`~tagtorch.itemrec.base.user_scores`
 with the ``"profile"`` aggregation, or the member's own), standardized the same way.
 
+Tried and not kept, on MovieLens seed 0's validation users (DCG@10 of the per-user queries;
+tag-aware EASE^R alone: 0.409): the prior inside the training instead of after it, Do-Rank+
+trained by its smoothed DCG on ``w z_prior + s_plus`` with the standardized EASE^R scores as a
+fixed term (``w`` 1 and 3, lambda 3e-3 and 1e-2): 0.403-0.411, best at epochs 0-2, so Do-Rank+'s
+(user, tag) set objective does not correct the prior's per-user ranking; the ensemble here
+reached 0.454 on the same users.
+
 The members are configs (``_target_`` and settings, built with Hydra, ``_recursive_: false``
 in the model's config) so that they can be rebuilt with each grid point and the task's seed;
 a saved ensemble keeps each fitted member in ``member_NAME`` (its own model folder) and the
