@@ -209,3 +209,12 @@ def test_merge_keeps_what_the_runs_said_in_their_notes(tmp_path):
     notes = merged.split("\n## Notes\n", 1)[1]
     assert [part.strip() for part in notes.split("\n\n") if part.strip()] == [
         "Settings chosen in fold 0: k 1.", "SIDE DATA: gp.", "Settings chosen in fold 0: k 3."]
+
+
+def test_the_chart_shows_the_deepest_ndcg(tmp_path):
+    rows = [(m, 0, f"ndcg@{k}", v) for m, v in (("a", 0.5), ("b", 0.4)) for k in (1, 2, 10)]
+    results = pd.DataFrame(rows, columns=["method", "fold", "metric", "value"])
+    per_object = results.assign(object="q1")[["method", "fold", "object", "metric", "value"]]
+    write_run(tmp_path / "run", results, per_object, title="t")
+    assert (tmp_path / "run" / "ndcg@10.png").is_file()
+    assert not (tmp_path / "run" / "ndcg@1.png").exists()
