@@ -337,11 +337,12 @@ def test_ensemble_weights_are_the_best_grid_point_on_validation(data):
     queries = data.val_queries
     labels, mask = (t.numpy() for t in queries.batch(np.arange(len(queries)), data.n_items))
     users, tags = torch.from_numpy(queries.users), torch.from_numpy(queries.tags)
-    z = {}
+    z = {}  # standardized over the items each query ranks (validation: all but training's)
     for name, member in model.fitted_.items():
         s = member.score(users, tags).double().numpy()
-        z[name] = (s - s.mean(1, keepdims=True)) / np.where(s.std(1, keepdims=True) > 0,
-                                                            s.std(1, keepdims=True), np.inf)
+        ranked = np.ma.masked_array(s, ~mask)
+        mean, std = ranked.mean(1).data[:, None], ranked.std(1).data[:, None]
+        z[name] = (s - mean) / np.where(std > 0, std, np.inf)
     best = max((w for w in np.array(np.meshgrid(grid, grid, grid)).T.reshape(-1, 3)
                 if w.sum() > 0),
                key=lambda w: round(_plain_dcg(sum(wi * z[n] for wi, n in zip(
@@ -391,7 +392,11 @@ def test_ensemble_per_user_queries_weigh_the_members_per_user_forms(user_data):
     for name, weight in model.weights_.items():
         member = model.fitted_[name]
         s = user_scores(_PerTag(member), users, profile, "profile", user_data.n_items,
-                        user_data.n_tags).double()
-        s = (s - s.mean(1, keepdim=True)) / s.std(1, unbiased=False, keepdim=True)
-        expected += weight * s.nan_to_num(0.0).float()
+                        user_data.n_tags).double().numpy()
+        for u in range(user_data.n_users):  # over the items u did not tag in training
+            ranked = [i for i in range(user_data.n_items)
+                      if i not in set(user_data.train[user_data.train[:, 0] == u, 1])]
+            mean, std = s[u, ranked].mean(), s[u, ranked].std()
+            expected[u] += weight * float(std > 0) * torch.from_numpy(
+                (s[u] - mean) / (std if std > 0 else 1.0)).float()
     torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)

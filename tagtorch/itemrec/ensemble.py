@@ -9,7 +9,9 @@ a published method) combines them:
     ``s(q, i) = sum_m w_m z_m(q, i)``,
 
 where ``z_m(q, .)`` is member ``m``'s score of every item for query ``q``, standardized over the
-items (zero mean, unit variance: the members' scales differ by orders of magnitude), and the
+items the query's user did not tag in training (zero mean, unit variance over the items that
+can be ranked: the members' scales differ by orders of magnitude, and the user's own items,
+never ranked, score far above the rest in the item-item models), and the
 weights ``w_m`` are chosen on the validation queries (DCG@10, the project's early-stopping
 score) from ``weight_grid`` for every member (all combinations; the first of equal scores in
 grid order is kept; at least one weight is positive). Before that, each member's own settings
@@ -45,6 +47,7 @@ import torch
 from hydra.utils import instantiate
 from torch import Tensor
 
+from tagtorch.data.ragged import Ragged
 from tagtorch.itemrec.base import FactorModel, ItemRanker, dcg_at_k, user_scores
 from tagtorch.itemrec.baselines import ArrayModel
 from tagtorch.itemrec.data import ItemRecData, Queries, TagProfile
@@ -52,9 +55,11 @@ from tagtorch.settings import ModelTask, SignatureSettings
 from tagtorch.storage import (
     UnreadableFileError,
     class_name,
+    load_arrays,
     model_folder,
     plain_json,
     read_manifest,
+    save_arrays,
     saved_entries,
     trusted_class,
     write_manifest,
@@ -64,19 +69,32 @@ log = logging.getLogger(__name__)
 
 __all__ = ["ItemEnsemble", "standardized"]
 
+KNOWN_FILE = "known_items.npz"
+"""The items each user tagged in training: the items a member's scores are standardized
+without."""
 MEMBER_PREFIX = "member_"
 """A saved ensemble keeps member ``NAME`` in the subfolder ``member_NAME``."""
 
 
-def standardized(scores: Tensor) -> Tensor:
+def standardized(scores: Tensor, mask: Tensor | None = None) -> Tensor:
     """Each row minus its mean, divided by its standard deviation (a constant row: zeros).
+
+    With ``mask`` (``[B, I]`` bool), the mean and deviation are those of the row's masked
+    entries (the items the query ranks); every entry is shifted and scaled by them.
 
     Example:
         >>> standardized(torch.tensor([[1.0, 3.0], [2.0, 2.0]])).tolist()
         [[-1.0, 1.0], [0.0, 0.0]]
+        >>> standardized(torch.tensor([[1.0, 3.0, 9.0]]),
+        ...              torch.tensor([[True, True, False]])).tolist()
+        [[-1.0, 1.0, 7.0]]
     """
-    centred = scores - scores.mean(1, keepdim=True)
-    spread = centred.square().mean(1, keepdim=True).sqrt()
+    weights = (torch.ones_like(scores) if mask is None
+               else mask.to(scores.dtype))
+    count = weights.sum(1, keepdim=True).clamp_min(1.0)
+    mean = (scores * weights).sum(1, keepdim=True) / count
+    centred = scores - mean
+    spread = ((centred.square() * weights).sum(1, keepdim=True) / count).sqrt()
     return torch.where(spread > 0, centred / spread.clamp_min(1e-12), torch.zeros_like(centred))
 
 
@@ -128,6 +146,7 @@ class ItemEnsemble(SignatureSettings):
         self.weights_: dict[str, float] = {}
         self.choices_: dict[str, dict[str, Any]] = {}
         self.sizes: tuple[int, int] | None = None
+        self.known_: Ragged | None = None
 
     def _build(self, name: str, point: Mapping[str, Any]) -> ItemRanker:
         config = {**self.members[name], **point}
@@ -147,7 +166,16 @@ class ItemEnsemble(SignatureSettings):
             scores = member.score(users, tags)
         else:
             scores = user_scores(member, users, profile, "profile", n_items, n_tags)
-        return standardized(scores.detach().float().cpu())
+        return standardized(scores.detach().float().cpu(), self._ranked(users))
+
+    def _ranked(self, users: Tensor) -> Tensor:
+        """``[B, n_items]`` bool: the items each user did not tag in training (those ranked)."""
+        if self.known_ is None:
+            raise RuntimeError("ItemEnsemble is not fitted: call fit() or load()")
+        known = self.known_.take(users.cpu().numpy())
+        mask = torch.ones(len(users), self._check_sizes()[0], dtype=torch.bool)
+        mask[torch.from_numpy(known.row_ids), torch.from_numpy(known.values)] = False
+        return mask
 
     def _validation_scores(self, member: ItemRanker, queries: Queries, batch_size: int = 1024
                            ) -> tuple[Tensor, Tensor, Tensor]:
@@ -168,6 +196,7 @@ class ItemEnsemble(SignatureSettings):
     def fit(self, data: ItemRecData) -> Self:
         """Fits every member (its grid chosen on validation), then the weights."""
         self.sizes = (data.n_items, data.n_tags)
+        self.known_ = data.user_items
         validation: dict[str, Tensor] = {}
         labels = mask = None
         for name in self.members:
@@ -235,8 +264,11 @@ class ItemEnsemble(SignatureSettings):
         folder = model_folder(path)
         for name, model in self.fitted_.items():
             model.save(folder / f"{MEMBER_PREFIX}{name}")
+        assert self.known_ is not None
+        save_arrays({"offsets": self.known_.offsets, "items": self.known_.values},
+                    folder / KNOWN_FILE)
         write_manifest(folder, type(self), self.settings(),
-                       [f"{MEMBER_PREFIX}{name}" for name in self.fitted_],
+                       [KNOWN_FILE, *(f"{MEMBER_PREFIX}{name}" for name in self.fitted_)],
                        sizes=list(self.sizes or ()), weights=self.weights_,
                        choices=self.choices_,
                        classes={n: class_name(type(m)) for n, m in self.fitted_.items()})
@@ -251,6 +283,9 @@ class ItemEnsemble(SignatureSettings):
             model.sizes = (int(manifest["sizes"][0]), int(manifest["sizes"][1]))
             model.weights_ = {str(n): float(w) for n, w in manifest["weights"].items()}
             model.choices_ = dict(manifest.get("choices", {}))
+            known = load_arrays(folder / KNOWN_FILE, ["offsets", "items"])
+            model.known_ = Ragged(known["offsets"].astype(np.int64),
+                                  known["items"].astype(np.int64))
             for name, target in manifest["classes"].items():
                 kind: Any = trusted_class(target, ("tagtorch.itemrec.",),
                                           (FactorModel, ArrayModel),
