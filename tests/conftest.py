@@ -1,3 +1,4 @@
+import contextlib
 import os
 from pathlib import Path
 
@@ -68,6 +69,17 @@ def fitted(tmp_path_factory):
 
 TOKEN = "test-token-0123456789abcdef"
 AUTH = {"authorization": f"Bearer {TOKEN}"}
+
+
+@contextlib.contextmanager
+def serving(folder, *options, token=True):
+    """:func:`start_server` as a block: yields the url, stops the server after the block."""
+    process, url = start_server(folder, *options, token=token)
+    try:
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
 
 
 def start_server(folder, *options, token=True):

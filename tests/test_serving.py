@@ -6,7 +6,7 @@ import shutil
 import numpy as np
 import pytest
 import torch
-from conftest import AUTH, CANDIDATES, start_server
+from conftest import AUTH, CANDIDATES, serving
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_train import compose_cfg
@@ -165,10 +165,8 @@ def test_profile_neighbours_are_refused_with_the_reason(with_profiles):
 def server(fitted, tmp_path_factory):
     copy = tmp_path_factory.mktemp("served") / "artifact"
     shutil.copytree(fitted[3], copy)
-    process, url = start_server(copy)
-    yield url
-    process.terminate()
-    process.wait(timeout=30)
+    with serving(copy) as url:
+        yield url
 
 
 def test_the_service_answers_as_the_api_does(fitted, server):

@@ -8,7 +8,7 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_serving import JSON_VALUES, start_server
+from test_serving import JSON_VALUES, serving
 from test_train import compose_cfg
 
 from tagtorch.data.splits import p_core
@@ -165,10 +165,8 @@ def test_task_fit_with_an_item_model_and_the_cli(tmp_path, capsys):
 
 @pytest.fixture(scope="module")
 def server(fitted):
-    process, url = start_server(fitted[2])
-    yield url
-    process.terminate()
-    process.wait(timeout=30)
+    with serving(fitted[2]) as url:
+        yield url
 
 
 def test_the_service_answers_as_the_api_does(fitted, server):

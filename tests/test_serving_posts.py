@@ -16,7 +16,7 @@ import pytest
 from conftest import AUTH
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_serving import JSON_VALUES, start_server
+from test_serving import JSON_VALUES, serving
 
 from tagtorch.data.splits import p_core
 from tagtorch.data.synthetic import generate_folksonomy
@@ -127,10 +127,8 @@ def test_the_command_line_answers_as_the_api_does(fitted, capsys):
 
 @pytest.fixture(scope="module")
 def server(fitted):
-    process, url = start_server(fitted[2])
-    yield url
-    process.terminate()
-    process.wait(timeout=30)
+    with serving(fitted[2]) as url:
+        yield url
 
 
 def test_the_service_answers_posts_and_refuses_objects(fitted, server):
@@ -202,8 +200,7 @@ def test_the_service_takes_posts_that_survive_a_restart(fitted, tmp_path):
 
     _, _, folder = fitted
     copy = shutil.copytree(folder, tmp_path / "artifact")
-    process, url = start_server(copy, "--apply-interval", "0.1")  # writes need the token
-    try:
+    with serving(copy, "--apply-interval", "0.1") as url:  # writes need the token
         body = {"posts": [{"user": "newbie", "object": "r-new", "tags": ["Qwxyzzy"],
                            "time": 9}]}
         assert httpx.post(f"{url}/v1/posts", json=body, timeout=30).status_code == 401
@@ -220,14 +217,7 @@ def test_the_service_takes_posts_that_survive_a_restart(fitted, tmp_path):
                                                              "tags": ["t"], "title": "x"}]},
                          headers=AUTH, timeout=10)
         assert bad.status_code == 422  # a personalized post has no texts
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
-    process, url = start_server(copy, token=False)  # no writes: the journal is replayed
-    try:
+    with serving(copy, token=False) as url:  # no writes: the journal is replayed
         answer = httpx.post(f"{url}/v1/tags", json={"user": "newbie", "resource": "other"},
                             timeout=30).json()
         assert answer["tags"][0]["tag"] == "Qwxyzzy"
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
