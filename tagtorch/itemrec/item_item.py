@@ -119,8 +119,7 @@ class ItemItemModel(ArrayModel):
         weights.fill_diagonal_(0.0)
         interactions = interactions.cpu()
         self.user_items = interactions[:data.n_users].numpy()
-        self.tag_items = (interactions[data.n_users:] if self.tags
-                          else torch.zeros(data.n_tags, data.n_items)).numpy()
+        self.tag_items = interactions[data.n_users:].numpy()  # no rows in the plain form
         self.weights = weights.float().cpu().numpy()
         self._dense = None
         return self
