@@ -14,9 +14,15 @@ repeated in bf16 mixed precision (``torch.autocast``), as ``trainer=gpu`` trains
 
 Each cell: 2 warm-up steps, then steps until ``--seconds`` have passed (at least 3).
 
+``--allrank`` prints instead the losses alone against allRank 1.4.3's (``pip install --no-deps
+allRank==1.4.3``: :mod:`allrank_oracle`) on the same random scores and labels: milliseconds per
+forward + backward of each loss at each width, and allRank's time over ours (``> 1``: tagtorch is
+faster), at the settings where the two compute the same loss (``tests/test_losses.py``).
+
 Usage::
 
     python benchmarks/bench_neural.py
+    python benchmarks/bench_neural.py --allrank --seconds 1
     python benchmarks/bench_neural.py --lengths 32 128 --seconds 1 --losses listnet lambdarank
 """
 
@@ -25,9 +31,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import platform
+import statistics
 import time
+from collections.abc import Callable
 
 import torch
+from allrank_oracle import load_allrank_losses, to_allrank
 
 from tagtorch.losses import LOSSES, get_loss
 from tagtorch.rankers.neural import FeatureNormalizer, ListScorer
@@ -87,6 +96,66 @@ def lists_per_second(loss_name: str, width: int, n_candidates: int, device: torc
     return steps * n_lists / (time.perf_counter() - start)
 
 
+ALLRANK_SETTINGS = {
+    "listnet": ({}, {}),
+    "ranknet": ({}, {}),
+    "approxndcg": ({"gain": "exp"}, {}),
+    "neuralndcg": ({"gain": "exp"}, {}),
+    "lambdaloss": ({"gain": "exp"}, {"weighing_scheme": "ndcgLoss2PP_scheme", "reduction": "mean"}),
+}
+"""tagtorch's and allRank's keyword arguments of each shared loss, as in the benchmark table."""
+
+
+def paired_milliseconds(ours: Callable[[], torch.Tensor], theirs: Callable[[], torch.Tensor],
+                        scores: torch.Tensor, seconds: float) -> tuple[float, float]:
+    """Median milliseconds of one forward + backward of each loss (gradient into ``scores``).
+
+    The two are timed in alternating rounds of 5 calls, so that a busy machine slows both alike.
+    """
+    def round_seconds(loss: Callable[[], torch.Tensor]) -> float:
+        start = time.perf_counter()
+        for _ in range(5):
+            loss().backward()
+            scores.grad = None
+        return (time.perf_counter() - start) / 5
+
+    for loss in (ours, theirs):  # warm-up
+        round_seconds(loss)
+    times: tuple[list[float], list[float]] = ([], [])
+    while len(times[0]) < 5 or 5 * (sum(times[0]) + sum(times[1])) < seconds:
+        times[0].append(round_seconds(ours))
+        times[1].append(round_seconds(theirs))
+    return 1000 * statistics.median(times[0]), 1000 * statistics.median(times[1])
+
+
+def allrank_cell(name: str, allrank_loss: Callable[..., torch.Tensor], width: int,
+                 n_candidates: int, seconds: float) -> str:
+    """``ours / allRank ms (ratio)`` of one shared loss at one list width."""
+    our_kwargs, their_kwargs = ALLRANK_SETTINGS[name]
+    n_lists = max(1, n_candidates // width)
+    _, labels, mask = random_batch(n_lists, width, torch.device("cpu"))
+    scores = torch.randn(n_lists, width, requires_grad=True)
+    y_pred, y_true = to_allrank(scores, labels, mask)
+    ours, ref = paired_milliseconds(
+        lambda: get_loss(name)(scores, labels, mask, **our_kwargs),
+        lambda: allrank_loss(y_pred, y_true, **their_kwargs), scores, seconds)
+    return f"{ours:9.3f} /{ref:9.3f} ({ref / ours:5.2f}x)"
+
+
+def allrank_table(losses: list[str], lengths: list[int], n_candidates: int,
+                  seconds: float) -> None:
+    """Prints ms per forward + backward of each shared loss, tagtorch beside allRank."""
+    theirs = load_allrank_losses()
+    if theirs is None:
+        raise SystemExit("allRank is not installed: pip install --no-deps allRank==1.4.3")
+    header = f"{'loss':<12}" + "".join(f"{'L=' + str(w) + ' ours/allRank ms (x)':>34}"
+                                      for w in lengths)
+    print(header + "\n" + "-" * len(header))
+    for name in [loss for loss in losses if loss in ALLRANK_SETTINGS]:
+        cells = [allrank_cell(name, theirs[name], w, n_candidates, seconds) for w in lengths]
+        print(f"{name:<12}" + "".join(f"{c:>34}" for c in cells), flush=True)
+
+
 def main() -> None:
     """Prints the lists/s table of every loss, list width and device."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -97,7 +166,15 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=2.0, help="timed seconds per cell")
     parser.add_argument("--devices", nargs="+", default=None,
                         help="devices to measure (default: cpu, and cuda when available)")
+    parser.add_argument("--allrank", action="store_true",
+                        help="the losses alone against allRank's, on the CPU")
     args = parser.parse_args()
+    if args.allrank:
+        print(f"torch {torch.__version__}, {platform.machine()}, {torch.get_num_threads()} CPU "
+              f"threads; {args.candidates} padded slots per batch, medians over alternating "
+              "rounds of 5 calls\n")
+        allrank_table(args.losses, args.lengths, args.candidates, args.seconds)
+        return
     devices = args.devices or ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
     print(f"torch {torch.__version__}, {platform.machine()}, {torch.get_num_threads()} CPU "

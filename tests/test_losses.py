@@ -10,6 +10,8 @@ inputs, training on a toy problem, and argument checks.
 from __future__ import annotations
 
 import math
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -626,3 +628,73 @@ def test_bad_inputs(name):
     padded = labels.clone()
     padded[1, 2] = -5.0
     assert torch.isfinite(fn(scores, padded, mask))
+
+
+# ---------------------------------------------------------------------------------------------
+# allRank 1.4.3 as an oracle for the losses it shares (skipped without it:
+# pip install --no-deps allRank==1.4.3; benchmarks/allrank_oracle.py says why --no-deps).
+# ---------------------------------------------------------------------------------------------
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from allrank_oracle import load_allrank_losses, to_allrank  # noqa: E402
+
+ALLRANK = load_allrank_losses()
+
+
+def _allrank_batch(seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Graded labels 0-3, real lists of 3 to 12 candidates padded to 12, moderate scores."""
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(3, 13, (6,), generator=g)
+    mask = torch.arange(12) < lengths[:, None]
+    labels = torch.randint(0, 4, (6, 12), generator=g).float().masked_fill(~mask, 0.0)
+    labels[:, 0] = 2.0  # a relevant candidate in every list
+    return torch.randn(6, 12, generator=g), labels, mask
+
+
+def _pair_counts(labels: torch.Tensor, mask: torch.Tensor) -> tuple[int, int]:
+    """(lists with a pair label_i > label_j, such pairs in the batch), counted by hand."""
+    pairs = [sum(1 for i in range(int(m.sum())) for j in range(int(m.sum())) if y[i] > y[j])
+             for y, m in zip(labels.tolist(), mask, strict=True)]
+    return sum(1 for p in pairs if p), sum(pairs)
+
+
+# tagtorch settings, allRank settings, and how allRank's batch reduction relates to ours
+ALLRANK_CASES = [
+    ("listnet", {}, {}, "same"),
+    ("approxndcg", {"gain": "exp"}, {"alpha": 1.0}, "same"),
+    ("approxndcg", {"gain": "exp", "alpha": 3.0}, {"alpha": 3.0}, "same"),
+    ("neuralndcg", {"gain": "exp"}, {}, "same"),
+    ("neuralndcg", {"gain": "exp", "k": 4, "tau": 0.5}, {"k": 4, "temperature": 0.5}, "same"),
+    ("neuralndcg", {"k": 3}, {"k": 3, "powered_relevancies": False}, "same"),
+    ("ranknet", {"reduction": "sum"}, {}, "pooled_mean"),  # allRank: mean over the batch's pairs
+    ("lambdaloss", {"gain": "exp", "reduction": "sum"},
+     {"weighing_scheme": "ndcgLoss2PP_scheme", "reduction": "sum"}, "sum"),  # allRank: batch sum
+    ("lambdaloss", {"gain": "exp", "reduction": "sum", "k": 5, "mu": 3.0, "sigma": 1.5},
+     {"weighing_scheme": "ndcgLoss2PP_scheme", "reduction": "sum", "k": 5, "mu": 3.0,
+      "sigma": 1.5}, "sum"),
+]
+
+
+@pytest.mark.skipif(ALLRANK is None, reason="allRank is not installed")
+@pytest.mark.parametrize(("name", "ours", "theirs", "relation"), ALLRANK_CASES,
+                         ids=[f"{c[0]}-{i}" for i, c in enumerate(ALLRANK_CASES)])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_matches_allrank(name, ours, theirs, relation, seed):
+    """Value and gradient equal to allRank's loss at matching settings (float32: allRank's)."""
+    assert ALLRANK is not None
+    scores, labels, mask = _allrank_batch(seed)
+    ours_scores = scores.clone().requires_grad_(True)
+    ours_value = get_loss(name)(ours_scores, labels, mask, **ours)
+    valid_lists, n_pairs = _pair_counts(labels, mask)
+    factor = {"same": 1.0, "sum": float(valid_lists),
+              "pooled_mean": valid_lists / n_pairs}[relation]
+    (ours_value * factor).backward()
+    y_pred, y_true = to_allrank(scores.clone().requires_grad_(True), labels, mask)
+    theirs_value = ALLRANK[name](y_pred, y_true, **theirs)
+    theirs_value.backward()
+    assert ours_value.item() * factor == pytest.approx(theirs_value.item(), rel=1e-5, abs=1e-7)
+    # NeuralNDCG: each list's Sinkhorn scaling stops at its own tolerance 1e-6 (allRank's runs
+    # until the whole batch is within it), which moves gradients by about 1e-6
+    atol = 1e-5 if name == "neuralndcg" else 1e-6
+    np.testing.assert_allclose(ours_scores.grad[mask].numpy(), y_pred.grad[mask].numpy(),
+                               rtol=1e-4, atol=atol)

@@ -7,10 +7,11 @@ Every helper works on a batch of ``B`` padded candidate lists of width ``L`` wit
 ``mask [B, L]`` that is ``True`` at real candidates.
 
 The one rule that keeps padding out of both the value and the gradient: padded scores and
-labels are replaced by ``0`` with :func:`torch.where` *before* any arithmetic (:func:`prepare`),
-so every later intermediate is finite whatever garbage (``±inf``, ``NaN``, ``±1e30``) the
-padding held, and padded or invalid entries are then dropped with :func:`torch.where`, never by
-multiplying with ``0`` (``0 * inf`` and ``0 / 0`` would leak ``NaN`` into the backward pass).
+labels are replaced by ``0`` (:func:`zero_padding`: ``masked_fill``, which also stops their
+gradient) *before* any arithmetic (:func:`prepare`), so every later intermediate is finite
+whatever garbage (``±inf``, ``NaN``, ``±1e30``) the padding held, and padded or invalid entries
+are then dropped the same way, never by multiplying with ``0`` (``0 * inf`` and ``0 / 0`` would
+leak ``NaN`` into the backward pass).
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ def check_shapes(scores: Tensor, mask: Tensor, labels: Tensor | None = None) -> 
 
 def zero_padding(values: Tensor, mask: Tensor) -> Tensor:
     """``values`` with every padded entry replaced by ``0`` (no gradient reaches padding)."""
-    return torch.where(mask, values, torch.zeros((), dtype=values.dtype, device=values.device))
+    return values.masked_fill(~mask, 0.0)
 
 
 def prepare(scores: Tensor, labels: Tensor, mask: Tensor) -> Batch:
@@ -84,9 +85,14 @@ def prepare(scores: Tensor, labels: Tensor, mask: Tensor) -> Batch:
     dtype = compute_dtype(scores)
     s = zero_padding(scores.to(dtype), mask)
     y = zero_padding(labels.to(device=s.device, dtype=dtype), mask)
-    if not bool((y >= 0).all()):
-        raise ValueError("labels of real candidates must be >= 0 (and not NaN)")
+    check_labels(y)
     return Batch(s, y, mask)
+
+
+def check_labels(labels: Tensor) -> None:
+    """Raises ValueError on a negative or NaN label (``labels`` with their padding zeroed)."""
+    if labels.numel() and not bool(labels.min() >= 0):  # NaN >= 0 is False
+        raise ValueError("labels of real candidates must be >= 0 (and not NaN)")
 
 
 def check_positive(name: str, value: float, allow_zero: bool = False) -> None:
@@ -182,7 +188,7 @@ def masked_log_softmax(logits: Tensor, mask: Tensor) -> Tensor:
     Masked entries get the most negative finite value (not ``-inf``), so rows with no ``True``
     entry stay finite, and every masked probability is exactly ``0``.
     """
-    filled = torch.where(mask, logits, torch.finfo(logits.dtype).min)
+    filled = logits.masked_fill(~mask, torch.finfo(logits.dtype).min)
     return zero_padding(torch.log_softmax(filled, dim=-1), mask)
 
 

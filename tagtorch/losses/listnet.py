@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from tagtorch.losses._masking import masked_log_softmax, mean_over_lists, prepare
+from tagtorch.losses._masking import check_labels, check_shapes, compute_dtype
 
 __all__ = ["listnet_loss"]
 
@@ -25,7 +25,19 @@ def listnet_loss(scores: Tensor, labels: Tensor, mask: Tensor) -> Tensor:
         ``[]`` mean loss over the lists with a relevant candidate (dtype and the case of no such
         list: :mod:`tagtorch.losses`).
     """
-    s, y, m = prepare(scores, labels, mask)
-    target = torch.exp(masked_log_softmax(y, m))
-    per_list = -(target * masked_log_softmax(s, m)).sum(-1)
-    return mean_over_lists(per_list, ((y > 0) & m).any(-1))
+    check_shapes(scores, mask, labels)
+    padding = ~mask
+    dtype = compute_dtype(scores)
+    y = labels.to(device=scores.device, dtype=dtype).masked_fill(padding, 0.0)
+    check_labels(y)
+    valid = y.amax(-1) > 0  # labels are >= 0
+    list_weights = valid.to(dtype) / valid.sum().clamp_min(1)  # the mean over valid lists
+    # padding filled with half the lowest finite value: it drops out of both softmaxes, its
+    # gradient stops at the fill, and log_softmax there stays finite (the lowest value itself
+    # minus a large log-sum-exp would round to -inf, and 0 * -inf is NaN)
+    fill = torch.finfo(dtype).min / 2
+    target = torch.softmax(y.masked_fill(padding, fill), dim=-1)  # exactly 0 at padding
+    log_q = torch.log_softmax(scores.to(dtype).masked_fill(padding, fill), dim=-1)
+    # the finite targets of a left-out list are weighted 0, so it adds exactly 0 (and the
+    # result stays attached to the graph when no list counts)
+    return -((target * list_weights[:, None]) * log_q).sum()

@@ -96,38 +96,45 @@ def sinkhorn_scaling(matrix: Tensor, *, max_iter: int = 50, tol: float = 1e-6) -
         return matrix
     # The scaled matrix is diag(u) K diag(v): a column normalization sets v = 1 / (K^T u), a row
     # normalization u = 1 / (K v). Iterating on the two [B, N] vectors gives the matrix
-    # iteration's result, but each step is two batched products with K (whose results also
-    # give the convergence check) instead of new [B, N, N] matrices, and backpropagation keeps
-    # the vectors, not one matrix per step: memory O(B N^2 + max_iter B N), not O(max_iter B N^2).
-    live_rows = matrix.sum(-1) > 0  # [B, N]
+    # iteration's result, but each step is two batched vector-matrix products instead of new
+    # [B, N, N] matrices, and backpropagation keeps the vectors, not one matrix per step: memory
+    # O(B N^2 + max_iter B N), not O(max_iter B N^2). Both products are row vector times matrix
+    # (K v as v^T K^T, with K^T made contiguous once): the CPU's batched matrix-vector product
+    # is about 15x slower than the vector-matrix one at N = 32. After a row normalization the
+    # rows sum to 1 by construction, so convergence is read on the columns only.
+    batch = matrix.shape[0]
+    dead_rows = (matrix.sum(-1) <= 0).to(matrix.dtype)  # [B, N]: 1 at an all-zero row
     live_cols = matrix.sum(-2) > 0
+    dead_cols = (~live_cols).to(matrix.dtype)
+    transposed = matrix.transpose(1, 2).contiguous()
     u = torch.ones(matrix.shape[:2], dtype=matrix.dtype, device=matrix.device)
     v = torch.ones_like(u)
     col_sums = matrix.sum(-2)  # K^T u
-    done = torch.zeros(matrix.shape[0], dtype=torch.bool, device=matrix.device)
+    done = torch.zeros(batch, dtype=torch.bool, device=matrix.device)
+    n_done = 0
     for _ in range(max_iter):
-        new_v = _safe_inverse(col_sums)  # columns
-        row_sums = (matrix @ new_v[:, :, None]).squeeze(-1)  # K v
-        new_u = _safe_inverse(row_sums)  # rows
-        u = torch.where(done[:, None], u, new_u)
-        v = torch.where(done[:, None], v, new_v)
-        col_sums = (u[:, None, :] @ matrix).squeeze(1)
-        with torch.no_grad():  # the lists already done keep done, whatever these say
-            row_err = zero_padding((new_u * row_sums - 1).abs(), live_rows).amax(-1)
-            col_err = zero_padding((v * col_sums - 1).abs(), live_cols).amax(-1)
-            done = done | ((row_err < tol) & (col_err < tol))
-        if bool(done.all()):
+        # 1 / total, with 1 at an all-zero row or column: its scale changes nothing, and 1 keeps
+        # its gradient finite (a clamp to a tiny value would give 0 / tiny**2 and NaN)
+        new_v = (col_sums + dead_cols).reciprocal()
+        new_u = (_vector_times(new_v, transposed) + dead_rows).reciprocal()
+        if n_done:  # the lists already done keep their scales
+            u = torch.where(done[:, None], u, new_u)
+            v = torch.where(done[:, None], v, new_v)
+        else:
+            u, v = new_u, new_v
+        col_sums = _vector_times(u, matrix)
+        with torch.no_grad():
+            col_err = (v * col_sums - 1).abs().masked_fill(~live_cols, 0.0).amax(-1)
+            done = done | (col_err < tol)
+            n_done = int(done.sum())
+        if n_done == batch:
             break
     return u[:, :, None] * matrix * v[:, None, :]
 
 
-def _safe_inverse(total: Tensor) -> Tensor:
-    """``1 / total``, with 1 where the total is 0 (an all-zero row or column of the matrix).
-
-    The scale of a zero row or column changes nothing, and 1 keeps its gradient zero; a clamp
-    to a tiny positive value would give ``0 / tiny**2`` in the backward pass and NaN.
-    """
-    return torch.where(total > 0, total, torch.ones_like(total)).reciprocal()
+def _vector_times(vectors: Tensor, matrices: Tensor) -> Tensor:
+    """``[B, N]`` products ``x_b^T M_b`` of ``vectors [B, N]`` and ``matrices [B, N, N]``."""
+    return torch.bmm(vectors[:, None, :], matrices).squeeze(1)
 
 
 def neuralndcg_loss(
