@@ -28,7 +28,9 @@ its own process so that its peak resident memory (``ru_maxrss``) is its own:
 - ``fast``: the paper's fast learning (every negative of 200,000 items), timed on a sample of
   the epoch's sets and scaled to the epoch (the output says so);
 - ``top-k``: the top 10 items of per-user queries (profile aggregation), in blocks of users,
-  timed on a seeded random sample of users and scaled to all users.
+  timed on a seeded random sample of users and scaled to all users; beside it, implicit's
+  ``recommend`` (same rank, items and known items filtered) on the same users, and the ratio
+  ours / implicit.
 
 Usage::
 
@@ -149,21 +151,53 @@ def scale_part(part: str, args: argparse.Namespace) -> dict[str, float]:
         out["seconds"], out["timed"] = epoch_seconds(
             DoRank(**common), data, device, max_sets=args.scale_fast_sets)
     elif part == "top-k":
-        model = DoRank(**common)
-        torch.manual_seed(0)
-        model.build(data.n_users, data.n_items, data.n_tags)
-        model.to(device).eval()
-        queries = data.test_queries
-        # a seeded random sample: the first users are the most active ones (Zipf weights)
-        rows = np.sort(np.random.default_rng(0).permutation(len(queries))
-                       [: args.scale_users_scored])
-        sample = queries.take(rows)
-        begin = time.perf_counter()
-        for _ in top_k_queries(model, sample, data.n_items, data.n_tags, k=10, batch_size=64):
-            pass
-        out["seconds"], out["timed"] = time.perf_counter() - begin, float(len(rows))
-        out["queries"] = float(len(queries))
+        out.update(top_k_seconds(data, args, device))
     out["peak_rss_gib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    return out
+
+
+def top_k_seconds(data: ItemRecData, args: argparse.Namespace,
+                  device: torch.device) -> dict[str, float]:
+    """Seconds of the top 10 of a seeded sample of per-user queries: ours, then implicit's.
+
+    Ours: :func:`top_k_queries` of a Do-Rank model (profile aggregation: one product per block
+    of users, :meth:`~tagtorch.itemrec.dorank.CPModel.profile_scores`). implicit's
+    ``recommend`` gets user vectors of the same rank, the same item factors and the same
+    known items to filter (the benchmark-only dependency; skipped where it is absent).
+    """
+    model = DoRank(rank=args.rank, batch_size=args.scale_batch_size)
+    torch.manual_seed(0)
+    model.build(data.n_users, data.n_items, data.n_tags)
+    model.to(device).eval()
+    queries = data.test_queries
+    # a seeded random sample: the first users are the most active ones (Zipf weights)
+    rows = np.sort(np.random.default_rng(0).permutation(len(queries))
+                   [: args.scale_users_scored])
+    sample = queries.take(rows)
+    begin = time.perf_counter()
+    for _ in top_k_queries(model, sample, data.n_items, data.n_tags, k=10,
+                           batch_size=args.scale_top_k_block):
+        pass
+    out = {"seconds": time.perf_counter() - begin, "timed": float(len(rows)),
+           "queries": float(len(queries))}
+    try:
+        from implicit.cpu.bpr import BayesianPersonalizedRanking
+    except ImportError:
+        return out
+    import scipy.sparse
+
+    reference = BayesianPersonalizedRanking(factors=args.rank)
+    with torch.no_grad():
+        reference.item_factors = model.item_factors.detach().cpu().numpy()
+        reference.user_factors = np.random.default_rng(0).standard_normal(
+            (data.n_users, args.rank)).astype(np.float32)
+    known = sample.known
+    liked = scipy.sparse.csr_matrix(
+        (np.ones(len(known.values), np.float32), (known.row_ids, known.values)),
+        shape=(len(rows), data.n_items))
+    begin = time.perf_counter()
+    reference.recommend(sample.users, liked, N=10, filter_already_liked_items=True)
+    out["implicit_seconds"] = time.perf_counter() - begin
     return out
 
 
@@ -192,6 +226,9 @@ def run_scale(args: argparse.Namespace) -> None:
         else:
             seconds = r["seconds"] * r["queries"] / r["timed"]
             what = f"{r['timed']:.0f} of {r['queries']:.0f} users, scaled"
+            if "implicit_seconds" in r:
+                implicit = r["implicit_seconds"] * r["queries"] / r["timed"]
+                what += f"; implicit {implicit:.1f} s ({seconds / implicit:.2f}x)"
         print(f"{part:>8} {seconds:>10.1f} {what:>28} {r['peak_rss_gib']:>13.2f}", flush=True)
 
 
@@ -220,8 +257,10 @@ def main() -> None:
     parser.add_argument("--scale-batch-size", type=int, default=512)
     parser.add_argument("--scale-fast-sets", type=int, default=2048,
                         help="sets timed for the paper's fast learning at scale")
-    parser.add_argument("--scale-users-scored", type=int, default=1024,
+    parser.add_argument("--scale-users-scored", type=int, default=4096,
                         help="users whose top-k is timed at scale")
+    parser.add_argument("--scale-top-k-block", type=int, default=256,
+                        help="users scored at once (a [block, items] score matrix)")
     args = parser.parse_args()
     if args.scale_part:
         print(json.dumps(scale_part(args.scale_part, args)))

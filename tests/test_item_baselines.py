@@ -18,14 +18,19 @@ import scipy.sparse
 import tensorly as tl
 import torch
 
+from tagtorch.data.ragged import Ragged
 from tagtorch.itemrec.base import user_scores
+from tagtorch.itemrec.baselines import ProbabilisticCP
 from tagtorch.itemrec.bprmf import BPRMF
 from tagtorch.itemrec.cp_als import CPALS, als_sweep
 from tagtorch.itemrec.data import ItemRecData, TagProfile, item_recommendation_data
+from tagtorch.itemrec.dorank import DoRank
+from tagtorch.itemrec.dorank_plus import DoRankPlus
 from tagtorch.itemrec.ease import EASE
 from tagtorch.itemrec.hosvd import HOSVD
 from tagtorch.itemrec.item_item import interaction_matrix
 from tagtorch.itemrec.itemknn import ItemKNN
+from tagtorch.itemrec.pitf import PITF
 from tagtorch.itemrec.rp3beta import RP3Beta
 from tagtorch.itemrec.sparse_tensor import (
     mttkrp,
@@ -163,6 +168,30 @@ def test_profile_scores_equal_the_profile_aggregation_of_tag_scores(user_data, m
     slow = user_scores(_PerTag(model), users, profile, "profile", user_data.n_items,
                        user_data.n_tags)
     torch.testing.assert_close(fast, slow, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("make", [
+    DoRank, ProbabilisticCP, PITF, DoRankPlus, functools.partial(DoRankPlus, user_item=True),
+], ids=["dorank", "probabilistic_cp", "pitf", "dorank_plus", "dorank_plus_user_item"])
+def test_factor_models_score_a_profile_by_its_mix_of_tag_rows(make):
+    """One product per block of users equals the sum over the profile's (user, tag) rows."""
+    torch.manual_seed(0)
+    model = make(rank=5)
+    model.build(4, 7, 3)
+    with torch.no_grad():  # non-zero biases, so that the empty profile's zero row is tested
+        for parameter in model.parameters():
+            parameter.normal_()
+    # user 2 has no training tag: its aggregated scores are 0
+    profile = TagProfile(Ragged.from_lists([[0, 2], [1], [], [0, 1, 2]]),
+                         np.array([0.25, 0.75, 1.0, 0.5, 0.3, 0.2], np.float32))
+    users = torch.arange(4)
+    fast = user_scores(model, users, profile, "profile", 7, 3)
+    expected = torch.zeros(4, 7)
+    for user, (tags, weights) in enumerate([([0, 2], [0.25, 0.75]), ([1], [1.0]), ([], []),
+                                            ([0, 1, 2], [0.5, 0.3, 0.2])]):
+        for tag, weight in zip(tags, weights, strict=True):
+            expected[user] += weight * model.score(torch.tensor([user]), torch.tensor([tag]))[0]
+    torch.testing.assert_close(fast.detach(), expected.detach(), atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("make", [

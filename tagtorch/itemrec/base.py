@@ -128,6 +128,20 @@ def profile_mix(profile: TagProfile, tag_rows: Tensor) -> Tensor:
     return out.index_add_(0, rows, tag_rows[tags] * share[:, None])
 
 
+def profile_mass(profile: TagProfile, like: Tensor) -> Tensor:
+    """``[B, 1]`` ``sum_t P(t | u)`` of each profile (1, or 0 for an empty profile).
+
+    A score term that does not depend on the tag enters the profile aggregation times this.
+
+    Example:
+        >>> from tagtorch.data.ragged import Ragged
+        >>> prof = TagProfile(Ragged.from_lists([[0, 1], []]), np.array([0.25, 0.75], np.float32))
+        >>> profile_mass(prof, torch.zeros(3, 2)).tolist()
+        [[1.0], [0.0]]
+    """
+    return profile_mix(profile, like.new_ones(len(like), 1))
+
+
 def user_scores(ranker: ItemRanker, users: Tensor, profile: TagProfile, aggregate: str,
                 n_items: int, n_tags: int, budget: int = 1 << 24) -> Tensor:
     """``[B, n_items]`` item scores of users from the ranker's tag-level scores.
@@ -220,14 +234,20 @@ def top_k_queries(ranker: ItemRanker, queries: Queries, n_items: int, n_tags: in
 
     Yields ``(rows, items [b, k], scores [b, k])``, ranked as the metrics rank
     (:func:`~tagtorch.metrics.functional.top_rank_order`: equal scores by item code); the
-    queries' known items are never returned (their places hold ``-inf`` scores when fewer than
-    ``k`` items are left). Memory is bounded by one block of ``[b, n_items]`` scores (and,
-    inside :func:`user_scores`, its tag-level budget): never users x items or users x items x
-    tags.
+    queries' known items get ``-inf`` scores, so they are never returned unless fewer than
+    ``k`` items are left (their places then hold ``-inf``). Memory is bounded by one block of
+    ``[b, n_items]`` scores (and, inside :func:`user_scores`, its tag-level budget): never
+    users x items or users x items x tags; no label or mask matrix is built.
     """
-    for rows, scores, _, mask in score_queries(ranker, queries, n_items, n_tags, batch_size):
-        items = functional.top_rank_order(scores, mask, k)
-        yield rows, items, scores.masked_fill(~mask, -torch.inf).gather(-1, items)
+    for start in range(0, len(queries), batch_size):
+        rows = np.arange(start, min(start + batch_size, len(queries)))
+        with torch.no_grad():
+            scores = query_scores(ranker, queries, rows, n_items, n_tags).float().cpu()
+        known = queries.known.take(rows)
+        scores[torch.from_numpy(known.row_ids).long(),
+               torch.from_numpy(np.asarray(known.values)).long()] = -torch.inf
+        items = functional.top_rank_order(scores, None, k)
+        yield rows, items, scores.gather(-1, items)
 
 
 @contextlib.contextmanager

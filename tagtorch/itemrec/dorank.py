@@ -52,7 +52,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from tagtorch.itemrec.base import FactorModel
+from tagtorch.itemrec.base import FactorModel, profile_mix
+from tagtorch.itemrec.data import TagProfile
 
 __all__ = ["CPModel", "DoRank", "cp_scores", "smoothed_dcg_fast", "smoothed_dcg_regular"]
 
@@ -148,6 +149,18 @@ class CPModel(FactorModel):
         device = self.item_factors.device
         return cp_scores(self.user_factors[users.to(device)], self.tag_factors[tags.to(device)],
                          self.item_factors)
+
+    def profile_scores(self, users: Tensor, profile: TagProfile) -> Tensor:
+        """``[B, n_items]`` ``sum_t P(t | u) s(u, i, t)`` in one product per block of users.
+
+        A CP score is linear in the tag's row, so the profile's mix of tag rows gives the
+        profile aggregation: ``(U_u * sum_t P(t | u) T_t) @ V.T``, instead of one
+        ``[n_items]`` row of scores per (user, tag) pair (:func:`~tagtorch.itemrec.base.
+        user_scores`).
+        """
+        device = self.item_factors.device
+        return cp_scores(self.user_factors[users.to(device)],
+                         profile_mix(profile, self.tag_factors), self.item_factors)
 
     def score_items(self, users: Tensor, tags: Tensor, items: Tensor) -> Tensor:
         """CP scores ``[B, P]`` of the items ``[B, P]``."""

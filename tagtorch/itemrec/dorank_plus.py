@@ -31,6 +31,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from tagtorch.itemrec.base import profile_mass, profile_mix
+from tagtorch.itemrec.data import TagProfile
 from tagtorch.itemrec.dorank import DoRank, cp_scores
 
 __all__ = ["DoRankPlus"]
@@ -69,6 +71,21 @@ class DoRankPlus(DoRank):
         scores = scores + self.item_bias + self.tag_item_tags[tags] @ self.tag_item_items.T
         if self.user_item:
             scores = scores + self.user_item_users[users] @ self.user_item_items.T
+        return scores
+
+    def profile_scores(self, users: Tensor, profile: TagProfile) -> Tensor:
+        """``[B, n_items]`` ``sum_t P(t | u) s(u, i, t)``: each term by its profile mix.
+
+        The CP and tag-item terms are linear in the tag's rows (their profile mixes); the item
+        bias and the user-item term do not depend on the tag and count ``sum_t P(t | u)``
+        times (1, or 0 for an empty profile).
+        """
+        users = users.to(self.item_factors.device)
+        mass = profile_mass(profile, self.item_bias)
+        scores = (super().profile_scores(users, profile) + mass * self.item_bias
+                  + profile_mix(profile, self.tag_item_tags) @ self.tag_item_items.T)
+        if self.user_item:
+            scores = scores + mass * (self.user_item_users[users] @ self.user_item_items.T)
         return scores
 
     def score_items(self, users: Tensor, tags: Tensor, items: Tensor) -> Tensor:

@@ -18,7 +18,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from tagtorch.itemrec.base import FactorModel
+from tagtorch.itemrec.base import FactorModel, profile_mass, profile_mix
+from tagtorch.itemrec.data import TagProfile
 
 __all__ = ["PITF"]
 
@@ -48,6 +49,17 @@ class PITF(FactorModel):
         device = self.user_factors.device
         return (self.user_factors[users.to(device)] @ self.item_user_factors.T
                 + self.tag_factors[tags.to(device)] @ self.item_tag_factors.T)
+
+    def profile_scores(self, users: Tensor, profile: TagProfile) -> Tensor:
+        """``[B, n_items]`` ``sum_t P(t | u) s(u, i, t)``: two products per block of users.
+
+        The tag term is linear in ``T_t`` (the profile's mix of tag rows); the user term does
+        not depend on the tag and counts ``sum_t P(t | u)`` times (1, or 0 for no profile).
+        """
+        device = self.user_factors.device
+        mass = profile_mass(profile, self.user_factors)
+        return (mass * (self.user_factors[users.to(device)] @ self.item_user_factors.T)
+                + profile_mix(profile, self.tag_factors) @ self.item_tag_factors.T)
 
     def score_items(self, users: Tensor, tags: Tensor, items: Tensor) -> Tensor:
         """``[B, P]`` scores of the items ``[B, P]`` for each set's ``(u, t)``."""

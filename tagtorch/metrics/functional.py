@@ -197,18 +197,19 @@ def rank_order(scores: Tensor, mask: Tensor) -> Tensor:
     return order.gather(-1, real_first)
 
 
-def top_rank_order(scores: Tensor, mask: Tensor, k: int) -> Tensor:
+def top_rank_order(scores: Tensor, mask: Tensor | None, k: int) -> Tensor:
     """``[B, min(k, L)]``: the first ``k`` columns of :func:`rank_order`, without a full sort.
 
     ``torch.topk`` finds the top ``k`` of long lists (e.g. every item) much faster than a sort,
     but leaves the order of equal scores unspecified. Its result is put in candidate order
     among equal scores; a list where scores equal to the ``k``-th one fall outside the top
     ``k`` (a tie at the cut), or with a NaN, or with fewer than ``k`` finite real scores, is
-    ranked by :func:`rank_order` instead.
+    ranked by :func:`rank_order` instead. ``mask=None``: every candidate is real (a caller
+    that has set excluded candidates to ``-inf`` itself saves the ``[B, L]`` mask).
     """
     s = scores.detach()
     low = torch.full((), -math.inf, dtype=s.dtype, device=s.device)
-    masked = torch.where(mask, s, low)
+    masked = s if mask is None else torch.where(mask, s, low)
     width = min(k, s.shape[-1])
     extra = int(width < s.shape[-1])  # one more score: is there a tie at the cut?
     top = torch.topk(masked, width + extra, dim=-1, sorted=True)
@@ -221,7 +222,8 @@ def top_rank_order(scores: Tensor, mask: Tensor, k: int) -> Tensor:
     order = index.gather(-1, ranked)
     if not bool(clean.all()):
         rows = ~clean
-        order[rows] = rank_order(s[rows], mask[rows])[:, :width]
+        real = torch.ones_like(s[rows], dtype=torch.bool) if mask is None else mask[rows]
+        order[rows] = rank_order(s[rows], real)[:, :width]
     return order
 
 
