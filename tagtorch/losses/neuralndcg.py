@@ -94,6 +94,12 @@ def sinkhorn_scaling(matrix: Tensor, *, max_iter: int = 50, tol: float = 1e-6) -
     check_positive("tol", tol, allow_zero=True)
     if matrix.numel() == 0:
         return matrix
+    u, v = _sinkhorn_vectors(matrix, max_iter, tol)
+    return u[:, :, None] * matrix * v[:, None, :]
+
+
+def _sinkhorn_vectors(matrix: Tensor, max_iter: int, tol: float) -> tuple[Tensor, Tensor]:
+    """The row and column scales ``u, v [B, N]`` of :func:`sinkhorn_scaling`."""
     # The scaled matrix is diag(u) K diag(v): a column normalization sets v = 1 / (K^T u), a row
     # normalization u = 1 / (K v). Iterating on the two [B, N] vectors gives the matrix
     # iteration's result, but each step is two batched vector-matrix products instead of new
@@ -129,7 +135,7 @@ def sinkhorn_scaling(matrix: Tensor, *, max_iter: int = 50, tol: float = 1e-6) -
             n_done = int(done.sum())
         if n_done == batch:
             break
-    return u[:, :, None] * matrix * v[:, None, :]
+    return u, v
 
 
 def _vector_times(vectors: Tensor, matrices: Tensor) -> Tensor:
