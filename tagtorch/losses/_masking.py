@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 from torch import Tensor
 
-from tagtorch.metrics.functional import dcg_discount, ideal_gains
+from tagtorch.metrics.functional import dcg_discount, ideal_gains, rank_order
 
 Gain = Literal["linear", "exp"]
 """Gain of a relevance label ``y``: ``"linear"`` is ``y``, ``"exp"`` is ``2^y - 1``."""
@@ -170,16 +170,16 @@ def pairwise_logistic(scores: Tensor, sigma: float) -> Tensor:
 def ranks_by_score(scores: Tensor, mask: Tensor) -> Tensor:
     """Ranks ``[B, L]`` (float, from 1) of the real candidates by detached score, descending.
 
-    Ties go to the candidate earlier in the list, as in :mod:`tagtorch.metrics`. A padded
-    position gets a finite placeholder ``>= 1`` that callers must mask out.
+    Ties go to the candidate earlier in the list, as in :mod:`tagtorch.metrics`: the ranks are
+    the inverse of :func:`~tagtorch.metrics.functional.rank_order` (two stable sorts, ``O(L log
+    L)``, not the ``[B, L, L]`` comparison of every pair). Padding is ranked after every real
+    candidate, so a padded position gets a finite placeholder ``>= 1`` that callers must mask
+    out.
     """
-    s = scores.detach()
-    order = torch.arange(s.shape[-1], device=s.device)
-    # ahead[b, i, j]: real candidate j ranks before candidate i
-    ahead = (s[:, None, :] > s[:, :, None]) | (
-        (s[:, None, :] == s[:, :, None]) & (order[None, :] < order[:, None])
-    )
-    return 1.0 + (ahead & mask[:, None, :]).sum(-1).to(s.dtype)
+    order = rank_order(scores.detach(), mask)
+    positions = torch.arange(1, scores.shape[-1] + 1, dtype=scores.dtype, device=scores.device)
+    return torch.empty_like(positions).expand_as(order).scatter(
+        -1, order, positions.expand_as(order))
 
 
 def masked_log_softmax(logits: Tensor, mask: Tensor) -> Tensor:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import torch
 from torch import Tensor
 
 from tagtorch.losses._masking import (
@@ -71,9 +72,13 @@ def lambdaloss(
     check_positive("mu", mu, allow_zero=True)
     lists = lambda_lists(scores, labels, mask, k, gain)
     rho = pairwise_diffs(dcg_discount(lists.ranks)).abs()
-    distance = pairwise_diffs(lists.ranks).abs().clamp_min(1)  # >= 1 for real pairs; 0 on i == j
-    delta = (dcg_discount(distance) - dcg_discount(distance + 1)).abs()
-    weights = (rho + mu * delta) * pairwise_diffs(lists.norm_gains).abs()
+    # delta depends on |r_i - r_j| alone: read from a table of the L possible distances (the
+    # distance 0, i == j, is never a counted pair; 1 stands in for it as before)
+    width = lists.ranks.shape[-1]
+    steps = torch.arange(width + 1, dtype=rho.dtype, device=rho.device).clamp_min(1)
+    table = (dcg_discount(steps) - dcg_discount(steps + 1)).abs()  # [L + 1], by distance
+    distance = pairwise_diffs(lists.ranks).abs().long()
+    weights = (rho + mu * table[distance]) * pairwise_diffs(lists.norm_gains).abs()
     pairs = pair_mask(lists.labels, lists.mask)
     if k is not None:
         top = lists.ranks <= k
