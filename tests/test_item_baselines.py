@@ -177,18 +177,18 @@ def test_factor_models_score_a_profile_by_its_mix_of_tag_rows(make):
     """One product per block of users equals the sum over the profile's (user, tag) rows."""
     torch.manual_seed(0)
     model = make(rank=5)
-    model.build(4, 7, 3)
+    model.build(4, 7, 12)  # more tags than users and items: a mix-up of sizes fails
     with torch.no_grad():  # non-zero biases, so that the empty profile's zero row is tested
         for parameter in model.parameters():
             parameter.normal_()
     # user 2 has no training tag: its aggregated scores are 0
-    profile = TagProfile(Ragged.from_lists([[0, 2], [1], [], [0, 1, 2]]),
+    profile = TagProfile(Ragged.from_lists([[0, 11], [1], [], [0, 1, 9]]),
                          np.array([0.25, 0.75, 1.0, 0.5, 0.3, 0.2], np.float32))
     users = torch.arange(4)
-    fast = user_scores(model, users, profile, "profile", 7, 3)
+    fast = user_scores(model, users, profile, "profile", 7, 12)
     expected = torch.zeros(4, 7)
-    for user, (tags, weights) in enumerate([([0, 2], [0.25, 0.75]), ([1], [1.0]), ([], []),
-                                            ([0, 1, 2], [0.5, 0.3, 0.2])]):
+    for user, (tags, weights) in enumerate([([0, 11], [0.25, 0.75]), ([1], [1.0]), ([], []),
+                                            ([0, 1, 9], [0.5, 0.3, 0.2])]):
         for tag, weight in zip(tags, weights, strict=True):
             expected[user] += weight * model.score(torch.tensor([user]), torch.tensor([tag]))[0]
     torch.testing.assert_close(fast.detach(), expected.detach(), atol=1e-5, rtol=1e-5)

@@ -128,10 +128,11 @@ def profile_mix(profile: TagProfile, tag_rows: Tensor) -> Tensor:
     return out.index_add_(0, rows, tag_rows[tags] * share[:, None])
 
 
-def profile_mass(profile: TagProfile, like: Tensor) -> Tensor:
+def profile_mass(profile: TagProfile, tag_rows: Tensor) -> Tensor:
     """``[B, 1]`` ``sum_t P(t | u)`` of each profile (1, or 0 for an empty profile).
 
     A score term that does not depend on the tag enters the profile aggregation times this.
+    ``tag_rows`` is any ``[n_tags, D]`` tag matrix of the model: its row count, dtype and device.
 
     Example:
         >>> from tagtorch.data.ragged import Ragged
@@ -139,7 +140,7 @@ def profile_mass(profile: TagProfile, like: Tensor) -> Tensor:
         >>> profile_mass(prof, torch.zeros(3, 2)).tolist()
         [[1.0], [0.0]]
     """
-    return profile_mix(profile, like.new_ones(len(like), 1))
+    return profile_mix(profile, tag_rows.new_ones(len(tag_rows), 1))
 
 
 def user_scores(ranker: ItemRanker, users: Tensor, profile: TagProfile, aggregate: str,

@@ -81,7 +81,7 @@ class DoRankPlus(DoRank):
         times (1, or 0 for an empty profile).
         """
         users = users.to(self.item_factors.device)
-        mass = profile_mass(profile, self.item_bias)
+        mass = profile_mass(profile, self.tag_factors)
         scores = (super().profile_scores(users, profile) + mass * self.item_bias
                   + profile_mix(profile, self.tag_item_tags) @ self.tag_item_items.T)
         if self.user_item:

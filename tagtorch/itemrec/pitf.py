@@ -57,7 +57,7 @@ class PITF(FactorModel):
         not depend on the tag and counts ``sum_t P(t | u)`` times (1, or 0 for no profile).
         """
         device = self.user_factors.device
-        mass = profile_mass(profile, self.user_factors)
+        mass = profile_mass(profile, self.tag_factors)
         return (mass * (self.user_factors[users.to(device)] @ self.item_user_factors.T)
                 + profile_mix(profile, self.tag_factors) @ self.item_tag_factors.T)
 
