@@ -19,7 +19,7 @@ import tensorly as tl
 import torch
 
 from tagtorch.data.ragged import Ragged
-from tagtorch.itemrec.base import user_scores
+from tagtorch.itemrec.base import in_sets, user_scores
 from tagtorch.itemrec.baselines import ProbabilisticCP
 from tagtorch.itemrec.bprmf import BPRMF
 from tagtorch.itemrec.cp_als import CPALS, als_sweep
@@ -168,6 +168,18 @@ def test_profile_scores_equal_the_profile_aggregation_of_tag_scores(user_data, m
     slow = user_scores(_PerTag(model), users, profile, "profile", user_data.n_items,
                        user_data.n_tags)
     torch.testing.assert_close(fast, slow, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_in_sets_equals_comparing_every_value_with_every_item(seed):
+    g = torch.Generator().manual_seed(seed)
+    items = torch.randint(0, 30, (6, 9), generator=g)
+    mask = torch.rand(6, 9, generator=g) < 0.6
+    values = torch.randint(0, 30, (6, 13), generator=g)
+    expected = [[any(bool(m) and int(i) == int(v) for i, m in zip(row_i, row_m, strict=True))
+                 for v in row_v] for row_i, row_m, row_v in zip(items, mask, values, strict=True)]
+    assert in_sets(values, items, mask).tolist() == expected
+    assert not in_sets(values, items[:, :0], mask[:, :0]).any()
 
 
 @pytest.mark.parametrize("make", [

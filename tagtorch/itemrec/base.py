@@ -57,6 +57,8 @@ __all__ = [
     "ItemRanker",
     "ProfileScorer",
     "dcg_at_k",
+    "in_sets",
+    "profile_mass",
     "profile_mix",
     "query_scores",
     "score_queries",
@@ -109,6 +111,26 @@ def dcg_at_k(scores: Tensor, labels: Tensor, mask: Tensor, k: int = 10) -> Tenso
         [0.6309]
     """
     return functional.dcg_at_k(scores, labels.to(scores.dtype), mask, k)
+
+
+def in_sets(values: Tensor, items: Tensor, item_mask: Tensor) -> Tensor:
+    """``[B, Q]`` bool: ``values[b, q]`` is one of the real ``items[b]`` (``item_mask``).
+
+    Each row's items are sorted once and the values looked up by binary search: ``O((P + Q) log
+    P)`` per row, where comparing every value with every item would build a ``[B, Q, P]`` block
+    (the UTS sets of a batch are padded to the largest one, thousands of items on large data).
+
+    Example:
+        >>> in_sets(torch.tensor([[3, 5, 9]]), torch.tensor([[9, 3, 5]]),
+        ...         torch.tensor([[True, True, False]])).tolist()
+        [[True, False, True]]
+    """
+    if items.shape[-1] == 0:
+        return torch.zeros(values.shape, dtype=torch.bool, device=values.device)
+    sentinel = torch.iinfo(items.dtype).max  # padding sorts last and matches no value
+    ordered = items.masked_fill(~item_mask, sentinel).sort(dim=-1).values
+    at = torch.searchsorted(ordered, values.to(ordered.dtype)).clamp_max(ordered.shape[-1] - 1)
+    return ordered.gather(-1, at) == values
 
 
 def profile_mix(profile: TagProfile, tag_rows: Tensor) -> Tensor:

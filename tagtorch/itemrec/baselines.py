@@ -27,6 +27,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from tagtorch.itemrec.base import in_sets
 from tagtorch.itemrec.data import ItemRecData
 from tagtorch.itemrec.dorank import CPModel
 from tagtorch.settings import ModelTask, SignatureSettings
@@ -57,7 +58,7 @@ class ProbabilisticCP(CPModel):
         user_rows, tag_rows = self.user_factors[users], self.tag_factors[tags]
         drawn = torch.randint(self.item_factors.shape[0], (len(users), self.negatives),
                               device=users.device)
-        in_set = ((drawn[:, :, None] == items[:, None, :]) & item_mask[:, None, :]).any(-1)
+        in_set = in_sets(drawn, items, item_mask)
         positive = self.score_items(users, tags, items)
         negative = self.score_items(users, tags, drawn)
         softplus = torch.nn.functional.softplus

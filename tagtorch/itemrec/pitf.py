@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from tagtorch.itemrec.base import FactorModel, profile_mass, profile_mix
+from tagtorch.itemrec.base import FactorModel, in_sets, profile_mass, profile_mix
 from tagtorch.itemrec.data import TagProfile
 
 __all__ = ["PITF"]
@@ -71,8 +71,7 @@ class PITF(FactorModel):
         """BPR over each positive and one uniformly drawn item outside the set."""
         n_items = self.item_user_factors.shape[0]
         drawn = torch.randint(n_items, items.shape, device=items.device)
-        in_set = (drawn[:, :, None] == items[:, None, :]) & item_mask[:, None, :]
-        valid = item_mask & ~in_set.any(-1)  # a draw inside the set is skipped
+        valid = item_mask & ~in_sets(drawn, items, item_mask)  # a draw inside the set is skipped
         diff = self.score_items(users, tags, items) - self.score_items(users, tags, drawn)
         bpr = torch.nn.functional.softplus(-diff)  # -ln sigmoid(diff)
         penalty = (self.user_factors[users].square().sum(-1)[:, None]
