@@ -187,10 +187,9 @@ def top_k_seconds(data: ItemRecData, args: argparse.Namespace,
     import scipy.sparse
 
     reference = BayesianPersonalizedRanking(factors=args.rank)
-    with torch.no_grad():
-        reference.item_factors = model.item_factors.detach().cpu().numpy()
-        reference.user_factors = np.random.default_rng(0).standard_normal(
-            (data.n_users, args.rank)).astype(np.float32)
+    reference.item_factors = model.item_factors.detach().cpu().numpy()
+    reference.user_factors = np.random.default_rng(0).standard_normal(
+        (data.n_users, args.rank)).astype(np.float32)
     known = sample.known
     liked = scipy.sparse.csr_matrix(
         (np.ones(len(known.values), np.float32), (known.row_ids, known.values)),

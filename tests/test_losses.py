@@ -630,6 +630,15 @@ def test_bad_inputs(name):
     assert torch.isfinite(fn(scores, padded, mask))
 
 
+@pytest.mark.parametrize("name", list(LOSSES))
+def test_lists_of_width_zero_give_an_attached_zero(name):
+    scores = torch.zeros(2, 0, requires_grad=True)
+    value = LOSSES[name](scores, torch.zeros(2, 0), torch.zeros(2, 0, dtype=torch.bool))
+    assert value.item() == 0.0
+    value.backward()  # still part of the graph
+    assert scores.grad is not None and scores.grad.shape == (2, 0)
+
+
 # ---------------------------------------------------------------------------------------------
 # allRank 1.4.3 as an oracle for the losses it shares (skipped without it:
 # pip install --no-deps allRank==1.4.3; benchmarks/allrank_oracle.py says why --no-deps).

@@ -178,8 +178,8 @@ def ranks_by_score(scores: Tensor, mask: Tensor) -> Tensor:
     """
     order = rank_order(scores.detach(), mask)
     positions = torch.arange(1, scores.shape[-1] + 1, dtype=scores.dtype, device=scores.device)
-    return torch.empty_like(positions).expand_as(order).scatter(
-        -1, order, positions.expand_as(order))
+    ranks = torch.empty(order.shape, dtype=scores.dtype, device=scores.device)
+    return ranks.scatter_(-1, order, positions.expand_as(order))
 
 
 def masked_log_softmax(logits: Tensor, mask: Tensor) -> Tensor:

@@ -30,7 +30,7 @@ def listnet_loss(scores: Tensor, labels: Tensor, mask: Tensor) -> Tensor:
     dtype = compute_dtype(scores)
     y = labels.to(device=scores.device, dtype=dtype).masked_fill(padding, 0.0)
     check_labels(y)
-    valid = y.amax(-1) > 0  # labels are >= 0
+    valid = (y > 0).any(-1)
     list_weights = valid.to(dtype) / valid.sum().clamp_min(1)  # the mean over valid lists
     # padding filled with half the lowest finite value: it drops out of both softmaxes, its
     # gradient stops at the fill, and log_softmax there stays finite (the lowest value itself
