@@ -25,6 +25,11 @@ its own process so that its peak resident memory (``ru_maxrss``) is its own:
 
 - ``data``: drawing the triples and building the split (UTS sets, queries);
 - ``sampled``: one whole training epoch of Do-Rank with sampled negatives;
+- ``triples``: one epoch of the lean loop (``loop="triples"``, :mod:`tagtorch.itemrec.lean`)
+  for PITF and for Do-Rank+ with ``--scale-negatives`` draws shared per step, and beside them
+  one epoch of implicit's BPR (the benchmark-only dependency; factors ``--rank``, all threads)
+  on the training triples' distinct (user, item) pairs; training samples per second of each
+  (a triple for ours, a (user, item) pair for implicit) and the ratio ours / implicit;
 - ``fast``: the paper's fast learning (every negative of 200,000 items), timed on a sample of
   the epoch's sets and scaled to the epoch (the output says so);
 - ``top-k``: the top 10 items of per-user queries (profile aggregation), in blocks of users,
@@ -58,7 +63,7 @@ from tagtorch.itemrec.dorank import DoRank
 from tagtorch.itemrec.dorank_plus import DoRankPlus
 from tagtorch.itemrec.pitf import PITF
 
-SCALE_PARTS = ("data", "sampled", "fast", "top-k")
+SCALE_PARTS = ("data", "sampled", "triples", "fast", "top-k")
 
 
 def load(args: argparse.Namespace) -> ItemRecData:
@@ -147,12 +152,59 @@ def scale_part(part: str, args: argparse.Namespace) -> dict[str, float]:
     if part == "sampled":
         out["seconds"], out["timed"] = epoch_seconds(
             DoRank(negatives=256, **common), data, device)
+    elif part == "triples":
+        out.update(triples_seconds(data, args, device))
     elif part == "fast":
         out["seconds"], out["timed"] = epoch_seconds(
             DoRank(**common), data, device, max_sets=args.scale_fast_sets)
     elif part == "top-k":
         out.update(top_k_seconds(data, args, device))
     out["peak_rss_gib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    return out
+
+
+def lean_epoch_seconds(model: FactorModel, data: ItemRecData, device: torch.device) -> float:
+    """Seconds of one epoch of the triples loop (no validation), the model freshly built."""
+    torch.manual_seed(0)
+    model.build(data.n_users, data.n_items, data.n_tags)
+    model.data = data
+    model.to(device)
+    model.on_fit_start()
+    train = torch.from_numpy(data.train).to(device)
+    order = torch.randperm(len(train), generator=torch.Generator().manual_seed(0)).to(device)
+    data.tagged(train[:1, 0], train[:1, 1:2])  # the sorted keys, built once
+    epochs = model.triple_epochs(data, device)
+    epochs.run(order[:1000])  # compiles (or loads) the kernels; not timed
+    start = time.perf_counter()
+    epochs.run(order)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    model.data = None
+    return time.perf_counter() - start
+
+
+def triples_seconds(data: ItemRecData, args: argparse.Namespace,
+                    device: torch.device) -> dict[str, float]:
+    """One epoch of the triples loop for PITF and Do-Rank+, and of implicit's BPR."""
+    common = {"rank": args.rank, "loop": "triples", "triples_per_step": args.scale_step}
+    out = {"pitf_seconds": lean_epoch_seconds(PITF(**common), data, torch.device("cpu")),
+           "plus_seconds": lean_epoch_seconds(
+               DoRankPlus(negatives=args.scale_negatives, **common), data, device)}
+    try:
+        from implicit.cpu.bpr import BayesianPersonalizedRanking
+    except ImportError:
+        return out
+    import scipy.sparse
+
+    pairs = np.unique(data.train[:, 0] * np.int64(data.n_items) + data.train[:, 1])
+    matrix = scipy.sparse.csr_matrix(
+        (np.ones(len(pairs), np.float32), (pairs // data.n_items, pairs % data.n_items)),
+        shape=(data.n_users, data.n_items))
+    reference = BayesianPersonalizedRanking(factors=args.rank, iterations=1, random_state=0)
+    begin = time.perf_counter()
+    reference.fit(matrix, show_progress=False)
+    out["implicit_seconds"] = time.perf_counter() - begin
+    out["implicit_samples"] = float(len(pairs))
     return out
 
 
@@ -219,6 +271,9 @@ def run_scale(args: argparse.Namespace) -> None:
                                                 f"{r['sets']:.0f} sets")
         elif part == "sampled":
             seconds, what = r["seconds"], "the whole epoch"
+        elif part == "triples":
+            print_triples(r, args)
+            continue
         elif part == "fast":
             seconds = r["seconds"] * r["sets"] / r["timed"]
             what = f"{r['timed']:.0f} sets, scaled"
@@ -229,6 +284,21 @@ def run_scale(args: argparse.Namespace) -> None:
                 implicit = r["implicit_seconds"] * r["queries"] / r["timed"]
                 what += f"; implicit {implicit:.1f} s ({seconds / implicit:.2f}x)"
         print(f"{part:>8} {seconds:>10.1f} {what:>28} {r['peak_rss_gib']:>13.2f}", flush=True)
+
+
+def print_triples(r: dict[str, float], args: argparse.Namespace) -> None:
+    """The ``triples`` part's rows: seconds and samples per second, and the ratio to implicit."""
+    rows = [("PITF", r["pitf_seconds"], r["triples"]),
+            (f"Do-Rank+ n={args.scale_negatives}", r["plus_seconds"], r["triples"])]
+    if "implicit_seconds" in r:
+        rows.append(("implicit BPR", r["implicit_seconds"], r["implicit_samples"]))
+    for name, seconds, samples in rows:
+        ratio = ""
+        if "implicit_seconds" in r:
+            ratio = f" ({samples / seconds / (r['implicit_samples'] / r['implicit_seconds']):.2f}x)"
+        what = f"{samples / seconds / 1e6:.3f} M samples/s{ratio}"
+        print(f"{name[:8]:>8} {seconds:>10.1f} {what:>28} {r['peak_rss_gib']:>13.2f}  {name}",
+              flush=True)
 
 
 def main() -> None:
@@ -254,6 +324,10 @@ def main() -> None:
     parser.add_argument("--scale-tags", type=int, default=5_000)
     parser.add_argument("--scale-triples", type=int, default=10_000_000)
     parser.add_argument("--scale-batch-size", type=int, default=512)
+    parser.add_argument("--scale-step", type=int, default=8192,
+                        help="triples per step of the triples loop")
+    parser.add_argument("--scale-negatives", type=int, default=64,
+                        help="Do-Rank+'s draws per step in the triples loop")
     parser.add_argument("--scale-fast-sets", type=int, default=2048,
                         help="sets timed for the paper's fast learning at scale")
     parser.add_argument("--scale-users-scored", type=int, default=4096,

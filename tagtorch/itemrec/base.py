@@ -34,6 +34,15 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader
 
 from tagtorch.itemrec.data import AGGREGATES, ItemRecData, Queries, TagProfile, UserTagSets
+from tagtorch.itemrec.lean import (
+    AutogradTriples,
+    RowOptimizer,
+    RowTake,
+    TripleEpochs,
+    device_of,
+    epochs_of,
+    train_triples,
+)
 from tagtorch.lightning_fit import epoch_mean, fit_best
 from tagtorch.metrics import functional
 from tagtorch.metrics.retrieval import DCG
@@ -52,7 +61,11 @@ from tagtorch.storage import (
 
 log = logging.getLogger(__name__)
 
+LOOPS = ("sets", "triples")
+"""The training loops of :class:`FactorModel` (its ``loop`` setting)."""
+
 __all__ = [
+    "LOOPS",
     "FactorModel",
     "ItemRanker",
     "ProfileScorer",
@@ -400,10 +413,18 @@ class FactorModel(SignatureSettings, pl.LightningModule):
         user_aggregate: per-user queries: the aggregation of its tag-level scores, ``"max"``
             or ``"profile"`` (:func:`user_scores`), whatever the task's ``aggregate``; None:
             the task's.
+        loop: ``"sets"``: Lightning's loop over UTS sets (``batch_size`` per step; checkpoints
+            and resumption); ``"triples"``: the lean loop over shuffled triples with row-wise
+            updates (:mod:`tagtorch.itemrec.lean`; PITF, Do-Rank and Do-Rank+ with sampled
+            negatives), for data past HetRec's size.
+        triples_per_step: ``loop="triples"``: training triples per update.
     """
 
     task: ClassVar[ModelTask] = "itemrec"
     """The evaluation task these models belong to (read by the config checks)."""
+
+    trains_on_triples: ClassVar[bool] = False
+    """Whether ``loop="triples"`` can train the model (:meth:`triple_epochs`)."""
 
     rank: int
     regularization: float
@@ -417,6 +438,8 @@ class FactorModel(SignatureSettings, pl.LightningModule):
     name: str | None
     val_sample: int | None
     user_aggregate: str | None
+    loop: str
+    triples_per_step: int
 
     #: subclasses take their own settings by name and pass the rest on (``**kwargs``); the
     #: settings (``init_args``) are captured from the signatures (:mod:`tagtorch.settings`)
@@ -437,8 +460,16 @@ class FactorModel(SignatureSettings, pl.LightningModule):
         name: str | None = None,
         val_sample: int | None = None,
         user_aggregate: str | None = None,
+        loop: str = "sets",
+        triples_per_step: int = 8192,
     ) -> None:
         super().__init__()
+        if loop not in LOOPS:
+            raise ValueError(f"loop must be one of {LOOPS}, got {loop!r}")
+        if loop == "triples" and not self.trains_on_triples:
+            raise ValueError(f"{type(self).__name__} trains with loop='sets' only")
+        if triples_per_step < 1:
+            raise ValueError(f"triples_per_step must be >= 1, got {triples_per_step}")
         if user_aggregate is not None and user_aggregate not in AGGREGATES:
             raise ValueError(f"user_aggregate must be one of {AGGREGATES} or None, "
                              f"got {user_aggregate!r}")
@@ -493,6 +524,31 @@ class FactorModel(SignatureSettings, pl.LightningModule):
             item_mask: ``[B, P]`` bool, True at real positives.
         """
         raise NotImplementedError
+
+    def triple_epochs(self, data: ItemRecData, device: torch.device) -> TripleEpochs:
+        """The epochs of ``loop="triples"`` (:mod:`tagtorch.itemrec.lean`).
+
+        By default autograd steps over :meth:`triple_loss` with the row-wise form of the
+        ``optimizer`` setting (:class:`~tagtorch.itemrec.lean.AutogradTriples`).
+        """
+        tables = [p for p in self.parameters() if p.requires_grad]
+        return AutogradTriples(self, torch.from_numpy(data.train).to(device),
+                               RowOptimizer.from_setting(self.init_args["optimizer"], tables),
+                               self.triples_per_step)
+
+    def triple_loss(self, take: RowTake, users: Tensor, items: Tensor, tags: Tensor) -> Tensor:
+        """Training loss (scalar) of a step of triples, for ``loop="triples"``.
+
+        Every factor row it reads comes through ``take`` (:class:`~tagtorch.itemrec.lean.
+        RowTake`), which is how the loop knows the rows to update.
+
+        Args:
+            take: gathers factor rows: ``take(self.user_factors, users)``.
+            users: ``[B]`` the triples' users (in user order).
+            items: ``[B]`` their items.
+            tags: ``[B]`` their tags.
+        """
+        raise NotImplementedError(f"{type(self).__name__} trains with loop='sets' only")
 
     # ------------------------------------------------------------- helpers
     def _init_factor(self, n: int) -> nn.Parameter:
@@ -731,10 +787,11 @@ class FactorModel(SignatureSettings, pl.LightningModule):
 
     # ------------------------------------------------------------- ItemRanker interface
     def fit(self, data: ItemRecData) -> Self:
-        """Trains on ``data.train``'s UTS sets, early-stopping on ``data.val``'s queries.
+        """Trains on ``data.train``, early-stopping on ``data.val``'s queries.
 
-        Resumes from the training folder's ``last.ckpt`` when there is a usable one (see the
-        class docstring).
+        ``loop="sets"``: Lightning over UTS sets, resuming from the training folder's
+        ``last.ckpt`` when there is a usable one (see the class docstring); ``loop="triples"``:
+        the lean loop of :mod:`tagtorch.itemrec.lean`.
         """
         if len(data.train_sets) == 0:
             raise ValueError("no training triples")
@@ -747,6 +804,26 @@ class FactorModel(SignatureSettings, pl.LightningModule):
         self.data = data
         self.history_ = []
         self.best_epoch_ = None
+        self._train_sample = self._train_queries(data)
+        self._val_queries = self._validation_queries(data)
+        try:
+            if self.loop == "triples":
+                trainer = self.init_args["trainer"]
+                with _deterministic_algorithms():
+                    outcome = train_triples(self, data, epochs_of(trainer), device_of(trainer))
+                self.history_, self.best_epoch_ = outcome.history, outcome.best_epoch
+            else:
+                self._fit_sets(data)
+        finally:
+            self.data = None
+            self._train_sample = self._val_queries = None
+            self._loader_generator = None
+        log.info("%s: best val DCG@10 at epoch %s of %d", self.run_name, self.best_epoch_,
+                 len(self.history_))
+        return self.cpu().eval()
+
+    def _fit_sets(self, data: ItemRecData) -> None:
+        """Lightning's loop over the UTS sets, with checkpoints and resumption."""
         folder = self.run_folder(data)
         scratch = None
         if folder is None:
@@ -755,7 +832,7 @@ class FactorModel(SignatureSettings, pl.LightningModule):
             scratch = tempfile.TemporaryDirectory(prefix="tagtorch-itemrec-")
             folder = Path(scratch.name)
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / "settings.json").write_text(json.dumps(json.loads(self._key), indent=1))
+        (folder / "settings.json").write_text(json.dumps(json.loads(self._key or "{}"), indent=1))
         # every epoch (no monitor: the newest is kept), for resuming after an interruption
         latest = ModelCheckpoint(dirpath=folder, filename="last", save_top_k=1,
                                  enable_version_counter=False)
@@ -767,8 +844,7 @@ class FactorModel(SignatureSettings, pl.LightningModule):
                 (folder / name).unlink(missing_ok=True)
         # the batch order's generator: its state is checkpointed and restored on resumption
         self._loader_generator = torch.Generator().manual_seed(self.seed)
-        self._train_sample = self._train_queries(data)
-        self._val_queries = self._validation_queries(data)
+        assert self._val_queries is not None and self._train_sample is not None
         try:
             best = fit_best(
                 self, self._train_loader(data.train_sets, self._loader_generator),
@@ -780,14 +856,21 @@ class FactorModel(SignatureSettings, pl.LightningModule):
             self.best_epoch_ = best.epoch
             (folder / "last.ckpt").unlink(missing_ok=True)  # finished: a later fit starts over
         finally:
-            self.data = None
-            self._train_sample = self._val_queries = None
-            self._loader_generator = None
             if scratch is not None:
                 scratch.cleanup()
-        log.info("%s: best val DCG@10 at epoch %s of %d", self.run_name, self.best_epoch_,
-                 len(self.history_))
-        return self.cpu().eval()
+
+    def epoch_dcg(self) -> tuple[float, float]:
+        """DCG@10 of the validation queries and of the training sample (during fit)."""
+        if self.data is None or self._val_queries is None or self._train_sample is None:
+            raise RuntimeError("epoch_dcg measures during fit only")
+        values = []
+        for queries in (self._val_queries, self._train_sample):
+            metric = DCG(10)
+            for _, scores, labels, mask in score_queries(self, queries, self.data.n_items,
+                                                         self.data.n_tags, batch_size=512):
+                metric.update(scores, labels, mask)
+            values.append(epoch_mean(metric))
+        return values[0], values[1]
 
     def _plain_settings(self) -> dict[str, Any]:
         """The constructor arguments that JSON can hold (the callables are left out)."""

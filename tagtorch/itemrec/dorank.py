@@ -29,7 +29,10 @@ module implements the following reading, which the text supports:
   ``negative_power``) and estimates ``R_i = 1 + sum_{draws} [j negative] sigmoid(s_j - s_i) /
   (n q_j)``, an unbiased estimate of the sum over all negatives; the smoothed DCG of that
   estimate is slightly biased (``1 / log2`` is convex). It makes an epoch's cost independent of
-  the number of items, for catalogues far larger than HetRec's.
+  the number of items, for catalogues far larger than HetRec's. With ``loop="triples"``
+  (:mod:`tagtorch.itemrec.lean`) the ``n`` draws are shared by all the triples of a step (their
+  scores are one ``[B, r] x [r, n]`` product); each triple's estimate stays unbiased, the
+  triples of a step are no longer independent.
 - **Early stopping** (Section 3.2): training stops when the validation DCG@10 stops rising
   (the paper sees the peak within about 15 iterations).
 
@@ -54,6 +57,7 @@ from torch import Tensor
 
 from tagtorch.itemrec.base import FactorModel, profile_mix
 from tagtorch.itemrec.data import TagProfile
+from tagtorch.itemrec.lean import RowTake
 
 __all__ = ["CPModel", "DoRank", "cp_scores", "smoothed_dcg_fast", "smoothed_dcg_regular"]
 
@@ -187,6 +191,8 @@ class DoRank(CPModel):
             ``checkpoint_dir``, ...).
     """
 
+    trains_on_triples = True
+
     fast: bool
     negatives: int
     negative_power: float
@@ -203,6 +209,8 @@ class DoRank(CPModel):
             raise ValueError(f"negatives must be >= 0, got {negatives}")
         if negatives and not fast:
             raise ValueError("negatives > 0 samples fast learning's negatives: needs fast=True")
+        if self.loop == "triples" and not negatives:
+            raise ValueError("loop='triples' ranks against sampled negatives: needs negatives > 0")
         self._draw_probabilities: Tensor | None = None
 
     def on_fit_start(self) -> None:
@@ -212,22 +220,46 @@ class DoRank(CPModel):
             weights = torch.from_numpy(counts + 1.0).pow(self.negative_power)
             self._draw_probabilities = (weights / weights.sum()).float().to(self.device)
 
-    def draw_negatives(self, users: Tensor) -> tuple[Tensor, Tensor]:
-        """``negatives`` items per set and their weights ``[B, n]`` (0 at non-negatives).
+    def draw_negatives(self, users: Tensor, shared: bool = False) -> tuple[Tensor, Tensor]:
+        """``negatives`` drawn items and their weights ``[B, n]`` (0 at non-negatives).
 
         Item ``j`` drawn with probability ``q_j`` weighs ``1 / (n q_j)``, so that the weighted
         sum over the draws is an unbiased estimate of the sum over all the set's negatives.
+        ``shared=False``: ``n`` draws per set, ``[B, n]``; True: ``n`` draws ``[n]`` (sorted)
+        for all the sets of the step (the triples loop, :mod:`tagtorch.itemrec.lean`).
         """
         probabilities = self._draw_probabilities
-        if probabilities is None:
+        if probabilities is None or self.data is None:
             raise RuntimeError("sampled negatives are drawn during fit only")
         n = self.negatives
-        drawn = torch.multinomial(probabilities, len(users) * n, replacement=True)
-        drawn = drawn.view(len(users), n)
-        weights = 1.0 / (n * probabilities[drawn])
-        if self.data is None:
-            raise RuntimeError("sampled negatives are drawn during fit only")
-        return drawn, torch.where(self.data.tagged(users, drawn), 0.0, weights)
+        drawn = torch.multinomial(probabilities, n if shared else len(users) * n,
+                                  replacement=True)
+        drawn = drawn.sort().values if shared else drawn.view(len(users), n)
+        each = drawn.expand(len(users), n) if shared else drawn
+        weights = 1.0 / (n * probabilities[each])
+        return drawn, torch.where(self.data.tagged(users, each), 0.0, weights)
+
+    def triple_loss(self, take: RowTake, users: Tensor, items: Tensor, tags: Tensor) -> Tensor:
+        """Minus the mean smoothed DCG of the triples against shared draws, plus L2.
+
+        Each triple ``(u, i, t)`` is one positive of its set: ``R_i`` is estimated over the
+        step's shared draws (:meth:`draw_negatives`), and the penalty counts the rows it touches.
+        """
+        drawn, weights = self.draw_negatives(users, shared=True)
+        positive, against, penalty = self.triple_terms(take, users, items, tags, drawn)
+        dcg = smoothed_dcg_fast(positive[:, None], torch.ones_like(positive[:, None],
+                                                                   dtype=torch.bool),
+                                against, weights, self.temperature)
+        return (-dcg + 0.5 * self.regularization * penalty).mean()
+
+    def triple_terms(self, take: RowTake, users: Tensor, items: Tensor, tags: Tensor,
+                     drawn: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """``(s(u, i, t) [B], s(u, j, t) [B, n] of the draws, L2 of the rows [B])``."""
+        user, tag = take(self.user_factors, users), take(self.tag_factors, tags)
+        item, others = take(self.item_factors, items), take(self.item_factors, drawn)
+        query = user * tag
+        penalty = user.square().sum(-1) + tag.square().sum(-1) + item.square().sum(-1)
+        return (query * item).sum(-1), query @ others.T, penalty
 
     def set_loss(self, users: Tensor, tags: Tensor, items: Tensor, item_mask: Tensor) -> Tensor:
         """Minus the mean smoothed DCG of the sets, plus the L2 penalty of their rows."""

@@ -34,6 +34,7 @@ from torch import Tensor, nn
 from tagtorch.itemrec.base import profile_mass, profile_mix
 from tagtorch.itemrec.data import TagProfile
 from tagtorch.itemrec.dorank import DoRank, cp_scores
+from tagtorch.itemrec.lean import RowTake
 
 __all__ = ["DoRankPlus"]
 
@@ -107,3 +108,22 @@ class DoRankPlus(DoRank):
             extra = extra + self.user_item_users[users].square().sum(-1) + (
                 self.user_item_items[items].square().sum(-1) * positive).sum(-1)
         return super().penalty(users, tags, items, item_mask) + extra
+
+    def triple_terms(self, take: RowTake, users: Tensor, items: Tensor, tags: Tensor,
+                     drawn: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Do-Rank's terms plus ``b + <T'_t, W>`` (``+ <U'_u, W'>``) and their rows' L2."""
+        positive, against, penalty = super().triple_terms(take, users, items, tags, drawn)
+        tag_rows = take(self.tag_item_tags, tags)
+        item_rows, item_bias = take(self.tag_item_items, items), take(self.item_bias, items)
+        positive = positive + item_bias + (tag_rows * item_rows).sum(-1)
+        against = (against + take(self.item_bias, drawn)
+                   + tag_rows @ take(self.tag_item_items, drawn).T)
+        penalty = (penalty + tag_rows.square().sum(-1) + item_rows.square().sum(-1)
+                   + item_bias.square())
+        if self.user_item:
+            user_rows, user_items = (take(self.user_item_users, users),
+                                     take(self.user_item_items, items))
+            positive = positive + (user_rows * user_items).sum(-1)
+            against = against + user_rows @ take(self.user_item_items, drawn).T
+            penalty = penalty + user_rows.square().sum(-1) + user_items.square().sum(-1)
+        return positive, against, penalty
