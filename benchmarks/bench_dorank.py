@@ -25,7 +25,7 @@ its own process so that its peak resident memory (``ru_maxrss``) is its own:
 
 - ``data``: drawing the triples and building the split (UTS sets, queries);
 - ``sampled``: one whole training epoch of Do-Rank with sampled negatives;
-- ``triples``: one epoch of the lean loop (``loop="triples"``, :mod:`tagtorch.itemrec.lean`)
+- ``triples``: one epoch of the lean loop (``loop="lean"``, :mod:`tagtorch.itemrec.lean`)
   for PITF and for Do-Rank+ with ``--scale-negatives`` draws shared per step, and beside them
   one epoch of implicit's BPR (the benchmark-only dependency; factors ``--rank``, all threads)
   on the training triples' distinct (user, item) pairs; training samples per second of each
@@ -173,7 +173,7 @@ def lean_epoch_seconds(model: FactorModel, data: ItemRecData, device: torch.devi
     train = torch.from_numpy(data.train).to(device)
     order = torch.randperm(len(train), generator=torch.Generator().manual_seed(0)).to(device)
     data.tagged(train[:1, 0], train[:1, 1:2])  # the sorted keys, built once
-    epochs = model.triple_epochs(data, device)
+    epochs = model.lean_epochs(data, device)
     epochs.run(order[:1000])  # compiles (or loads) the kernels; not timed
     start = time.perf_counter()
     epochs.run(order)
@@ -186,7 +186,7 @@ def lean_epoch_seconds(model: FactorModel, data: ItemRecData, device: torch.devi
 def triples_seconds(data: ItemRecData, args: argparse.Namespace,
                     device: torch.device) -> dict[str, float]:
     """One epoch of the triples loop for PITF and Do-Rank+, and of implicit's BPR."""
-    common = {"rank": args.rank, "loop": "triples", "triples_per_step": args.scale_step}
+    common = {"rank": args.rank, "loop": "lean", "lean_batch_size": args.scale_step}
     out = {"pitf_seconds": lean_epoch_seconds(PITF(**common), data, torch.device("cpu")),
            "plus_seconds": lean_epoch_seconds(
                DoRankPlus(negatives=args.scale_negatives, **common), data, device)}

@@ -248,13 +248,14 @@ SMALL = {"rank": 8, "batch_size": 8, "patience": 5, "trainer": trainer(), "seed"
     lambda: DoRankPlus(user_item=True, **SMALL),
     lambda: DoRank(negatives=20, **SMALL),
     lambda: DoRankPlus(negatives=20, negative_power=1.0, **SMALL),
-    lambda: PITF(loop="triples", triples_per_step=64, **SMALL),
-    lambda: DoRank(loop="triples", negatives=20, triples_per_step=64, **SMALL),
-    lambda: DoRankPlus(loop="triples", negatives=20, user_item=True, triples_per_step=64,
+    lambda: PITF(loop="lean", lean_batch_size=64, **SMALL),
+    lambda: DoRank(loop="lean", negatives=20, lean_batch_size=64, **SMALL),
+    lambda: DoRank(loop="lean", **SMALL),
+    lambda: DoRankPlus(loop="lean", negatives=20, user_item=True, lean_batch_size=64,
                        **SMALL),
 ], ids=["dorank", "dorank-regular", "pitf", "cp", "dorank_plus", "dorank_plus-user_item",
-        "dorank-sampled", "dorank_plus-popularity-sampled", "pitf-triples", "dorank-triples",
-        "dorank_plus-user_item-triples"])
+        "dorank-sampled", "dorank_plus-popularity-sampled", "pitf-lean", "dorank-sampled-lean",
+        "dorank-fast-lean", "dorank_plus-user_item-lean"])
 def test_factor_models_learn_the_toy_structure(toy_data, make):
     model = make()
     assert isinstance(model, ItemRanker)

@@ -1,4 +1,4 @@
-"""The lean training loop (``loop="triples"``): row updates, losses and fits, against references."""
+"""The lean training loop (``loop="lean"``): row updates, losses and fits, against references."""
 
 from __future__ import annotations
 
@@ -82,11 +82,11 @@ def test_optimizer_settings_without_a_row_wise_form_are_refused():
 def test_learn_bpr_takes_sgd_steps_on_the_pitf_pair_loss():
     """The compiled kernel against autograd of PITF's pair loss, one pair at a time."""
     data = random_data()
-    model = PITF(rank=4, loop="triples", regularization=0.01,
+    model = PITF(rank=4, loop="lean", regularization=0.01,
                  optimizer=functools.partial(torch.optim.SGD, lr=0.1))
     torch.manual_seed(0)
     model.build(data.n_users, data.n_items, data.n_tags)
-    epochs = model.triple_epochs(data, torch.device("cpu"))
+    epochs = model.lean_epochs(data, torch.device("cpu"))
     u, i, t = (int(v) for v in data.train[0])
     in_set = {int(j) for j in data.train[(data.train[:, 0] == u) & (data.train[:, 2] == t), 1]}
     outside = next(j for j in range(data.n_items) if j not in in_set)
@@ -118,12 +118,12 @@ class FixedDraws:
 
 def test_pitf_triples_loop_needs_sgd_on_the_cpu():
     data = random_data()
-    model = PITF(rank=4, loop="triples", optimizer=functools.partial(torch.optim.Adam, lr=0.1))
+    model = PITF(rank=4, loop="lean", optimizer=functools.partial(torch.optim.Adam, lr=0.1))
     model.build(data.n_users, data.n_items, data.n_tags)
     with pytest.raises(ValueError, match="SGD"):
-        model.triple_epochs(data, torch.device("cpu"))
+        model.lean_epochs(data, torch.device("cpu"))
     with pytest.raises(ValueError, match="CPU"):
-        PITF(loop="triples").triple_epochs(data, torch.device("cuda"))
+        PITF(loop="lean").lean_epochs(data, torch.device("cuda"))
 
 
 def plain_dorank_plus_loss(model: DoRankPlus, data: ItemRecData, triples: list[tuple[int, ...]],
@@ -153,7 +153,7 @@ def plain_dorank_plus_loss(model: DoRankPlus, data: ItemRecData, triples: list[t
 
 def test_dorank_plus_triple_loss_matches_a_plain_loop_with_shared_draws():
     data = random_data(n_items=30, n=120)
-    model = DoRankPlus(rank=3, loop="triples", negatives=7, negative_power=1.0,
+    model = DoRankPlus(rank=3, loop="lean", negatives=7, negative_power=1.0,
                        regularization=0.01)
     torch.manual_seed(0)
     model.build(data.n_users, data.n_items, data.n_tags)
@@ -173,6 +173,29 @@ def test_dorank_plus_triple_loss_matches_a_plain_loop_with_shared_draws():
     assert loss.item() == pytest.approx(expected, rel=1e-5)
 
 
+@pytest.mark.parametrize("temperature", [1.0, 0.5])
+def test_fast_learning_gradients_match_autograd_of_the_set_loss(temperature):
+    """The written-out gradient against autograd of Do-Rank's own fast-learning loss."""
+    data = random_data(n_items=30, n=150)
+    model = DoRank(rank=3, loop="lean", regularization=0.02, temperature=temperature)
+    torch.manual_seed(0)
+    model.build(data.n_users, data.n_items, data.n_tags)
+    model.data = data
+    epochs = model.lean_epochs(data, torch.device("cpu"))
+    epochs.block = 2  # blocks of two positives: the blocks are exercised
+    rows = np.array([0, 3])
+    loss, (users, tags, d_users, d_items, d_tags) = epochs.gradients(rows)
+    items, mask = data.train_sets.padded(rows)
+    expected = model.set_loss(users, tags, items, mask)
+    expected.backward()
+    assert loss == pytest.approx(expected.item(), rel=1e-5)
+    grad_u = torch.zeros_like(model.user_factors).index_add_(0, users, d_users)
+    grad_t = torch.zeros_like(model.tag_factors).index_add_(0, tags, d_tags)
+    for got, want in ((grad_u, model.user_factors.grad), (d_items, model.item_factors.grad),
+                      (grad_t, model.tag_factors.grad)):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-7)
+
+
 def toy_fit_data() -> ItemRecData:
     from tagtorch.itemrec.data import item_recommendation_data
     from tests.test_itemrec import toy_folksonomy
@@ -181,7 +204,7 @@ def toy_fit_data() -> ItemRecData:
 
 def lean(model_class: type, **settings: object) -> object:
     trainer = functools.partial(pl.Trainer, max_epochs=12, accelerator="cpu")
-    return model_class(rank=8, loop="triples", triples_per_step=64, patience=4, seed=0,
+    return model_class(rank=8, loop="lean", lean_batch_size=64, patience=4, seed=0,
                        trainer=trainer, **settings)
 
 
@@ -199,12 +222,17 @@ def test_the_triples_loop_is_seeded_and_keeps_the_best_epoch():
 def test_triples_loop_settings_are_checked():
     with pytest.raises(ValueError, match="loop must be"):
         PITF(loop="epochs")
-    with pytest.raises(ValueError, match="loop='sets' only"):
-        ProbabilisticCP(loop="triples")
+    with pytest.raises(ValueError, match="loop='lightning' only"):
+        ProbabilisticCP(loop="lean")
+    with pytest.raises(ValueError, match="fast=True"):
+        DoRank(loop="lean", fast=False)
+    data = random_data()
+    plus = DoRankPlus(loop="lean")
+    plus.build(data.n_users, data.n_items, data.n_tags)
     with pytest.raises(ValueError, match="negatives > 0"):
-        DoRank(loop="triples")
-    with pytest.raises(ValueError, match="triples_per_step"):
-        PITF(loop="triples", triples_per_step=0)
+        plus.lean_epochs(data, torch.device("cpu"))
+    with pytest.raises(ValueError, match="lean_batch_size"):
+        PITF(loop="lean", lean_batch_size=0)
 
 
 def test_device_and_epochs_come_from_the_trainer_setting():

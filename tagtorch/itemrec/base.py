@@ -36,12 +36,12 @@ from torch.utils.data import DataLoader
 from tagtorch.itemrec.data import AGGREGATES, ItemRecData, Queries, TagProfile, UserTagSets
 from tagtorch.itemrec.lean import (
     AutogradTriples,
+    LeanEpochs,
     RowOptimizer,
     RowTake,
-    TripleEpochs,
     device_of,
     epochs_of,
-    train_triples,
+    train_lean,
 )
 from tagtorch.lightning_fit import epoch_mean, fit_best
 from tagtorch.metrics import functional
@@ -61,7 +61,7 @@ from tagtorch.storage import (
 
 log = logging.getLogger(__name__)
 
-LOOPS = ("sets", "triples")
+LOOPS = ("lightning", "lean")
 """The training loops of :class:`FactorModel` (its ``loop`` setting)."""
 
 __all__ = [
@@ -417,14 +417,14 @@ class FactorModel(SignatureSettings, pl.LightningModule):
             and resumption); ``"triples"``: the lean loop over shuffled triples with row-wise
             updates (:mod:`tagtorch.itemrec.lean`; PITF, Do-Rank and Do-Rank+ with sampled
             negatives), for data past HetRec's size.
-        triples_per_step: ``loop="triples"``: training triples per update.
+        lean_batch_size: ``loop="lean"``: training triples per update.
     """
 
     task: ClassVar[ModelTask] = "itemrec"
     """The evaluation task these models belong to (read by the config checks)."""
 
-    trains_on_triples: ClassVar[bool] = False
-    """Whether ``loop="triples"`` can train the model (:meth:`triple_epochs`)."""
+    trains_lean: ClassVar[bool] = False
+    """Whether ``loop="lean"`` can train the model (:meth:`lean_epochs`)."""
 
     rank: int
     regularization: float
@@ -439,7 +439,7 @@ class FactorModel(SignatureSettings, pl.LightningModule):
     val_sample: int | None
     user_aggregate: str | None
     loop: str
-    triples_per_step: int
+    lean_batch_size: int
 
     #: subclasses take their own settings by name and pass the rest on (``**kwargs``); the
     #: settings (``init_args``) are captured from the signatures (:mod:`tagtorch.settings`)
@@ -460,16 +460,16 @@ class FactorModel(SignatureSettings, pl.LightningModule):
         name: str | None = None,
         val_sample: int | None = None,
         user_aggregate: str | None = None,
-        loop: str = "sets",
-        triples_per_step: int = 8192,
+        loop: str = "lightning",
+        lean_batch_size: int = 8192,
     ) -> None:
         super().__init__()
         if loop not in LOOPS:
             raise ValueError(f"loop must be one of {LOOPS}, got {loop!r}")
-        if loop == "triples" and not self.trains_on_triples:
-            raise ValueError(f"{type(self).__name__} trains with loop='sets' only")
-        if triples_per_step < 1:
-            raise ValueError(f"triples_per_step must be >= 1, got {triples_per_step}")
+        if loop == "lean" and not self.trains_lean:
+            raise ValueError(f"{type(self).__name__} trains with loop='lightning' only")
+        if lean_batch_size < 1:
+            raise ValueError(f"lean_batch_size must be >= 1, got {lean_batch_size}")
         if user_aggregate is not None and user_aggregate not in AGGREGATES:
             raise ValueError(f"user_aggregate must be one of {AGGREGATES} or None, "
                              f"got {user_aggregate!r}")
@@ -525,8 +525,8 @@ class FactorModel(SignatureSettings, pl.LightningModule):
         """
         raise NotImplementedError
 
-    def triple_epochs(self, data: ItemRecData, device: torch.device) -> TripleEpochs:
-        """The epochs of ``loop="triples"`` (:mod:`tagtorch.itemrec.lean`).
+    def lean_epochs(self, data: ItemRecData, device: torch.device) -> LeanEpochs:
+        """The epochs of ``loop="lean"`` (:mod:`tagtorch.itemrec.lean`).
 
         By default autograd steps over :meth:`triple_loss` with the row-wise form of the
         ``optimizer`` setting (:class:`~tagtorch.itemrec.lean.AutogradTriples`).
@@ -534,10 +534,10 @@ class FactorModel(SignatureSettings, pl.LightningModule):
         tables = [p for p in self.parameters() if p.requires_grad]
         return AutogradTriples(self, torch.from_numpy(data.train).to(device),
                                RowOptimizer.from_setting(self.init_args["optimizer"], tables),
-                               self.triples_per_step)
+                               self.lean_batch_size)
 
     def triple_loss(self, take: RowTake, users: Tensor, items: Tensor, tags: Tensor) -> Tensor:
-        """Training loss (scalar) of a step of triples, for ``loop="triples"``.
+        """Training loss (scalar) of a step of triples, for ``loop="lean"``.
 
         Every factor row it reads comes through ``take`` (:class:`~tagtorch.itemrec.lean.
         RowTake`), which is how the loop knows the rows to update.
@@ -548,7 +548,7 @@ class FactorModel(SignatureSettings, pl.LightningModule):
             items: ``[B]`` their items.
             tags: ``[B]`` their tags.
         """
-        raise NotImplementedError(f"{type(self).__name__} trains with loop='sets' only")
+        raise NotImplementedError(f"{type(self).__name__} trains with loop='lightning' only")
 
     # ------------------------------------------------------------- helpers
     def _init_factor(self, n: int) -> nn.Parameter:
@@ -789,8 +789,8 @@ class FactorModel(SignatureSettings, pl.LightningModule):
     def fit(self, data: ItemRecData) -> Self:
         """Trains on ``data.train``, early-stopping on ``data.val``'s queries.
 
-        ``loop="sets"``: Lightning over UTS sets, resuming from the training folder's
-        ``last.ckpt`` when there is a usable one (see the class docstring); ``loop="triples"``:
+        ``loop="lightning"``: Lightning over UTS sets, resuming from the training folder's
+        ``last.ckpt`` when there is a usable one (see the class docstring); ``loop="lean"``:
         the lean loop of :mod:`tagtorch.itemrec.lean`.
         """
         if len(data.train_sets) == 0:
@@ -807,10 +807,10 @@ class FactorModel(SignatureSettings, pl.LightningModule):
         self._train_sample = self._train_queries(data)
         self._val_queries = self._validation_queries(data)
         try:
-            if self.loop == "triples":
+            if self.loop == "lean":
                 trainer = self.init_args["trainer"]
                 with _deterministic_algorithms():
-                    outcome = train_triples(self, data, epochs_of(trainer), device_of(trainer))
+                    outcome = train_lean(self, data, epochs_of(trainer), device_of(trainer))
                 self.history_, self.best_epoch_ = outcome.history, outcome.best_epoch
             else:
                 self._fit_sets(data)

@@ -29,7 +29,7 @@ module implements the following reading, which the text supports:
   ``negative_power``) and estimates ``R_i = 1 + sum_{draws} [j negative] sigmoid(s_j - s_i) /
   (n q_j)``, an unbiased estimate of the sum over all negatives; the smoothed DCG of that
   estimate is slightly biased (``1 / log2`` is convex). It makes an epoch's cost independent of
-  the number of items, for catalogues far larger than HetRec's. With ``loop="triples"``
+  the number of items, for catalogues far larger than HetRec's. With ``loop="lean"``
   (:mod:`tagtorch.itemrec.lean`) the ``n`` draws are shared by all the triples of a step (their
   scores are one ``[B, r] x [r, n]`` product); each triple's estimate stays unbiased, the
   triples of a step are no longer independent.
@@ -49,6 +49,7 @@ and learning stops.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -56,10 +57,11 @@ import torch
 from torch import Tensor
 
 from tagtorch.itemrec.base import FactorModel, profile_mix
-from tagtorch.itemrec.data import TagProfile
-from tagtorch.itemrec.lean import RowTake
+from tagtorch.itemrec.data import ItemRecData, TagProfile
+from tagtorch.itemrec.lean import LeanEpochs, RowOptimizer, RowTake
 
-__all__ = ["CPModel", "DoRank", "cp_scores", "smoothed_dcg_fast", "smoothed_dcg_regular"]
+__all__ = ["CPModel", "DoRank", "FastLearning", "cp_scores", "smoothed_dcg_fast",
+           "smoothed_dcg_regular"]
 
 
 def cp_scores(user_rows: Tensor, tag_rows: Tensor, item_factors: Tensor) -> Tensor:
@@ -191,7 +193,7 @@ class DoRank(CPModel):
             ``checkpoint_dir``, ...).
     """
 
-    trains_on_triples = True
+    trains_lean = True
 
     fast: bool
     negatives: int
@@ -209,8 +211,9 @@ class DoRank(CPModel):
             raise ValueError(f"negatives must be >= 0, got {negatives}")
         if negatives and not fast:
             raise ValueError("negatives > 0 samples fast learning's negatives: needs fast=True")
-        if self.loop == "triples" and not negatives:
-            raise ValueError("loop='triples' ranks against sampled negatives: needs negatives > 0")
+        if self.loop == "lean" and not fast:
+            raise ValueError("loop='lean' trains by fast learning or sampled negatives: needs "
+                             "fast=True")
         self._draw_probabilities: Tensor | None = None
 
     def on_fit_start(self) -> None:
@@ -238,6 +241,18 @@ class DoRank(CPModel):
         each = drawn.expand(len(users), n) if shared else drawn
         weights = 1.0 / (n * probabilities[each])
         return drawn, torch.where(self.data.tagged(users, each), 0.0, weights)
+
+    def lean_epochs(self, data: ItemRecData, device: torch.device) -> LeanEpochs:
+        """``loop="lean"``: autograd steps of triples, or the paper's fast learning.
+
+        With sampled negatives, :class:`~tagtorch.itemrec.lean.AutogradTriples`; with
+        ``negatives = 0``, :class:`FastLearning` (its gradient written out).
+        """
+        if self.negatives:
+            return super().lean_epochs(data, device)
+        tables = [self.user_factors, self.item_factors, self.tag_factors]
+        return FastLearning(self, data, RowOptimizer.from_setting(self.init_args["optimizer"],
+                                                                  tables))
 
     def triple_loss(self, take: RowTake, users: Tensor, items: Tensor, tags: Tensor) -> Tensor:
         """Minus the mean smoothed DCG of the triples against shared draws, plus L2.
@@ -290,3 +305,97 @@ class DoRank(CPModel):
         item_rows = self.item_factors[items]  # [B, P, r]
         return (self.user_factors[users].square().sum(-1) + self.tag_factors[tags].square().sum(-1)
                 + torch.where(item_mask, item_rows.square().sum(-1), 0.0).sum(-1))
+
+
+class FastLearning:
+    """Do-Rank's fast learning (every negative, as published) under ``loop="lean"``.
+
+    The loss of :meth:`DoRank.set_loss` with ``fast=True, negatives=0`` (the mean over a step's
+    UTS sets of minus the smoothed DCG plus half the L2 penalty), its gradient written out
+    instead of taped by autograd: per step, the scores ``S = (U_u * T_t) V^T`` of the sets'
+    queries against all items (one matrix product), the items each set's user tagged set to
+    ``-inf`` (so that they weigh 0: they are no negatives), then, a block of positives ``i`` at a
+    time, ``sigma_ij = sigmoid((s_j - s_i) / tau)``, ``R_i = 1 + sum_j sigma_ij`` and the
+    gradient ``dL/ds_j = c_i sigma_ij (1 - sigma_ij) / tau`` with
+    ``c_i = 1 / (B ln 2 (1 + R_i) log2(1 + R_i)^2)``, ``dL/ds_i = -sum_j dL/ds_j``; two more
+    matrix products give the gradients of the queries and of ``V``. A step is ``batch_size``
+    sets (the model's setting, as in the Lightning loop); it holds their ``sets x items``
+    scores and a ``block x items`` one (``budget`` values), never ``positives x items`` for the
+    whole step. Updates: :class:`~tagtorch.itemrec.lean.RowOptimizer` (every row of
+    ``V``; the step's rows of ``U`` and ``T``).
+
+    Args:
+        model: the Do-Rank model (factors built).
+        data: the split.
+        optimizer: the row-wise optimizer of ``U``, ``V`` and ``T``.
+        budget: values of a block of positives x items.
+    """
+
+    def __init__(self, model: DoRank, data: ItemRecData, optimizer: RowOptimizer,
+                 budget: int = 1 << 24) -> None:
+        self.model, self.data, self.optimizer = model, data, optimizer
+        self.units = len(data.train_sets)
+        self.sets_per_step = model.batch_size
+        self.block = max(1, budget // max(data.n_items, 1))  # positives per block
+
+    def run(self, order: Tensor) -> float:
+        """One epoch over the UTS sets in ``order``; the mean loss of its steps' sets."""
+        total, order_np = 0.0, order.cpu().numpy()
+        for start in range(0, len(order_np), self.sets_per_step):
+            rows = order_np[start : start + self.sets_per_step]
+            loss, grads = self.gradients(rows)
+            users, tags, d_users, d_items, d_tags = grads
+            m = self.model
+            self.optimizer.update(m.user_factors, users, d_users)
+            self.optimizer.update(m.tag_factors, tags, d_tags)
+            self.optimizer.update(m.item_factors, torch.arange(len(d_items),
+                                                               device=d_items.device), d_items)
+            total += loss * len(rows)
+        return total / max(len(order_np), 1)
+
+    @torch.no_grad()
+    def gradients(self, rows: np.ndarray) -> tuple[float, tuple[Tensor, ...]]:
+        """The loss of the sets ``rows`` and ``(users, tags, dU rows, dV, dT rows)``."""
+        m, sets = self.model, self.data.train_sets
+        device = m.item_factors.device
+        users = torch.from_numpy(sets.users[rows]).to(device)
+        tags = torch.from_numpy(sets.tags[rows]).to(device)
+        user_rows, tag_rows, items = m.user_factors[users], m.tag_factors[tags], m.item_factors
+        query = user_rows * tag_rows
+        scores = query @ items.T  # [B, I]
+        positives = sets.items.take(rows)
+        pos_sets = torch.from_numpy(positives.row_ids).to(device)
+        pos_items = torch.from_numpy(np.asarray(positives.values, np.int64)).to(device)
+        pos_scores = scores[pos_sets, pos_items]
+        known = self.data.user_items.take(sets.users[rows])
+        scores[torch.from_numpy(known.row_ids).to(device),
+               torch.from_numpy(np.asarray(known.values, np.int64)).to(device)] = -torch.inf
+        d_scores, dcg = self._score_gradients(scores, pos_sets, pos_items, pos_scores)
+        reg, b = m.regularization, len(rows)
+        d_query = d_scores @ items
+        d_items = d_scores.T @ query
+        d_items.index_add_(0, pos_items, items[pos_items], alpha=reg / b)
+        penalty = (user_rows.square().sum() + tag_rows.square().sum()
+                   + items[pos_items].square().sum())
+        loss = (-dcg + 0.5 * reg * float(penalty)) / b
+        return loss, (users, tags, d_query * tag_rows + reg / b * user_rows, d_items,
+                      d_query * user_rows + reg / b * tag_rows)
+
+    def _score_gradients(self, scores: Tensor, pos_sets: Tensor, pos_items: Tensor,
+                         pos_scores: Tensor) -> tuple[Tensor, float]:
+        """``dL/dS [B, I]`` (``S`` with its known items at ``-inf``) and the summed DCG."""
+        tau, b = self.model.temperature, len(scores)
+        d_scores = torch.zeros_like(scores)
+        dcg = 0.0
+        for start in range(0, len(pos_sets), self.block):
+            block = slice(start, start + self.block)
+            sigma = torch.sigmoid((scores[pos_sets[block]] - pos_scores[block, None]) / tau)
+            ahead = sigma.sum(1)  # R_i - 1
+            log_rank = torch.log2(2.0 + ahead)
+            dcg += float((1.0 / log_rank).sum())
+            c = 1.0 / (b * math.log(2.0) * (2.0 + ahead) * log_rank.square())
+            weights = sigma.mul_(1.0 - sigma).mul_(c[:, None] / tau)  # dL/ds_j, in place
+            d_scores.index_add_(0, pos_sets[block], weights)
+            d_scores.index_put_((pos_sets[block], pos_items[block]), -weights.sum(1),
+                                accumulate=True)
+        return d_scores, dcg

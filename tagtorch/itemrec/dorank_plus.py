@@ -32,9 +32,9 @@ import torch
 from torch import Tensor, nn
 
 from tagtorch.itemrec.base import profile_mass, profile_mix
-from tagtorch.itemrec.data import TagProfile
+from tagtorch.itemrec.data import ItemRecData, TagProfile
 from tagtorch.itemrec.dorank import DoRank, cp_scores
-from tagtorch.itemrec.lean import RowTake
+from tagtorch.itemrec.lean import LeanEpochs, RowTake
 
 __all__ = ["DoRankPlus"]
 
@@ -108,6 +108,19 @@ class DoRankPlus(DoRank):
             extra = extra + self.user_item_users[users].square().sum(-1) + (
                 self.user_item_items[items].square().sum(-1) * positive).sum(-1)
         return super().penalty(users, tags, items, item_mask) + extra
+
+    def lean_epochs(self, data: ItemRecData, device: torch.device) -> LeanEpochs:
+        """``loop="lean"``: triples against sampled negatives.
+
+        Do-Rank's :class:`~tagtorch.itemrec.dorank.FastLearning` scores CP only.
+
+        Raises:
+            ValueError: with ``negatives = 0``.
+        """
+        if not self.negatives:
+            raise ValueError("Do-Rank+ with loop='lean' ranks against sampled negatives: needs "
+                             "negatives > 0")
+        return super().lean_epochs(data, device)
 
     def triple_terms(self, take: RowTake, users: Tensor, items: Tensor, tags: Tensor,
                      drawn: Tensor) -> tuple[Tensor, Tensor, Tensor]:

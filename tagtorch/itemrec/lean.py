@@ -1,39 +1,44 @@
-"""The lean training loop of the factorization models: shuffled triples, row-wise updates (ours).
+"""The lean training loop of the factorization models (ours): big steps, row-wise updates.
 
-``FactorModel(loop="triples")`` trains through :func:`train_triples` instead of Lightning's loop
-over UTS sets. It is for data far past HetRec's (millions of triples, hundreds of thousands of
-items), where a step of a few dozen padded sets and an optimizer that updates every row of every
-factor matrix leave the CPU waiting on Python and on memory. Each step
+``FactorModel(loop="lean")`` trains through :func:`train_lean` instead of Lightning's loop over
+UTS sets (``loop="lightning"``, the default, which the experiments of
+``docs/dorank_results.md`` use). It is for data far past HetRec's (millions of triples,
+hundreds of thousands of items), where a step of a few dozen padded sets and an optimizer that
+updates every row of every factor matrix leave the CPU waiting on Python and on memory. Each
+model says how its epoch runs (:meth:`~tagtorch.itemrec.base.FactorModel.lean_epochs`):
 
-1. takes ``triples_per_step`` training triples of a seeded shuffle of ``data.train``, in
-   user order inside the step (so that the binary searches of the negatives' checks read
-   sorted keys; the order of a step's triples does not change its loss);
-2. asks the model for its loss over them (:meth:`~tagtorch.itemrec.base.FactorModel.
-   triple_loss`), which gathers every factor row it needs through a :class:`RowTake`: leaf
-   copies of the rows, so the backward pass computes the gradients of the rows a step touches,
-   never of whole factor matrices;
-3. updates those rows with :class:`RowOptimizer`: row-wise ("lazy") Adam, the update of
-   :class:`torch.optim.SparseAdam` (the moments of rows a step does not touch are left as they
-   are), or plain SGD (the optimizer of the PITF and BPR papers).
+- **PITF**: LearnBPR, the per-triple SGD of the PITF and BPR papers, in a compiled kernel
+  (:class:`~tagtorch.itemrec.pitf.LearnBPR`);
+- **Do-Rank and Do-Rank+ with sampled negatives** (:class:`AutogradTriples`): each step takes
+  ``lean_batch_size`` triples of a seeded shuffle of ``data.train`` (in user order inside the
+  step, so that the negatives' checks read each user's items once; the order of a step's
+  triples does not change its loss); the model's ``triple_loss`` gathers every factor row it
+  needs through a :class:`RowTake` (leaf copies of the rows: the backward pass computes the
+  gradients of the rows a step touches, never of whole factor matrices); :class:`RowOptimizer`
+  updates those rows, by row-wise ("lazy") Adam, the update of :class:`torch.optim.SparseAdam`
+  (the moments of rows a step does not touch are left as they are), or plain SGD;
+- **Do-Rank's fast learning** (every negative, as published;
+  :class:`~tagtorch.itemrec.dorank.FastLearning`): steps of UTS sets with the gradient of the
+  smoothed DCG written out, blocks of positives x all items at a time.
 
 After every epoch, DCG@10 on the validation queries and on a sample of the training sets is
 measured and kept in ``history_`` as in the Lightning loop; training stops after ``patience``
 epochs without a better validation DCG@10 and the best epoch's weights are restored.
 
-What differs from ``loop="sets"`` (the default, which the experiments of
-``docs/dorank_results.md`` use):
+What differs from ``loop="lightning"``:
 
-- the unit of a step is a triple, not a UTS set: the loss is the mean over a step's triples
-  (a set's terms weigh by its size), and a set's L2 penalty on its user and tag rows is counted
-  once per triple (as in PITF's and BPR's per-sample updates);
-- Adam is row-wise (above): a row's moments decay only in the steps that touch it;
-- Do-Rank's sampled negatives are drawn once per step and shared by all its triples (per set in
-  the Lightning loop), so that the draws' scores are one matrix product; each triple's estimate
-  of ``R_i - 1`` is still unbiased (:class:`~tagtorch.itemrec.dorank.DoRank`);
+- with sampled negatives the unit of a step is a triple, not a UTS set: the loss is the mean
+  over a step's triples (a set's terms weigh by its size), and a set's L2 penalty on its user
+  and tag rows is counted once per triple (as in PITF's and BPR's per-sample updates); the
+  ``n`` draws are made once per step and shared by all its triples (per set in the Lightning
+  loop), so that their scores are one matrix product; each triple's estimate of ``R_i - 1``
+  is still unbiased (:class:`~tagtorch.itemrec.dorank.DoRank`);
+- Adam is row-wise (above): a row's moments decay only in the steps that touch it; PITF's
+  kernel is plain SGD;
 - no checkpoint and no resumption (``checkpoint_dir`` is not used by this loop); the number of
-  epochs is the ``trainer`` setting's ``max_epochs`` (50 without one); it runs on the CPU, or on
-  CUDA where the ``trainer`` setting's ``accelerator`` is ``"auto"``, ``"gpu"`` or
-  ``"cuda"`` and there is one.
+  epochs is the ``trainer`` setting's ``max_epochs`` (50 without one); it runs on the CPU, or
+  (except PITF's kernel) on CUDA where the ``trainer`` setting's ``accelerator`` is
+  ``"auto"``, ``"gpu"`` or ``"cuda"`` and there is one.
 """
 
 from __future__ import annotations
@@ -57,8 +62,14 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "AutogradTriples", "RowOptimizer", "RowTake", "TripleEpochs", "TripleFit", "device_of",
-    "epochs_of", "train_triples",
+    "AutogradTriples",
+    "LeanEpochs",
+    "LeanFit",
+    "RowOptimizer",
+    "RowTake",
+    "device_of",
+    "epochs_of",
+    "train_lean",
 ]
 
 
@@ -122,7 +133,7 @@ class RowOptimizer:
         if type(built) is torch.optim.SGD and not settings.get("momentum") \
                 and not settings.get("weight_decay"):
             return cls(tables, float(settings["lr"]), adam=False)
-        raise ValueError("loop='triples' updates rows with Adam or SGD (no weight decay, "
+        raise ValueError("loop='lean' updates rows with Adam or SGD (no weight decay, "
                          f"momentum or AMSGrad; the L2 penalty is the model's): got {built!r}")
 
     def step(self, take: RowTake) -> None:
@@ -134,13 +145,17 @@ class RowOptimizer:
                 entry[1].append(index)
                 entry[2].append(rows.grad)
         with torch.no_grad():
-            for key, (table, indices, grads) in grouped.items():
-                unique, inverse = torch.unique(torch.cat(indices), return_inverse=True)
-                grad = torch.cat(grads)
-                summed = grad.new_zeros((len(unique), *grad.shape[1:])).index_add_(
-                    0, inverse, grad)  # a row gathered twice gets the sum of its gradients
-                self.steps[key] += 1
-                self._update(table, key, unique, summed)
+            for table, indices, grads in grouped.values():
+                self.update(table, torch.cat(indices), torch.cat(grads))
+
+    @torch.no_grad()
+    def update(self, table: Tensor, index: Tensor, grad: Tensor) -> None:
+        """One update of ``table``'s rows ``index`` by ``grad`` (a repeated row: summed)."""
+        key = id(table)
+        unique, inverse = torch.unique(index, return_inverse=True)
+        summed = grad.new_zeros((len(unique), *grad.shape[1:])).index_add_(0, inverse, grad)
+        self.steps[key] += 1
+        self._update(table, key, unique, summed)
 
     def _update(self, table: Tensor, key: int, rows: Tensor, grad: Tensor) -> None:
         if not self.adam:
@@ -157,18 +172,21 @@ class RowOptimizer:
 
 
 @dataclass
-class TripleFit:
-    """The outcome of :func:`train_triples`: the learning curve and the best epoch."""
+class LeanFit:
+    """The outcome of :func:`train_lean`: the learning curve and the best epoch."""
 
     history: list[dict[str, float]] = field(default_factory=list)
     best_epoch: int | None = None
 
 
-class TripleEpochs(Protocol):
-    """Runs one epoch over the training triples in a given order; returns its mean loss."""
+class LeanEpochs(Protocol):
+    """Runs one epoch over its ``units`` (triples, or UTS sets) in a given order."""
+
+    units: int
+    """How many units an epoch passes over (the length of ``order``)."""
 
     def run(self, order: Tensor) -> float:
-        """One pass over ``data.train[order]``."""
+        """One pass over the units in ``order`` (a permutation); the mean loss."""
         ...
 
 
@@ -187,6 +205,7 @@ class AutogradTriples:
     def __init__(self, model: FactorModel, train: Tensor, optimizer: RowOptimizer,
                  steps: int) -> None:
         self.model, self.train, self.optimizer, self.steps = model, train, optimizer, steps
+        self.units = len(train)
 
     def run(self, order: Tensor) -> float:
         """One pass over ``train[order]``; the mean loss."""
@@ -203,13 +222,13 @@ class AutogradTriples:
         return total / max(seen, 1)
 
 
-def train_triples(model: FactorModel, data: ItemRecData, max_epochs: int,
-                  device: torch.device) -> TripleFit:
+def train_lean(model: FactorModel, data: ItemRecData, max_epochs: int,
+                  device: torch.device) -> LeanFit:
     """Trains ``model`` (its parameters built) on ``data.train`` by the loop of this module.
 
     Args:
         model: a factorization model that trains on triples (its :meth:`~tagtorch.itemrec.
-            base.FactorModel.triple_epochs`), ``data`` set on it for the negatives' checks.
+            base.FactorModel.lean_epochs`), ``data`` set on it for the negatives' checks.
         data: the split (training triples; validation queries for early stopping).
         max_epochs: the most epochs.
         device: where the factors live during training.
@@ -220,11 +239,11 @@ def train_triples(model: FactorModel, data: ItemRecData, max_epochs: int,
     """
     model.to(device)
     model.on_fit_start()  # as Lightning's loop calls it (Do-Rank: the negatives' distribution)
-    epochs = model.triple_epochs(data, device)
+    epochs = model.lean_epochs(data, device)
     generator = torch.Generator().manual_seed(model.seed)
-    fit, best, best_state, stale = TripleFit(), -math.inf, None, 0
+    fit, best, best_state, stale = LeanFit(), -math.inf, None, 0
     for epoch in progress(range(max_epochs), f"{model.run_name} epochs", unit="epoch"):
-        order = torch.randperm(len(data.train), generator=generator).to(device)
+        order = torch.randperm(epochs.units, generator=generator).to(device)
         loss = epochs.run(order)
         val, train_dcg = model.epoch_dcg()
         fit.history.append({"epoch": float(epoch), "train_loss": loss,

@@ -7,7 +7,7 @@ it, the item is the target mode: ``s(u, i, t) = <U_u, I^U_i> + <T_t, I^T_i>`` (t
 is constant for a query and drops out). Training is BPR (Rendle et al., UAI 2009): for each
 observed ``(u, i, t)``, an item ``j`` that ``u`` did not tag with ``t`` is drawn uniformly, and
 ``-ln sigmoid(s(u, i, t) - s(u, j, t))`` plus an L2 penalty ``lambda`` on the rows involved is
-minimized (per UTS set with ``loop="sets"``, per shuffled triple with ``loop="triples"``:
+minimized (per UTS set with ``loop="lightning"``, per shuffled triple with ``loop="lean"``:
 :mod:`tagtorch.itemrec.lean`; the draw is uniform over all items and skipped when it falls
 inside the triple's ``(u, t)`` set, as in the set form). Defaults from the Do-Rank paper's
 tuned PITF: learning rate 0.01, ``r = 128``; ``lambda = 5e-5`` (its exponent was lost in the
@@ -26,7 +26,7 @@ from torch import Tensor
 
 from tagtorch.itemrec.base import FactorModel, in_sets, profile_mass, profile_mix
 from tagtorch.itemrec.data import ItemRecData, TagProfile
-from tagtorch.itemrec.lean import RowOptimizer, TripleEpochs
+from tagtorch.itemrec.lean import LeanEpochs, RowOptimizer
 
 __all__ = ["PITF", "LearnBPR"]
 
@@ -34,7 +34,7 @@ __all__ = ["PITF", "LearnBPR"]
 class PITF(FactorModel):
     """PITF for items (see the module docstring).
 
-    ``loop="triples"`` (:mod:`tagtorch.itemrec.lean`) trains by :class:`LearnBPR`, the
+    ``loop="lean"`` (:mod:`tagtorch.itemrec.lean`) trains by :class:`LearnBPR`, the
     per-triple SGD of the PITF and BPR papers, compiled (the ``optimizer`` setting must then be
     SGD; default lr 0.01).
 
@@ -43,7 +43,7 @@ class PITF(FactorModel):
             ``rank = 128``, ``regularization = 5e-5``).
     """
 
-    trains_on_triples = True
+    trains_lean = True
 
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("rank", 128)
@@ -90,17 +90,17 @@ class PITF(FactorModel):
             (self.item_user_factors[items], self.item_tag_factors[items]),
             (self.item_user_factors[drawn], self.item_tag_factors[drawn]), valid)
 
-    def triple_epochs(self, data: ItemRecData, device: torch.device) -> TripleEpochs:
-        """``loop="triples"``: LearnBPR's per-triple SGD in a compiled kernel (:class:`LearnBPR`).
+    def lean_epochs(self, data: ItemRecData, device: torch.device) -> LeanEpochs:
+        """``loop="lean"``: LearnBPR's per-triple SGD in a compiled kernel (:class:`LearnBPR`).
 
         Raises:
             ValueError: for an ``optimizer`` setting other than plain SGD, or a CUDA device.
         """
         if device.type != "cpu":
-            raise ValueError("PITF's loop='triples' runs on the CPU (a compiled kernel)")
+            raise ValueError("PITF's loop='lean' runs on the CPU (a compiled kernel)")
         optimizer = RowOptimizer.from_setting(self.init_args["optimizer"] or _SGD, [])
         if optimizer.adam:
-            raise ValueError("PITF with loop='triples' learns by LearnBPR's per-triple SGD: set "
+            raise ValueError("PITF with loop='lean' learns by LearnBPR's per-triple SGD: set "
                              "its optimizer to torch.optim.SGD")
         return LearnBPR(self, data, optimizer.lr)
 
@@ -130,11 +130,11 @@ def _sgd(parameters: Any) -> torch.optim.Optimizer:
 
 
 _SGD = _sgd
-"""PITF's default optimizer under ``loop="triples"``: SGD, the Do-Rank paper's lr 0.01."""
+"""PITF's default optimizer under ``loop="lean"``: SGD, the Do-Rank paper's lr 0.01."""
 
 
 class LearnBPR:
-    """PITF's epochs under ``loop="triples"``: LearnBPR (Rendle et al., UAI 2009) compiled.
+    """PITF's epochs under ``loop="lean"``: LearnBPR (Rendle et al., UAI 2009) compiled.
 
     For each triple ``(u, i, t)`` of the epoch's order, an item ``j`` is drawn uniformly (a
     seeded NumPy generator, one array per epoch); a draw inside the ``(u, t)`` set is skipped
@@ -153,6 +153,7 @@ class LearnBPR:
     def __init__(self, model: PITF, data: ItemRecData, lr: float) -> None:
         self.model, self.lr, self.n_items = model, lr, data.n_items
         self.train = np.ascontiguousarray(data.train, dtype=np.int64)
+        self.units = len(self.train)
         sets = data.train_sets
         keys = sets.users * np.int64(data.n_tags) + sets.tags
         self.set_of = np.searchsorted(keys, self.train[:, 0] * data.n_tags + self.train[:, 2])
