@@ -31,27 +31,36 @@ def texts_of(terms, obj):
     return {name: terms.fields[name][obj].tolist() for name in terms.fields}
 
 
+def reference_of(generator, fold, terms, **params):
+    """The plain per-object oracle with the generator's caps."""
+    caps = {"max_antecedent_tags": generator.max_antecedent_tags,
+            "max_train_tags": generator.max_train_tags}
+    return ReferenceFeatures(
+        [set(t.tolist()) for t in fold.train_tags],
+        [texts_of(terms, o) for o in fold.train_objects], **{**caps, **params})
+
+
+def assert_matches(cs, row, expected, gold):
+    """List ``row`` of ``cs`` has the reference's candidates, features and labels."""
+    mask = cs.mask[row]
+    tags = cs.tags[row][mask].tolist()
+    assert sorted(tags) == sorted(expected), f"candidates of list {row}"
+    got = cs.features[row][mask]
+    want = torch.tensor([[expected[c][n] for n in FEATURE_NAMES] for c in tags])
+    torch.testing.assert_close(got, want.float(), atol=1e-5, rtol=1e-5)
+    labels = cs.labels[row][mask].tolist()
+    assert labels == [float(c in gold) for c in tags]  # labels only
+
+
 def compare(terms, fold, queries, **params):
     batched = LatreCandidates(max_rule_candidates=None, device="cpu", chunk_size=7, **params)
     batched.fit(fold.train_objects, fold.train_tags, terms)
     cs = batched(queries)
-    caps = {"max_antecedent_tags": batched.max_antecedent_tags,
-            "max_train_tags": batched.max_train_tags}
-    reference = ReferenceFeatures(
-        [set(t.tolist()) for t in fold.train_tags],
-        [texts_of(terms, o) for o in fold.train_objects], **{**caps, **params})
-    gold_sets = [set(g.tolist()) for g in queries.gold_tags]
+    reference = reference_of(batched, fold, terms, **params)
     for row, obj in enumerate(queries.objects):
         expected = reference.candidates(set(queries.input_tags[row].tolist()),
                                         texts_of(terms, obj))
-        mask = cs.mask[row]
-        tags = cs.tags[row][mask].tolist()
-        assert sorted(tags) == sorted(expected), f"candidates of object {obj}"
-        got = cs.features[row][mask]
-        want = torch.tensor([[expected[c][n] for n in FEATURE_NAMES] for c in tags])
-        torch.testing.assert_close(got, want.float(), atol=1e-5, rtol=1e-5)
-        labels = cs.labels[row][mask].tolist()
-        assert labels == [float(c in gold_sets[row]) for c in tags]  # labels only
+        assert_matches(cs, row, expected, set(queries.gold_tags[row].tolist()))
     return cs
 
 
@@ -76,6 +85,23 @@ def synthetic():
 def test_batched_features_equal_the_reference_on_synthetic_data(synthetic, params):
     terms, fold, queries = prepare(synthetic, n_queries=40)
     compare(terms, fold, queries, **params)
+
+
+def test_one_object_calls_equal_the_reference(synthetic):
+    """The online path: each object alone, by its code and as a new object's given texts."""
+    terms, fold, queries = prepare(synthetic, n_queries=15)
+    generator = LatreCandidates(max_rule_candidates=None, device="cpu")
+    generator.fit(fold.train_objects, fold.train_tags, terms)
+    reference = reference_of(generator, fold, terms)
+    first = next(iter(terms.fields))  # a new object with only its first field
+    for row, obj in enumerate(queries.objects):
+        one = queries.take(np.array([row]))
+        inputs, gold = set(queries.input_tags[row].tolist()), set(queries.gold_tags[row].tolist())
+        texts = texts_of(terms, obj)
+        assert_matches(generator(one), 0, reference.candidates(inputs, texts), gold)
+        partial = {name: (codes if name == first else []) for name, codes in texts.items()}
+        given = {first: terms.fields[first].take(np.array([obj]))}
+        assert_matches(generator(one, given), 0, reference.candidates(inputs, partial), gold)
 
 
 def test_no_feature_reads_a_gold_tag(synthetic):

@@ -86,12 +86,13 @@ import torch
 from tagtorch.candidates.candidate_set import CandidateSet
 from tagtorch.candidates.diversity_topics import ObjectTopics
 from tagtorch.candidates.embeddings import EmbeddingTags
+from tagtorch.candidates.feature_kernel import assemble, stack_fields, text_terms
 from tagtorch.candidates.generator import check_rule_settings
 from tagtorch.candidates.lda_tags import TopicTags
 from tagtorch.candidates.neighbours import NeighbourTags
 from tagtorch.candidates.rules import RuleIndex
 from tagtorch.candidates.sources import RRF_K, SourceBatch, TagSource
-from tagtorch.candidates.sparse import Lookup, csr, ragged_csr, sum_by_key, triplets
+from tagtorch.candidates.sparse import Lookup, csr, ragged_csr, triplets
 from tagtorch.data.ragged import Ragged
 from tagtorch.data.splits import TagQueries
 from tagtorch.data.terms import TermIndex
@@ -162,10 +163,13 @@ class LatreCandidates(SignatureSettings):
     in the target objects' input tags, by the compiled kernels of
     :mod:`tagtorch.candidates.rules` over an index of D built once by :meth:`fit` (postings,
     tag lists, one-tag rules). A batch is split over ``torch.get_num_threads()`` threads; one
-    object (serving) runs the same kernel and builds nothing sized by D. The rules are mined on
-    the CPU whatever ``device`` is; the other features are computed on ``device``. The
-    definitions are in the module docstring. The sources beyond rules and text terms (ours:
-    ``topics``, ``neighbours``, ``profile_neighbours``, ``embeddings``) share one interface,
+    object (serving) runs the same kernel and builds nothing sized by D. The candidates and
+    their 13 features are then assembled by the compiled kernels of
+    :mod:`tagtorch.candidates.feature_kernel`, again one path for batches and single objects.
+    Both run on the CPU whatever ``device`` is; the sources' features, the fusion and the
+    statistics of D are computed on ``device``. The definitions are in the module docstring.
+    The sources beyond rules and text terms (ours: ``topics``, ``neighbours``,
+    ``profile_neighbours``, ``embeddings``) share one interface,
     :class:`~tagtorch.candidates.sources.TagSource`, and one fusion and budget step.
 
     Args:
@@ -362,9 +366,11 @@ class LatreCandidates(SignatureSettings):
                                                        device=dev), n)
 
         iff = torch.log((self.n_train + 1) / (f_tag + 1))
-        f_text, f_both, self.afs = self._text_statistics(train_objects, train_tags, terms)
+        f_text, f_both, afs = self._text_statistics(train_objects, train_tags, terms)
+        self.afs = afs.cpu().numpy()
         pred = torch.where(f_text > 0, f_both / f_text.clamp(min=1), torch.zeros_like(f_text))
-        self.term_features = torch.stack([iff, stability(f_tag, self.k_s), entropy, pred], -1)
+        self.term_features = torch.stack([iff, stability(f_tag, self.k_s), entropy, pred],
+                                         -1).cpu().numpy()  # read by the compiled assembly
         for source in self.sources:
             source.fit(train_objects, train_tags, terms)
         if self.object_topics is not None:
@@ -497,23 +503,26 @@ class LatreCandidates(SignatureSettings):
         self.stage_seconds[stage] += now - start
         return now
 
-    def _source_keys(self, queries: TagQueries, occurrences: list[Lookup], is_input: Lookup,
-                     known: bool) -> tuple[list[torch.Tensor], list[SourceBatch]]:
-        """The candidate keys (``row * n_terms + code``) of the text terms and the sources.
+    def _other_terms(self, queries: TagQueries, text: tuple[np.ndarray, np.ndarray],
+                     known: bool) -> tuple[Ragged, list[SourceBatch]]:
+        """The candidate terms beyond the rules, by object, and each source's batch.
 
-        Returns the keys (text terms first, then each source's) and each source's batch
-        (``known``: the objects are in the index).
+        They are the text candidates ``text`` (``(rows, terms)``, from
+        :func:`~tagtorch.candidates.feature_kernel.text_terms`; left out unless
+        ``text_candidates``), then each source's proposals (``known``: the objects are in the
+        index).
         """
         n = self.terms.n_terms
-        keys = []
-        if self.text_candidates:
-            keys += [t.keys[is_input(t.keys // n, t.keys % n) == 0] for t in occurrences]
+        rows, codes = text if self.text_candidates else (text[0][:0], text[1][:0])
         batches = [source.batch(queries, known, self.device) for source in self.sources]
-        return keys + [batch.keys() for batch in batches], batches
+        if batches:
+            keys = torch.cat([batch.keys() for batch in batches]).cpu().numpy()
+            rows, codes = np.concatenate([rows, keys // n]), np.concatenate([codes, keys % n])
+        return Ragged.from_groups(rows, codes, len(queries)), batches
 
     def _fuse(self, rows: torch.Tensor, cols: torch.Tensor, features: torch.Tensor,
-              ranked: list[torch.Tensor], is_text: torch.Tensor
-              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+              labels: torch.Tensor, ranked: list[torch.Tensor], is_text: torch.Tensor
+              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """The per-source features (``rr_*``, agreement, ``rrf``) and the budget.
 
         ``ranked``: each scoring source's scores of the candidates; ``is_text``: the text
@@ -533,62 +542,59 @@ class LatreCandidates(SignatureSettings):
                 fused.float()[:, None]], -1)
         if self.max_candidates is not None:
             chosen = _row_ranks(rows, fused + is_text.double()) < self.max_candidates
-            rows, cols, features = rows[chosen], cols[chosen], features[chosen]
-        return rows, cols, features
+            rows, cols, features, labels = (rows[chosen], cols[chosen], features[chosen],
+                                            labels[chosen])
+        return rows, cols, features, labels
 
-    def _chunk(self, queries: TagQueries, texts: Mapping[str, Ragged] | None = None
-               ) -> tuple[torch.Tensor, ...]:
-        """Flat ``(rows, terms, features [n, 13], labels)`` of one chunk, on the CPU.
-
-        ``texts``: the chunk's text fields (see :meth:`__call__`); None reads the TermIndex.
-        """
-        dev, n = self.device, self.terms.n_terms
-        start = time.perf_counter()
-        input_rows = torch.as_tensor(queries.input_tags.row_ids, device=dev)
-        input_tags = torch.as_tensor(queries.input_tags.values, dtype=torch.long, device=dev)
-        is_input = Lookup(*sum_by_key(input_rows * n + input_tags,
-                                      torch.ones(len(input_tags), device=dev)), n)
-        fields = (list(texts.values()) if texts is not None
-                  else [r.take(queries.objects) for r in self.text_fields.values()])
-        occurrences = [Lookup.from_ragged(field, n, dev) for field in fields]
-        keys, batches = self._source_keys(queries, occurrences, is_input, known=texts is None)
-        flat = torch.cat(keys).cpu().numpy() if keys else np.zeros(0, dtype=np.int64)
-        keep = Ragged.from_groups(flat // n, flat % n, len(queries))
-        antecedents, _ = most_frequent_per_row(queries.input_tags, self.tag_counts,
-                                               self.max_antecedent_tags)
-        start = self._tick("features", start)
-        rule_rows, rule_cols, rule_values = self.rules.mine(
-            queries.input_tags, antecedents, keep, self.max_rule_candidates,
-            threads=torch.get_num_threads())
-        start = self._tick("rules", start)
-
-        rule_keys = torch.as_tensor(rule_rows, device=dev) * n + torch.as_tensor(
-            rule_cols, dtype=torch.long, device=dev)  # sorted: rows, then codes, ascending
-        rule_features = Lookup(rule_keys, torch.as_tensor(rule_values, device=dev), n)
-        keys_t = torch.unique(torch.cat([rule_keys, *keys]))
-        rows, cols = keys_t // n, keys_t % n
-
-        columns = list(rule_features(rows, cols).float().unbind(-1))  # sum_1 .. vote_plus
-        if occurrences:
-            tf = torch.stack([t(rows, cols) for t in occurrences], -1)
-            ts = (tf > 0).float()
-            columns += [ts.sum(-1), tf.sum(-1), ts @ self.afs, tf @ self.afs]
-        else:
-            columns += [torch.zeros(len(rows), device=dev)] * 4
-        features = torch.cat([torch.stack(columns, -1), self.term_features[cols]], -1)
-        ranked = [columns[SUM_L]]  # the sources' scores (scoring_sources): the rules' first
+    def _with_sources(self, rows: torch.Tensor, cols: torch.Tensor, features: torch.Tensor,
+                      labels: torch.Tensor, batches: list[SourceBatch]
+                      ) -> tuple[torch.Tensor, ...]:
+        """The sources' features after the 13, then the fusion and budget, on ``device``."""
+        rows, cols, features, labels = (t.to(self.device) for t in (rows, cols, features, labels))
+        ranked = [features[:, SUM_L]]  # the sources' scores (scoring_sources): the rules' first
         for source, batch in zip(self.sources, batches, strict=True):
             value = batch.scores(rows, cols)
             ranked.append(value)
             if source.feature:
                 features = torch.cat([features, value[:, None]], -1)
         if self.source_features or self.max_candidates is not None:
-            rows, cols, features = self._fuse(rows, cols, features, ranked,
-                                              is_text=columns[TS] > 0)
-        gold = Lookup.from_ragged(queries.gold_tags, n, dev)
-        labels = (gold(rows, cols) > 0).float()
-        self._tick("features", start)
+            rows, cols, features, labels = self._fuse(rows, cols, features, labels, ranked,
+                                                      is_text=features[:, TS] > 0)
         return rows.cpu(), cols.cpu(), features.float().cpu(), labels.cpu()
+
+    def _chunk(self, queries: TagQueries, texts: Mapping[str, Ragged] | None = None
+               ) -> tuple[torch.Tensor, ...]:
+        """Flat ``(rows, terms, features [n, F], labels)`` of one chunk, on the CPU.
+
+        The 13 features come from the compiled kernels of
+        :mod:`~tagtorch.candidates.feature_kernel` (one path for batches and single objects);
+        the sources beyond rules and text, if any, add theirs on ``device``. ``texts``: the
+        chunk's text fields (see :meth:`__call__`); None reads the TermIndex.
+        """
+        start = time.perf_counter()
+        inputs = queries.input_tags
+        field_ptr, field_terms = stack_fields(
+            list(texts.values()) if texts is not None
+            else [r.take(queries.objects) for r in self.text_fields.values()], len(queries))
+        others, batches = self._other_terms(
+            queries, text_terms(inputs.offsets, inputs.values, field_ptr, field_terms),
+            known=texts is None)
+        antecedents, _ = most_frequent_per_row(inputs, self.tag_counts, self.max_antecedent_tags)
+        start = self._tick("features", start)
+        rule_rows, rule_cols, rule_values = self.rules.mine(
+            inputs, antecedents, others, self.max_rule_candidates,
+            threads=torch.get_num_threads())
+        start = self._tick("rules", start)
+        gold = queries.gold_tags
+        flat = assemble(np.searchsorted(rule_rows, np.arange(len(queries) + 1)), rule_cols,
+                        rule_values, others.offsets, others.values, field_ptr, field_terms,
+                        self.afs, gold.offsets, gold.values, self.term_features)
+        rows, cols, features, labels = (torch.from_numpy(a) for a in flat)
+        if self.sources or self.source_features or self.max_candidates is not None:
+            rows, cols, features, labels = self._with_sources(rows, cols, features, labels,
+                                                              batches)
+        self._tick("features", start)
+        return rows, cols, features, labels
 
 
 def _row_ranks(rows: torch.Tensor, values: torch.Tensor) -> torch.Tensor:

@@ -89,11 +89,15 @@ class Ragged:
         """``[nnz]`` the row index of every value."""
         return np.repeat(np.arange(len(self), dtype=np.int64), self.lengths)
 
+    def _lengths_of(self, rows: np.ndarray) -> np.ndarray:
+        """``[len(rows)]`` the lengths of ``rows`` alone (not a pass over every row)."""
+        return self.offsets[1:][rows] - self.offsets[:-1][rows]
+
     def take(self, rows: np.ndarray) -> Ragged:
         """Selects rows (in the given order) as a new ragged array."""
         rows = np.asarray(rows, dtype=np.int64)
         offsets = np.zeros(len(rows) + 1, dtype=np.int64)
-        np.cumsum(self.lengths[rows], out=offsets[1:])
+        np.cumsum(self._lengths_of(rows), out=offsets[1:])
         return Ragged(offsets, self.values[self.positions(rows)])
 
     def positions(self, rows: np.ndarray) -> np.ndarray:
@@ -104,7 +108,7 @@ class Ragged:
             [2, 0, 1]
         """
         rows = np.asarray(rows, dtype=np.int64)
-        lengths = self.lengths[rows]
+        lengths = self._lengths_of(rows)
         firsts = np.cumsum(lengths) - lengths  # where each row starts in the result
         starts = np.repeat(self.offsets[rows] - firsts, lengths)
         return np.arange(int(lengths.sum()), dtype=np.int64) + starts
