@@ -32,6 +32,9 @@ its own process so that its peak resident memory (``ru_maxrss``) is its own:
   (a triple for ours, a (user, item) pair for implicit) and the ratio ours / implicit;
 - ``fast``: the paper's fast learning (every negative of 200,000 items), timed on a sample of
   the epoch's sets and scaled to the epoch (the output says so);
+- ``fast-lean``: the same fast learning under ``loop="lean"`` (its gradient written out,
+  :class:`~tagtorch.itemrec.dorank.FastLearning`), on ``--scale-fast-lean-sets`` sets of the
+  epoch's seeded order (0: the whole epoch), scaled to the epoch when it is a sample;
 - ``top-k``: the top 10 items of per-user queries (profile aggregation), in blocks of users,
   timed on a seeded random sample of users and scaled to all users; beside it, implicit's
   ``recommend`` (same rank, items and known items filtered) on the same users, and the ratio
@@ -63,7 +66,7 @@ from tagtorch.itemrec.dorank import DoRank
 from tagtorch.itemrec.dorank_plus import DoRankPlus
 from tagtorch.itemrec.pitf import PITF
 
-SCALE_PARTS = ("data", "sampled", "triples", "fast", "top-k")
+SCALE_PARTS = ("data", "sampled", "triples", "fast", "fast-lean", "top-k")
 
 
 def load(args: argparse.Namespace) -> ItemRecData:
@@ -157,6 +160,8 @@ def scale_part(part: str, args: argparse.Namespace) -> dict[str, float]:
     elif part == "fast":
         out["seconds"], out["timed"] = epoch_seconds(
             DoRank(**common), data, device, max_sets=args.scale_fast_sets)
+    elif part == "fast-lean":
+        out["seconds"], out["timed"] = fast_lean_seconds(data, args, device)
     elif part == "top-k":
         out.update(top_k_seconds(data, args, device))
     out["peak_rss_gib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
@@ -181,6 +186,24 @@ def lean_epoch_seconds(model: FactorModel, data: ItemRecData, device: torch.devi
         torch.cuda.synchronize(device)
     model.data = None
     return time.perf_counter() - start
+
+
+def fast_lean_seconds(data: ItemRecData, args: argparse.Namespace,
+                      device: torch.device) -> tuple[float, float]:
+    """Seconds of fast learning under ``loop="lean"`` over a seeded order of sets; sets timed."""
+    model = DoRank(rank=args.rank, batch_size=args.scale_batch_size, loop="lean")
+    torch.manual_seed(0)
+    model.build(data.n_users, data.n_items, data.n_tags)
+    model.to(device)
+    epochs = model.lean_epochs(data, device)
+    order = torch.randperm(epochs.units, generator=torch.Generator().manual_seed(0))
+    if args.scale_fast_lean_sets:
+        order = order[: args.scale_fast_lean_sets]
+    start = time.perf_counter()
+    epochs.run(order)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter() - start, float(len(order))
 
 
 def triples_seconds(data: ItemRecData, args: argparse.Namespace,
@@ -262,7 +285,7 @@ def run_scale(args: argparse.Namespace) -> None:
     print(header)
     print("-" * len(header))
     passed = [a for a in sys.argv[1:] if a != "--scale"]
-    for part in SCALE_PARTS:
+    for part in args.scale_parts:
         done = subprocess.run([sys.executable, __file__, "--scale-part", part, *passed],
                               capture_output=True, text=True, check=True)
         r = json.loads(done.stdout.strip().splitlines()[-1])
@@ -274,9 +297,10 @@ def run_scale(args: argparse.Namespace) -> None:
         elif part == "triples":
             print_triples(r, args)
             continue
-        elif part == "fast":
+        elif part in ("fast", "fast-lean"):
             seconds = r["seconds"] * r["sets"] / r["timed"]
-            what = f"{r['timed']:.0f} sets, scaled"
+            what = ("the whole epoch" if r["timed"] == r["sets"]
+                    else f"{r['timed']:.0f} sets, scaled")
         else:
             seconds = r["seconds"] * r["queries"] / r["timed"]
             what = f"{r['timed']:.0f} of {r['queries']:.0f} users, scaled"
@@ -319,6 +343,8 @@ def main() -> None:
     parser.add_argument("--synthetic", action="store_true", help="synthetic data, no download")
     parser.add_argument("--scale", action="store_true", help="the scale table (module docstring)")
     parser.add_argument("--scale-part", choices=SCALE_PARTS, help=argparse.SUPPRESS)
+    parser.add_argument("--scale-parts", choices=SCALE_PARTS, nargs="+", default=SCALE_PARTS,
+                        help="the parts of --scale to run (default: all)")
     parser.add_argument("--scale-users", type=int, default=100_000)
     parser.add_argument("--scale-items", type=int, default=200_000)
     parser.add_argument("--scale-tags", type=int, default=5_000)
@@ -330,6 +356,8 @@ def main() -> None:
                         help="Do-Rank+'s draws per step in the triples loop")
     parser.add_argument("--scale-fast-sets", type=int, default=2048,
                         help="sets timed for the paper's fast learning at scale")
+    parser.add_argument("--scale-fast-lean-sets", type=int, default=0,
+                        help="sets timed for fast learning under loop='lean' (0: all)")
     parser.add_argument("--scale-users-scored", type=int, default=4096,
                         help="users whose top-k is timed at scale")
     parser.add_argument("--scale-top-k-block", type=int, default=256,

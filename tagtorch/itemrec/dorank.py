@@ -332,11 +332,19 @@ class FastLearning:
     """
 
     def __init__(self, model: DoRank, data: ItemRecData, optimizer: RowOptimizer,
-                 budget: int = 1 << 24) -> None:
+                 budget: int = 1 << 21) -> None:
         self.model, self.data, self.optimizer = model, data, optimizer
         self.units = len(data.train_sets)
         self.sets_per_step = model.batch_size
         self.block = max(1, budget // max(data.n_items, 1))  # positives per block
+        self._buffers: dict[str, Tensor] = {}
+
+    def _buffer(self, name: str, rows: int, like: Tensor) -> Tensor:
+        """A ``[rows, n_items]`` buffer kept between steps (no fresh pages for each step)."""
+        kept = self._buffers.get(name)
+        if kept is None or len(kept) < rows:
+            kept = self._buffers[name] = like.new_empty(rows, like.shape[0])
+        return kept[:rows]
 
     def run(self, order: Tensor) -> float:
         """One epoch over the UTS sets in ``order``; the mean loss of its steps' sets."""
@@ -348,8 +356,7 @@ class FastLearning:
             m = self.model
             self.optimizer.update(m.user_factors, users, d_users)
             self.optimizer.update(m.tag_factors, tags, d_tags)
-            self.optimizer.update(m.item_factors, torch.arange(len(d_items),
-                                                               device=d_items.device), d_items)
+            self.optimizer.update(m.item_factors, None, d_items)
             total += loss * len(rows)
         return total / max(len(order_np), 1)
 
@@ -362,7 +369,7 @@ class FastLearning:
         tags = torch.from_numpy(sets.tags[rows]).to(device)
         user_rows, tag_rows, items = m.user_factors[users], m.tag_factors[tags], m.item_factors
         query = user_rows * tag_rows
-        scores = query @ items.T  # [B, I]
+        scores = torch.mm(query, items.T, out=self._buffer("scores", len(rows), items))
         positives = sets.items.take(rows)
         pos_sets = torch.from_numpy(positives.row_ids).to(device)
         pos_items = torch.from_numpy(np.asarray(positives.values, np.int64)).to(device)
@@ -383,19 +390,32 @@ class FastLearning:
 
     def _score_gradients(self, scores: Tensor, pos_sets: Tensor, pos_items: Tensor,
                          pos_scores: Tensor) -> tuple[Tensor, float]:
-        """``dL/dS [B, I]`` (``S`` with its known items at ``-inf``) and the summed DCG."""
-        tau, b = self.model.temperature, len(scores)
-        d_scores = torch.zeros_like(scores)
+        """``dL/dS [B, I]`` (``S`` with its known items at ``-inf``) and the summed DCG.
+
+        A block of positives at a time, in two buffers allocated once (a block small enough to
+        stay in the CPU's cache between its passes).
+        """
+        tau, b, items = self.model.temperature, len(scores), self.model.item_factors
+        d_scores = self._buffer("d_scores", b, items).zero_()
+        rows = min(self.block, len(pos_sets))
+        sigma, square = self._buffer("sigma", rows, items), self._buffer("square", rows, items)
         dcg = 0.0
-        for start in range(0, len(pos_sets), self.block):
-            block = slice(start, start + self.block)
-            sigma = torch.sigmoid((scores[pos_sets[block]] - pos_scores[block, None]) / tau)
-            ahead = sigma.sum(1)  # R_i - 1
+        for start in range(0, len(pos_sets), rows):
+            sets = pos_sets[start : start + rows]
+            n = len(sets)
+            block, block_square = sigma[:n], square[:n]
+            torch.index_select(scores, 0, sets, out=block)
+            block.sub_(pos_scores[start : start + n, None])
+            if tau != 1.0:
+                block.div_(tau)
+            torch.sigmoid(block, out=block)
+            ahead = block.sum(1)  # R_i - 1
             log_rank = torch.log2(2.0 + ahead)
             dcg += float((1.0 / log_rank).sum())
-            c = 1.0 / (b * math.log(2.0) * (2.0 + ahead) * log_rank.square())
-            weights = sigma.mul_(1.0 - sigma).mul_(c[:, None] / tau)  # dL/ds_j, in place
-            d_scores.index_add_(0, pos_sets[block], weights)
-            d_scores.index_put_((pos_sets[block], pos_items[block]), -weights.sum(1),
+            c = 1.0 / (b * tau * math.log(2.0) * (2.0 + ahead) * log_rank.square())
+            torch.mul(block, block, out=block_square)
+            block.sub_(block_square).mul_(c[:, None])  # dL/ds_j = c sigma (1 - sigma)
+            d_scores.index_add_(0, sets, block)
+            d_scores.index_put_((sets, pos_items[start : start + n]), -block.sum(1),
                                 accumulate=True)
         return d_scores, dcg

@@ -149,26 +149,41 @@ class RowOptimizer:
                 self.update(table, torch.cat(indices), torch.cat(grads))
 
     @torch.no_grad()
-    def update(self, table: Tensor, index: Tensor, grad: Tensor) -> None:
-        """One update of ``table``'s rows ``index`` by ``grad`` (a repeated row: summed)."""
+    def update(self, table: Tensor, index: Tensor | None, grad: Tensor) -> None:
+        """One update of ``table``'s rows ``index`` by ``grad`` (a repeated row: summed).
+
+        ``index=None``: every row, ``grad`` the whole table's gradient.
+        """
         key = id(table)
+        self.steps[key] += 1
+        if index is None:
+            self._update(table, key, None, grad)
+            return
         unique, inverse = torch.unique(index, return_inverse=True)
         summed = grad.new_zeros((len(unique), *grad.shape[1:])).index_add_(0, inverse, grad)
-        self.steps[key] += 1
         self._update(table, key, unique, summed)
 
-    def _update(self, table: Tensor, key: int, rows: Tensor, grad: Tensor) -> None:
+    def _update(self, table: Tensor, key: int, rows: Tensor | None, grad: Tensor) -> None:
         if not self.adam:
-            table.index_add_(0, rows, grad, alpha=-self.lr)
+            if rows is None:
+                table.add_(grad, alpha=-self.lr)
+            else:
+                table.index_add_(0, rows, grad, alpha=-self.lr)
             return
         beta1, beta2 = self.betas
         first, second = self.moments[key]
-        m = first[rows].lerp_(grad, 1 - beta1)  # beta1 m + (1 - beta1) g
-        v = second[rows].mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-        first[rows], second[rows] = m, v
+        m = first if rows is None else first[rows]
+        v = second if rows is None else second[rows]
+        m.lerp_(grad, 1 - beta1)  # beta1 m + (1 - beta1) g
+        v.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
         t = self.steps[key]
         step_size = self.lr * math.sqrt(1 - beta2**t) / (1 - beta1**t)
-        table.index_add_(0, rows, m / (v.sqrt() + self.eps), alpha=-step_size)
+        change = m / (v.sqrt() + self.eps)
+        if rows is None:
+            table.add_(change, alpha=-step_size)
+            return
+        first[rows], second[rows] = m, v
+        table.index_add_(0, rows, change, alpha=-step_size)
 
 
 @dataclass
