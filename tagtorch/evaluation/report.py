@@ -188,11 +188,11 @@ def markdown_report(
         + (f"{n_folds} folds." if n_folds != 1 else
            "1 fold: one value gives no interval (n/a)."),
         "",
-        _summary_table(summary[~is_timing & ~is_coverage]),
+        summary_table(summary[~is_timing & ~is_coverage]),
     ]
     if is_timing.any():
         lines += ["", "## Time per test object (ms; fit in seconds)", "",
-                  _timing_note(summary), "", _summary_table(summary[is_timing])]
+                  _timing_note(summary), "", summary_table(summary[is_timing])]
     if is_coverage.any():
         lines += ["", "## Candidate coverage (mean over folds)", "",
                   "Test objects, and those with no candidate at all or with no gold tag among "
@@ -203,7 +203,7 @@ def markdown_report(
     if per_object is not None and len(methods) > 1:
         settings = Significance.of(significance)
         for method in settings.methods:
-            lines += ["", *_test_table(per_object, method, settings, average_folds)]
+            lines += ["", *paired_test_table(per_object, method, settings, average_folds)]
     return "\n".join(lines) + "\n"
 
 
@@ -218,7 +218,7 @@ def _timing_note(summary: pd.DataFrame) -> str:
             "reported model.")
 
 
-def _test_table(per_object: pd.DataFrame, method: TestMethod, settings: Significance,
+def paired_test_table(per_object: pd.DataFrame, method: TestMethod, settings: Significance,
                 average_folds: bool) -> list[str]:
     """The heading and table of one paired test of every pair of methods."""
     tests = significance(per_object, method=method, average_folds=average_folds,
@@ -248,7 +248,7 @@ def interval_cell(mean: float, half: float) -> str:
     return f"{mean:.4f} ± {'n/a' if math.isnan(half) else f'{half:.4f}'}"
 
 
-def _summary_table(summary: pd.DataFrame) -> str:
+def summary_table(summary: pd.DataFrame) -> str:
     """Methods as rows, metrics as columns, cells ``mean ± half-width``."""
     metrics = list(dict.fromkeys(summary["metric"]))
     table = summary.assign(

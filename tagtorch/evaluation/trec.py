@@ -18,18 +18,30 @@ recommendation: ``u{user}t{tag}`` or ``u{user}`` and item codes; resource rankin
 ``q{post key}`` and object codes); ``per_object.csv.gz`` names its queries by the same ids, so
 its rows join the run files' lines. ``qrels.trec`` lists every gold document of every query,
 also those no ranking reached, so recall computed from the files matches tagtorch's.
+
+:func:`read_qrels` and :func:`read_run` read such files back (ours or any tool's), for
+``python -m tagtorch.evaluation`` (:mod:`tagtorch.evaluation.score_runs`). They are written
+for files from anywhere: the size is checked before reading (``max_bytes``), every line must
+have the format's fields with a number where one belongs, and a bad line is an error naming the
+file and the line.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import math
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
 
 import numpy as np
 import torch
 
 from tagtorch.metrics.functional import top_rank_order
 
-__all__ = ["qrels_lines", "ranked_lines", "run_file_names", "scored_lines"]
+__all__ = ["MAX_TREC_BYTES", "qrels_lines", "ranked_lines", "read_qrels", "read_run",
+           "run_file_names", "scored_lines"]
+
+MAX_TREC_BYTES = 1 << 31
+"""The largest TREC file :func:`read_qrels` and :func:`read_run` read (2 GiB)."""
 
 
 def run_file_names(methods: Sequence[str]) -> dict[str, str]:
@@ -111,3 +123,75 @@ def qrels_lines(queries: Sequence[object] | np.ndarray,
     """
     return [f"{query} 0 {doc} 1\n"
             for query, docs in zip(queries, gold, strict=True) for doc in docs]
+
+
+def _trec_rows(path: str | Path, n_fields: int, max_bytes: int) -> Iterator[tuple[int, list[str]]]:
+    """The whitespace-separated fields of each non-empty line, with its line number."""
+    path = Path(path)
+    size = path.stat().st_size
+    if size > max_bytes:
+        raise ValueError(f"{path}: {size} bytes, more than the {max_bytes} allowed")
+    with path.open(encoding="utf-8", errors="strict") as lines:
+        try:
+            for number, line in enumerate(lines, start=1):
+                fields = line.split()
+                if not fields:
+                    continue
+                if len(fields) != n_fields:
+                    raise ValueError(f"{path}, line {number}: expected {n_fields} fields, got "
+                                     f"{len(fields)}")
+                yield number, fields
+        except UnicodeDecodeError as error:
+            raise ValueError(f"{path}: not UTF-8 text ({error.reason})") from error
+
+
+def _number(text: str, path: str | Path, number: int) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{path}, line {number}: {text[:40]!r} is not a number") from None
+    if not math.isfinite(value):
+        raise ValueError(f"{path}, line {number}: {text[:40]!r} is not a finite number")
+    return value
+
+
+def read_qrels(path: str | Path, max_bytes: int = MAX_TREC_BYTES) -> dict[str, dict[str, float]]:
+    r"""The relevance of each query's documents in a TREC qrels file (``qid 0 docid rel``).
+
+    Raises:
+        ValueError: naming the file (and line) if it is too large, not UTF-8 text, a line has
+            not 4 fields or a relevance that is not a finite number, or a document appears
+            twice for one query.
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.NamedTemporaryFile("w", suffix=".trec", delete=False) as f:
+        ...     _ = f.write("q1 0 d1 2\nq1 0 d2 0\n")
+        >>> read_qrels(f.name)
+        {'q1': {'d1': 2.0, 'd2': 0.0}}
+        >>> Path(f.name).unlink()
+    """
+    qrels: dict[str, dict[str, float]] = {}
+    for number, (query, _, doc, grade) in _trec_rows(path, 4, max_bytes):
+        docs = qrels.setdefault(query, {})
+        if doc in docs:
+            raise ValueError(f"{path}, line {number}: document {doc!r} twice for query {query!r}")
+        docs[doc] = _number(grade, path, number)
+    return qrels
+
+
+def read_run(path: str | Path, max_bytes: int = MAX_TREC_BYTES) -> dict[str, dict[str, float]]:
+    """The scores of each query's documents in a TREC run file (``qid Q0 docid rank score tag``).
+
+    The rank column is not used (as in trec_eval and ranx: documents are ranked by score).
+
+    Raises:
+        ValueError: as :func:`read_qrels` (6 fields per line, a finite score).
+    """
+    run: dict[str, dict[str, float]] = {}
+    for number, (query, _, doc, _, score, _) in _trec_rows(path, 6, max_bytes):
+        docs = run.setdefault(query, {})
+        if doc in docs:
+            raise ValueError(f"{path}, line {number}: document {doc!r} twice for query {query!r}")
+        docs[doc] = _number(score, path, number)
+    return run

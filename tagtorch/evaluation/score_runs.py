@@ -1,0 +1,219 @@
+"""Score any TREC run files with tagtorch's metrics and statistics.
+
+::
+
+    python -m tagtorch.evaluation QRELS RUN [RUN ...] [--metrics ndcg@10 p@10 map] [--test both]
+
+reads a qrels file and run files in the TREC formats (:func:`~tagtorch.evaluation.trec.
+read_qrels`, :func:`~tagtorch.evaluation.trec.read_run`; tagtorch's own or any tool's), scores
+every run on the queries of the qrels with at least one relevant document, and prints a report
+in the form of the tasks' reports: each run's mean with the 95% confidence interval over the
+queries, and a paired test of every pair of runs over the queries, Holm-corrected per metric
+(the t-test and the randomization test by default; :class:`~tagtorch.evaluation.report.
+Significance`). ``--output FILE`` also writes the report and the per-query values
+(``FILE`` and ``FILE`` with ``.csv``).
+
+How a run is read and scored (trec_eval's and ranx's conventions): a query's documents are
+ranked by score, descending, equal scores by document id, descending (trec_eval); the rank
+column is not used. A query of the qrels that a run lacks scores 0 on every metric; a run's
+queries absent from the qrels are not scored (their number is reported). A document is relevant
+when its grade is above 0; negative grades count as 0. NDCG uses the grades as gains (linear,
+as trec_eval's ``ndcg_cut`` and ranx's ``ndcg``), with the ideal ranking made of every judged
+document of the query, retrieved or not; R@k and AP divide by the query's relevant documents,
+retrieved or not. The metric names and definitions are those of
+:mod:`tagtorch.metrics.functional`: ``ndcg@K``, ``p@K``, ``r@K``, ``s@K``, ``mrr``, ``map``
+(``mrr@K``, ``map@K``). All equal ranx's per query (``tests/test_score_runs.py``) but
+``map@K``, which divides by ``min(K, relevant)`` where ranx's ``map@K`` and trec_eval's
+``map_cut_K`` divide by all relevant documents.
+
+Why not ``python -m tagtorch.evaluate``: ``tagtorch.evaluate`` is the Python function
+``tt.evaluate``; a module of that name would replace it in every process that imported the
+module.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from tagtorch.evaluation.report import Significance, paired_test_table, summary_table
+from tagtorch.evaluation.stats import confidence_interval
+from tagtorch.evaluation.trec import read_qrels, read_run
+from tagtorch.metrics.functional import dcg_at_k, ideal_dcg, ranking_metrics
+
+__all__ = ["main", "parse_name", "query_values", "runs_report"]
+
+Judgements = Mapping[str, Mapping[str, float]]
+"""Query id -> document id -> relevance grade (qrels) or score (run)."""
+
+_FAMILIES = {"p": "precision", "r": "recall", "s": "success"}
+
+
+def _padded(queries: Sequence[str], qrels: Judgements,
+            run: Judgements) -> tuple[torch.Tensor, ...]:
+    """``scores, labels, mask, grades, grade_mask`` of the queries, padded.
+
+    ``scores`` are the ranks' reverse (the order read: by score, ties by document id
+    descending); ``grades`` are every judged relevant document's grade (the ideal ranking).
+    """
+    ranked, judged = [], []
+    for query in queries:
+        docs = sorted(run.get(query, {}).items(), key=lambda kv: kv[0], reverse=True)
+        docs.sort(key=lambda kv: kv[1], reverse=True)  # stable: ties keep id descending
+        judgement = qrels[query]
+        ranked.append([max(judgement.get(doc, 0.0), 0.0) for doc, _ in docs])
+        judged.append([g for g in judgement.values() if g > 0])
+    width = max(1, max(len(r) for r in ranked))
+    labels = torch.zeros(len(queries), width, dtype=torch.float64)
+    mask = torch.zeros(len(queries), width, dtype=torch.bool)
+    ideal_width = max(1, max(len(j) for j in judged))
+    grades = torch.zeros(len(queries), ideal_width, dtype=torch.float64)
+    grade_mask = torch.zeros(len(queries), ideal_width, dtype=torch.bool)
+    for b, (row, ideal) in enumerate(zip(ranked, judged, strict=True)):
+        labels[b, : len(row)] = torch.tensor(row, dtype=torch.float64)
+        mask[b, : len(row)] = True
+        grades[b, : len(ideal)] = torch.tensor(ideal, dtype=torch.float64)
+        grade_mask[b, : len(ideal)] = True
+    scores = torch.arange(width, 0, -1, dtype=torch.float64).expand(len(queries), -1)
+    return scores, labels, mask, grades, grade_mask
+
+
+def parse_name(metric: str) -> tuple[str, int | None]:
+    """``(family, cut-off)`` of a metric name of this module (module docstring).
+
+    Example:
+        >>> parse_name("ndcg@10"), parse_name("map")
+        (('ndcg', 10), ('map', None))
+    """
+    match = re.fullmatch(r"(ndcg|p|r|s)@([1-9]\d*)|(mrr|map)(?:@([1-9]\d*))?", metric)
+    if match is None:
+        raise ValueError(f"unknown metric {metric!r}: ndcg@K, p@K, r@K, s@K, mrr, map, "
+                         "mrr@K or map@K")
+    family = match.group(1) or match.group(3)
+    cut = match.group(2) or match.group(4)
+    return family, int(cut) if cut else None
+
+
+def _values(metrics: Sequence[str], padded: tuple[torch.Tensor, ...]) -> dict[str, np.ndarray]:
+    """Each metric's per-query values (0 where a run retrieved nothing relevant)."""
+    scores, labels, mask, grades, grade_mask = padded
+    n_relevant = grade_mask.sum(-1)
+    out = {}
+    for metric in metrics:
+        family, cut = parse_name(metric)
+        if family == "ndcg":
+            assert cut is not None
+            value = dcg_at_k(scores, labels, mask, cut) / ideal_dcg(grades, grade_mask, cut)
+        elif family in ("mrr", "map"):
+            value = ranking_metrics(scores, labels > 0, mask, n_relevant, ks=(),
+                                    metrics=(metric,))[metric]
+        else:
+            assert cut is not None
+            value = ranking_metrics(scores, labels > 0, mask, n_relevant, ks=(cut,),
+                                    metrics=(_FAMILIES[family],))[metric]
+        out[metric] = value.nan_to_num(0.0).numpy()
+    return out
+
+
+def query_values(qrels: Judgements, run: Judgements, metrics: Sequence[str],
+                 chunk: int = 4096) -> pd.DataFrame:
+    """Per-query values of one run: columns ``object, metric, value``.
+
+    The queries of ``qrels`` with at least one relevant document, sorted by id, ``chunk`` at a
+    time (memory: one chunk's padded run).
+
+    Example:
+        >>> qrels = {"q1": {"a": 1, "b": 0}, "q2": {"c": 2}}
+        >>> run = {"q1": {"b": 0.9, "a": 0.5}}
+        >>> query_values(qrels, run, ["p@1", "mrr"]).value.tolist()
+        [0.0, 0.0, 0.5, 0.0]
+    """
+    for metric in metrics:
+        parse_name(metric)  # an unknown name fails before any work
+    queries = sorted(q for q, docs in qrels.items() if any(g > 0 for g in docs.values()))
+    frames = []
+    for start in range(0, len(queries), chunk):
+        part = queries[start : start + chunk]
+        values = _values(metrics, _padded(part, qrels, run))
+        frames += [pd.DataFrame({"object": part, "metric": metric, "value": values[metric]})
+                   for metric in metrics]
+    frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
+        columns=["object", "metric", "value"])
+    order = {m: i for i, m in enumerate(metrics)}
+    return frame.sort_values("metric", key=lambda c: c.map(order), kind="stable",
+                             ignore_index=True)
+
+
+def runs_report(qrels: Judgements, runs: Mapping[str, Judgements], metrics: Sequence[str],
+                significance: Significance | None = None,
+                confidence: float = 0.95) -> tuple[str, pd.DataFrame]:
+    """The markdown report of ``runs`` (name -> run) and their per-query values.
+
+    Returns:
+        ``(report, per_query)``, ``per_query`` with columns ``method, fold, object, metric,
+        value`` (``fold`` 0), as the tasks' ``per_object.csv.gz``.
+    """
+    frames = [query_values(qrels, run, metrics).assign(method=name, fold=0)
+              for name, run in runs.items()]
+    per_query = pd.concat(frames, ignore_index=True)[["method", "fold", "object", "metric",
+                                                      "value"]]
+    rows = []
+    for (method, metric), group in per_query.groupby(["method", "metric"], sort=False):
+        mean, half = confidence_interval(group["value"].to_numpy(), confidence)
+        rows.append({"method": method, "metric": metric, "mean": mean, "ci": half,
+                     "folds": len(group)})
+    n_queries = int(per_query["object"].nunique())
+    judged = {q for q, docs in qrels.items() if any(g > 0 for g in docs.values())}
+    lines = ["# Runs scored by tagtorch", "",
+             f"Mean ± half-width of the {confidence:.0%} confidence interval (t distribution) "
+             f"over the {n_queries} queries of the qrels with a relevant document; a query a "
+             "run lacks scores 0.", ""]
+    for name, run in runs.items():
+        unjudged = len(set(run) - judged)
+        if unjudged:
+            lines.append(f"- `{name}`: {unjudged} of its {len(run)} queries are not scored "
+                         "(no relevant document in the qrels).")
+    lines += ["", summary_table(pd.DataFrame(rows))]
+    if len(runs) > 1:
+        settings = significance or Significance(test="both")
+        for method in settings.methods:
+            lines += ["", *paired_test_table(per_query, method, settings, False)]
+    return "\n".join(lines) + "\n", per_query
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``python -m tagtorch.evaluation QRELS RUN [RUN ...]`` (module docstring)."""
+    parser = argparse.ArgumentParser(prog="python -m tagtorch.evaluation",
+                                     description=__doc__.split("\n")[0])
+    parser.add_argument("qrels", type=Path)
+    parser.add_argument("runs", type=Path, nargs="+")
+    parser.add_argument("--metrics", nargs="+",
+                        default=["ndcg@5", "ndcg@10", "p@5", "p@10", "r@10", "map", "mrr"])
+    parser.add_argument("--test", choices=["ttest", "wilcoxon", "randomization", "both"],
+                        default="both")
+    parser.add_argument("--resamples", type=int, default=10_000,
+                        help="sign flips drawn by the randomization test")
+    parser.add_argument("--confidence", type=float, default=0.95)
+    parser.add_argument("--output", type=Path, help="also write the report here (and .csv)")
+    args = parser.parse_args(argv)
+    try:
+        qrels = read_qrels(args.qrels)
+        names = [path.name for path in args.runs]
+        if len(set(names)) < len(names):
+            names = [str(path) for path in args.runs]
+        runs = {name: read_run(path) for name, path in zip(names, args.runs, strict=True)}
+        report, per_query = runs_report(qrels, runs, args.metrics,
+                                        Significance(args.test, args.resamples),
+                                        args.confidence)
+    except (OSError, ValueError) as error:
+        parser.exit(2, f"error: {error}\n")
+    print(report, end="")
+    if args.output is not None:
+        args.output.write_text(report)
+        per_query.to_csv(args.output.with_suffix(".csv"), index=False)
