@@ -35,6 +35,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from tagtorch import __version__
+
 __all__ = ["ARRAYS_FILE", "MANIFEST_FILE", "UnreadableFileError", "atomic_write", "check_codes",
            "check_count", "check_ragged", "check_strings", "class_name", "file_record",
            "load_array_model", "load_arrays", "load_tensors", "model_folder", "plain_json",
@@ -172,7 +174,7 @@ def model_folder(path: str | Path) -> Path:
 
 def write_manifest(folder: str | Path, kind: type, settings: Mapping[str, Any],
                    files: Sequence[str], **extra: Any) -> Path:
-    """Writes ``folder/manifest.json``: format, class, settings and the records of ``files``.
+    """Writes ``folder/manifest.json``: format, class, settings, files and tagtorch's version.
 
     Args:
         folder: the model folder (``files`` are already written in it).
@@ -190,7 +192,7 @@ def write_manifest(folder: str | Path, kind: type, settings: Mapping[str, Any],
     folder = Path(folder)
     manifest = {"format": _FORMAT, "class": class_name(kind), "settings": plain_json(settings),
                 "files": {name: _record(folder / name) for name in files},
-                **plain_json(extra)}
+                "tagtorch_version": __version__, **plain_json(extra)}
     path = folder / MANIFEST_FILE
     with atomic_write(path) as partial:
         partial.write_text(json.dumps(manifest, indent=1), encoding="utf-8")

@@ -21,6 +21,7 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
+from tagtorch import __version__
 from tagtorch.evaluation.stats import TestMethod, confidence_interval, paired_test
 
 #: The candidate coverage of tag recommendation in ``results.csv``, per method and fold: the
@@ -204,7 +205,12 @@ def markdown_report(
         settings = Significance.of(significance)
         for method in settings.methods:
             lines += ["", *paired_test_table(per_object, method, settings, average_folds)]
-    return "\n".join(lines) + "\n"
+    return "\n".join([*lines, "", version_line()]) + "\n"
+
+
+def version_line() -> str:
+    """The line that ends every report: the tagtorch version that wrote it."""
+    return f"_Written by tagtorch {__version__}._"
 
 
 def _timing_note(summary: pd.DataFrame) -> str:

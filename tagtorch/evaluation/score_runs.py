@@ -42,7 +42,12 @@ import numpy as np
 import pandas as pd
 import torch
 
-from tagtorch.evaluation.report import Significance, paired_test_table, summary_table
+from tagtorch.evaluation.report import (
+    Significance,
+    paired_test_table,
+    summary_table,
+    version_line,
+)
 from tagtorch.evaluation.stats import confidence_interval
 from tagtorch.evaluation.trec import read_qrels, read_run
 from tagtorch.metrics.functional import dcg_at_k, ideal_dcg, ranking_metrics
@@ -184,7 +189,7 @@ def runs_report(qrels: Judgements, runs: Mapping[str, Judgements], metrics: Sequ
         settings = significance or Significance(test="both")
         for method in settings.methods:
             lines += ["", *paired_test_table(per_query, method, settings, False)]
-    return "\n".join(lines) + "\n", per_query
+    return "\n".join([*lines, "", version_line()]) + "\n", per_query
 
 
 def main(argv: Sequence[str] | None = None) -> None:
