@@ -64,7 +64,7 @@ def compose(dataset: str) -> Any:
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
-    conf = Path(__file__).resolve().parents[1] / "conf"
+    conf = Path(__file__).resolve().parents[1] / "tagtorch" / "conf"
     with initialize_config_dir(version_base="1.3", config_dir=str(conf)):
         return hydra_compose("train", overrides=[
             f"+experiment=extended_{dataset}", "logger=none", "paths.output_dir=outputs/ablation"])

@@ -63,7 +63,7 @@ def compose(method: str):
     from omegaconf import open_dict
 
     GlobalHydra.instance().clear()
-    with initialize_config_dir(version_base="1.3", config_dir=str(ROOT / "conf")):
+    with initialize_config_dir(version_base="1.3", config_dir=str(ROOT / "tagtorch" / "conf")):
         cfg = hydra_compose("train", overrides=[f"model={method}", "task=fit", "logger=none"],
                             return_hydra_config=True)
     HydraConfig().set_config(cfg)

@@ -42,7 +42,7 @@ from tagtorch.settings import MODEL_TASKS, SignatureSettings
 __all__ = ["CONF_DIR", "CandidatesSpec", "ModelSpec", "compose", "datasets", "evaluate", "fit",
            "load"]
 
-CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+CONF_DIR = Path(__file__).resolve().parent / "conf"
 """The configuration tree ``python -m tagtorch.train`` reads."""
 
 ModelSpec = str | Mapping[str, Any] | SignatureSettings

@@ -296,7 +296,7 @@ def train(cfg: DictConfig) -> float | None:
     return value
 
 
-@hydra.main(version_base="1.3", config_path="../conf", config_name="train")
+@hydra.main(version_base="1.3", config_path="conf", config_name="train")
 def main(cfg: DictConfig) -> float | None:
     """Hydra entry point; returns ``optimized_metric``'s value (for sweepers).
 

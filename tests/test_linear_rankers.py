@@ -17,7 +17,7 @@ from tagtorch.rankers.base import Ranker
 from tagtorch.rankers.rankboost import RankBoost, quantile_thresholds
 from tagtorch.rankers.ranksvm import RankSVM, crucial_pairs
 
-CONF = Path(__file__).resolve().parents[1] / "conf" / "model"
+CONF = Path(__file__).resolve().parents[1] / "tagtorch" / "conf" / "model"
 
 
 def make_set(features, labels, mask, names=("a", "b")) -> CandidateSet:

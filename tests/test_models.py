@@ -38,7 +38,7 @@ from tagtorch.resources.data import ResourceSplit, resource_ranking_data
 from tagtorch.storage import MANIFEST_FILE, read_json, write_json
 
 ROOT = Path(__file__).resolve().parents[1]
-CONF = ROOT / "conf"
+CONF = ROOT / "tagtorch" / "conf"
 MODELS = sorted((CONF / "model").glob("*.yaml"))
 EXPERIMENTS = sorted((CONF / "experiment").glob("*.yaml"))
 

@@ -19,7 +19,7 @@ from tagtorch.rankers.base import Ranker
 from tagtorch.rankers.neural import FeatureNormalizer, ListScorer, NeuralRanker
 
 NAMES = ("a", "b", "c", "d", "e")
-CONF = Path(__file__).resolve().parents[1] / "conf"
+CONF = Path(__file__).resolve().parents[1] / "tagtorch" / "conf"
 
 
 def toy_lists(n_lists: int, seed: int, length: int = 20) -> CandidateSet:

@@ -31,7 +31,7 @@ from tagtorch.sweeps import TrialTimeoutError, trial_of
 from tagtorch.train import check_sweep_metric, train
 
 ROOT = Path(__file__).resolve().parents[1]
-CONF = ROOT / "conf"
+CONF = ROOT / "tagtorch" / "conf"
 SEARCHES = sorted(p.stem for p in (CONF / "hparams_search").glob("*.yaml"))
 
 

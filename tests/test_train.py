@@ -15,7 +15,7 @@ from tagtorch.config_checks import ConfigError
 from tagtorch.train import run_task, train
 
 ROOT = Path(__file__).resolve().parents[1]
-CONF = ROOT / "conf"
+CONF = ROOT / "tagtorch" / "conf"
 EXPERIMENTS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))
 
 

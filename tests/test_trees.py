@@ -18,7 +18,7 @@ from tagtorch.rankers.trees import (
     flatten_lists,
 )
 
-CONF = Path(__file__).resolve().parents[1] / "conf" / "model"
+CONF = Path(__file__).resolve().parents[1] / "tagtorch" / "conf" / "model"
 NAMES = ("signal", "noise_a", "noise_b")
 
 # Small models, one thread: the tests stay fast and leave cores to other work.
