@@ -1,11 +1,20 @@
 """``python -m tagtorch.export``: a folksonomy written in another tool's format.
 
-Today one format, TagRec's (:mod:`tagtorch.data.loaders.tagrec`), so that a dataset loaded
-by tagtorch, or a split of it, can be run through TagRec itself and the results compared::
+Two formats. TagRec's (:mod:`tagtorch.data.loaders.tagrec`), so that a dataset loaded by
+tagtorch, or a split of it, can be run through TagRec itself and the results compared::
 
     python -m tagtorch.export tagrec lastfm out/                      # out/lastfm.txt
     python -m tagtorch.export tagrec my.tsv out/ --split last-post    # out/my_train.txt, ...
     python -m tagtorch.export tagrec synthetic out/ --name synth --option n_objects=500
+
+And LETOR / SVMlight (:mod:`tagtorch.data.letor`): the candidate sets of one fold of the tag
+recommendation protocol, with their 13 features, for RankLib, allRank, LightGBM or XGBoost::
+
+    python -m tagtorch.export letor lastfm out/ --fold 0   # out/lastfm_fold0_{train,test}.txt
+
+``train`` holds V's candidate lists (what tagtorch's rankers learn on), ``test`` T's; ``qid``
+is the object code; the protocol and the candidates are the default configuration's
+(``--override`` adds Hydra overrides, e.g. ``candidates=extended``).
 
 ``SOURCE`` is what :func:`tagtorch.load` takes: a dataset name (``tagtorch.datasets()``) or a
 file (TagRec's format, or a CSV/TSV/Parquet table). ``--split last-post`` writes TagRec's
@@ -22,8 +31,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
+
+if TYPE_CHECKING:
+    from tagtorch.data.folksonomy import Folksonomy
 
 __all__ = ["main"]
 
@@ -43,13 +56,17 @@ def main(argv: list[str] | None = None) -> int:
     """Runs the command line; returns the exit status."""
     parser = argparse.ArgumentParser(prog="python -m tagtorch.export",
                                      description=__doc__.splitlines()[0])
-    parser.add_argument("format", choices=["tagrec"], help="the format written")
+    parser.add_argument("format", choices=["tagrec", "letor"], help="the format written")
     parser.add_argument("source", help="a dataset name or a file (as tagtorch.load takes)")
     parser.add_argument("out", type=Path, help="the folder written")
     parser.add_argument("--name", help="the files' stem (default: the dataset's name)")
     parser.add_argument("--split", choices=["none", "last-post", "given"], default="none",
                         help="write a train/test split as TagRec's three files: each user's "
                              "last post, or the split the source gave (data.test_path)")
+    parser.add_argument("--fold", type=int, default=0, help="letor: the protocol's fold")
+    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                        help="letor: a Hydra override of the configuration, e.g. "
+                             "candidates=extended")
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                         help="a loader setting (conf/data/NAME.yaml), e.g. n_objects=500")
     args = parser.parse_args(argv)
@@ -65,7 +82,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         folk = load(args.source, **_options(args.option))
         name = args.name or folk.name
-        if args.split == "none":
+        if args.format == "letor":
+            paths = _write_letor_fold(folk, args.out, name, args.fold, args.override)
+        elif args.split == "none":
             paths = [write_tagrec(folk, args.out / f"{name}.txt")]
         else:
             test = (last_post_per_user(folk) if args.split == "last-post"
@@ -77,6 +96,22 @@ def main(argv: list[str] | None = None) -> int:
     for path in paths:
         print(path)
     return 0
+
+
+def _write_letor_fold(folk: Folksonomy, out: Path, name: str, fold: int,
+                      overrides: list[str]) -> list[Path]:
+    """Writes ``NAME_foldK_train.txt`` (V) and ``NAME_foldK_test.txt`` (T) in LETOR format."""
+    from hydra.utils import instantiate
+
+    from tagtorch.api import compose
+    from tagtorch.data.letor import write_letor
+
+    cfg = compose(["task=tagrec", *overrides])
+    protocol = instantiate(cfg.task).protocol
+    val, test = protocol.fold_candidates(folk, instantiate(cfg.candidates), fold)
+    out.mkdir(parents=True, exist_ok=True)
+    return [write_letor(val, out / f"{name}_fold{fold}_train.txt"),
+            write_letor(test, out / f"{name}_fold{fold}_test.txt")]
 
 
 if __name__ == "__main__":

@@ -441,6 +441,19 @@ class TagRecommendationProtocol(SignatureSettings):
                  len(test), shared["candidates_per_object"], shared["candidate_recall"])
         return _PreparedFold(fold, generator, val, test, shared, name, tuning)
 
+    def fold_candidates(self, folksonomy: Folksonomy, candidates: CandidateGenerator,
+                        fold: int) -> tuple[CandidateSet, CandidateSet]:
+        """The candidate sets a fold's rankers learn on (V) and are tested on (T).
+
+        As :meth:`evaluate` builds them (``candidates`` unfitted, fitted on the fold's D; no
+        cache), for other tools (:mod:`tagtorch.data.letor`).
+        """
+        if fold not in range(len(self.splits(folksonomy))):
+            raise ValueError(f"fold must be in 0..{len(self.splits(folksonomy)) - 1}, got {fold}")
+        ready = self._prepare_fold(self.splits(folksonomy)[fold],
+                                   TermIndex.from_folksonomy(folksonomy), candidates, None)
+        return ready.val, ready.test
+
     def _split_val(self, val: CandidateSet, fold: int) -> tuple[CandidateSet, CandidateSet]:
         """V's two seeded parts: what is learned on, and the held-out ``tune_fraction``."""
         order = np.random.default_rng([self.seed, fold]).permutation(len(val))

@@ -1,0 +1,112 @@
+"""LETOR / SVMlight files in and out: candidate lists for RankLib, allRank, LightGBM and XGBoost.
+
+The learning-to-rank benchmarks (MSLR-WEB10K/30K, Yahoo! LTR, Istella) and the tools that train
+on them read one candidate per line, ``label qid:Q 1:v1 2:v2 ... [# comment]``, a query's lines
+together. :func:`write_letor` writes a :class:`~tagtorch.candidates.candidate_set.CandidateSet`
+that way with scikit-learn's ``dump_svmlight_file(query_id=...)``: ``qid`` is the object code,
+the label the candidate's relevance, features numbered from 1 in the set's order, and a header
+comment naming them (``features: ts tf ...``); padding is never written. :func:`read_letor`
+reads such a file (ours or a benchmark's) back into padded ``[B, L, F]`` lists, graded labels
+kept, so that every tag ranker can be trained on it.
+
+What a LETOR file cannot hold: the candidates' tag codes (read back as their positions in the
+list) and gold tags that are not candidates (``n_relevant`` is read back as the relevant lines
+of the query). Values are written with 16 significant digits: float32 features and labels read
+back as float32 are the values written.
+
+Files come from anywhere: :func:`read_letor` checks the size before reading (``max_bytes``),
+bounds the feature count (``max_features``: the dense ``[B, L, F]`` lists are allocated from
+it), requires each query's lines to be contiguous and the labels to be finite and ``>= 0``, and
+names the file in every error.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import torch
+from sklearn.datasets import dump_svmlight_file, load_svmlight_file
+
+from tagtorch.candidates.candidate_set import CandidateSet
+
+__all__ = ["MAX_LETOR_BYTES", "read_letor", "write_letor"]
+
+MAX_LETOR_BYTES = 1 << 32
+"""The largest LETOR file :func:`read_letor` reads (4 GiB)."""
+
+_HEADER = re.compile(r"^# features: (.*)$", re.MULTILINE)
+
+
+def write_letor(candidates: CandidateSet, path: str | Path) -> Path:
+    """Writes the real candidates of ``candidates`` as a LETOR file (module docstring).
+
+    Example:
+        >>> import tempfile
+        >>> lists = CandidateSet.from_flat(
+        ...     torch.tensor([7, 9]), torch.tensor([0, 0, 1]), torch.tensor([3, 4, 3]),
+        ...     torch.tensor([[0.5, 0.0], [0.25, 1.0], [1.0, 2.0]]), torch.tensor([1.0, 0.0, 2.0]),
+        ...     torch.tensor([1, 1]), ("ts", "tf"))
+        >>> path = write_letor(lists, Path(tempfile.mkdtemp()) / "lists.txt")
+        >>> print(path.read_text().splitlines()[-3:])
+        ['1 qid:7 1:0.5', '0 qid:7 1:0.25 2:1', '2 qid:9 1:1 2:2']
+    """
+    path = Path(path)
+    rows, slots = candidates.mask.nonzero(as_tuple=True)
+    features = candidates.features[rows, slots].double().numpy()
+    labels = candidates.labels[rows, slots].double().numpy()
+    queries = candidates.objects[rows].numpy()
+    with path.open("wb") as out:
+        dump_svmlight_file(features, labels, out, query_id=queries, zero_based=False,
+                           comment=f"features: {' '.join(candidates.feature_names)}")
+    return path
+
+
+def _feature_names(path: Path, n_features: int) -> tuple[str, ...]:
+    """The names of the header comment, or ``f1 .. fF``."""
+    with path.open(encoding="utf-8", errors="replace") as lines:
+        head = "".join(line for _, line in zip(range(8), lines, strict=False))
+    match = _HEADER.search(head)
+    names = tuple(match.group(1).split()) if match else ()
+    if len(names) == n_features:
+        return names
+    return tuple(f"f{j + 1}" for j in range(n_features))
+
+
+def read_letor(path: str | Path, max_bytes: int = MAX_LETOR_BYTES,
+               max_features: int = 4096) -> CandidateSet:
+    """Reads a LETOR file into padded lists, one per query in file order (module docstring).
+
+    Raises:
+        ValueError: naming the file, for a file above ``max_bytes``, one that scikit-learn
+            cannot parse, more than ``max_features`` features, a query whose lines are not
+            contiguous, or a label that is negative or not finite.
+    """
+    path = Path(path)
+    size = path.stat().st_size
+    if size > max_bytes:
+        raise ValueError(f"{path}: {size} bytes, more than the {max_bytes} allowed")
+    try:
+        matrix, labels, queries = load_svmlight_file(str(path), query_id=True, zero_based=False,
+                                                     dtype=np.float32)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise ValueError(f"{path}: not a LETOR / SVMlight file ({error})") from error
+    n_features = matrix.shape[1]
+    if n_features > max_features:
+        raise ValueError(f"{path}: {n_features} features, more than the {max_features} allowed")
+    if len(labels) and (not np.isfinite(labels).all() or labels.min() < 0):
+        raise ValueError(f"{path}: labels must be finite and >= 0")
+    starts = np.flatnonzero(np.r_[True, queries[1:] != queries[:-1]])
+    if len(np.unique(queries)) != len(starts):
+        raise ValueError(f"{path}: the lines of a query must be contiguous")
+    rows = torch.from_numpy(np.repeat(np.arange(len(starts)), np.diff(np.r_[starts,
+                                                                           len(queries)])))
+    positions = torch.arange(len(rows)) - torch.from_numpy(starts)[rows]
+    label_values = torch.from_numpy(labels.astype(np.float32))
+    n_relevant = torch.zeros(len(starts), dtype=torch.long).index_add_(
+        0, rows, (label_values > 0).long())
+    return CandidateSet.from_flat(
+        torch.from_numpy(queries[starts].astype(np.int64)), rows, positions,
+        torch.from_numpy(matrix.toarray()), label_values, n_relevant,
+        _feature_names(path, n_features))

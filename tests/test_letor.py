@@ -1,0 +1,122 @@
+"""LETOR / SVMlight files: our writer against a plain parser, exact round trips, hostile files."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from tagtorch.candidates.candidate_set import CandidateSet
+from tagtorch.data.letor import read_letor, write_letor
+
+
+def random_lists(seed: int = 0) -> CandidateSet:
+    """Lists of 1-6 candidates, float32 features with zeros, graded labels 0-4."""
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(1, 7, size=9)
+    rows = np.repeat(np.arange(9), lengths)
+    features = rng.random((len(rows), 5)).astype(np.float32)
+    features[rng.random(features.shape) < 0.3] = 0.0
+    labels = rng.integers(0, 5, size=len(rows)).astype(np.float32)
+    relevant = np.bincount(rows, weights=labels > 0, minlength=9).astype(np.int64)
+    return CandidateSet.from_flat(
+        torch.from_numpy(rng.choice(1000, 9, replace=False)), torch.from_numpy(rows),
+        torch.arange(len(rows)), torch.from_numpy(features), torch.from_numpy(labels),
+        torch.from_numpy(relevant), ("ts", "tf", "wts", "wtf", "sum"))
+
+
+def plain_parse(text: str) -> list[tuple[float, int, dict[int, float]]]:
+    """``(label, qid, {feature: value})`` per line, comments skipped: the format by hand."""
+    out = []
+    for line in text.splitlines():
+        line = line.split("#")[0].strip()
+        if not line:
+            continue
+        label, qid, *pairs = line.split()
+        values = {int(k): float(np.float32(v)) for k, v in (p.split(":") for p in pairs)}
+        out.append((float(label), int(qid.removeprefix("qid:")), values))
+    return out
+
+
+def test_written_lines_are_the_real_candidates_in_list_order(tmp_path):
+    lists = random_lists()
+    lines = plain_parse(write_letor(lists, tmp_path / "l.txt").read_text())
+    expected = []
+    for b in range(len(lists)):
+        for slot in range(int(lists.mask[b].sum())):
+            features = {j + 1: float(np.float32(v))
+                        for j, v in enumerate(lists.features[b, slot].tolist()) if v != 0}
+            expected.append((float(lists.labels[b, slot]), int(lists.objects[b]), features))
+    assert lines == expected
+
+
+def test_a_file_round_trips_exactly(tmp_path):
+    lists = random_lists(1)
+    back = read_letor(write_letor(lists, tmp_path / "l.txt"))
+    assert back.feature_names == lists.feature_names
+    for name in ("objects", "features", "labels", "mask", "n_relevant"):
+        assert torch.equal(getattr(back, name), getattr(lists, name)), name
+    again = read_letor(write_letor(back, tmp_path / "again.txt"))
+    assert (tmp_path / "again.txt").read_text() == (tmp_path / "l.txt").read_text()
+    assert torch.equal(again.features, back.features)
+
+
+def test_a_benchmark_file_without_header_gets_numbered_features(tmp_path):
+    path = tmp_path / "mslr.txt"
+    path.write_text("2 qid:10 1:0.5 3:1.5\n0 qid:10 2:1\n1 qid:11 1:2 # doc\n")
+    lists = read_letor(path)
+    assert lists.feature_names == ("f1", "f2", "f3")
+    assert lists.objects.tolist() == [10, 11]
+    assert lists.labels.tolist() == [[2.0, 0.0], [1.0, 0.0]]
+    assert lists.features[0].tolist() == [[0.5, 0.0, 1.5], [0.0, 1.0, 0.0]]
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    ("1 qid:1 1:1\n0 qid:2 1:1\n1 qid:1 1:2\n", "contiguous"),
+    ("-1 qid:1 1:1\n", "finite and >= 0"),
+    ("1 qid:1 5000:1\n", "5000 features"),
+    ("1 qid:1 x:y\n", "not a LETOR"),
+], ids=["scattered-query", "negative-label", "too-many-features", "garbage"])
+def test_bad_files_are_errors_naming_the_file(tmp_path, content, message):
+    path = tmp_path / "bad.txt"
+    path.write_text(content)
+    with pytest.raises(ValueError, match=message) as error:
+        read_letor(path)
+    assert "bad.txt" in str(error.value)
+
+
+def test_files_above_the_size_limit_are_refused(tmp_path):
+    path = tmp_path / "big.txt"
+    path.write_text("1 qid:1 1:1\n" * 50)
+    with pytest.raises(ValueError, match="more than the 100 allowed"):
+        read_letor(path, max_bytes=100)
+
+
+def test_the_export_command_writes_the_folds_candidate_sets(tmp_path):
+    import subprocess
+    import sys
+
+    from hydra.utils import instantiate
+
+    from tagtorch.api import compose, load
+
+    done = subprocess.run([sys.executable, "-m", "tagtorch.export", "letor", "synthetic",
+                           str(tmp_path), "--option", "n_objects=200", "--fold", "1"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    train = read_letor(tmp_path / "synthetic_fold1_train.txt")
+    test = read_letor(tmp_path / "synthetic_fold1_test.txt")
+    cfg = compose(["task=tagrec"])
+    val, expected_test = instantiate(cfg.task).protocol.fold_candidates(
+        load("synthetic", n_objects=200), instantiate(cfg.candidates), 1)
+    for got, want in ((train, val), (test, expected_test)):
+        assert got.feature_names == want.feature_names and len(got.feature_names) == 13
+        kept = want.mask.any(1)  # an object without a candidate writes no line
+        assert torch.equal(got.objects, want.objects[kept])
+        width = got.features.shape[1]
+        assert torch.equal(got.features, want.features[kept][:, :width])
+        assert torch.equal(got.labels, want.labels[kept][:, :width])
+    bad = subprocess.run([sys.executable, "-m", "tagtorch.export", "letor", "synthetic",
+                          str(tmp_path), "--option", "n_objects=200", "--fold", "9"],
+                         capture_output=True, text=True, timeout=600)
+    assert bad.returncode == 2 and "fold must be in" in bad.stderr
