@@ -97,7 +97,7 @@ def default_metric(cfg: DictConfig) -> str | None:
     """
     kind = _task_kind(cfg)
     if kind == "tagrec":
-        protocol = cfg.task.protocol
+        protocol = cfg.task.get("protocol") or cfg.task  # task=letor: ks and metrics on the task
         if "ndcg" in list(protocol.metrics):
             return f"ndcg@{protocol.ks[0]}"
         return None
@@ -238,7 +238,7 @@ def run_task(cfg: DictConfig, raw: Folksonomy | None = None) -> Any:
         log.info("loading data: %s", cfg.data._target_)
         raw = instantiate(cfg.data)
     folksonomy = raw
-    if cfg.get("text") is not None:
+    if cfg.get("text") is not None and isinstance(raw, Folksonomy):  # not a LETOR dataset
         folksonomy = instantiate(cfg.text).apply(raw)
     log.info("%r", folksonomy)
 

@@ -120,3 +120,44 @@ def test_the_export_command_writes_the_folds_candidate_sets(tmp_path):
                           str(tmp_path), "--option", "n_objects=200", "--fold", "9"],
                          capture_output=True, text=True, timeout=600)
     assert bad.returncode == 2 and "fold must be in" in bad.stderr
+
+
+def mslr_like_folder(folder, seed: int = 0, queries: int = 40, features: int = 136) -> None:
+    """A small dataset with MSLR-WEB10K's layout: 136 features, labels 0-4 that follow them."""
+    rng = np.random.default_rng(seed)
+    weights = rng.normal(size=features)
+    folder.mkdir()
+    for part, n in (("train", queries), ("vali", queries // 4), ("test", queries // 2)):
+        lines = []
+        for q in range(n):
+            for _ in range(int(rng.integers(5, 15))):
+                x = rng.random(features)
+                grade = int(np.clip(np.round(x @ weights / 4 + 2 + rng.normal()), 0, 4))
+                values = " ".join(f"{j + 1}:{v:.4f}" for j, v in enumerate(x))
+                lines.append(f"{grade} qid:{1000 * len(part) + q} {values}")
+        (folder / f"{part}.txt").write_text("\n".join(lines) + "\n")
+
+
+def test_task_letor_runs_the_report_and_writes_files_ranx_rescores(tmp_path):
+    ranx = pytest.importorskip("ranx")
+    import pandas as pd
+
+    from tagtorch.api import compose
+    from tagtorch.train import run_task
+
+    mslr_like_folder(tmp_path / "Fold1")
+    out = tmp_path / "run"
+    cfg = compose(["task=letor", "data=letor", f"data.path={tmp_path / 'Fold1'}",
+                   "model=[lambdamart,ranksvm]", "logger=none"], output_dir=out)
+    result = run_task(cfg)
+    assert set(result.results["method"]) == {"lambdamart", "ranksvm"}
+    assert "Paired ttest" in result.report
+    qrels = ranx.Qrels.from_file(str(out / "qrels.trec"), kind="trec")
+    grades = {int(v) for docs in qrels.to_dict().values() for v in docs.values()}
+    assert grades <= {1, 2, 3, 4} and len(grades) > 1  # graded, as the file's labels
+    means = result.results.pivot_table(index="method", columns="metric", values="value")
+    for method in ("lambdamart", "ranksvm"):
+        run = ranx.Run.from_file(str(out / f"run.{method}.trec"), kind="trec")
+        score = ranx.evaluate(qrels, run, "ndcg@5", make_comparable=True)
+        assert score == pytest.approx(means.loc[method, "ndcg@5"], abs=1e-6)
+    assert pd.read_csv(out / "results.csv").shape[0] == len(result.results)

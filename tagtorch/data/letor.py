@@ -7,7 +7,9 @@ that way with scikit-learn's ``dump_svmlight_file(query_id=...)``: ``qid`` is th
 the label the candidate's relevance, features numbered from 1 in the set's order, and a header
 comment naming them (``features: ts tf ...``); padding is never written. :func:`read_letor`
 reads such a file (ours or a benchmark's) back into padded ``[B, L, F]`` lists, graded labels
-kept, so that every tag ranker can be trained on it.
+kept, so that every tag ranker can be trained on it; :func:`load_letor` reads a dataset folder
+(train, validation and test files) for ``task=letor data=letor data.path=FOLDER``
+(:mod:`tagtorch.evaluation.letor_task`).
 
 What a LETOR file cannot hold: the candidates' tag codes (read back as their positions in the
 list) and gold tags that are not candidates (``n_relevant`` is read back as the relevant lines
@@ -23,6 +25,8 @@ names the file in every error.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +35,7 @@ from sklearn.datasets import dump_svmlight_file, load_svmlight_file
 
 from tagtorch.candidates.candidate_set import CandidateSet
 
-__all__ = ["MAX_LETOR_BYTES", "read_letor", "write_letor"]
+__all__ = ["MAX_LETOR_BYTES", "LetorData", "load_letor", "read_letor", "write_letor"]
 
 MAX_LETOR_BYTES = 1 << 32
 """The largest LETOR file :func:`read_letor` reads (4 GiB)."""
@@ -110,3 +114,48 @@ def read_letor(path: str | Path, max_bytes: int = MAX_LETOR_BYTES,
         torch.from_numpy(queries[starts].astype(np.int64)), rows, positions,
         torch.from_numpy(matrix.toarray()), label_values, n_relevant,
         _feature_names(path, n_features))
+
+
+@dataclass(frozen=True)
+class LetorData:
+    """A LETOR dataset: training, test and (optional) validation lists (``data=letor``).
+
+    Attributes:
+        name: the dataset's name (reports, run folders).
+        train: the lists rankers learn on.
+        test: the lists they are evaluated on.
+        vali: lists for early stopping and tuning (None: the rankers get none).
+    """
+
+    name: str
+    train: CandidateSet
+    test: CandidateSet
+    vali: CandidateSet | None = None
+
+    def __repr__(self) -> str:
+        sizes = ", ".join(f"{part} {len(lists)} queries" for part, lists in
+                          (("train", self.train), ("vali", self.vali), ("test", self.test))
+                          if lists is not None)
+        return f"LetorData({self.name!r}: {sizes}, {len(self.train.feature_names)} features)"
+
+
+def load_letor(path: str | Path, train: str = "train.txt", test: str = "test.txt",
+               vali: str | None = "vali.txt", name: str | None = None,
+               max_bytes: int = MAX_LETOR_BYTES, max_features: int = 4096) -> LetorData:
+    """Reads a LETOR dataset folder (MSLR's ``FoldK`` layout).
+
+    The files ``train``, ``test`` and ``vali`` inside ``path``; ``vali`` is optional (None, or
+    a missing file: no validation lists).
+
+    Raises:
+        ValueError: as :func:`read_letor`, or when the parts' feature counts differ.
+    """
+    folder = Path(path)
+    read = partial(read_letor, max_bytes=max_bytes, max_features=max_features)
+    parts = {"train": read(folder / train), "test": read(folder / test)}
+    if vali is not None and (folder / vali).is_file():
+        parts["vali"] = read(folder / vali)
+    widths = {part: lists.features.shape[-1] for part, lists in parts.items()}
+    if len(set(widths.values())) > 1:
+        raise ValueError(f"{folder}: the parts' feature counts differ {widths}")
+    return LetorData(name or folder.name, parts["train"], parts["test"], parts.get("vali"))
