@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from tagtorch.candidates.candidate_set import CandidateSet
-from tagtorch.data.letor import read_letor, write_letor
+from tagtorch.data.letor import read_letor, write_letor, write_synthetic_letor
 
 
 def random_lists(seed: int = 0) -> CandidateSet:
@@ -122,22 +122,6 @@ def test_the_export_command_writes_the_folds_candidate_sets(tmp_path):
     assert bad.returncode == 2 and "fold must be in" in bad.stderr
 
 
-def mslr_like_folder(folder, seed: int = 0, queries: int = 40, features: int = 136) -> None:
-    """A small dataset with MSLR-WEB10K's layout: 136 features, labels 0-4 that follow them."""
-    rng = np.random.default_rng(seed)
-    weights = rng.normal(size=features)
-    folder.mkdir()
-    for part, n in (("train", queries), ("vali", queries // 4), ("test", queries // 2)):
-        lines = []
-        for q in range(n):
-            for _ in range(int(rng.integers(5, 15))):
-                x = rng.random(features)
-                grade = int(np.clip(np.round(x @ weights / 4 + 2 + rng.normal()), 0, 4))
-                values = " ".join(f"{j + 1}:{v:.4f}" for j, v in enumerate(x))
-                lines.append(f"{grade} qid:{1000 * len(part) + q} {values}")
-        (folder / f"{part}.txt").write_text("\n".join(lines) + "\n")
-
-
 def test_task_letor_runs_the_report_and_writes_files_ranx_rescores(tmp_path):
     ranx = pytest.importorskip("ranx")
     import pandas as pd
@@ -145,7 +129,7 @@ def test_task_letor_runs_the_report_and_writes_files_ranx_rescores(tmp_path):
     from tagtorch.api import compose
     from tagtorch.train import run_task
 
-    mslr_like_folder(tmp_path / "Fold1")
+    write_synthetic_letor(tmp_path / "Fold1", queries=40, mean_documents=10)
     out = tmp_path / "run"
     cfg = compose(["task=letor", "data=letor", f"data.path={tmp_path / 'Fold1'}",
                    "model=[lambdamart,ranksvm]", "logger=none"], output_dir=out)
@@ -161,3 +145,15 @@ def test_task_letor_runs_the_report_and_writes_files_ranx_rescores(tmp_path):
         score = ranx.evaluate(qrels, run, "ndcg@5", make_comparable=True)
         assert score == pytest.approx(means.loc[method, "ndcg@5"], abs=1e-6)
     assert pd.read_csv(out / "results.csv").shape[0] == len(result.results)
+
+
+def test_the_synthetic_dataset_has_the_mslr_layout(tmp_path):
+    folder = write_synthetic_letor(tmp_path / "d", queries=20, mean_documents=30, seed=3)
+    parts = {name: read_letor(folder / f"{name}.txt") for name in ("train", "vali", "test")}
+    assert [len(p) for p in parts.values()] == [20, 5, 10]
+    assert all(p.features.shape[-1] == 136 for p in parts.values())
+    grades = torch.cat([p.labels[p.mask] for p in parts.values()])
+    assert set(grades.unique().tolist()) == {0.0, 1.0, 2.0, 3.0, 4.0}
+    assert (grades == 0).float().mean() > 0.4  # skewed towards 0, as MSLR's
+    ids = [set(p.objects.tolist()) for p in parts.values()]
+    assert not (ids[0] & ids[1]) and not (ids[0] & ids[2]) and not (ids[1] & ids[2])

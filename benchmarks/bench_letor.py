@@ -1,0 +1,182 @@
+"""Learning to rank on LETOR-format data: tagtorch's rankers against LightGBM and allRank.
+
+On a dataset with MSLR-WEB10K's layout (136 features, grades 0-4) made by the stated generator
+:func:`tagtorch.data.letor.write_synthetic_letor` (or ``--data FOLDER``: any LETOR folder with
+``train.txt``, ``vali.txt``, ``test.txt``, e.g. MSLR-WEB10K's ``Fold1``), read by
+:func:`tagtorch.data.letor.load_letor`, it prints NDCG@5 and NDCG@10 on the test queries
+(tagtorch's metric: linear gain; queries without a relevant document left out) and the training
+time of
+
+- **tagtorch's λ-MART** (``LambdaMARTRanker``, LightGBM backend) and **LightGBM's
+  ``LGBMRanker(objective="lambdarank")`` called directly** with the same trees, leaves,
+  learning rate and truncation, on the same flat arrays and query groups (LightGBM's own
+  defaults otherwise: its gains are ``2^grade - 1`` where tagtorch's ranker optimizes the linear
+  gain its NDCG reports);
+- **the neural losses** RankNet, LambdaRank, NeuralNDCG and ListNet through tagtorch's
+  ``NeuralRanker`` (its MLP scorer, Adam, ``--epochs`` epochs, no early stopping), seconds per
+  epoch;
+- **the same training loop with allRank 1.4.3's loss** in place of tagtorch's (ListNet,
+  RankNet, NeuralNDCG; :mod:`allrank_oracle`), on the same batches: a plain loop over the same
+  scorer, so the two columns differ only by the loss.
+
+Usage::
+
+    python benchmarks/bench_letor.py                      # synthetic, 2,000 training queries
+    python benchmarks/bench_letor.py --data MSLR-WEB10K/Fold1 --epochs 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import logging
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytorch_lightning as pl
+import torch
+
+from tagtorch.candidates.candidate_set import CandidateSet
+from tagtorch.data.letor import LetorData, load_letor, write_synthetic_letor
+from tagtorch.losses import get_loss
+from tagtorch.metrics.functional import ndcg_at_k
+from tagtorch.rankers.neural import ListScorer, NeuralRanker
+from tagtorch.rankers.trees import LambdaMARTRanker
+
+LOSSES = ("ranknet", "lambdarank", "neuralndcg", "listnet")
+
+
+def ndcg(scores: torch.Tensor, test: CandidateSet) -> tuple[float, float]:
+    """Mean NDCG@5 and NDCG@10 over the test queries with a relevant document."""
+    return tuple(float(ndcg_at_k(scores.float(), test.labels, test.mask, k).nanmean())
+                 for k in (5, 10))  # type: ignore[return-value]
+
+
+def flat(lists: CandidateSet) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(features [N, F], labels [N], group sizes)`` of the real candidates, list by list."""
+    return (lists.features[lists.mask].numpy(), lists.labels[lists.mask].numpy(),
+            lists.mask.sum(1).numpy())
+
+
+def trees(data: LetorData, iterations: int) -> list[tuple[str, float, tuple[float, float]]]:
+    """tagtorch's λ-MART and LightGBM's lambdarank with the same settings."""
+    import lightgbm
+
+    rows = []
+    start = time.perf_counter()
+    ours = LambdaMARTRanker(n_iterations=iterations, n_leaves=31, learning_rate=0.1,
+                            min_leaf_size=20).fit(data.train, data.vali)
+    seconds = time.perf_counter() - start
+    rows.append(("tagtorch λ-MART (LightGBM)", seconds, ndcg(ours.score(data.test), data.test)))
+    x, y, groups = flat(data.train)
+    reference = lightgbm.LGBMRanker(objective="lambdarank", n_estimators=iterations,
+                                    num_leaves=31, learning_rate=0.1, min_child_samples=20,
+                                    lambdarank_truncation_level=10, verbose=-1, random_state=0)
+    start = time.perf_counter()
+    reference.fit(x, y, group=groups)
+    seconds = time.perf_counter() - start
+    test = data.test
+    scores = torch.zeros(test.mask.shape)
+    scores[test.mask] = torch.from_numpy(reference.predict(test.features[test.mask].numpy())
+                                         ).float()
+    rows.append(("LightGBM LGBMRanker lambdarank, direct", seconds, ndcg(scores, test)))
+    return rows
+
+
+def neural(data: LetorData, epochs: int) -> list[tuple[str, float, tuple[float, float]]]:
+    """tagtorch's NeuralRanker with each loss: seconds per epoch and test NDCG."""
+    rows = []
+    for loss in LOSSES:
+        trainer = functools.partial(pl.Trainer, max_epochs=epochs, accelerator="cpu",
+                                    enable_progress_bar=False, logger=False,
+                                    enable_model_summary=False, enable_checkpointing=False)
+        ranker = NeuralRanker(loss=loss, trainer=trainer, patience=None, batch_size=64)
+        start = time.perf_counter()
+        ranker.fit(data.train, data.vali)
+        per_epoch = (time.perf_counter() - start) / epochs
+        rows.append((f"tagtorch NeuralRanker, {loss}", per_epoch,
+                     ndcg(ranker.score(data.test), data.test)))
+    return rows
+
+
+def plain_loop(data: LetorData, loss: Callable[..., torch.Tensor], epochs: int,
+               allrank: bool) -> tuple[float, tuple[float, float]]:
+    """Seconds per epoch and test NDCG of a plain loop: MLP scorer, Adam, batches of 64 lists."""
+    torch.manual_seed(0)
+    train = data.train
+    scorer = ListScorer(train.features.shape[-1])
+    mean = train.features[train.mask].mean(0)
+    std = train.features[train.mask].std(0).clamp_min(1e-6)
+    optimizer = torch.optim.Adam(scorer.parameters(), lr=1e-3)
+    order = torch.randperm(len(train), generator=torch.Generator().manual_seed(0))
+    start = time.perf_counter()
+    for _ in range(epochs):
+        for begin in range(0, len(order), 64):
+            rows = order[begin : begin + 64]
+            mask, labels = train.mask[rows], train.labels[rows]
+            scores = scorer((train.features[rows] - mean) / std, mask)
+            if allrank:
+                value = loss(scores, labels.masked_fill(~mask, -1.0))
+            else:
+                value = loss(scores, labels, mask)
+            optimizer.zero_grad()
+            value.backward()
+            optimizer.step()
+    per_epoch = (time.perf_counter() - start) / epochs
+    with torch.no_grad():
+        test = data.test
+        scores = scorer((test.features - mean) / std, test.mask)
+    return per_epoch, ndcg(scores, test)
+
+
+def against_allrank(data: LetorData, epochs: int) -> list[tuple[str, float, tuple[float, float]]]:
+    """The plain loop with tagtorch's loss, then with allRank's (where allRank is installed)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from allrank_oracle import load_allrank_losses
+
+    theirs = load_allrank_losses()
+    rows = []
+    for loss in ("listnet", "ranknet", "neuralndcg"):
+        seconds, values = plain_loop(data, get_loss(loss), epochs, allrank=False)
+        rows.append((f"plain loop, tagtorch {loss}", seconds, values))
+        if theirs is not None:
+            seconds, values = plain_loop(data, theirs[loss], epochs, allrank=True)
+            rows.append((f"plain loop, allRank {loss}", seconds, values))
+    return rows
+
+
+def main() -> None:
+    """Prints the table (module docstring)."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data", type=Path, help="a LETOR folder (default: synthetic)")
+    parser.add_argument("--queries", type=int, default=2000, help="synthetic training queries")
+    parser.add_argument("--documents", type=int, default=60, help="synthetic mean list length")
+    parser.add_argument("--iterations", type=int, default=300, help="boosting iterations")
+    parser.add_argument("--epochs", type=int, default=5, help="neural epochs")
+    args = parser.parse_args()
+    logging.getLogger("pytorch_lightning").setLevel(logging.ERROR)
+    logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = args.data or write_synthetic_letor(Path(scratch) / "synthetic",
+                                                    queries=args.queries,
+                                                    mean_documents=args.documents)
+        data = load_letor(folder)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; {data!r}\n")
+    header = f"{'method':<44} {'seconds':>12} {'NDCG@5':>8} {'NDCG@10':>8}"
+    print(header)
+    print("-" * len(header))
+    for rows, unit in ((trees(data, args.iterations), "fit"), (neural(data, args.epochs),
+                                                                "per epoch"),
+                       (against_allrank(data, args.epochs), "per epoch")):
+        for name, seconds, (at5, at10) in rows:
+            print(f"{name:<44} {seconds:>8.2f} {unit[:3]:>3} {at5:>8.4f} {at10:>8.4f}",
+                  flush=True)
+
+
+if __name__ == "__main__":
+    main()
