@@ -23,6 +23,8 @@ Usage::
 
     python benchmarks/bench_letor.py                      # synthetic, 2,000 training queries
     python benchmarks/bench_letor.py --data MSLR-WEB10K/Fold1 --epochs 5
+    python benchmarks/bench_letor.py --data tests/fixtures/lightgbm_lambdarank \
+        --train rank.train --test rank.test      # LightGBM's own example (no vali file)
 """
 
 from __future__ import annotations
@@ -154,6 +156,9 @@ def main() -> None:
     """Prints the table (module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", type=Path, help="a LETOR folder (default: synthetic)")
+    parser.add_argument("--train", default="train.txt", help="--data's training file")
+    parser.add_argument("--vali", default="vali.txt", help="--data's validation file, if any")
+    parser.add_argument("--test", default="test.txt", help="--data's test file")
     parser.add_argument("--queries", type=int, default=2000, help="synthetic training queries")
     parser.add_argument("--documents", type=int, default=60, help="synthetic mean list length")
     parser.add_argument("--iterations", type=int, default=300, help="boosting iterations")
@@ -165,7 +170,7 @@ def main() -> None:
         folder = args.data or write_synthetic_letor(Path(scratch) / "synthetic",
                                                     queries=args.queries,
                                                     mean_documents=args.documents)
-        data = load_letor(folder)
+        data = load_letor(folder, train=args.train, test=args.test, vali=args.vali)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; {data!r}\n")
     header = f"{'method':<44} {'seconds':>12} {'NDCG@5':>8} {'NDCG@10':>8}"
     print(header)

@@ -157,3 +157,28 @@ def test_the_synthetic_dataset_has_the_mslr_layout(tmp_path):
     assert (grades == 0).float().mean() > 0.4  # skewed towards 0, as MSLR's
     ids = [set(p.objects.tolist()) for p in parts.values()]
     assert not (ids[0] & ids[1]) and not (ids[0] & ids[2]) and not (ids[1] & ids[2])
+
+
+FIXTURE = __import__("pathlib").Path(__file__).resolve().parent / "fixtures" / "lightgbm_lambdarank"
+
+
+def test_lightgbms_example_reads_with_its_query_files():
+    """LightGBM's own example data: lines without qid, queries from the .query files."""
+    data = __import__("tagtorch.data.letor", fromlist=["load_letor"]).load_letor(
+        FIXTURE, train="rank.train", test="rank.test", vali=None)
+    sizes = np.loadtxt(FIXTURE / "rank.train.query", dtype=np.int64)
+    assert len(data.train) == len(sizes) == 201 and len(data.test) == 50
+    assert data.train.mask.sum(1).tolist() == sizes.tolist()
+    assert int(data.train.mask.sum()) == 3005 and int(data.test.mask.sum()) == 768
+    first = (FIXTURE / "rank.train").read_text().splitlines()[0].split()
+    assert float(data.train.labels[0, 0]) == float(first[0])
+    for pair in first[1:4]:
+        column, value = pair.split(":")
+        assert float(data.train.features[0, 0, int(column) - 1]) == pytest.approx(float(value))
+
+
+def test_a_query_file_that_does_not_add_up_is_an_error(tmp_path):
+    (tmp_path / "d.txt").write_text("1 1:1\n0 1:2\n")
+    (tmp_path / "d.txt.query").write_text("3\n")
+    with pytest.raises(ValueError, match="sum to the 2"):
+        read_letor(tmp_path / "d.txt")

@@ -79,9 +79,26 @@ def _feature_names(path: Path, n_features: int) -> tuple[str, ...]:
     return tuple(f"f{j + 1}" for j in range(n_features))
 
 
+def _query_ids(sidecar: Path, n_lines: int, max_bytes: int) -> np.ndarray:
+    """Query ids ``1..Q`` of the lines, from a LightGBM query file (lines per query)."""
+    if sidecar.stat().st_size > max_bytes:
+        raise ValueError(f"{sidecar}: more than the {max_bytes} bytes allowed")
+    try:
+        sizes = np.loadtxt(sidecar, dtype=np.int64, ndmin=1)
+    except ValueError as error:
+        raise ValueError(f"{sidecar}: not a query file ({error})") from error
+    if (sizes < 1).any() or int(sizes.sum()) != n_lines:
+        raise ValueError(f"{sidecar}: its query sizes must be >= 1 and sum to the {n_lines} "
+                         "lines of its data file")
+    return np.repeat(np.arange(1, len(sizes) + 1), sizes)
+
+
 def read_letor(path: str | Path, max_bytes: int = MAX_LETOR_BYTES,
                max_features: int = 4096) -> CandidateSet:
     """Reads a LETOR file into padded lists, one per query in file order (module docstring).
+
+    A file without ``qid`` (LightGBM's layout) takes its queries from the ``PATH.query`` file
+    beside it (the number of lines of each query, in order), when there is one.
 
     Raises:
         ValueError: naming the file, for a file above ``max_bytes``, one that scikit-learn
@@ -97,6 +114,11 @@ def read_letor(path: str | Path, max_bytes: int = MAX_LETOR_BYTES,
                                                      dtype=np.float32)
     except (ValueError, UnicodeDecodeError) as error:
         raise ValueError(f"{path}: not a LETOR / SVMlight file ({error})") from error
+    if len(queries) < len(labels):  # no qid: LightGBM's layout, queries in PATH.query
+        sidecar = Path(f"{path}.query")
+        if not sidecar.is_file():
+            raise ValueError(f"{path}: its lines have no qid and there is no {sidecar.name}")
+        queries = _query_ids(sidecar, len(labels), max_bytes)
     n_features = matrix.shape[1]
     if n_features > max_features:
         raise ValueError(f"{path}: {n_features} features, more than the {max_features} allowed")
