@@ -169,7 +169,7 @@ def scale_part(part: str, args: argparse.Namespace) -> dict[str, float]:
 
 
 def lean_epoch_seconds(model: FactorModel, data: ItemRecData, device: torch.device) -> float:
-    """Seconds of one epoch of the triples loop (no validation), the model freshly built."""
+    """Seconds of one epoch of the lean loop (no validation), the model freshly built."""
     torch.manual_seed(0)
     model.build(data.n_users, data.n_items, data.n_tags)
     model.data = data
@@ -208,7 +208,7 @@ def fast_lean_seconds(data: ItemRecData, args: argparse.Namespace,
 
 def triples_seconds(data: ItemRecData, args: argparse.Namespace,
                     device: torch.device) -> dict[str, float]:
-    """One epoch of the triples loop for PITF and Do-Rank+, and of implicit's BPR."""
+    """One epoch of the lean loop for PITF and Do-Rank+, and of implicit's BPR."""
     common = {"rank": args.rank, "loop": "lean", "lean_batch_size": args.scale_step}
     out = {"pitf_seconds": lean_epoch_seconds(PITF(**common), data, torch.device("cpu")),
            "plus_seconds": lean_epoch_seconds(
@@ -325,8 +325,8 @@ def print_triples(r: dict[str, float], args: argparse.Namespace) -> None:
               flush=True)
 
 
-def main() -> None:
-    """Prints the epoch-time table (or, with ``--scale``, the scale table)."""
+def parse_args() -> argparse.Namespace:
+    """The command line (module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--fractions", type=float, nargs="+",
                         default=[0.1, 0.25, 0.5, 0.75, 1.0])
@@ -351,9 +351,9 @@ def main() -> None:
     parser.add_argument("--scale-triples", type=int, default=10_000_000)
     parser.add_argument("--scale-batch-size", type=int, default=512)
     parser.add_argument("--scale-step", type=int, default=8192,
-                        help="triples per step of the triples loop")
+                        help="triples per step of the lean loop (Do-Rank+)")
     parser.add_argument("--scale-negatives", type=int, default=64,
-                        help="Do-Rank+'s draws per step in the triples loop")
+                        help="Do-Rank+'s draws per step in the lean loop")
     parser.add_argument("--scale-fast-sets", type=int, default=2048,
                         help="sets timed for the paper's fast learning at scale")
     parser.add_argument("--scale-fast-lean-sets", type=int, default=0,
@@ -362,7 +362,12 @@ def main() -> None:
                         help="users whose top-k is timed at scale")
     parser.add_argument("--scale-top-k-block", type=int, default=256,
                         help="users scored at once (a [block, items] score matrix)")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    """Prints the epoch-time table (or, with ``--scale``, the scale table)."""
+    args = parse_args()
     if args.scale_part:
         print(json.dumps(scale_part(args.scale_part, args)))
         return

@@ -229,7 +229,7 @@ class DoRank(CPModel):
         Item ``j`` drawn with probability ``q_j`` weighs ``1 / (n q_j)``, so that the weighted
         sum over the draws is an unbiased estimate of the sum over all the set's negatives.
         ``shared=False``: ``n`` draws per set, ``[B, n]``; True: ``n`` draws ``[n]`` (sorted)
-        for all the sets of the step (the triples loop, :mod:`tagtorch.itemrec.lean`).
+        for all the sets of the step (the lean loop, :mod:`tagtorch.itemrec.lean`).
         """
         probabilities = self._draw_probabilities
         if probabilities is None or self.data is None:

@@ -280,7 +280,7 @@ def train_lean(model: FactorModel, data: ItemRecData, max_epochs: int,
 
 
 def device_of(trainer: Callable[..., Any] | None) -> torch.device:
-    """The device of the triples loop: CUDA where the trainer setting allows it and it exists."""
+    """The device of the lean loop: CUDA where the trainer setting allows it and it exists."""
     keywords = getattr(trainer, "keywords", {}) or {}
     wants_gpu = str(keywords.get("accelerator", "cpu")) in ("auto", "gpu", "cuda")
     return torch.device("cuda" if wants_gpu and torch.cuda.is_available() else "cpu")
