@@ -1,7 +1,7 @@
 """The wheel installs into a fresh virtual environment and runs the main job there.
 
-Slow (a build, a venv and the main job: about a minute); ``.ci/run`` runs it as a step of its
-own before the test command. The fresh environment borrows this interpreter's installed
+Slow (``python -m build --wheel``, a venv and the main job: about a minute); ``.ci/run`` runs it
+as a step of its own before the test command. The fresh environment borrows this interpreter's installed
 dependencies through a ``.pth`` line (nothing is downloaded), but not tagtorch: the editable
 install's import hook lives in a ``.pth`` file of this environment, which a ``.pth`` line does
 not execute, so ``import tagtorch`` there can only find the wheel's copy (the test checks it).
@@ -22,8 +22,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.mark.slow
 def test_the_wheel_installs_and_runs_the_main_job(tmp_path: Path) -> None:
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "-q",
-                            "-w", str(tmp_path / "dist")],
+    built = subprocess.run([sys.executable, "-m", "build", "--wheel", "--outdir",
+                            str(tmp_path / "dist"), str(ROOT)],
                            capture_output=True, text=True, timeout=600)
     assert built.returncode == 0, built.stderr[-2000:]
     wheel = next((tmp_path / "dist").glob("tagtorch-*.whl"))
