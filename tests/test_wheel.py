@@ -3,9 +3,9 @@
 Slow (``python -m build --wheel``, a venv and the main job: about a minute); ``.ci/run`` runs
 it as a step of its own before the test command. The fresh environment borrows this
 interpreter's installed dependencies through a ``.pth`` line (nothing is downloaded), but not
-tagtorch: the editable
-install's import hook lives in a ``.pth`` file of this environment, which a ``.pth`` line does
-not execute, so ``import tagtorch`` there can only find the wheel's copy (the test checks it).
+tagtorch: the editable install's import hook lives in a ``.pth`` file of this environment,
+which a ``.pth`` line does not execute, so ``import tagtorch`` there can only find the wheel's
+copy (the test checks it).
 """
 
 from __future__ import annotations
