@@ -1,9 +1,9 @@
 """Learning to rank on LETOR-format data: tagtorch's rankers against LightGBM and allRank.
 
 On a dataset with MSLR-WEB10K's layout (136 features, grades 0-4) made by the stated generator
-:func:`tagtorch.data.letor.write_synthetic_letor` (or ``--data FOLDER``: any LETOR folder with
+:func:`tagtorch.candidates.letor.write_synthetic_letor` (or ``--data FOLDER``: any LETOR folder with
 ``train.txt``, ``vali.txt``, ``test.txt``, e.g. MSLR-WEB10K's ``Fold1``), read by
-:func:`tagtorch.data.letor.load_letor`, it prints NDCG@5 and NDCG@10 on the test queries
+:func:`tagtorch.candidates.letor.load_letor`, it prints NDCG@5 and NDCG@10 on the test queries
 (tagtorch's metric: linear gain; queries without a relevant document left out) and the training
 time of
 
@@ -42,7 +42,7 @@ import pytorch_lightning as pl
 import torch
 
 from tagtorch.candidates.candidate_set import CandidateSet
-from tagtorch.data.letor import LetorData, load_letor, write_synthetic_letor
+from tagtorch.candidates.letor import LetorData, load_letor, write_synthetic_letor
 from tagtorch.losses import get_loss
 from tagtorch.metrics.functional import ndcg_at_k
 from tagtorch.rankers.neural import ListScorer, NeuralRanker

@@ -7,7 +7,7 @@ tagtorch, or a split of it, can be run through TagRec itself and the results com
     python -m tagtorch.export tagrec my.tsv out/ --split last-post    # out/my_train.txt, ...
     python -m tagtorch.export tagrec synthetic out/ --name synth --option n_objects=500
 
-And LETOR / SVMlight (:mod:`tagtorch.data.letor`): the candidate sets of one fold of the tag
+And LETOR / SVMlight (:mod:`tagtorch.candidates.letor`): the candidate sets of one fold of the tag
 recommendation protocol, with their 13 features, for RankLib, allRank, LightGBM or XGBoost::
 
     python -m tagtorch.export letor lastfm out/ --fold 0   # out/lastfm_fold0_{train,test}.txt
@@ -104,7 +104,7 @@ def _write_letor_fold(folk: Folksonomy, out: Path, name: str, fold: int,
     from hydra.utils import instantiate
 
     from tagtorch.api import compose
-    from tagtorch.data.letor import write_letor
+    from tagtorch.candidates.letor import write_letor
 
     cfg = compose(["task=tagrec", *overrides])
     protocol = instantiate(cfg.task).protocol

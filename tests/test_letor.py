@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from tagtorch.candidates.candidate_set import CandidateSet
-from tagtorch.data.letor import read_letor, write_letor, write_synthetic_letor
+from tagtorch.candidates.letor import read_letor, write_letor, write_synthetic_letor
 
 
 def random_lists(seed: int = 0) -> CandidateSet:
@@ -164,7 +164,7 @@ FIXTURE = __import__("pathlib").Path(__file__).resolve().parent / "fixtures" / "
 
 def test_lightgbms_example_reads_with_its_query_files():
     """LightGBM's own example data: lines without qid, queries from the .query files."""
-    data = __import__("tagtorch.data.letor", fromlist=["load_letor"]).load_letor(
+    data = __import__("tagtorch.candidates.letor", fromlist=["load_letor"]).load_letor(
         FIXTURE, train="rank.train", test="rank.test", vali=None)
     sizes = np.loadtxt(FIXTURE / "rank.train.query", dtype=np.int64)
     assert len(data.train) == len(sizes) == 201 and len(data.test) == 50

@@ -1,8 +1,8 @@
 """``task=letor``: tag rankers trained and compared on a LETOR dataset (ours).
 
 ``python -m tagtorch.train task=letor data=letor data.path=FOLDER "model=[lambdamart,rf,ranknet]"``
-reads the dataset's lists (:func:`tagtorch.data.letor.load_letor`: MSLR-WEB10K/30K, Yahoo! LTR,
-Istella, or tagtorch's own ``python -m tagtorch.export letor``), fits each configured ranker on
+reads the dataset's lists (:func:`tagtorch.candidates.letor.load_letor`: MSLR-WEB10K/30K,
+Yahoo! LTR, Istella, or tagtorch's own ``python -m tagtorch.export letor``), fits each ranker on
 ``train`` (``vali`` given to its ``fit`` for early stopping where it has one), scores ``test``
 and writes the run folder of the other tasks (:func:`~tagtorch.evaluation.runs.write_run`):
 ``results.csv``, per-query values, the report with the paired tests of every pair of methods
@@ -29,7 +29,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from tagtorch.candidates.candidate_set import CandidateSet
-from tagtorch.data.letor import LetorData
+from tagtorch.candidates.letor import LetorData
 from tagtorch.evaluation.report import Significance, markdown_report
 from tagtorch.evaluation.runs import (
     EvaluationResult,

@@ -446,7 +446,7 @@ class TagRecommendationProtocol(SignatureSettings):
         """The candidate sets a fold's rankers learn on (V) and are tested on (T).
 
         As :meth:`evaluate` builds them (``candidates`` unfitted, fitted on the fold's D; no
-        cache), for other tools (:mod:`tagtorch.data.letor`).
+        cache), for other tools (:mod:`tagtorch.candidates.letor`).
         """
         if fold not in range(len(self.splits(folksonomy))):
             raise ValueError(f"fold must be in 0..{len(self.splits(folksonomy)) - 1}, got {fold}")
