@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
@@ -96,7 +96,7 @@ class LetorTask:
                            significance=self.significance)
         return EvaluationResult(results, per_query, report, output_dir)
 
-    def evaluate(self, name: str, make: Any, data: LetorData) -> MethodOutcome:
+    def evaluate(self, name: str, make: Callable[[], Ranker], data: LetorData) -> MethodOutcome:
         """One method: fit on ``train`` (``vali`` for early stopping), scored on ``test``."""
         ranker: Ranker = make()
         start = time.perf_counter()

@@ -413,11 +413,11 @@ class FactorModel(SignatureSettings, pl.LightningModule):
         user_aggregate: per-user queries: the aggregation of its tag-level scores, ``"max"``
             or ``"profile"`` (:func:`user_scores`), whatever the task's ``aggregate``; None:
             the task's.
-        loop: ``"sets"``: Lightning's loop over UTS sets (``batch_size`` per step; checkpoints
-            and resumption); ``"triples"``: the lean loop over shuffled triples with row-wise
-            updates (:mod:`tagtorch.itemrec.lean`; PITF, Do-Rank and Do-Rank+ with sampled
-            negatives), for data past HetRec's size.
-        lean_batch_size: ``loop="lean"``: training triples per update.
+        loop: ``"lightning"``: Lightning's loop over UTS sets (``batch_size`` per step;
+            checkpoints and resumption); ``"lean"``: big steps and row-wise updates
+            (:mod:`tagtorch.itemrec.lean`; PITF, Do-Rank, Do-Rank+), for data past HetRec's
+            size.
+        lean_batch_size: ``loop="lean"`` with sampled negatives: training triples per update.
     """
 
     task: ClassVar[ModelTask] = "itemrec"

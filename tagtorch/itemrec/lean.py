@@ -144,9 +144,8 @@ class RowOptimizer:
                 entry = grouped.setdefault(id(table), (table, [], []))
                 entry[1].append(index)
                 entry[2].append(rows.grad)
-        with torch.no_grad():
-            for table, indices, grads in grouped.values():
-                self.update(table, torch.cat(indices), torch.cat(grads))
+        for table, indices, grads in grouped.values():
+            self.update(table, torch.cat(indices), torch.cat(grads))
 
     @torch.no_grad()
     def update(self, table: Tensor, index: Tensor | None, grad: Tensor) -> None:
@@ -238,7 +237,7 @@ class AutogradTriples:
 
 
 def train_lean(model: FactorModel, data: ItemRecData, max_epochs: int,
-                  device: torch.device) -> LeanFit:
+               device: torch.device) -> LeanFit:
     """Trains ``model`` (its parameters built) on ``data.train`` by the loop of this module.
 
     Args:

@@ -16,6 +16,7 @@ extraction; PITF's own paper uses 5e-5).
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -98,7 +99,8 @@ class PITF(FactorModel):
         """
         if device.type != "cpu":
             raise ValueError("PITF's loop='lean' runs on the CPU (a compiled kernel)")
-        optimizer = RowOptimizer.from_setting(self.init_args["optimizer"] or _SGD, [])
+        optimizer = RowOptimizer.from_setting(
+            self.init_args["optimizer"] or functools.partial(torch.optim.SGD, lr=0.01), [])
         if optimizer.adam:
             raise ValueError("PITF with loop='lean' learns by LearnBPR's per-triple SGD: set "
                              "its optimizer to torch.optim.SGD")
@@ -123,14 +125,6 @@ class PITF(FactorModel):
             penalty = penalty + rows.square().sum(-1)
         per_pair = bpr + self.regularization * penalty
         return torch.where(valid, per_pair, 0.0).sum() / valid.sum().clamp_min(1)
-
-
-def _sgd(parameters: Any) -> torch.optim.Optimizer:
-    return torch.optim.SGD(parameters, lr=0.01)
-
-
-_SGD = _sgd
-"""PITF's default optimizer under ``loop="lean"``: SGD, the Do-Rank paper's lr 0.01."""
 
 
 class LearnBPR:
@@ -167,14 +161,12 @@ class LearnBPR:
         """One epoch over ``train[order]``; the mean loss of the pairs it learned from."""
         m = self.model
         drawn = self.rng.integers(0, self.n_items, len(order))
-        with torch.no_grad():
-            user, tag, item_user, item_tag = (
-                p.detach().numpy() for p in (m.user_factors, m.tag_factors,
-                                             m.item_user_factors, m.item_tag_factors))
-            total, count = _learn_bpr(order.cpu().numpy(), self.train, drawn, self.set_of,
-                                      self.set_start, self.set_items, user, tag, item_user,
-                                      item_tag, self.lr, m.regularization,
-                                      numba.get_num_threads())
+        user, tag, item_user, item_tag = (  # numpy views: the kernel updates the factors
+            p.detach().numpy() for p in (m.user_factors, m.tag_factors, m.item_user_factors,
+                                         m.item_tag_factors))
+        total, count = _learn_bpr(order.cpu().numpy(), self.train, drawn, self.set_of,
+                                  self.set_start, self.set_items, user, tag, item_user,
+                                  item_tag, self.lr, m.regularization, numba.get_num_threads())
         return total / max(count, 1)
 
 
