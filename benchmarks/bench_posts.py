@@ -26,7 +26,7 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from tagtorch.api import compose, load
-from tagtorch.posts.baselines import recommend
+from tagtorch.posts.base import recommend
 from tagtorch.posts.data import personalized_split
 from tagtorch.posts.metrics import mean_metrics, post_metrics
 

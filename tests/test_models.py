@@ -31,7 +31,7 @@ from tagtorch.data.synthetic import generate_folksonomy
 from tagtorch.data.terms import TermIndex
 from tagtorch.data.text import TextProcessor
 from tagtorch.itemrec.data import ItemRecData, item_recommendation_data
-from tagtorch.posts.baselines import recommend
+from tagtorch.posts.base import recommend
 from tagtorch.posts.data import PostData, personalized_split
 from tagtorch.rankers.base import BaseRanker
 from tagtorch.resources.data import ResourceSplit, resource_ranking_data

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from tagtorch.data.folksonomy import Folksonomy
-from tagtorch.posts.baselines import recommend
+from tagtorch.posts.base import recommend
 from tagtorch.posts.cf import UserCF
 from tagtorch.posts.data import PostData, personalized_split
 from tagtorch.posts.folkrank import FolkRank

@@ -49,7 +49,7 @@ from tagtorch.evaluation.runs import (
 from tagtorch.evaluation.stats import paired_test
 from tagtorch.evaluation.trec import qrels_lines, ranked_lines, run_file_names
 from tagtorch.posts.base import PostRanker
-from tagtorch.posts.baselines import recommend
+from tagtorch.posts.base import recommend
 from tagtorch.posts.data import SPLITS, PostData, personalized_split
 from tagtorch.posts.metrics import f1_randomization_p_value, mean_metrics, post_metrics
 from tagtorch.settings import ModelTask, SignatureSettings
@@ -177,7 +177,7 @@ class PersonalizedTagTask(SignatureSettings):
         model.fit(data)
         fit_seconds = time.perf_counter() - start
         start = time.perf_counter()
-        ranked = recommend(model.score(data.test), self.depth)
+        ranked = model.top_tags(data.test, self.depth)
         seconds = time.perf_counter() - start
         values = post_metrics(ranked, data.test.tags, self.ks, self.precision_divisor)
         means = mean_metrics(values)

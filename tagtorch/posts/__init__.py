@@ -15,12 +15,8 @@ Layer 3 (``data``, ``topics``, ``candidates.neighbours``, and ``rankers`` and ``
 which never import it).
 """
 
-from tagtorch.posts.baselines import (
-    BaseLevelLearning,
-    MostPopular,
-    MostPopularUserResource,
-    recommend,
-)
+from tagtorch.posts.base import PostRanker, recommend
+from tagtorch.posts.baselines import BaseLevelLearning, MostPopular, MostPopularUserResource
 from tagtorch.posts.cf import UserCF
 from tagtorch.posts.data import PostData, Posts, personalized_split
 from tagtorch.posts.folkrank import FolkRank
@@ -31,5 +27,6 @@ from tagtorch.posts.metrics import mean_metrics, post_metrics
 from tagtorch.posts.pitf import TagPITF
 
 __all__ = ["BaseLevelLearning", "FolkRank", "Girp", "Hybrid", "MostPopular",
-           "MostPopularUserResource", "PostData", "Posts", "TagPITF", "TopicTags", "UserCF",
+           "MostPopularUserResource", "PostData", "PostRanker", "Posts", "TagPITF", "TopicTags",
+           "UserCF",
            "mean_metrics", "personalized_split", "post_metrics", "recommend"]

@@ -32,7 +32,7 @@ from tagtorch.storage import (
     save_array_model,
 )
 
-__all__ = ["PostRanker", "PostScores"]
+__all__ = ["PostRanker", "PostScores", "recommend", "value_at"]
 
 PostScores: TypeAlias = sp.csr_matrix | np.ndarray
 """``[Q, W]`` tag scores of posts: sparse (stored entries are candidates) or dense (``-inf``:
@@ -40,6 +40,49 @@ not a candidate)."""
 
 _MOST = 2**40
 """The largest count a saved model may state (a bound for hostile files)."""
+
+
+def value_at(scores: PostScores, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """``scores[rows, cols]`` as a flat array (0 where nothing is stored or ``-inf``)."""
+    if isinstance(scores, np.ndarray):
+        values = scores[rows, cols]
+        return np.where(np.isfinite(values), values, 0.0)
+    return np.asarray(scores[rows, cols]).ravel()
+
+
+def recommend(scores: PostScores, k: int = 10, ties: PostScores | None = None) -> np.ndarray:
+    """``[Q, k]`` each row's ``k`` best tags, ``-1`` after fewer.
+
+    Sparse scores rank their stored entries; dense ones every finite entry (``-inf``: not a
+    candidate). Equal scores: the higher ``ties`` key first (a method's
+    :meth:`~tagtorch.posts.base.PostRanker.tie_order`, e.g. TagRec's order), then the lower
+    tag code.
+
+    Example:
+        >>> recommend(sp.csr_matrix(np.array([[0.0, 0.5, 0.5, 0.9], [0, 0, 0, 0]])), 3)
+        array([[ 3,  1,  2],
+               [-1, -1, -1]])
+        >>> recommend(np.array([[-0.5, -np.inf, 0.0], [1.0, 1.0, 1.0]]), 3)
+        array([[ 2,  0, -1],
+               [ 0,  1,  2]])
+        >>> recommend(np.array([[1.0, 1.0, 1.0]]), 3, ties=np.array([[1, 3, 2]]))
+        array([[1, 2, 0]])
+    """
+    if isinstance(scores, np.ndarray):
+        finite = np.nonzero(np.isfinite(scores))  # row-major: the CSR order
+        scores = sp.csr_matrix((scores[finite], finite), shape=scores.shape)
+    else:
+        scores = scores.tocsr()
+        scores.sum_duplicates()
+    rows = np.repeat(np.arange(scores.shape[0]), np.diff(scores.indptr))
+    keys = (np.zeros(len(scores.data)) if ties is None
+            else value_at(ties, rows, scores.indices))
+    order = np.lexsort((scores.indices, -keys, -scores.data, rows))  # by row, score, key, code
+    position = np.arange(len(order)) - scores.indptr[rows[order]]
+    keep = position < k
+    out = np.full((scores.shape[0], k), -1, dtype=np.int64)
+    out[rows[order][keep], position[keep]] = scores.indices[order][keep]
+    return out
 
 
 class PostRanker(SignatureSettings):
@@ -67,6 +110,18 @@ class PostRanker(SignatureSettings):
     @abstractmethod
     def score(self, posts: Posts) -> PostScores:
         """``[Q, W]`` every tag's score for each post."""
+
+    def tie_order(self, posts: Posts) -> PostScores | None:
+        """``[Q, W]`` keys that order equal scores (the higher first), or None: the lower code.
+
+        TagRec's baselines return the order in which TagRec's sort leaves equal scores
+        (:func:`~tagtorch.posts.data.first_use`).
+        """
+        return None
+
+    def top_tags(self, posts: Posts, k: int) -> np.ndarray:
+        """``[Q, k]`` each post's ``k`` best tags in rank order, ``-1`` after fewer."""
+        return recommend(self.score(posts), k, self.tie_order(posts))
 
     def save(self, path: str | Path) -> None:
         """Writes ``manifest.json`` (class, settings) and ``arrays.npz`` (the training posts)."""

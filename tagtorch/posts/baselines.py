@@ -28,12 +28,11 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.preprocessing import normalize
 
-from tagtorch.candidates.neighbours import incidence, top_per_row
+from tagtorch.candidates.neighbours import incidence
 from tagtorch.posts.base import PostRanker
 from tagtorch.posts.data import PostData, Posts
 
-__all__ = ["BaseLevelLearning", "MostPopular", "MostPopularUserResource", "counts_by",
-           "recommend"]
+__all__ = ["BaseLevelLearning", "MostPopular", "MostPopularUserResource", "counts_by"]
 
 
 def counts_by(keys: np.ndarray, n_rows: int, tags: sp.csr_matrix) -> sp.csr_matrix:
@@ -56,33 +55,6 @@ def _row_softmax(matrix: sp.csr_matrix) -> sp.csr_matrix:
         sums = np.zeros(out.shape[0])
         sums[filled] = np.add.reduceat(out.data, starts)
         out.data /= sums[rows]
-    return out
-
-
-def recommend(scores: sp.csr_matrix | np.ndarray, k: int = 10) -> np.ndarray:
-    """``[Q, k]`` each row's ``k`` best tags (ties: lower code first), ``-1`` after fewer.
-
-    Sparse scores rank their stored entries; dense ones every finite entry (``-inf``: not a
-    candidate).
-
-    Example:
-        >>> recommend(sp.csr_matrix(np.array([[0.0, 0.5, 0.5, 0.9], [0, 0, 0, 0]])), 3)
-        array([[ 3,  1,  2],
-               [-1, -1, -1]])
-        >>> recommend(np.array([[-0.5, -np.inf, 0.0], [1.0, 1.0, 1.0]]), 3)
-        array([[ 2,  0, -1],
-               [ 0,  1,  2]])
-    """
-    if isinstance(scores, np.ndarray):
-        order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
-        best = np.where(np.isfinite(np.take_along_axis(scores, order, 1)), order, -1)
-        return np.pad(best, ((0, 0), (0, k - best.shape[1])), constant_values=-1)
-    top = top_per_row(scores.tocsr(), k)
-    rows = np.repeat(np.arange(top.shape[0]), np.diff(top.indptr))
-    order = np.lexsort((top.indices, -top.data, rows))  # by row, score down, code up
-    position = np.arange(len(order)) - top.indptr[rows[order]]
-    out = np.full((top.shape[0], k), -1, dtype=np.int64)
-    out[rows[order], position] = top.indices[order]
     return out
 
 

@@ -20,13 +20,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 
 from tagtorch.data.checks import DataCheckError
 from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.data.ragged import Ragged
 from tagtorch.data.splits import p_core
 
-__all__ = ["SPLITS", "PostData", "Posts", "held_out", "held_out_last", "last_posts",
+__all__ = ["SPLITS", "PostData", "Posts", "first_use", "held_out", "held_out_last", "last_posts",
            "personalized_split", "posts_from_assignments", "posts_of", "user_tag_reduce",
            "validation_posts"]
 
@@ -166,6 +167,35 @@ def user_tag_reduce(posts: Posts, n_tags: int, values: np.ndarray, reduce: np.uf
     order = np.argsort(keys, kind="stable")
     unique, starts = np.unique(keys[order], return_index=True)
     return unique // n_tags, unique % n_tags, reduce.reduceat(values[rows][order], starts)
+
+
+def first_use(posts: Posts, keys: np.ndarray, n_rows: int, n_tags: int) -> sp.csr_matrix:
+    """``[n_rows, W]`` when each group first used each tag: 1 + the assignment's position.
+
+    The position of an assignment is its place in ``posts.tags.values``: posts in their order
+    (user, then time), each post's tags by code. TagRec keeps a user's or resource's tag counts
+    in maps filled in that order (its ``LinkedHashMap`` of first uses, the tags of a line in the
+    line's order, which is code order in files tagtorch writes), and its sort puts the later of
+    two equal scores first: these positions are the tie keys that reproduce it.
+
+    Args:
+        posts: the (training) posts.
+        keys: ``[P]`` each post's group (a user or resource code; zeros: one global group).
+        n_rows: the number of groups.
+        n_tags: the number of tag codes.
+
+    Example:
+        >>> p = Posts(np.array([0, 0, 1]), np.zeros(3, int), np.arange(3),
+        ...           Ragged.from_lists([[0, 2], [1, 2], [2]]))
+        >>> first_use(p, p.users, 2, 3).toarray().tolist()
+        [[1, 3, 2], [0, 0, 5]]
+    """
+    rows = np.asarray(keys, dtype=np.int64)[posts.tags.row_ids]
+    cols = np.asarray(posts.tags.values, dtype=np.int64)
+    flat = rows * np.int64(n_tags) + cols
+    unique, first = np.unique(flat, return_index=True)  # the first index of each (row, tag)
+    return sp.csr_matrix((first + 1, (unique // n_tags, unique % n_tags)),
+                         shape=(n_rows, n_tags), dtype=np.int64)
 
 
 def held_out(posts: Posts, split: str, n_users: int, fraction: float = 0.2, seed: int = 0

@@ -34,13 +34,8 @@ from sklearn.preprocessing import normalize
 
 from tagtorch.candidates.candidate_set import CandidateSet
 from tagtorch.candidates.neighbours import incidence
-from tagtorch.posts.base import PostRanker, PostScores
-from tagtorch.posts.baselines import (
-    BaseLevelLearning,
-    MostPopularUserResource,
-    counts_by,
-    recommend,
-)
+from tagtorch.posts.base import PostRanker, PostScores, recommend, value_at
+from tagtorch.posts.baselines import BaseLevelLearning, MostPopularUserResource, counts_by
 from tagtorch.posts.cf import UserCF
 from tagtorch.posts.data import PostData, Posts, last_posts, user_tag_reduce, validation_posts
 from tagtorch.posts.folkrank import FolkRank
@@ -57,14 +52,6 @@ def _base_methods() -> dict[str, PostRanker]:
     return {"mp_ur": MostPopularUserResource(), "bll_c": BaseLevelLearning(beta=0.5),
             "bll": BaseLevelLearning(), "girptm": Girp(), "folkrank": FolkRank(),
             "cf": UserCF()}
-
-
-def _value_at(scores: PostScores, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-    """``scores[rows, cols]`` as a flat array (0 where a sparse matrix stores nothing)."""
-    if isinstance(scores, np.ndarray):
-        values = scores[rows, cols]
-        return np.where(np.isfinite(values), values, 0.0)
-    return np.asarray(scores[rows, cols]).ravel()
 
 
 class Hybrid(PostRanker):
@@ -143,14 +130,14 @@ class Hybrid(PostRanker):
         cols = pattern.indices
         columns = {}
         for name, place in places.items():
-            columns[name] = _value_at(scores[name], rows, cols)
-            found = _value_at(place, rows, cols)
+            columns[name] = value_at(scores[name], rows, cols)
+            found = value_at(place, rows, cols)
             columns[f"{name}_rank"] = np.where(found > 0, found, self.depth + 1.0)
         columns.update(self._statistics(posts, rows, cols))
         names = tuple(columns)
         features = np.stack([columns[n] for n in names], 1).astype(np.float32)
         gold = incidence(posts.tags, self.n_tags_) if with_labels else None
-        labels = _value_at(gold, rows, cols) if gold is not None else np.zeros(len(rows))
+        labels = value_at(gold, rows, cols) if gold is not None else np.zeros(len(rows))
         return _padded(rows, cols, features, labels, len(posts), names,
                        posts.tags.lengths if with_labels else np.zeros(len(posts), np.int64))
 
@@ -158,12 +145,12 @@ class Hybrid(PostRanker):
                     ) -> dict[str, np.ndarray]:
         """The user's, resource's and tag's statistics of each (post, tag) pair."""
         users, resources = posts.users[rows], posts.resources[rows]
-        last = _value_at(self.last_use_, users, cols)
-        used = _value_at(self.user_counts_, users, cols)
+        last = value_at(self.last_use_, users, cols)
+        used = value_at(self.user_counts_, users, cols)
         age = np.where(used > 0, np.log1p(np.maximum(posts.times[rows] - last, 0.0)
                                           / SECONDS_PER_DAY), -1.0)
         return {"user_count": used,
-                "resource_count": _value_at(self.resource_counts_, resources, cols),
+                "resource_count": value_at(self.resource_counts_, resources, cols),
                 "days_since_use": age, "tag_count": np.log1p(self.tag_counts_[cols]),
                 "user_posts": np.log1p(self.user_posts_[users]),
                 "resource_posts": np.log1p(self.resource_posts_[resources])}

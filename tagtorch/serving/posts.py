@@ -40,7 +40,7 @@ from tagtorch.data.ragged import Ragged
 from tagtorch.data.splits import p_core
 from tagtorch.data.text import TextProcessor
 from tagtorch.posts.base import PostRanker
-from tagtorch.posts.baselines import recommend
+from tagtorch.posts.base import recommend
 from tagtorch.posts.data import PostData, Posts, posts_from_assignments, posts_of
 from tagtorch.serving.artifact import open_artifact, reading, write_artifact
 from tagtorch.serving.journal import Journal, encode_record

@@ -28,11 +28,12 @@ written here:
 - the rating field is not read; title and description become text fields.
 
 Writing is the way back: :func:`write_tagrec` writes a folksonomy's posts (one line per
-``(user, resource, timestamp)``, tags in code order), and :func:`write_tagrec_split` the three
+``(user, resource)`` at its earliest time, tags in code order, as TagRec's own converters join
+a user's lines for one resource), and :func:`write_tagrec_split` the three
 files of a split. Characters that would break TagRec's line format inside a tag (``%``, ``,``,
 ``;``, ``"`` and line breaks) are percent-encoded, so a folksonomy written and read back with
 ``url_decode`` gives the same fingerprint when its tags hold no ``%`` (and are lower-case, or
-are read with ``lowercase=False``).
+are read with ``lowercase=False``) and each post's assignments share one time.
 """
 
 from __future__ import annotations
@@ -208,19 +209,22 @@ def load_tagrec(path: str | Path, name: str | None = None, url_decode: bool = Tr
 
 
 def tagrec_posts(folksonomy: Folksonomy) -> pd.DataFrame:
-    """The folksonomy's posts: one row per (user, object, timestamp) with its tag codes.
+    """The folksonomy's posts: one row per (user, object) with its tag codes.
 
-    Ordered by user, then time, then object (each user's posts in time order, as TagRec's
-    splits are written).
+    A post is a user's tagging of one resource, as in TagRec's own converters (which join a
+    user's consecutive lines for one resource) and in :func:`tagtorch.posts.data.
+    posts_from_assignments`: its time is the earliest of its assignments'. Ordered by user,
+    then time, then object (each user's posts in time order, as TagRec's splits are written).
 
     Returns:
         Columns ``user``, ``object``, ``timestamp`` (codes and seconds) and ``tags`` (a list
         of tag codes, ascending).
     """
-    frame = folksonomy.assignments.sort_values(["user", "timestamp", "object", "tag"])
-    grouped = frame.groupby(["user", "timestamp", "object"], sort=False)["tag"].agg(list)
-    return grouped.reset_index()[["user", "object", "timestamp", "tag"]].rename(
-        columns={"tag": "tags"})
+    frame = folksonomy.assignments.sort_values(["user", "object", "tag"])
+    grouped = frame.groupby(["user", "object"], sort=False).agg(
+        timestamp=("timestamp", "min"), tags=("tag", list)).reset_index()
+    return grouped.sort_values(["user", "timestamp", "object"], kind="stable",
+                               ignore_index=True)[["user", "object", "timestamp", "tags"]]
 
 
 def _check_ids(values: np.ndarray, what: str) -> None:
