@@ -7,6 +7,7 @@ by list; scikit-learn's ``ndcg_score`` for the IR nDCG; hand-made posts for the 
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -138,7 +139,7 @@ def _random_folk(seed: int = 3) -> Folksonomy:
                                                              "timestamp"]))
 
 
-def _plain_mp_ur(data, beta, user, resource):
+def _plain_mp_ur(data, beta, user, resource, user_part):
     """MPurCalculator.getRankedTagList, post by post, with Python dictionaries."""
     def counts(key_of):
         out: dict[int, dict[int, int]] = {}
@@ -158,8 +159,11 @@ def _plain_mp_ur(data, beta, user, resource):
     for u, r in zip(data.test.users, data.test.resources, strict=True):
         scores: dict[int, float] = {}
         if user and int(u) in by_user:
-            for t, v in softmax(by_user[int(u)]).items():
-                scores[t] = scores.get(t, 0.0) + beta * v
+            row = by_user[int(u)]
+            if user_part == "softmax":
+                row = {t: beta * v for t, v in softmax(row).items()}
+            for t, v in row.items():  # TagRec's code: the raw counts
+                scores[t] = scores.get(t, 0.0) + v
         if resource and int(r) in by_resource:
             for t, v in softmax(by_resource[int(r)]).items():
                 scores[t] = scores.get(t, 0.0) + (1 - beta) * v
@@ -198,18 +202,16 @@ def _as_dicts(matrix) -> list[dict[int, float]]:
 
 @pytest.mark.parametrize("split", ["leave_last", "random"])
 def test_the_batched_baselines_equal_plain_per_post_implementations(split):
-    from tagtorch.posts.baselines import (
-        BaseLevelLearning,
-        MostPopular,
-        MostPopularUserResource,
-        recommend,
-    )
+    from tagtorch.posts.base import recommend
+    from tagtorch.posts.baselines import BaseLevelLearning, MostPopular, MostPopularUserResource
 
     data = personalized_split(_random_folk(), p=1, split=split)
-    for beta, user, resource in ((0.5, True, True), (0.5, True, False), (0.5, False, True)):
-        got = _as_dicts(MostPopularUserResource(beta, user, resource).fit(data).score(
+    for (beta, user, resource), user_part in itertools.product(
+            ((0.5, True, True), (0.5, True, False), (0.5, False, True)), ("counts", "softmax")):
+        got = _as_dicts(MostPopularUserResource(beta, user, resource, user_part).fit(data).score(
             data.test))
-        for mine, plain in zip(got, _plain_mp_ur(data, beta, user, resource), strict=True):
+        for mine, plain in zip(got, _plain_mp_ur(data, beta, user, resource, user_part),
+                               strict=True):
             assert mine.keys() == plain.keys()
             assert all(math.isclose(mine[t], plain[t], rel_tol=1e-12) for t in plain)
     for beta in (1.0, 0.5):
@@ -217,10 +219,17 @@ def test_the_batched_baselines_equal_plain_per_post_implementations(split):
         for mine, plain in zip(got, _plain_bll(data, 0.5, beta), strict=True):
             assert mine.keys() == plain.keys()
             assert all(math.isclose(mine[t], plain[t], rel_tol=1e-9) for t in plain)
-    popular = recommend(MostPopular().fit(data).score(data.test), 10)
+    popular = MostPopular().fit(data).top_tags(data.test, 10)
     counts = np.bincount(data.train.tags.values, minlength=data.n_tags)
-    expected = sorted(range(data.n_tags), key=lambda t: (-counts[t], t))[:10]
+    first = {}  # TagRec's tag index: the order of first appearance, posts in order
+    for i in range(len(data.train)):
+        for tag in data.train.tags[i]:
+            first.setdefault(int(tag), len(first))
+    # equal counts: the later first appearance first (TagRec's comparator)
+    expected = sorted(first, key=lambda t: (-counts[t], -first[t]))[:10]
     assert (popular == expected).all()
+    assert (recommend(MostPopular().fit(data).score(data.test), 10)
+            == sorted(first, key=lambda t: (-counts[t], t))[:10]).all()  # no tie keys
 
 
 def test_the_posts_benchmark_prints_every_method(tmp_path):

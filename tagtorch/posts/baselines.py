@@ -1,18 +1,18 @@
 """TagRec's popularity and time-aware baselines, batched over all test posts.
 
 Each ranker is fitted on a split's training posts and scores every test post's tags as one
-sparse ``[Q, W]`` matrix (sparse products, no per-post loops); :func:`recommend` takes each
-row's top ``k``, ties by the lower tag code (TagRec's ``DoubleMapComparator`` never calls two
-values equal, so its ties come out in about the reverse of the order the tags entered its hash
-maps, which depends on the training file's line order: not reproduced).
-Formulas as in TagRec's code (github.com/learning-layers/TagRec):
+sparse ``[Q, W]`` matrix (sparse products, no per-post loops). Formulas as in TagRec's code
+(github.com/learning-layers/TagRec), checked against the output of its ``test.Pipeline``
+(``tests/test_tagrec_oracle.py``):
 
-- ``mp`` (``BaselineCalculator``): the tags most used in training, the same list for every
-  post;
+- ``mp`` (``MPCalculator``): the tags most used in training, the same list for every post;
 - ``mp_u``, ``mp_r``, ``mp_ur`` (``MPurCalculator``): with ``c_ut`` the user's and ``c_rt``
-  the resource's tag counts, ``β · exp(c_ut) / Σ_t' exp(c_ut') + (1 − β) · exp(c_rt) /
-  Σ_t' exp(c_rt')``, β = 0.5 (``mp_u``: the user part alone, ``mp_r``: the resource part);
-  we subtract each row's largest count before ``exp`` (the same values where Java's
+  the resource's tag counts, ``c_ut + (1 − β) · exp(c_rt) / Σ_t' exp(c_rt')``, β = 0.5
+  (``mp_u``: the user part alone, ``mp_r``: the resource part). TagRec's code adds the user's
+  *raw* counts (its softmax of them, ``β · exp(c_ut) / Σ exp(c_ut')``, is commented out), so
+  the user part decides whenever the user used a tag; ``user_part="softmax"`` (ours, the
+  formula as written there and in Kowald et al.'s description of a weighted mix) mixes the two
+  softmaxes. We subtract each row's largest count before ``exp`` (the same values where Java's
   ``Math.exp`` does not overflow, above a count of about 709);
 - ``bll``, ``bll_c`` (``BLLCalculator``, Kowald et al. 2014): the user's base-level activation
   of each tag, ``Σ_j (t_ref − t_j + 1)^(−d)`` over the user's training posts ``j`` with the
@@ -20,6 +20,13 @@ Formulas as in TagRec's code (github.com/learning-layers/TagRec):
   the resource's relative tag counts: ``β · BLL + (1 − β) · P(t | r)``, β = 0.5. A training
   post later than the test post is left out (TagRec's ``Math.pow`` gives NaN there and skips
   it).
+
+Ties are TagRec's (:meth:`~tagtorch.posts.base.PostRanker.tie_order`): its maps hold a user's
+tags in the order of first use, then the resource's other tags in theirs, and its sort
+(``DoubleMapComparator``, never 0) puts the later of two equal scores first
+(:func:`tagrec_ties`). ``mp``'s map is in TagRec's tag index order (first appearance in the
+file), and the later first appearance comes first among equal counts. Within one post, tags
+count in code order (TagRec: the line's order; the same on files tagtorch writes).
 """
 
 from __future__ import annotations
@@ -30,9 +37,10 @@ from sklearn.preprocessing import normalize
 
 from tagtorch.candidates.neighbours import incidence
 from tagtorch.posts.base import PostRanker
-from tagtorch.posts.data import PostData, Posts
+from tagtorch.posts.data import PostData, Posts, first_use
 
-__all__ = ["BaseLevelLearning", "MostPopular", "MostPopularUserResource", "counts_by"]
+__all__ = ["BaseLevelLearning", "MostPopular", "MostPopularUserResource", "counts_by",
+           "tagrec_ties"]
 
 
 def counts_by(keys: np.ndarray, n_rows: int, tags: sp.csr_matrix) -> sp.csr_matrix:
@@ -40,6 +48,39 @@ def counts_by(keys: np.ndarray, n_rows: int, tags: sp.csr_matrix) -> sp.csr_matr
     groups = sp.csr_matrix((np.ones(len(keys)), (keys, np.arange(len(keys)))),
                            shape=(n_rows, len(keys)))
     return (groups @ tags).tocsr()
+
+
+def tagrec_ties(posts: Posts, user_first: sp.csr_matrix | None,
+                resource_first: sp.csr_matrix | None) -> sp.csr_matrix:
+    """``[Q, W]`` TagRec's order of equal scores for the posts ``(u, r)``: higher keys first.
+
+    TagRec fills a post's result map with the user's tags in their order of first use, then
+    the resource's other tags in theirs, and sorts with a comparator that puts the later
+    insertion first among equal values; the keys are those insertion places.
+
+    Args:
+        posts: the test posts.
+        user_first: ``[users, W]`` :func:`~tagtorch.posts.data.first_use` by user (None:
+            the method has no user part).
+        resource_first: the same by resource (None: no resource part).
+
+    Example:
+        >>> from tagtorch.data.ragged import Ragged
+        >>> posts = Posts(np.array([0]), np.array([0]), np.array([9]), Ragged.from_lists([[]]))
+        >>> keys = tagrec_ties(posts, sp.csr_matrix([[0, 3, 1]]), sp.csr_matrix([[2, 5, 0]]))
+        >>> keys.toarray().tolist()  # the user's tags 2 then 1, then the resource's tag 0
+        [[6, 3, 1]]
+    """
+    parts = [m[codes] for m, codes in ((user_first, posts.users),
+                                       (resource_first, posts.resources)) if m is not None]
+    if len(parts) == 1:
+        return parts[0].tocsr()
+    user, resource = (part.tocsr().astype(np.int64) for part in parts)
+    offset = max(int(user.data.max(initial=0)), 0) + 1
+    later = resource.copy()
+    later.data += offset
+    later = later - later.multiply(user.astype(bool))  # a tag of the user keeps its place
+    return (user + later).tocsr()
 
 
 def _row_softmax(matrix: sp.csr_matrix) -> sp.csr_matrix:
@@ -65,40 +106,64 @@ class MostPopular(PostRanker):
         """Counts each tag's assignments in training."""
         counts = np.bincount(data.train.tags.values, minlength=data.n_tags).astype(np.float64)
         self.counts_ = counts
+        self.first_ = first_use(data.train, np.zeros(len(data.train), np.int64), 1,
+                                data.n_tags)
 
     def score(self, posts: Posts) -> sp.csr_matrix:
         """``[Q, W]`` the counts, one row per post."""
         return sp.csr_matrix(np.broadcast_to(self.counts_, (len(posts), len(self.counts_))))
+
+    def tie_order(self, posts: Posts) -> sp.csr_matrix:
+        """``[Q, W]`` TagRec's tag index: the later first appearance first (module docstring)."""
+        return self.first_[np.zeros(len(posts), dtype=np.int64)]
 
 
 class MostPopularUserResource(PostRanker):
     """``mp_u``, ``mp_r``, ``mp_ur`` (module docstring).
 
     Args:
-        beta: the user part's weight (TagRec: 0.5).
+        beta: the user part's weight (TagRec: 0.5; with ``user_part="counts"`` it weighs the
+            resource part alone, as TagRec's code does).
         user: use the user's tag counts.
         resource: use the resource's tag counts.
+        user_part: ``"counts"`` (TagRec's code: the raw counts) or ``"softmax"`` (ours: β
+            times their softmax).
     """
 
-    def __init__(self, beta: float = 0.5, user: bool = True, resource: bool = True) -> None:
+    user_part: str
+
+    def __init__(self, beta: float = 0.5, user: bool = True, resource: bool = True,
+                 user_part: str = "counts") -> None:
         if not (user or resource):
             raise ValueError("mp_ur needs the user part, the resource part or both")
+        if user_part not in ("counts", "softmax"):
+            raise ValueError(f"user_part must be 'counts' or 'softmax', got {user_part!r}")
         self.beta, self.user, self.resource = beta, user, resource
 
     def _fit(self, data: PostData) -> None:
-        """The users' and resources' softmax-normalized tag counts."""
-        tags = incidence(data.train.tags, data.n_tags)
-        self.user_ = _row_softmax(counts_by(data.train.users, data.n_users, tags))
-        self.resource_ = _row_softmax(counts_by(data.train.resources, data.n_resources, tags))
+        """The users' tag counts (or their softmax), the resources' softmax, the first uses."""
+        train, tags = data.train, incidence(data.train.tags, data.n_tags)
+        counts = counts_by(train.users, data.n_users, tags)
+        self.user_ = (counts if self.user_part == "counts"
+                      else self.beta * _row_softmax(counts))
+        self.resource_ = _row_softmax(counts_by(train.resources, data.n_resources, tags))
+        self.user_first_ = first_use(train, train.users, data.n_users, data.n_tags)
+        self.resource_first_ = first_use(train, train.resources, data.n_resources,
+                                         data.n_tags)
 
     def score(self, posts: Posts) -> sp.csr_matrix:
-        """``[Q, W]`` β · user part + (1 − β) · resource part."""
+        """``[Q, W]`` user part + (1 − β) · resource part."""
         parts = []
         if self.user:
-            parts.append(self.beta * self.user_[posts.users])
+            parts.append(self.user_[posts.users])
         if self.resource:
             parts.append((1.0 - self.beta) * self.resource_[posts.resources])
         return sum(parts[1:], parts[0]).tocsr()
+
+    def tie_order(self, posts: Posts) -> sp.csr_matrix:
+        """TagRec's order of equal scores (:func:`tagrec_ties`)."""
+        return tagrec_ties(posts, self.user_first_ if self.user else None,
+                           self.resource_first_ if self.resource else None)
 
 
 class BaseLevelLearning(PostRanker):
@@ -120,6 +185,10 @@ class BaseLevelLearning(PostRanker):
         counts = counts_by(data.train.resources, data.n_resources,
                            incidence(data.train.tags, data.n_tags))
         self.resource_ = normalize(counts, norm="l1")
+        train = data.train
+        self.user_first_ = first_use(train, train.users, data.n_users, data.n_tags)
+        self.resource_first_ = first_use(train, train.resources, data.n_resources,
+                                         data.n_tags)
 
     def activations(self, posts: Posts) -> sp.csr_matrix:
         """``[Q, W]`` each post's user's normalized base-level activations at its time."""
@@ -142,3 +211,8 @@ class BaseLevelLearning(PostRanker):
         if self.beta < 1.0:
             scores = scores + (1.0 - self.beta) * self.resource_[posts.resources]
         return scores.tocsr()
+
+    def tie_order(self, posts: Posts) -> sp.csr_matrix:
+        """TagRec's order of equal scores (:func:`tagrec_ties`)."""
+        return tagrec_ties(posts, self.user_first_,
+                           self.resource_first_ if self.beta < 1.0 else None)

@@ -2,31 +2,44 @@
 
 Jäschke, Marinho, Hotho, Schmidt-Thieme and Stumme (2007), "Tag Recommendations in
 Folksonomies" (PKDD), in TagRec's form (github.com/learning-layers/TagRec,
-``processing/CFTagRecommender.java``, user-based, ``MAX_NEIGHBORS = 20``): for a post
-``(u, r)`` the candidate neighbours are the other users with a training post of ``r``; each
-gets the cosine similarity of its and ``u``'s tag-count profiles (all training assignments);
-the 20 most similar add their similarity to every tag of their post of ``r``. When no other
-user has tagged ``r``, every training user (``u`` included) is a candidate and contributes the
-tags of its last training post (TagRec's ``Bookmark.getBookmark`` falls back to the user's last
-bookmark).
+``processing/CFTagRecommender.java``; its Pipeline's ``cf`` runs it user-based only, 20
+neighbours, output ``usercf_5``: the ``5`` is a beta that this variant never reads, there is no
+resource part). For a test post ``(u, r)``:
 
-Deviations: ties between neighbours and between tags are broken by the lower code (TagRec's
-comparator: hash order); a neighbour with similarity 0 adds nothing, where TagRec lists its tags
-with score 0 after all others.
+1. Candidates: every other user with a training post of ``r``, in the order of the training
+   posts (by user, then time). When there is none, every training user, ``u`` included.
+2. Each candidate ``v`` gets the cosine of the users' tag-count profiles over all training
+   posts: the integer dot product over ``sqrt(|u|² · |v|²)`` (0 without a common tag).
+3. The candidates are sorted by similarity, equal ones the later in the candidate order first
+   (TagRec's comparator in a ``TreeMap`` never answers "equal": the later insertion goes
+   first), and the first 20 vote, similarity 0 included.
+4. A neighbour votes its similarity for every tag of its post of ``r``, or in the fallback
+   (no post of ``r``) of its last training post (``Bookmark.getBookmark``); the votes are
+   summed in neighbour order into a map whose insertion order is the first vote of each tag
+   (neighbour, then the post's tags in the line's order: by code in files tagtorch writes).
+   Tags with only zero votes are candidates with score 0.
+5. The tags are sorted by score, equal ones the later-inserted first (:meth:`UserCF.tie_order`);
+   the first 10 are the list.
+
+Deviations: none known on the ranked lists. A test user with no training post (TagRec then
+skips the similarities and returns its candidates unsorted, all scored 0) gets cosines of 0
+here, which sorts the same candidates the other way round (the later one first).
 """
 
 from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.preprocessing import normalize
 
-from tagtorch.candidates.neighbours import incidence, top_per_row
+from tagtorch.candidates.neighbours import incidence
 from tagtorch.posts.base import PostRanker
 from tagtorch.posts.baselines import counts_by
-from tagtorch.posts.data import PostData, Posts, last_posts
+from tagtorch.posts.data import PostData, Posts
 
 __all__ = ["UserCF"]
+
+_CHUNK = 4096
+"""Test posts scored at once (bounds the fallback's ``[posts, users]`` similarities)."""
 
 
 class UserCF(PostRanker):
@@ -42,37 +55,90 @@ class UserCF(PostRanker):
         self.neighbours = neighbours
 
     def _fit(self, data: PostData) -> None:
-        """The users' unit-length tag profiles and the training posts by resource."""
+        """The users' tag counts, the training posts by resource, each user's first/last post."""
         train = data.train
+        self.n_tags_ = data.n_tags
         self.tags_ = incidence(train.tags, data.n_tags)
-        self.profiles_ = normalize(counts_by(train.users, data.n_users, self.tags_))
+        self.counts_ = counts_by(train.users, data.n_users, self.tags_)
+        self.squares_ = np.asarray(self.counts_.multiply(self.counts_).sum(1)).ravel()
         self.posts_of_ = sp.csr_matrix(
             (np.ones(len(train)), (train.resources, np.arange(len(train)))),
             shape=(data.n_resources, len(train)))
-        self.users_ = train.users
-        self.last_posts_ = np.flatnonzero(last_posts(train))
+        self.users_ = np.asarray(train.users, dtype=np.int64)
+        positions = np.arange(len(train), dtype=np.int64)
+        self.first_ = np.full(data.n_users, -1, dtype=np.int64)  # the candidate order
+        self.first_[self.users_[::-1]] = positions[::-1]
+        self.last_ = np.full(data.n_users, -1, dtype=np.int64)  # the fallback's post
+        self.last_[self.users_] = positions
+        active = np.flatnonzero(self.first_ >= 0)
+        self.pool_ = active[np.argsort(-self.first_[active])[:self.neighbours]]
 
-    def _votes(self, posts: Posts) -> sp.csr_matrix:
-        """``[Q, P_train]`` each candidate neighbour post's similarity (before the top 20)."""
+    def _cosines(self, users: np.ndarray, others: np.ndarray) -> np.ndarray:
+        """``[n]`` TagRec's cosine of each pair's tag counts (``Utilities.getCosineSim``)."""
+        dots = np.asarray(self.counts_[users].multiply(self.counts_[others]).sum(1)).ravel()
+        norms = np.sqrt(self.squares_[users] * self.squares_[others])
+        return np.divide(dots, norms, out=np.zeros_like(dots), where=(dots > 0) & (norms > 0))
+
+    def _candidates(self, posts: Posts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(rows, users, posts)`` each post's candidate neighbours and the post that votes."""
         pairs = self.posts_of_[posts.resources].tocoo()
         other = self.users_[pairs.col] != posts.users[pairs.row]
-        rows, cols = pairs.row[other], pairs.col[other]
-        sims = np.asarray(self.profiles_[posts.users[rows]].multiply(
-            self.profiles_[self.users_[cols]]).sum(1)).ravel()
-        votes = sp.csr_matrix((sims, (rows, cols)), shape=(len(posts), len(self.users_)))
+        rows, voting = pairs.row[other].astype(np.int64), pairs.col[other].astype(np.int64)
         lonely = np.flatnonzero(np.bincount(rows, minlength=len(posts)) == 0)
-        if len(lonely):  # nobody else tagged r: every user's last post
-            last_users = self.users_[self.last_posts_]
-            sims = (self.profiles_[posts.users[lonely]] @ self.profiles_[last_users].T).toarray()
-            fallback = sp.csr_matrix(sims)
-            fallback = sp.csr_matrix((fallback.data, self.last_posts_[fallback.indices],
-                                      fallback.indptr), shape=(len(lonely), len(self.users_)))
-            rows_of = sp.csr_matrix((np.ones(len(lonely)), (lonely, np.arange(len(lonely)))),
-                                    shape=(len(posts), len(lonely)))
-            votes = votes + rows_of @ fallback
-        votes.eliminate_zeros()
-        return votes
+        if len(lonely):  # nobody else tagged r: every user (u too) with its last post
+            shared = (self.counts_[posts.users[lonely]] @ self.counts_.T).tocoo()
+            pool = np.tile(self.pool_, len(lonely))  # the last users fill in zero cosines
+            keys = np.unique(np.concatenate([
+                lonely[shared.row] * np.int64(len(self.first_)) + shared.col,
+                np.repeat(lonely, len(self.pool_)) * np.int64(len(self.first_)) + pool]))
+            fallback_rows, fallback_users = keys // len(self.first_), keys % len(self.first_)
+            rows = np.concatenate([rows, fallback_rows])
+            voting = np.concatenate([voting, self.last_[fallback_users]])
+        return rows, self.users_[voting], voting
+
+    def _neighbours(self, posts: Posts) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(rows, ranks, sims, posts)`` the voting neighbours, by post, then rank."""
+        rows, users, voting = self._candidates(posts)
+        sims = self._cosines(posts.users[rows], users)
+        order = np.lexsort((-self.first_[users], -sims, rows))  # equal: the later user first
+        rows, sims, voting = rows[order], sims[order], voting[order]
+        starts = np.searchsorted(rows, rows)  # rows sorted: where each post's run starts
+        ranks = np.arange(len(rows)) - starts
+        keep = ranks < self.neighbours
+        return rows[keep], ranks[keep], sims[keep], voting[keep]
+
+    def _votes(self, posts: Posts) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+        """``([Q, W] summed votes, [Q, W] insertion places)`` TagRec's result map per post."""
+        rows, ranks, sims, voting = self._neighbours(posts)
+        tags = self.tags_[voting]
+        per = np.diff(tags.indptr)
+        entry_rows = np.repeat(rows, per)
+        place = np.repeat(ranks * np.int64(self.tags_.shape[1] + 1), per) + (
+            np.arange(len(tags.indices)) - np.repeat(tags.indptr[:-1], per))
+        flat = entry_rows * np.int64(self.n_tags_) + tags.indices
+        cells, first, inverse = np.unique(flat, return_index=True, return_inverse=True)
+        sums = np.zeros(len(cells))
+        np.add.at(sums, inverse, np.repeat(sims, per))  # in neighbour order, as TagRec adds
+        index = (cells // self.n_tags_, cells % self.n_tags_)
+        shape = (len(posts), self.n_tags_)
+        return (sp.csr_matrix((sums, index), shape=shape),
+                sp.csr_matrix((place[first] + 1, index), shape=shape, dtype=np.int64))
+
+    def _chunks(self, posts: Posts, part: int) -> sp.csr_matrix:
+        """Part ``part`` of :meth:`_votes`, posts taken in chunks of ``_CHUNK``."""
+        blocks = [self._votes(posts.take(np.arange(start, min(start + _CHUNK, len(posts)))))[part]
+                  for start in range(0, len(posts), _CHUNK)]
+        if not blocks:
+            return sp.csr_matrix((0, self.n_tags_))
+        return sp.vstack(blocks, format="csr")
 
     def score(self, posts: Posts) -> sp.csr_matrix:
-        """``[Q, W]`` the summed similarities of the top neighbours that used each tag."""
-        return (top_per_row(self._votes(posts), self.neighbours) @ self.tags_).tocsr()
+        """``[Q, W]`` the summed similarities of the top neighbours that used each tag.
+
+        Every tag of a voting neighbour is stored, with 0 when its votes are all 0.
+        """
+        return self._chunks(posts, 0)
+
+    def tie_order(self, posts: Posts) -> sp.csr_matrix:
+        """``[Q, W]`` each candidate's place in TagRec's result map: the later first on ties."""
+        return self._chunks(posts, 1)

@@ -8,7 +8,7 @@ recency ``ln(n + 1 − f) · ln(n + 1 − l)^(−ln(n + 1 − f))``; ``girp`` sc
 relative frequency among the user's assignments times that recency, ``girptm`` adds the
 resource's relative tag frequency (unweighted, as TagRec does). The positions count the user's
 training posts, not the test post's time: TagRec's recency does not depend on when the test
-post was made. Ties are broken by the lower tag code (TagRec's comparator: hash order).
+post was made. Ties as TagRec's (:func:`~tagtorch.posts.baselines.tagrec_ties`).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from sklearn.preprocessing import normalize
 
 from tagtorch.candidates.neighbours import incidence
 from tagtorch.posts.base import PostRanker
-from tagtorch.posts.baselines import counts_by
-from tagtorch.posts.data import PostData, Posts, user_tag_reduce
+from tagtorch.posts.baselines import counts_by, tagrec_ties
+from tagtorch.posts.data import PostData, Posts, first_use, user_tag_reduce
 
 __all__ = ["Girp"]
 
@@ -54,6 +54,9 @@ class Girp(PostRanker):
                                    shape=(data.n_users, data.n_tags))
         self.resource_ = normalize(counts_by(train.resources, data.n_resources,
                                              incidence(train.tags, data.n_tags)), norm="l1")
+        self.user_first_ = first_use(train, train.users, data.n_users, data.n_tags)
+        self.resource_first_ = first_use(train, train.resources, data.n_resources,
+                                         data.n_tags)
 
     def score(self, posts: Posts) -> sp.csr_matrix:
         """``[Q, W]`` the user's GIRP scores (plus the resource's frequencies for GIRPTM)."""
@@ -61,3 +64,8 @@ class Girp(PostRanker):
         if self.resource:
             scores = scores + self.resource_[posts.resources]
         return scores.tocsr()
+
+    def tie_order(self, posts: Posts) -> sp.csr_matrix:
+        """TagRec's order of equal scores (:func:`~tagtorch.posts.baselines.tagrec_ties`)."""
+        return tagrec_ties(posts, self.user_first_,
+                           self.resource_first_ if self.resource else None)
