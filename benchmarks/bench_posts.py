@@ -26,7 +26,6 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from tagtorch.api import compose, load
-from tagtorch.posts.base import recommend
 from tagtorch.posts.data import personalized_split
 from tagtorch.posts.metrics import mean_metrics, post_metrics
 
@@ -72,12 +71,13 @@ def _bench(name: str, args: argparse.Namespace, scratch: Path) -> None:
         method = build(label, scratch, **settings)  # composed before the clock starts
         start = time.perf_counter()
         method.fit(data)
-        ranked = recommend(method.score(data.test), 10)
+        ranked = method.top_tags(data.test, 10)
         seconds = time.perf_counter() - start
         m = mean_metrics(post_metrics(ranked, data.test.tags, [5, 10]))
         print(f"{name:<10} {label:<7} {1000 * seconds / len(data.test):>10.3f} "
-              f"{m['recall@5']:>7.4f} {m['precision@5']:>7.4f} {m['f1@5']:>7.4f} "
-              f"{m['mrr@10']:>7.4f} {m['map@10']:>7.4f} {m['ndcg@10']:>8.4f}")
+              f"{m['tagrec_recall@5']:>7.4f} {m['tagrec_precision@5']:>7.4f} "
+              f"{m['tagrec_f1@5']:>7.4f} {m['tagrec_mrr@10']:>7.4f} {m['tagrec_map@10']:>7.4f} "
+              f"{m['tagrec_ndcg@10']:>8.4f}")
 
 
 if __name__ == "__main__":

@@ -23,11 +23,11 @@ from tagtorch.posts.metrics import mean_metrics, post_metrics
 
 
 def tagrec_prediction_data(real: list[int], predicted: list[int], k: int) -> dict[str, float]:
-    """TagRec's PredictionData for one post, transcribed: recall, precision, F, MRR, MAP."""
+    """TagRec's PredictionData for one post, transcribed: recall, precision, MRR, MAP, nDCG."""
     pred = predicted[:k]
     found = len([t for t in real if t in pred])
     recall = found / len(real) if real else 0.0
-    precision = found / len(pred) if pred else 0.0
+    precision = found / k if pred else 0.0  # getPrecision: "use this.k"
     mrr = (sum(1.0 / (pred.index(t) + 1) for t in real if t in pred) / len(real)
            if pred and real else 0.0)
     map_ = 0.0
@@ -36,7 +36,10 @@ def tagrec_prediction_data(real: list[int], predicted: list[int], k: int) -> dic
             p_i = len([t for t in real if t in pred[:i]]) / i
             map_ += p_i * (1.0 if pred[i - 1] in real else 0.0)
         map_ /= len(real)
-    return {"recall": recall, "precision": precision, "mrr": mrr, "map": map_}
+    idcg = sum(math.log(2) / math.log(i + 2) for i in range(len(real)))  # all of real, not k
+    dcg = sum(math.log(2) / math.log(i + 2) for i, t in enumerate(pred) if t in real)
+    return {"recall": recall, "precision": precision, "mrr": mrr, "map": map_,
+            "ndcg": dcg / idcg}
 
 
 def test_the_metrics_equal_tagrecs_own_definitions_list_by_list():
@@ -45,36 +48,45 @@ def test_the_metrics_equal_tagrecs_own_definitions_list_by_list():
     for _ in range(300):
         n = int(rng.integers(0, 11))
         lists.append([int(t) for t in rng.permutation(30)[:n]])
-        golds.append([int(t) for t in rng.permutation(30)[:int(rng.integers(1, 6))]])
+        golds.append([int(t) for t in rng.permutation(30)[:int(rng.integers(1, 13))]])
     rec = np.full((len(lists), 10), -1)
     for i, row in enumerate(lists):
         rec[i, :len(row)] = row
     values = post_metrics(rec, Ragged.from_lists([sorted(g) for g in golds]), [1, 3, 5, 10])
+    listed = [i for i, p in enumerate(lists) if p]  # MetricsCalculator: getPredictionCount
     for k in (1, 3, 5, 10):
         expected = [tagrec_prediction_data(g, p, k) for g, p in zip(golds, lists, strict=True)]
-        for name in ("recall", "precision", "mrr", "map"):
-            np.testing.assert_allclose(values[f"{name}@{k}"], [e[name] for e in expected],
-                                       rtol=1e-12, atol=1e-12)
+        for name in ("recall", "precision", "mrr", "map", "ndcg"):
+            np.testing.assert_allclose(values[f"tagrec_{name}@{k}"][listed],
+                                       [expected[i][name] for i in listed], rtol=1e-12,
+                                       atol=1e-12)
+            assert np.isnan(np.delete(values[f"tagrec_{name}@{k}"], listed)).all()
         means = mean_metrics(values)
-        r = np.mean([e["recall"] for e in expected])
-        p = np.mean([e["precision"] for e in expected])
-        assert means[f"f1@{k}"] == pytest.approx(2 * r * p / (r + p))  # writeAverageMetrics
+        r = np.mean([expected[i]["recall"] for i in listed])
+        p = np.mean([expected[i]["precision"] for i in listed])
+        assert means[f"tagrec_recall@{k}"] == pytest.approx(r)  # over the posts with a list
+        assert means[f"tagrec_f1@{k}"] == pytest.approx(2 * r * p / (r + p))
+    assert means["coverage"] == pytest.approx(len(listed) / len(lists))
 
 
 def test_precision_over_k_is_the_named_option_and_ir_metrics_match_references():
     rec = np.array([[3, 8, -1, -1, -1], [1, 2, 3, 4, 5]])
     gold = Ragged.from_lists([[3], [5, 9]])
     tagrec = post_metrics(rec, gold, [5])
-    over_k = post_metrics(rec, gold, [5], precision_divisor="k")
-    assert tagrec["precision@5"].tolist() == [0.5, 0.2]  # found / list length
-    assert over_k["precision@5"].tolist() == [0.2, 0.2]  # found / k
-    assert tagrec["rr@5"].tolist() == [1.0, 0.2]
+    by_list = post_metrics(rec, gold, [5], precision_divisor="list")
+    assert tagrec["tagrec_precision@5"].tolist() == [0.2, 0.2]  # found / k (TagRec's code)
+    assert by_list["tagrec_precision@5"].tolist() == [0.5, 0.2]  # found / list length
+    assert tagrec["p@5"].tolist() == [0.2, 0.2]
+    assert tagrec["mrr@5"].tolist() == [1.0, 0.2]  # the first hit
+    assert tagrec["tagrec_mrr@5"].tolist() == [1.0, 0.1]  # TagRec: Σ 1/rank over gold / |G|
     for row in range(2):  # binary relevance over the listed tags and the unlisted gold
         listed = [t for t in rec[row] if t >= 0]
         universe = sorted(set(listed) | set(gold[row].tolist()))
         truth = [[1.0 if t in gold[row] else 0.0 for t in universe]]
         scores = [[len(universe) - listed.index(t) if t in listed else 0.0 for t in universe]]
         assert tagrec["ndcg@5"][row] == pytest.approx(ndcg_score(truth, scores, k=5))
+        assert tagrec["r@5"][row] == pytest.approx(len(set(listed) & set(gold[row].tolist()))
+                                                   / len(gold[row]))
     with pytest.raises(ValueError, match="precision_divisor"):
         post_metrics(rec, gold, [5], precision_divisor="n")
 

@@ -260,15 +260,17 @@ def test_the_posts_task_runs_the_real_way_and_writes_targets(tmp_path):
         "task=posts", "model=[mp_ur,bll_c,girptm]", "text=none", "logger=none",
         "data.n_objects=300", "task.seeds=[0,1]", "task.split=random", "task.p=2",
         "+task.targets={method: bll_c, baselines: [mp_ur, girptm, folkrank], "
-        "measures: [mrr@10, f1@5]}"])
+        "measures: [mrr@10, tagrec_f1@5]}"])
     result = run_task(cfg)
     out = Path(cfg.paths.output_dir)
     results = pd.read_csv(out / "results.csv")
     assert set(results["fold"]) == {0, 1}
-    assert {"f1@5", "mrr@10", "rr@10", "ndcg@10", "map@3"} <= set(results["metric"])
+    assert {"tagrec_f1@5", "tagrec_mrr@10", "tagrec_ndcg@3", "coverage", "mrr@10", "ndcg@10",
+            "map@3", "p@5", "s@1"} <= set(results["metric"])
     targets = pd.read_csv(out / "targets.csv")
     assert targets[["baseline", "metric"]].values.tolist() == [
-        ["mp_ur", "mrr@10"], ["mp_ur", "f1@5"], ["girptm", "mrr@10"], ["girptm", "f1@5"]]
+        ["mp_ur", "mrr@10"], ["mp_ur", "tagrec_f1@5"], ["girptm", "mrr@10"],
+        ["girptm", "tagrec_f1@5"]]
     mine = results[(results.method == "bll_c") & (results.metric == "mrr@10")]["value"].mean()
     assert targets["value"].iloc[0] == pytest.approx(mine)  # (seed, post) pairs, equal seeds
     assert (out / "run.bll_c.trec").exists() and "Targets" in result.report

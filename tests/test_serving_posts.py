@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import math
 import shutil
-from collections import Counter
 
 import numpy as np
 import pytest
@@ -22,6 +21,7 @@ from tagtorch.data.splits import p_core
 from tagtorch.data.synthetic import generate_folksonomy
 from tagtorch.data.text import TextProcessor
 from tagtorch.posts.baselines import MostPopularUserResource
+from tagtorch.posts.data import posts_of
 from tagtorch.recommend import main as recommend_main
 from tagtorch.serving import PostRecommender, Recommender
 from tagtorch.storage import UnreadableFileError
@@ -40,19 +40,32 @@ def fitted(tmp_path_factory):
 
 def by_hand(folksonomy, user: str | None, resource: str | None, k: int
             ) -> list[tuple[str, float]]:
-    """MP_u,r (β = 0.5) of the raw ids from the core's assignments, ties by tag code."""
+    """TagRec's MP_u,r (β = 0.5) of the raw ids from the core's posts, in plain Python.
+
+    The user's raw tag counts plus 0.5 · the softmax of the resource's; equal scores in
+    TagRec's order: its map holds the user's tags by first use, then the resource's others by
+    theirs (posts by user, then time, then resource; a post's tags by code), and the later
+    insertion comes first.
+    """
     core = p_core(folksonomy, P)
-    a = core.assignments
+    posts = posts_of(core)
     users, objects = core.users.astype(str), core.objects.astype(str)
-    scores: Counter[int] = Counter()
-    for column, names, wanted in (("user", users, user), ("object", objects, resource)):
-        counts = Counter(a.loc[names[a[column].to_numpy()] == wanted, "tag"].tolist())
-        if counts:
-            top = max(counts.values())
-            total = sum(math.exp(c - top) for c in counts.values())
-            for tag, c in counts.items():
-                scores[tag] += 0.5 * math.exp(c - top) / total
-    ranked = sorted(scores.items(), key=lambda pair: (-pair[1], pair[0]))[:k]
+    by_user: dict[int, int] = {}
+    by_resource: dict[int, int] = {}  # dicts keep the order of first use
+    for i in range(len(posts)):
+        for tag in posts.tags[i].tolist():
+            if users[posts.users[i]] == user:
+                by_user[tag] = by_user.get(tag, 0) + 1
+            if objects[posts.resources[i]] == resource:
+                by_resource[tag] = by_resource.get(tag, 0) + 1
+    scores = {tag: float(c) for tag, c in by_user.items()}
+    if by_resource:
+        top = max(by_resource.values())
+        total = sum(math.exp(c - top) for c in by_resource.values())
+        for tag, c in by_resource.items():
+            scores[tag] = scores.get(tag, 0.0) + 0.5 * math.exp(c - top) / total
+    place = {tag: i for i, tag in enumerate(scores)}  # insertion order
+    ranked = sorted(scores.items(), key=lambda pair: (-pair[1], -place[pair[0]]))[:k]
     return [(str(core.tags[t]), s) for t, s in ranked]
 
 

@@ -4,9 +4,12 @@ For each seed the folksonomy's p-core is split into training and test posts as T
 (:func:`~tagtorch.posts.data.personalized_split`: each user's last post held out by default; a
 time split, a random one, or a given ``_train``/``_test`` pair); every configured post ranker
 (:class:`~tagtorch.posts.base.PostRanker`) learns from the training posts and recommends its
-``depth`` best tags for every test post at once. Metrics per test post, in TagRec's definitions
-and the IR ones (:mod:`tagtorch.posts.metrics`): ``recall@k``, ``precision@k``, ``mrr@k``,
-``map@k``, ``ndcg@k``, ``rr@k``; ``f1@k`` of the means per seed (TagRec's F1). A split that
+``depth`` best tags for every test post at once. Metrics per test post (:mod:`tagtorch.posts.
+metrics`): TagRec's, named apart and reported first (``tagrec_recall@k``,
+``tagrec_precision@k``, ``tagrec_mrr@k``, ``tagrec_map@k``, ``tagrec_ndcg@k``, averaged as
+TagRec does over the posts with a list; ``tagrec_f1@k`` of the means per seed), TagRec's
+``coverage``, then tagtorch's standard ``p@k``, ``r@k``, ``s@k``, ``ndcg@k``, ``mrr@k`` (first
+hit) and ``map@k`` over all posts, as every task reports them. A split that
 does not depend on the seed (leave-last, given) is made once, and a method without a ``seed``
 setting on such a split is fitted once and its outcome stands for every seed.
 
@@ -16,8 +19,10 @@ write_run`: ``results.csv``, ``per_object.csv.gz`` (per test post, ``object`` = 
 means over the seeds, ``qrels.trec`` and a run file per method of the first seed) and, when
 ``targets`` names a method, ``targets.csv``: that method against each named baseline on each
 target metric, Holm-corrected over all of them — a paired t-test over the posts for a mean
-metric (``mrr@10``), and for ``f1@k``, which is not a mean over posts, a paired randomization
-test of the F1 of the means (:func:`~tagtorch.posts.metrics.f1_randomization_p_value`).
+metric (``mrr@10``, ``tagrec_mrr@10``: over the posts both lists cover), and for
+``tagrec_f1@k``, which is not a mean over posts, a paired randomization test of the F1 of the
+means (:func:`~tagtorch.posts.metrics.f1_randomization_p_value`; a post without a list counts
+0 there, where TagRec's mean leaves it out: the same when both methods cover every post).
 """
 
 from __future__ import annotations
@@ -49,7 +54,6 @@ from tagtorch.evaluation.runs import (
 from tagtorch.evaluation.stats import paired_test
 from tagtorch.evaluation.trec import qrels_lines, ranked_lines, run_file_names
 from tagtorch.posts.base import PostRanker
-from tagtorch.posts.base import recommend
 from tagtorch.posts.data import SPLITS, PostData, personalized_split
 from tagtorch.posts.metrics import f1_randomization_p_value, mean_metrics, post_metrics
 from tagtorch.settings import ModelTask, SignatureSettings
@@ -70,7 +74,8 @@ class PersonalizedTagTask(SignatureSettings):
         test_fraction: the share of test posts of ``global_time`` and ``random``.
         ks: the cut-offs of every metric.
         depth: how many tags each method recommends (TagRec: 10; at least ``max(ks)``).
-        precision_divisor: ``list`` (TagRec's code: the list's length) or ``k``.
+        precision_divisor: ``k`` (TagRec's code: hits / k) or ``list`` (hits / the list's
+            length) for ``tagrec_precision@k``.
         trec: write ``qrels.trec`` and the run files (the first seed).
         resume: reuse the finished (seed, method) outcomes in ``pieces/`` of the output folder.
         significance: the report's paired tests (:class:`~tagtorch.evaluation.report.
@@ -93,7 +98,7 @@ class PersonalizedTagTask(SignatureSettings):
     def __init__(self, seeds: Sequence[int] = (0, 1, 2, 3, 4), p: int = 3,
                  split: str = "leave_last", test_fraction: float = 0.2,
                  ks: Sequence[int] = (1, 3, 5, 10), depth: int = 10,
-                 precision_divisor: str = "list", trec: bool = True, resume: bool = False,
+                 precision_divisor: str = "k", trec: bool = True, resume: bool = False,
                  significance: Mapping[str, Any] | None = None,
                  targets: Mapping[str, Any] | None = None) -> None:
         if not seeds:
@@ -137,9 +142,13 @@ class PersonalizedTagTask(SignatureSettings):
         """The run folder: results, report (with the targets' tests), TREC files."""
         whole = MethodOutcome.merge([done[seed, name] for seed in self.seeds for name in models])
         results, per_object = whole.frames()
-        notes = [f"Split: {self.split} on the {self.p}-core; precision divides by "
-                 f"{'the list length (TagRec)' if self.precision_divisor == 'list' else 'k'}; "
-                 "f1@k is TagRec's, of the mean recall and precision."]
+        notes = [f"Split: {self.split} on the {self.p}-core. tagrec_* are TagRec's metrics "
+                 "(its formulas, averaged over the posts with a list; tagrec_mrr sums 1/rank "
+                 "over the found gold tags / |G|; tagrec_f1@k of the mean recall and "
+                 "precision; tagrec_precision divides by "
+                 f"{'the list length' if self.precision_divisor == 'list' else 'k'}); "
+                 "coverage: the share of posts with a list; p, r, s, ndcg, mrr (first hit) "
+                 "and map are tagtorch's standard metrics over all posts."]
         if self.targets:
             tests = target_tests(per_object, **self.targets, average_folds=self._fixed_split)
             with atomic_write(output_dir / "targets.csv") as partial:
@@ -151,7 +160,7 @@ class PersonalizedTagTask(SignatureSettings):
                 if self.trec else None)
         report = write_run(output_dir, results, per_object, title=(
             f"Personalized tag recommendation on {folksonomy.name} ({len(self.seeds)} seeds)"),
-            plot_metric=f"mrr@{max(self.ks)}", qrels=qrels, runs=runs, notes=notes,
+            plot_metric=f"tagrec_mrr@{max(self.ks)}", qrels=qrels, runs=runs, notes=notes,
             average_folds=self._fixed_split, significance=self.significance)
         pieces.clear()
         return EvaluationResult(results, per_object, report, output_dir)
@@ -181,7 +190,7 @@ class PersonalizedTagTask(SignatureSettings):
         seconds = time.perf_counter() - start
         values = post_metrics(ranked, data.test.tags, self.ks, self.precision_divisor)
         means = mean_metrics(values)
-        extra = {f"f1@{k}": means[f"f1@{k}"] for k in self.ks}
+        extra = {f"tagrec_f1@{k}": means[f"tagrec_f1@{k}"] for k in self.ks}
         extra.update(fit_seconds=fit_seconds, ms_model=1000 * seconds / max(len(data.test), 1))
         ids = self._ids(data)
         lines = (ranked_lines(ids, ranked, ranked >= 0, name, self.depth)
@@ -189,9 +198,10 @@ class PersonalizedTagTask(SignatureSettings):
         outcome = MethodOutcome.from_values(
             name, seed, np.asarray(ids), {k: torch.from_numpy(v) for k, v in values.items()},
             extra=extra, run_lines=lines)
-        log.info("seed %d, %s: mrr@%d %.4f, f1@%d %.4f (fit %.1f s, %.2f ms per post)", seed,
-                 name, max(self.ks), means[f"mrr@{max(self.ks)}"], max(self.ks),
-                 means[f"f1@{max(self.ks)}"], fit_seconds, extra["ms_model"])
+        log.info("seed %d, %s: tagrec_mrr@%d %.4f, tagrec_f1@%d %.4f (fit %.1f s, %.2f ms per "
+                 "post)", seed, name, max(self.ks), means[f"tagrec_mrr@{max(self.ks)}"],
+                 max(self.ks), means[f"tagrec_f1@{max(self.ks)}"], fit_seconds,
+                 extra["ms_model"])
         return outcome
 
     def _piece_keys(self, folksonomy: Folksonomy, models: Mapping[str, Any]) -> dict[str, str]:
@@ -212,7 +222,8 @@ def _relabelled(outcome: MethodOutcome, seed: int) -> MethodOutcome:
 
 
 def target_tests(per_object: pd.DataFrame, method: str, baselines: Sequence[str],
-                 measures: Sequence[str] = ("mrr@10", "f1@5"), average_folds: bool = True,
+                 measures: Sequence[str] = ("tagrec_mrr@10", "mrr@10", "tagrec_f1@5"),
+                 average_folds: bool = True,
                  n_resamples: int = 10_000, seed: int = 0) -> pd.DataFrame:
     """``method`` against each baseline on each metric, paired by post.
 
@@ -220,8 +231,9 @@ def target_tests(per_object: pd.DataFrame, method: str, baselines: Sequence[str]
         per_object: the run's per-post values (``method, fold, object, metric, value``).
         method: the method under test.
         baselines: the methods it must beat (those absent from the run are skipped).
-        measures: mean metrics (a paired t-test) or ``f1@k`` (the randomization test of the
-            F1 of the means, from ``recall@k`` and ``precision@k``).
+        measures: mean metrics (a paired t-test over the posts where both are defined) or
+            ``tagrec_f1@k`` (the randomization test of the F1 of the means, from
+            ``tagrec_recall@k`` and ``tagrec_precision@k``, a post without a list as 0).
         average_folds: pair each post's mean over the seeds (a split that is the same on
             every seed); False: pair each (seed, post) (random splits).
         n_resamples: draws of the randomization test.
@@ -237,16 +249,20 @@ def target_tests(per_object: pd.DataFrame, method: str, baselines: Sequence[str]
     present = set(per_object["method"])
     for baseline in [b for b in baselines if b in present]:
         for metric in measures:
-            if metric.startswith("f1@"):
+            if metric.startswith("tagrec_f1@"):
                 k = metric.split("@")[1]
-                pair = [(wide[m, f"recall@{k}"].to_numpy(), wide[m, f"precision@{k}"].to_numpy())
+                pair = [(np.nan_to_num(wide[m, f"tagrec_recall@{k}"].to_numpy()),
+                         np.nan_to_num(wide[m, f"tagrec_precision@{k}"].to_numpy()))
                         for m in (method, baseline)]
-                f1 = [mean_metrics({"recall@k": r, "precision@k": p})["f1@k"] for r, p in pair]
+                f1 = [mean_metrics({"tagrec_recall@k": r, "tagrec_precision@k": p}
+                                   )["tagrec_f1@k"] for r, p in pair]
                 p_value = f1_randomization_p_value((pair[0][0], pair[1][0]),
                                                    (pair[0][1], pair[1][1]), n_resamples, seed)
                 a, b, test = f1[0], f1[1], "randomization (F1 of means)"
             else:
                 x, y = wide[method, metric].to_numpy(), wide[baseline, metric].to_numpy()
+                both = np.isfinite(x) & np.isfinite(y)
+                x, y = x[both], y[both]
                 a, b, test = float(x.mean()), float(y.mean()), "paired t-test"
                 p_value = paired_test(x, y).p_value
             rows.append({"method": method, "baseline": baseline, "metric": metric, "value": a,

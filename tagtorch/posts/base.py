@@ -47,7 +47,9 @@ def value_at(scores: PostScores, rows: np.ndarray, cols: np.ndarray) -> np.ndarr
     if isinstance(scores, np.ndarray):
         values = scores[rows, cols]
         return np.where(np.isfinite(values), values, 0.0)
-    return np.asarray(scores[rows, cols]).ravel()
+    if not len(rows):  # scipy returns an empty matrix, not an empty array
+        return np.zeros(0)
+    return np.asarray(scores[rows, cols], dtype=np.float64).ravel()
 
 
 def recommend(scores: PostScores, k: int = 10, ties: PostScores | None = None) -> np.ndarray:

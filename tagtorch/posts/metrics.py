@@ -1,23 +1,27 @@
-"""The metrics of personalized tag recommendation: TagRec's definitions and the IR ones.
+"""The metrics of personalized tag recommendation: TagRec's (named apart) and the standard ones.
 
 TagRec (github.com/learning-layers/TagRec, ``common/PredictionData.java`` and
 ``processing/MetricsCalculator.java``) scores each test post's list cut at ``k`` against the
-post's tags (the gold ``G``), with ``found`` the gold tags in the cut list and ``n`` its length
-(at most ``k``; a method may recommend fewer):
+post's tags (the gold ``G``), with ``found`` the gold tags in the cut list:
 
-- ``recall@k`` = found / |G|;
-- ``precision@k`` = found / n — TagRec's published code divides by the list's length, not by
-  ``k`` (the padding to ``k`` is commented out there); ``precision_divisor="k"`` gives
-  found / k instead;
-- ``mrr@k`` = Σ over the found gold tags of 1 / rank, divided by |G|;
-- ``map@k`` = Σ_i P@i · rel(i) over the list's positions, divided by |G| (P@i = hits in the
-  first ``i`` / ``i``);
-- every value is 0 for a post with an empty list; the means are over *all* test posts, and
-  ``f1@k`` = 2 R P / (R + P) of the means R and P (``writeAverageMetrics``).
+- ``tagrec_recall@k`` = found / |G|;
+- ``tagrec_precision@k`` = found / k (TagRec's code; ``precision_divisor="list"`` divides by
+  the cut list's length instead, which inflates methods whose lists can be short);
+- ``tagrec_mrr@k`` = Σ over the found gold tags of 1 / rank, divided by |G| (not the first
+  hit's reciprocal rank: that is ``mrr@k``);
+- ``tagrec_map@k`` = Σ_i P@i · rel(i) over the list's positions, divided by |G| (``map@k``
+  divides by ``min(k, |G|)``);
+- ``tagrec_ndcg@k``: binary gains, ``1 / log2(rank + 1)``, the ideal DCG of all |G| gold tags
+  even when |G| > k (``ndcg@k``: of ``min(|G|, k)``);
+- ``tagrec_f1@k`` = 2 R P / (R + P) of the *means* R and P (``writeAverageMetrics``);
+- TagRec averages over the posts that have a list (``getPredictionCount``): a post without a
+  recommendation is NaN here, left out of the mean as TagRec leaves it out, and ``coverage``
+  (1 for a post with a list, else 0) is TagRec's user coverage.
 
-Beside them the IR versions, averaged over all test posts too: ``ndcg@k`` (binary gains,
-log2 discounts, the ideal DCG of ``min(|G|, k)`` hits) and ``rr@k``, the reciprocal rank of the
-first hit in the top ``k`` (0 without one).
+Beside them tagtorch's standard metrics, one grammar and one implementation for every task
+(:func:`tagtorch.metrics.functional.ranking_metrics`), averaged over *all* test posts (an
+empty list scores 0): ``p@k``, ``r@k``, ``s@k``, ``ndcg@k``, ``mrr@k`` (first hit) and
+``map@k``.
 """
 
 from __future__ import annotations
@@ -25,82 +29,116 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import torch
 
 from tagtorch.data.ragged import Ragged
+from tagtorch.metrics.functional import ranking_metrics
 
-__all__ = ["TAGREC_METRICS", "mean_metrics", "post_metrics"]
+__all__ = ["TAGREC_METRICS", "f1_randomization_p_value", "mean_metrics", "post_metrics"]
 
-TAGREC_METRICS = ("recall", "precision", "f1", "mrr", "map")
-"""TagRec's metric names (``f1`` is computed from the means)."""
+TAGREC_METRICS = ("tagrec_recall", "tagrec_precision", "tagrec_f1", "tagrec_mrr", "tagrec_map",
+                  "tagrec_ndcg")
+"""TagRec's metric families, in the column order of its metric files (``tagrec_f1`` is
+computed from the means)."""
+
+
+def _hits(recommended: np.ndarray, gold: Ragged) -> np.ndarray:
+    """``[Q, K]`` bool: each listed tag is one of its post's gold tags."""
+    n_posts = recommended.shape[0]
+    n_tags = int(max(recommended.max(initial=0), gold.values.max(initial=0))) + 1
+    gold_keys = gold.row_ids.astype(np.int64) * n_tags + gold.values
+    return (recommended >= 0) & np.isin(np.arange(n_posts)[:, None] * n_tags + recommended,
+                                        gold_keys)
+
+
+def _tagrec_values(hits: np.ndarray, listed: np.ndarray, sizes: np.ndarray, k: int,
+                   precision_divisor: str) -> dict[str, np.ndarray]:
+    """TagRec's per-post values at ``k`` (module docstring), NaN for a post without a list."""
+    rank = np.arange(1, k + 1)
+    cut = hits[:, :k]
+    found = cut.sum(1).astype(np.float64)
+    n = np.minimum(listed, k) if precision_divisor == "list" else np.full(len(hits), k)
+    precision_at = np.cumsum(cut, 1) / rank
+    discount = 1.0 / np.log2(rank + 1)
+    ideal = np.cumsum(1.0 / np.log2(np.arange(1, int(sizes.max(initial=1)) + 2) + 1))
+    values = {"tagrec_recall": found / sizes, "tagrec_precision": found / np.maximum(n, 1),
+              "tagrec_mrr": (cut / rank).sum(1) / sizes,
+              "tagrec_map": (precision_at * cut).sum(1) / sizes,
+              "tagrec_ndcg": (cut * discount).sum(1) / ideal[sizes.astype(np.int64) - 1]}
+    skipped = (listed == 0) | (sizes == 0)
+    return {f"{name}@{k}": np.where(skipped, np.nan, v) for name, v in values.items()}
 
 
 def post_metrics(recommended: np.ndarray, gold: Ragged, ks: Sequence[int],
-                 precision_divisor: str = "list") -> dict[str, np.ndarray]:
-    """Per test post: ``recall@k``, ``precision@k``, ``mrr@k``, ``map@k``, ``ndcg@k``, ``rr@k``.
+                 precision_divisor: str = "k") -> dict[str, np.ndarray]:
+    """Per test post: TagRec's metrics and the standard ones at each ``k`` (module docstring).
 
     Args:
         recommended: ``[Q, K]`` tag codes in rank order, ``-1`` after a shorter list.
         gold: ragged ``[Q]`` each post's tags (distinct).
         ks: the cut-offs (each ``1 <= k <= K``).
-        precision_divisor: ``"list"`` (TagRec: the cut list's length) or ``"k"``.
+        precision_divisor: ``"k"`` (TagRec: hits / k) or ``"list"`` (hits / the cut list's
+            length).
 
     Returns:
-        Metric name -> ``[Q]`` float64 values.
+        Metric name -> ``[Q]`` float64 values: ``tagrec_*@k`` (NaN for a post without a list),
+        ``coverage``, then ``p@k``, ``r@k``, ``s@k``, ``ndcg@k``, ``mrr@k``, ``map@k``.
 
     Example:
-        >>> rec = np.array([[4, 1, 7], [2, -1, -1]])
-        >>> gold = Ragged.from_lists([[1, 7, 9], [2]])
+        >>> rec = np.array([[4, 1, 7], [2, -1, -1], [-1, -1, -1]])
+        >>> gold = Ragged.from_lists([[1, 7, 9], [2], [3]])
         >>> m = post_metrics(rec, gold, [3])
-        >>> [round(float(v), 4) for v in (m["recall@3"][0], m["precision@3"][0],
-        ...  m["mrr@3"][0], m["map@3"][0])], float(m["precision@3"][1])
-        ([0.6667, 0.6667, 0.2778, 0.3889], 1.0)
+        >>> [round(float(m[f"tagrec_{n}@3"][0]), 4) for n in ("recall", "precision", "mrr",
+        ...                                                    "map")]
+        [0.6667, 0.6667, 0.2778, 0.3889]
+        >>> float(m["tagrec_precision@3"][1]), float(m["p@3"][1]), float(m["mrr@3"][0])
+        (0.3333333333333333, 0.3333333333333333, 0.5)
+        >>> bool(np.isnan(m["tagrec_recall@3"][2])), float(m["r@3"][2]), m["coverage"].tolist()
+        (True, 0.0, [1.0, 1.0, 0.0])
     """
     if precision_divisor not in ("list", "k"):
-        raise ValueError(f"precision_divisor must be 'list' or 'k', got {precision_divisor!r}")
+        raise ValueError(f"precision_divisor must be 'k' or 'list', got {precision_divisor!r}")
     rec = np.asarray(recommended, dtype=np.int64)
     n_posts, width = rec.shape
     if len(gold) != n_posts or any(not 1 <= k <= width for k in ks):
         raise ValueError(f"{n_posts} lists of {width}: need as many gold rows and "
                          f"1 <= k <= {width}, got {len(gold)} rows and ks={list(ks)}")
-    n_tags = int(max(rec.max(initial=0), gold.values.max(initial=0))) + 1
-    gold_keys = gold.row_ids.astype(np.int64) * n_tags + gold.values
-    hits = (rec >= 0) & np.isin(np.arange(n_posts)[:, None] * n_tags + rec, gold_keys)
-    sizes = gold.lengths.astype(np.float64)
+    hits = _hits(rec, gold)
     listed = (rec >= 0).sum(1)
-    rank = np.arange(1, width + 1)
-    cumulative = np.cumsum(hits, 1)
+    sizes = gold.lengths.astype(np.float64)
     out: dict[str, np.ndarray] = {}
     with np.errstate(divide="ignore", invalid="ignore"):
         for k in ks:
-            found = cumulative[:, k - 1].astype(np.float64)
-            n = np.minimum(listed, k) if precision_divisor == "list" else np.full(n_posts, k)
-            out[f"recall@{k}"] = np.where(sizes > 0, found / sizes, 0.0)
-            out[f"precision@{k}"] = np.where(n > 0, found / n, 0.0)
-            out[f"mrr@{k}"] = np.where(sizes > 0, (hits[:, :k] / rank[:k]).sum(1) / sizes, 0.0)
-            precision_at = cumulative[:, :k] / rank[:k]
-            out[f"map@{k}"] = np.where(sizes > 0, (precision_at * hits[:, :k]).sum(1) / sizes,
-                                       0.0)
-            discount = 1.0 / np.log2(rank[:k] + 1)
-            ideal = np.cumsum(discount)[np.minimum(sizes.astype(np.int64), k) - 1]
-            out[f"ndcg@{k}"] = np.where(sizes > 0, (hits[:, :k] * discount).sum(1) / ideal, 0.0)
-            first = np.argmax(hits[:, :k], 1)
-            out[f"rr@{k}"] = np.where(hits[:, :k].any(1), 1.0 / (first + 1), 0.0)
+            out.update(_tagrec_values(hits, listed, sizes, k, precision_divisor))
+    out["coverage"] = (listed > 0).astype(np.float64)
+    mask = torch.from_numpy(rec >= 0)
+    scores = torch.arange(width, 0, -1, dtype=torch.float64).expand(n_posts, width)
+    standard = ranking_metrics(scores, torch.from_numpy(hits), mask,
+                               torch.from_numpy(gold.lengths.astype(np.int64)), ks=tuple(ks),
+                               metrics=("precision", "recall", "success", "ndcg",
+                                        *(f"{m}@{k}" for m in ("mrr", "map") for k in ks)),
+                               empty_target_action="neg")
+    out.update({name: value.numpy().astype(np.float64) for name, value in standard.items()})
     return out
 
 
 def mean_metrics(values: dict[str, np.ndarray]) -> dict[str, float]:
-    """The means over all test posts, and ``f1@k`` = 2 R P / (R + P) of the means.
+    """The means (NaN left out, as TagRec leaves out posts without a list), and ``tagrec_f1@k``.
+
+    ``tagrec_f1@k`` = 2 R P / (R + P) of the mean TagRec recall and precision.
 
     Example:
-        >>> mean_metrics({"recall@5": np.array([1.0, 0.0]), "precision@5": np.array([0.2, 0.0])})
-        {'recall@5': 0.5, 'precision@5': 0.1, 'f1@5': 0.16666666666666669}
+        >>> mean_metrics({"tagrec_recall@5": np.array([1.0, 0.0, np.nan]),
+        ...               "tagrec_precision@5": np.array([0.2, 0.0, np.nan])})
+        {'tagrec_recall@5': 0.5, 'tagrec_precision@5': 0.1, 'tagrec_f1@5': 0.16666666666666669}
     """
-    means = {name: float(np.mean(v)) if len(v) else 0.0 for name, v in values.items()}
+    means = {name: float(np.nanmean(v)) if np.isfinite(v).any() else 0.0
+             for name, v in values.items()}
     for name in list(means):
-        if name.startswith("recall@"):
+        if name.startswith("tagrec_recall@"):
             k = name.split("@")[1]
-            r, p = means[name], means.get(f"precision@{k}", 0.0)
-            means[f"f1@{k}"] = 2.0 * r * p / (r + p) if r + p > 0 else 0.0
+            r, p = means[name], means.get(f"tagrec_precision@{k}", 0.0)
+            means[f"tagrec_f1@{k}"] = 2.0 * r * p / (r + p) if r + p > 0 else 0.0
     return means
 
 

@@ -39,8 +39,7 @@ from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.data.ragged import Ragged
 from tagtorch.data.splits import p_core
 from tagtorch.data.text import TextProcessor
-from tagtorch.posts.base import PostRanker
-from tagtorch.posts.base import recommend
+from tagtorch.posts.base import PostRanker, recommend
 from tagtorch.posts.data import PostData, Posts, posts_from_assignments, posts_of
 from tagtorch.serving.artifact import open_artifact, reading, write_artifact
 from tagtorch.serving.journal import Journal, encode_record
@@ -234,7 +233,8 @@ class PostRecommender:
                                    for j in range(3))
         posts = Posts(users, resources, times, Ragged.from_lists([[]] * len(parsed)))
         scores = state.model.score(posts)
-        ranked = recommend(scores, min(k, max(len(state.vocabulary.tags), 1)))
+        ranked = recommend(scores, min(k, max(len(state.vocabulary.tags), 1)),
+                           state.model.tie_order(posts))
         out = []
         for q, row in enumerate(ranked):
             listed = [int(t) for t in row if t >= 0]
