@@ -21,9 +21,15 @@ resource part). For a test post ``(u, r)``:
 5. The tags are sorted by score, equal ones the later-inserted first (:meth:`UserCF.tie_order`);
    the first 10 are the list.
 
-Deviations: none known on the ranked lists. A test user with no training post (TagRec then
-skips the similarities and returns its candidates unsorted, all scored 0) gets cosines of 0
-here, which sorts the same candidates the other way round (the later one first).
+On TagRec's own split files (its ids as codes) the lists equal TagRec's ``usercf_5`` output
+post for post (HetRec MovieLens and Last.fm 3-cores, leave-last). "Later" means later in the
+training posts' order, i.e. the higher user code: TagRec numbers users by first appearance in
+its file (numeric ids in TagRec's converters' files), tagtorch sorts raw ids as strings, so on
+such files the order of equal-similarity neighbours follows tagtorch's codes, not the file's.
+
+Deviations: a test user with no training post (TagRec skips the similarities and returns its
+candidates unsorted, all scored 0; its ``userMaps`` list also assumes every user has one) gets
+cosines of 0 here, which puts the same candidates the other way round (the later one first).
 """
 
 from __future__ import annotations
