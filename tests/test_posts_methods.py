@@ -51,28 +51,31 @@ def folkrank_reference(data: PostData, user: int, resource: int, adapted: bool
             ids[d].setdefault(fact[d], len(ids[d]))
     mapped = [[ids[d][fact[d]] for d in range(3)] for fact in facts]
     counts = [[0] * len(ids[d]) for d in range(3)]
-    for fact in mapped:
+    for fact in mapped:  # FolkRankData.setFact: a fact adds 2 (two directed edges per node)
         for d in range(3):
-            counts[d][fact[d]] += 1
+            counts[d][fact[d]] += 2
     prefs: list[list[tuple[int, float]]] = [[], [], []]
     if user in ids[1]:
         prefs[1].append((ids[1][user], float(len(ids[1]))))
     if resource in ids[2]:
         prefs[2].append((ids[2][resource], float(len(ids[2]))))
-    preferred = folkrank_compute(mapped, counts, prefs)
+    # FolkRankCalculator always sets the preference weights [|U|] and [|R|]: they count in the
+    # norm even when the post's user or resource has no node
+    preferred = folkrank_compute(mapped, counts, prefs, [0.0, len(ids[1]), len(ids[2])])
     if not adapted:
-        base = folkrank_compute(mapped, counts, [[], [], []])
+        base = folkrank_compute(mapped, counts, [[], [], []], [0.0, 0.0, 0.0])
         preferred = [[p - b for p, b in zip(pd_, bd, strict=True)]
                      for pd_, bd in zip(preferred, base, strict=True)]
     return {tag: preferred[0][node] for tag, node in ids[0].items()}
 
 
 def folkrank_compute(facts: list[list[int]], counts: list[list[int]],
-                     prefs: list[list[tuple[int, float]]]) -> list[list[float]]:
+                     prefs: list[list[tuple[int, float]]], pref_sums: list[float]
+                     ) -> list[list[float]]:
     """``FolkRankAlgorithm.compute`` with α = 0, β = 0.7, γ = 0.3, 10 iterations, ε = 1e-5."""
     alpha, beta, gamma = 0.0, 0.7, 0.3
     weights = [[1.0 / len(c)] * len(c) for c in counts]
-    norm = [len(c) + sum(v for _, v in p) for c, p in zip(counts, prefs, strict=True)]
+    norm = [len(c) + s for c, s in zip(counts, pref_sums, strict=True)]
     surfer = [1.0 / n for n in norm]
     delta, iteration = math.inf, 0
     while iteration < 10 and delta > 1e-5:
@@ -118,10 +121,11 @@ def test_folkrank_ranks_the_users_and_the_resources_tags_first_in_a_hand_made_gr
     names = np.asarray(data.folksonomy.tags)
     apr = recommend(FolkRank(adapted=True).fit(data).score(data.test), 4)[0]
     assert set(names[apr[:3]]) == {"x", "z", "w"} and names[apr[3]] == "y"
-    # FolkRank subtracts the run without preference: x, used twice, loses its popularity
+    # FolkRank subtracts the run without preference: s's tags first, then x (the user's) before
+    # y, as TagRec's Java lists them (z, w, x, y)
     folkrank = recommend(FolkRank().fit(data).score(data.test), 4)[0]
     assert set(names[folkrank[:2]]) == {"z", "w"}
-    assert names[folkrank[2]] == "y" and names[folkrank[3]] == "x"
+    assert names[folkrank[2]] == "x" and names[folkrank[3]] == "y"
 
 
 def girp_reference(data: PostData, user: int, resource: int, with_resource: bool

@@ -2,39 +2,67 @@
 
 Hotho, Jäschke, Schmitz and Stumme (2006), "Information Retrieval in Folksonomies: Search and
 Ranking" (ESWC), as TagRec runs it (github.com/learning-layers/TagRec,
-``processing/FolkRankCalculator.java`` and ``processing/folkrank/``). The graph's nodes are the
-tags, users and resources of the training assignments (the *facts* ``(t, u, r)``); a node's
-degree is its number of facts. From weights ``1/|D|`` in each dimension ``D``, each iteration
-spreads ``w / degree`` along every fact to the fact's nodes of the other two dimensions and sets
+``processing/FolkRankCalculator.java`` and ``processing/folkrank/``).
 
-    ``w ← α · w + β · spread + γ · p_D``, α = 0, β = 0.7, γ = 0.3,
+What TagRec does, step by step (the default here reproduces it, to the last bit of the sums):
 
-where ``p_D = 1 / (|D| + Σ preference weights in D)`` is every node's random-surfer weight and
-the preferred nodes also get ``γ · preference / (|D| + Σ preference weights in D)`` (the user
-``u`` with weight ``|U|`` and the resource ``r`` with weight ``|R|``, when they are in the
-graph). It stops after 10 iterations or once ``Σ |w_new − w_old|`` over all nodes is at most
-ε = 1e-5 (TagRec's ``10e-6``). ``apr`` (adapted PageRank) ranks the tags by the preferred run;
-``folkrank`` by the preferred run minus the run without preference (the same for every post,
-computed once).
+- **Graph.** The *facts* are the training tag assignments ``(t, u, r)``, read post by post in
+  the file's order (by user, then time), a post's tags in its line's order (tag-code order in
+  files tagtorch writes). Each dimension numbers its nodes in order of first appearance in the
+  facts: for tags that is TagRec's own tag index. Every fact adds 2 to the *count* of each of its
+  three nodes (a hyperedge read as two directed edges per node).
+- **Iteration.** All weights start at ``1/|D|`` in each dimension ``D``. Each iteration spreads
+  ``w / count`` of every node along each of its facts to the fact's two other nodes (the total
+  weight is kept), adds the preference, and sets ``w ← α·w + β·spread + γ·p_D`` with α = 0,
+  β = 0.7, γ = 0.3. A node's spread is summed fact by fact in the facts' order, for a tag the
+  user's share before the resource's (and for a user the tag's before the resource's, for a
+  resource the tag's before the user's); we keep that order, so exact ties stay exact ties.
+- **Preference.** The preferred run gives the post's user the preference weight ``|U|`` and its
+  resource ``|R|`` (TagRec passes its user and resource ids as graph node ids, which are the
+  same for the users and resources of the training lines; a user or resource that is not in
+  the graph gets none). The random surfer weight is ``p_D = 1 / (|D| + Σ preference weights in
+  D)`` and the preferred node gets ``γ · weight / (|D| + Σ preference weights in D)`` more
+  (added as ``(γ/β) · weight / (…)`` to its spread before β multiplies it, which we copy too).
+  *Odd part:* the preference weights always count in the sum, so when the post's resource (or
+  user) is not in the graph every node of that dimension still gets only ``1 / (2|R|)``: that
+  dimension spreads half its random-surfer weight (``renormalize=True`` gives it ``1/|R|``).
+- **Stop.** After 10 iterations or once ``Σ |w_new − w_old|`` over all nodes of the three
+  dimensions is at most ε = 1e-5 (TagRec's ``10e-6``), for each post on its own.
+- **Scores.** ``apr`` (adapted PageRank) ranks the tags by the preferred run; ``folkrank`` by
+  the preferred run minus the run without preference (no preference weights, ``p_D = 1/|D|``;
+  the same for every post, computed once).
+- **Lists.** ``ItemWithWeight.getTopK`` walks the graph's tags in their index order and keeps a
+  ``TreeSet`` ordered by weight, then the *higher* index: ties come out later-first. *Odd part:*
+  it admits an item only while its weight is above the current 10th (strictly), and drops the
+  last element (the lowest weight, the lowest index) when the set overflows. So of the tags
+  tied at the 10th weight, the list keeps the highest-index ones among the first ten tags (by
+  index) of at least that weight (eleven when tags ``0..10`` all have it): neither the lowest
+  nor the highest indices overall.
+  :meth:`FolkRank.tie_order` returns keys that reproduce that list (``top_k=10``; ``top_k=0``:
+  plain later-first ties). Tags outside the training facts are never listed (no node).
 
-TagRec divides a node's weight by its number of facts and sends that share along each fact to
-*both* other nodes, so the spread weight doubles in every iteration and, after 10 of them,
-outweighs the preference about 2^10-fold: its APR ranks tags almost by popularity (FolkRank's
-difference removes that part). ``spread="edges"`` (ours, after Hotho et al.'s graph, where a fact
-gives each node two edges) divides by twice the facts instead, which keeps the total weight
-constant; the default ``"facts"`` is TagRec's.
+Deviations: none in the computation or the lists, given the same training lines in the same
+order (TagRec's own lists: ``tests/test_folkrank_tagrec.py``). Not reproduced: a training line
+without tags shifts TagRec's node ids against its user and resource ids (tagtorch's posts
+always have tags), and a graph with fewer than 10 tags pads TagRec's list with tag 0. Outside
+this module: TagRec's ``BookmarkReader`` drops lines whose timestamp is not all digits (a
+negative one), which changes its graph slightly (three Last.fm posts).
+
+``spread="facts"`` divides a node's weight by its number of facts instead of twice that (each
+fact sends the whole share to both other nodes), which doubles the spread weight in every
+iteration, so the popularity part outweighs the preference: a variant for comparison only.
 
 We run the iterations for all test posts together: the columns of a ``[nodes, posts]`` matrix,
-each spread by one sparse product, each post stopping on its own ε as TagRec's per-post loop
-does. Deviations: ties are broken by the lower tag code (TagRec's ``ItemWithWeight`` puts the
-higher one first); tags absent from the training facts are never recommended (TagRec's graph
-has no node for them).
+each spread by one sparse product (each row's entries stored in TagRec's summation order, one
+per fact and neighbour, duplicates kept: about 3 times the entries of summed counts), each post
+stopping on its own ε as TagRec's per-post loop does.
 """
 
 from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
+from decimal import Decimal
 
 import numpy as np
 import scipy.sparse as sp
@@ -42,7 +70,67 @@ import scipy.sparse as sp
 from tagtorch.posts.base import PostRanker
 from tagtorch.posts.data import PostData, Posts
 
-__all__ = ["FolkRank"]
+__all__ = ["FolkRank", "tagrec_left_out"]
+
+
+def first_appearance(codes: np.ndarray, n_codes: int) -> np.ndarray:
+    """``[n_codes]`` each code's rank by first appearance in ``codes`` (``-1``: absent).
+
+    Example:
+        >>> first_appearance(np.array([4, 1, 4, 0]), 6).tolist()
+        [2, 1, -1, -1, 0, -1]
+    """
+    unique, first = np.unique(codes, return_index=True)
+    ranks = np.full(n_codes, -1, dtype=np.int64)
+    ranks[unique[np.argsort(first)]] = np.arange(len(unique))
+    return ranks
+
+
+def fact_graph(facts: np.ndarray, n_nodes: int) -> sp.csr_matrix:
+    """``[n, n]`` the facts' node-to-node graph, each row's entries in TagRec's summation order.
+
+    Args:
+        facts: ``[F, 3]`` the node ids of each fact (tag, user, resource), in the facts' order.
+        n_nodes: the number of nodes.
+
+    Returns:
+        One entry of 1.0 per (fact, other node), duplicates kept: a row lists its node's facts
+        in order, each with the other two nodes by dimension, so that ``graph @ x`` adds up
+        ``x`` exactly as TagRec's loop does (scipy's CSR product sums a row in stored order).
+
+    Example:
+        >>> g = fact_graph(np.array([[0, 2, 3], [1, 2, 3], [0, 2, 4]]), 5)
+        >>> g.indices[g.indptr[0]:g.indptr[1]].tolist(), g.indices[g.indptr[2]:g.indptr[3]].tolist()
+        ([2, 3, 2, 4], [0, 3, 1, 3, 0, 4])
+    """
+    others = np.array([[1, 2], [0, 2], [0, 1]])
+    rows = np.repeat(facts[:, :, None], 2, axis=2).ravel()  # order: fact, dim, other dim
+    cols = facts[:, others].ravel()
+    order = np.argsort(rows, kind="stable")
+    indptr = np.r_[0, np.cumsum(np.bincount(rows, minlength=n_nodes))]
+    return sp.csr_matrix((np.ones(len(rows)), cols[order], indptr), shape=(n_nodes, n_nodes))
+
+
+def tagrec_left_out(weights: np.ndarray, k: int) -> np.ndarray:
+    """``[Q, T]`` the tags tied at the ``k``-th weight that ``getTopK``'s list leaves out.
+
+    ``weights`` holds the graph's tags in TagRec's index order. Ranking by weight, then the
+    higher index, with these tags after the others of their weight, gives TagRec's
+    ``ItemWithWeight.getTopK`` list of ``k`` (module docstring): of the tied tags, only those
+    among the first ``k`` tags (by index) of at least that weight (``k + 1`` when tags ``0..k``
+    all have it) may stay.
+
+    Example:
+        >>> tagrec_left_out(np.array([[5.0, 3, 3, 3]]), 2).tolist()  # getTopK keeps 0 and 2
+        [[False, False, False, True]]
+    """
+    if weights.shape[1] <= k:
+        return np.zeros(weights.shape, dtype=bool)
+    kth = -np.partition(-weights, k - 1, axis=1)[:, k - 1:k]  # [Q, 1] the k-th weight
+    at_least = weights >= kth
+    rank = np.cumsum(at_least, axis=1)  # how many so far, among those of at least that weight
+    window = k + at_least[:, :k + 1].all(1, keepdims=True)  # admitted before the set is full
+    return (weights == kth) & (rank > window)
 
 
 class FolkRank(PostRanker):
@@ -50,83 +138,100 @@ class FolkRank(PostRanker):
 
     Args:
         adapted: rank by the preferred run alone (APR) instead of FolkRank's difference.
-        damping: β, the share of spread weight (TagRec: 0.7; γ = 1 − β, α = 0).
+        damping: β, the share of spread weight (TagRec: 0.7; γ = 1 − β in decimals, α = 0).
         max_iterations: at most this many iterations (TagRec: 10).
         epsilon: stop once a post's total change is at most this (TagRec: 1e-5).
         chunk: posts per batch of columns (bounds memory: ``nodes × chunk`` doubles).
-        spread: ``"facts"`` (TagRec) or ``"edges"`` (ours: mass-preserving, module docstring).
+        spread: ``"edges"`` (TagRec: a node's weight over twice its facts, the total kept) or
+            ``"facts"`` (over its facts: the spread weight doubles each iteration).
+        renormalize: a dimension whose preferred node is not in the graph keeps the random
+            surfer ``1/|D|`` (TagRec: ``1/(2|D|)``, module docstring).
+        top_k: the length of TagRec's lists whose boundary ties :meth:`tie_order` reproduces
+            (TagRec: 10; 0: every tie later-first).
         n_jobs: threads scoring batches of posts (``-1``: one per core).
     """
 
     spread: str
 
     def __init__(self, adapted: bool = False, damping: float = 0.7, max_iterations: int = 10,
-                 epsilon: float = 1e-5, chunk: int = 512, spread: str = "facts",
-                 n_jobs: int = -1) -> None:
+                 epsilon: float = 1e-5, chunk: int = 512, spread: str = "edges",
+                 renormalize: bool = False, top_k: int = 10, n_jobs: int = -1) -> None:
         if not 0.0 < damping < 1.0:
             raise ValueError(f"damping must be in (0, 1), got {damping}")
         if spread not in ("facts", "edges"):
             raise ValueError(f"spread must be 'facts' or 'edges', got {spread!r}")
-        self.adapted, self.damping = adapted, damping
         if n_jobs == 0 or n_jobs < -1:
             raise ValueError(f"n_jobs must be -1 or >= 1, got {n_jobs}")
+        if top_k < 0:
+            raise ValueError(f"top_k must be >= 0, got {top_k}")
+        self.adapted, self.damping, self.renormalize = adapted, damping, renormalize
         self.max_iterations, self.epsilon, self.chunk = max_iterations, epsilon, chunk
-        self.n_jobs = n_jobs
+        self.top_k, self.n_jobs = top_k, n_jobs
 
     def _fit(self, data: PostData) -> None:
         """The graph of the training facts and the run without preference."""
+        # γ as TagRec's decimal literals give it (0.3, not the double 1 − 0.7 = 0.30000000000000004)
+        self.gamma_ = float(Decimal(1) - Decimal(repr(float(self.damping))))
         train = data.train
         posts = train.tags.row_ids
-        tag, user, resource = (train.tags.values, train.users[posts], train.resources[posts])
-        # node ids: tags, then users, then resources, each dimension compacted to its facts
-        dims = [np.unique(tag), np.unique(user), np.unique(resource)]
-        self.sizes_ = np.array([len(d) for d in dims])
+        codes = (train.tags.values, train.users[posts], train.resources[posts])
+        ranks = [first_appearance(c, n) for c, n in
+                 zip(codes, (data.n_tags, data.n_users, data.n_resources), strict=True)]
+        self.sizes_ = np.array([int(r.max(initial=-1)) + 1 for r in ranks])
         starts = np.r_[0, np.cumsum(self.sizes_)]
-        self.node_of_ = [np.full(n, -1, dtype=np.int64) for n in
-                         (data.n_tags, data.n_users, data.n_resources)]
-        for d, nodes in enumerate(dims):
-            self.node_of_[d][nodes] = starts[d] + np.arange(len(nodes))
-        facts = [self.node_of_[d][codes] for d, codes in enumerate((tag, user, resource))]
+        self.node_of_ = [np.where(r >= 0, r + starts[d], -1) for d, r in enumerate(ranks)]
+        facts = np.stack([self.node_of_[d][c] for d, c in enumerate(codes)], axis=1)
         n = int(starts[-1])
-        pairs = [(a, b) for a in range(3) for b in range(3) if a != b]
-        self.graph_ = sp.csr_matrix((np.ones(len(tag) * len(pairs)),
-                                     (np.concatenate([facts[a] for a, _ in pairs]),
-                                      np.concatenate([facts[b] for _, b in pairs]))),
-                                    shape=(n, n))
-        self.degree_ = np.bincount(np.concatenate(facts), minlength=n).astype(np.float64)
+        self.graph_ = fact_graph(facts, n)
+        self.degree_ = np.bincount(facts.ravel(), minlength=n).astype(np.float64)
         self.degree_ *= 2.0 if self.spread == "edges" else 1.0
-        self.dim_ = np.repeat(np.arange(3), self.sizes_)  # each node's dimension
-        self.tag_codes_ = dims[0]
+        self.tag_codes_ = np.argsort(ranks[0])[data.n_tags - self.sizes_[0]:]  # by node
         self.n_tags_ = data.n_tags
-        self.baseline_ = self._spread(np.full(0, -1), np.full(0, -1), 1)[:self.sizes_[0], 0]
+        self._left_out: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        none = np.full(0, -1)
+        self.baseline_ = self._spread(none, none, 1)[:self.sizes_[0], 0]
+
+    def _norms(self, users: np.ndarray, resources: np.ndarray, n_posts: int) -> np.ndarray:
+        """``[3, n_posts]`` each dimension's ``|D| + Σ preference weights`` (TagRec's norm).
+
+        Empty ``users`` and ``resources``: the run without preference (``|D|``).
+        """
+        norm = np.repeat(self.sizes_[:, None], n_posts, 1).astype(np.float64)
+        if len(users) or len(resources):
+            for d, nodes in ((1, users), (2, resources)):
+                norm[d] += self.sizes_[d] * ((nodes >= 0) if self.renormalize else 1.0)
+        return norm
 
     def _spread(self, users: np.ndarray, resources: np.ndarray, n_posts: int) -> np.ndarray:
         """``[nodes, n_posts]`` the final weights with each post's user and resource preferred.
 
         ``users`` and ``resources`` hold node ids, ``-1`` where not in the graph (no
-        preference); empty arrays: no preference for any of the ``n_posts`` columns.
+        preference node, but the preference weight still counts in the norm); empty arrays:
+        the run without preference for all ``n_posts`` columns.
         """
-        beta, gamma = self.damping, 1.0 - self.damping
+        beta, gamma = self.damping, self.gamma_
         bounds = np.r_[0, np.cumsum(self.sizes_)]
-        norm = np.repeat(self.sizes_[:, None], n_posts, 1).astype(np.float64)  # [3, n_posts]
-        for d, nodes in ((1, users), (2, resources)):
-            norm[d, :len(nodes)] += np.where(nodes >= 0, self.sizes_[d], 0)
-        preferred = [(nodes, gamma * self.sizes_[d] / norm[d, :len(nodes)])
-                     for d, nodes in ((1, users), (2, resources))]
-        weights = np.repeat((1.0 / self.sizes_)[self.dim_][:, None], n_posts, 1)
+        norm = self._norms(users, resources, n_posts)
+        surfer = gamma * (1.0 / norm)  # γ · p_D, [3, n_posts]
+        extra = [(gamma / beta) * (self.sizes_[d] / norm[d]) for d in (1, 2)]  # added before β
+        nodes = [users, resources]
+        weights = np.repeat((1.0 / self.sizes_)[np.repeat(np.arange(3), self.sizes_)][:, None],
+                            n_posts, 1)
         degree = self.degree_[:, None]
         active = np.arange(n_posts)
         for _ in range(self.max_iterations):
-            every = len(active) == n_posts  # TagRec's spread: always (its mass doubles)
+            every = len(active) == n_posts
             current = weights if every else weights[:, active]
             new = self.graph_ @ (current / degree)
+            for preferred_nodes, add in zip(nodes, extra, strict=True):
+                if len(preferred_nodes):
+                    known = np.flatnonzero(preferred_nodes[active] >= 0)
+                    new[preferred_nodes[active[known]], known] += add[active[known]]
             new *= beta
-            for d in range(3):  # γ · p_D, each dimension's nodes a block of rows
-                new[bounds[d]:bounds[d + 1]] += gamma / norm[d, active]
-            for nodes, extra in preferred:
-                known = np.flatnonzero(nodes[active] >= 0) if len(nodes) else nodes
-                new[nodes[active[known]], known] += extra[active[known]]
-            delta = np.abs(new - current).sum(0)
+            for d in range(3):  # each dimension's nodes a block of rows
+                new[bounds[d]:bounds[d + 1]] += surfer[d, active]
+            current -= new  # the old weights are no longer needed (a copy, or replaced)
+            delta = np.abs(current, out=current).sum(0)  # row by row: TagRec's order
             if every:
                 weights = new
             else:
@@ -136,23 +241,57 @@ class FolkRank(PostRanker):
                 break
         return weights
 
-    def score(self, posts: Posts) -> np.ndarray:
-        """``[Q, W]`` dense scores; ``-inf`` for tags not in the graph.
+    def _tag_weights(self, posts: Posts) -> tuple[np.ndarray, np.ndarray]:
+        """``[Q, T]`` the graph's tags' scores (node order) and ``(posts, tags)`` left out.
 
         Batches of ``chunk`` posts run in ``n_jobs`` threads (the sparse products and array
-        operations release the GIL).
+        operations release the GIL); the second array lists :func:`tagrec_left_out` (``[2, n]``,
+        empty when ``top_k`` is 0).
         """
-        out = np.full((len(posts), self.n_tags_), -np.inf)
-        jobs = os.cpu_count() or 1 if self.n_jobs == -1 else self.n_jobs
+        out = np.empty((len(posts), int(self.sizes_[0])))
+        jobs = (os.cpu_count() or 1) if self.n_jobs == -1 else self.n_jobs
         size = max(1, min(self.chunk, -(-len(posts) // jobs)))
 
-        def run(start: int) -> None:
+        def run(start: int) -> np.ndarray:
             part = slice(start, start + size)
             users = self.node_of_[1][posts.users[part]]
             resources = self.node_of_[2][posts.resources[part]]
             tags = self._spread(users, resources, len(users))[:self.sizes_[0]].T
-            out[part, self.tag_codes_] = tags if self.adapted else tags - self.baseline_
+            out[part] = tags if self.adapted else tags - self.baseline_
+            if not self.top_k:
+                return np.zeros((2, 0), dtype=np.int64)
+            rows, cols = np.nonzero(tagrec_left_out(out[part], self.top_k))
+            return np.stack([rows + start, cols])
 
         with ThreadPoolExecutor(jobs) as pool:
-            list(pool.map(run, range(0, len(posts), size)))
+            left_out = list(pool.map(run, range(0, len(posts), size)))
+        return out, np.concatenate([np.zeros((2, 0), dtype=np.int64), *left_out], axis=1)
+
+    def score(self, posts: Posts) -> np.ndarray:
+        """``[Q, W]`` dense scores; ``-inf`` for tags not in the graph.
+
+        Keeps which tied tags TagRec's lists leave out, for :meth:`tie_order` of the same posts.
+        """
+        weights, left_out = self._tag_weights(posts)
+        self._left_out = (posts.users.copy(), posts.resources.copy(), left_out)
+        out = np.full((len(posts), self.n_tags_), -np.inf)
+        out[:, self.tag_codes_] = weights
         return out
+
+    def tie_order(self, posts: Posts) -> np.ndarray:
+        """``[Q, W]`` keys that make the ``top_k`` best tags TagRec's list (module docstring).
+
+        The key is TagRec's tag index (equal scores: the later-seen tag first), less the number
+        of graph tags for the tags tied at the ``top_k``-th score that ``getTopK`` leaves out
+        (kept by :meth:`score` for the same posts, else computed again).
+        """
+        kept = self._left_out
+        if (kept is None or not np.array_equal(kept[0], posts.users)
+                or not np.array_equal(kept[1], posts.resources)):
+            kept = (posts.users, posts.resources, self._tag_weights(posts)[1])
+        n_graph = int(self.sizes_[0])
+        keys = np.zeros((len(posts), self.n_tags_))
+        keys[:, self.tag_codes_] = np.arange(n_graph)
+        rows, cols = kept[2]
+        keys[rows, self.tag_codes_[cols]] -= n_graph
+        return keys
