@@ -287,3 +287,26 @@ def test_the_f1_randomization_test_matches_exact_enumeration():
     drawn = f1_randomization_p_value(recall, precision, n_resamples=20_000, seed=1)
     assert 0.0 < exact < 1.0
     assert drawn == pytest.approx(exact, abs=0.015)
+
+
+def test_a_tagrec_files_line_order_orders_ties_and_survives_save_and_load(tmp_path):
+    """TagRec fills its maps in its file's line order: shuffled lines give other ties."""
+    from tagtorch.data.loaders.tagrec import load_tagrec
+    from tagtorch.posts.baselines import MostPopularUserResource
+
+    lines = ['"u1";"r1";"10";"b,a"', '"u2";"r1";"11";"c"', '"u3";"r2";"12";"d"',
+             '"u4";"r1";"20";"x"']  # u4's post of r1 is the test post
+    for name, order in (("forward", lines[:3]), ("backward", lines[2::-1])):
+        (tmp_path / f"{name}_train.txt").write_text("\n".join(order) + "\n")
+        (tmp_path / f"{name}_test.txt").write_text(lines[3] + "\n")
+    ranked = {}
+    for name in ("forward", "backward"):
+        folk = load_tagrec(tmp_path / f"{name}_train.txt", test_path=tmp_path / f"{name}_test.txt")
+        data = personalized_split(folk, p=1, split="given")
+        model = MostPopularUserResource(user=False).fit(data)
+        ranked[name] = [str(folk.tags[t]) for t in model.top_tags(data.test, 3)[0]]
+        model.save(tmp_path / name)
+        again = MostPopularUserResource.load(tmp_path / name).top_tags(data.test, 3)
+        assert [str(folk.tags[t]) for t in again[0]] == ranked[name]
+    # r1's tags all once: the later first use first (b, a in the line's order, then c)
+    assert ranked == {"forward": ["c", "a", "b"], "backward": ["a", "b", "c"]}

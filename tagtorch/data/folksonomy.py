@@ -26,6 +26,11 @@ MISSING_TIME = -1
 
 ASSIGNMENT_COLUMNS = ("user", "object", "tag", "timestamp")
 
+SOURCE_ORDER = "source_order"
+"""The optional assignment column of a source whose line order means something (TagRec's
+files: its programs process lines in file order): each assignment's place in the source, line
+by line and within a line in its order (a repeated assignment: its first place)."""
+
 
 def _category_table(categories: pd.DataFrame | None,
                     object_index: pd.Index) -> tuple[np.ndarray, pd.DataFrame]:
@@ -59,7 +64,8 @@ class Folksonomy:
     Attributes:
         assignments: one row per assignment; int64 columns ``user``, ``object``, ``tag``
             (codes into the vocabularies below) and ``timestamp`` (Unix seconds,
-            :data:`MISSING_TIME` where unknown). No duplicate ``(user, object, tag)`` rows.
+            :data:`MISSING_TIME` where unknown), and :data:`SOURCE_ORDER` where the source's
+            order matters (TagRec's files). No duplicate ``(user, object, tag)`` rows.
         users: raw user id of each user code.
         objects: raw object id of each object code.
         tags: tag string of each tag code.
@@ -133,7 +139,8 @@ class Folksonomy:
         missing = {"user", "object", "tag"} - set(assignments.columns)
         if missing:
             raise ValueError(f"{name}: assignments lack the column(s) {sorted(missing)}")
-        frame = assignments.loc[:, [c for c in ASSIGNMENT_COLUMNS if c in assignments]].copy()
+        frame = assignments.loc[:, [c for c in (*ASSIGNMENT_COLUMNS, SOURCE_ORDER)
+                                    if c in assignments]].copy()
         if "timestamp" not in frame:
             frame["timestamp"] = MISSING_TIME
         frame["tag"] = frame["tag"].astype("string").str.strip()
@@ -153,6 +160,8 @@ class Folksonomy:
         table = pd.DataFrame(
             {"user": user, "object": obj, "tag": tag, "timestamp": frame["timestamp"].to_numpy()}
         )
+        if SOURCE_ORDER in frame:
+            table[SOURCE_ORDER] = frame[SOURCE_ORDER].to_numpy(np.int64)
         object_index = pd.Index(objects)
         text_frame = pd.DataFrame(index=pd.RangeIndex(len(objects)))
         if texts is not None:
@@ -246,6 +255,8 @@ class Folksonomy:
                                            .astype(object)))
 
         table("assignments", self.assignments[list(ASSIGNMENT_COLUMNS)])
+        if SOURCE_ORDER in self.assignments:  # absent: the digests of earlier versions
+            table("source_order", self.assignments[[SOURCE_ORDER]])
         strings("users", self.users)
         strings("objects", self.objects)
         strings("tags", self.tags)
@@ -311,7 +322,9 @@ class Folksonomy:
         objects, object_code = np.unique(table["object"].to_numpy(), return_inverse=True)
         tags, tag_code = np.unique(table["tag"].to_numpy(), return_inverse=True)
         new = pd.DataFrame({"user": user_code, "object": object_code, "tag": tag_code,
-                            "timestamp": table["timestamp"].to_numpy()}).astype(np.int64)
+                            "timestamp": table["timestamp"].to_numpy(),
+                            **({SOURCE_ORDER: table[SOURCE_ORDER].to_numpy()}
+                               if SOURCE_ORDER in table else {})}).astype(np.int64)
         cats = self.categories[self.categories["object"].isin(objects)]
         cats = cats.assign(object=np.searchsorted(objects, cats["object"].to_numpy())
                            ).reset_index(drop=True)
@@ -382,10 +395,13 @@ def _post_codes(posts: pd.DataFrame, user_index: pd.Index, object_index: pd.Inde
 
 
 def _deduplicate(table: pd.DataFrame) -> pd.DataFrame:
-    """Drops duplicate ``(user, object, tag)`` rows, keeping the earliest known timestamp."""
+    """Drops duplicate ``(user, object, tag)`` rows: the earliest known time, the first place."""
     known = table["timestamp"].where(table["timestamp"] != MISSING_TIME, np.iinfo(np.int64).max)
     order = np.lexsort((known.to_numpy(), table["tag"].to_numpy(), table["object"].to_numpy(),
                         table["user"].to_numpy()))
     table = table.iloc[order]
+    if SOURCE_ORDER in table:
+        first = table.groupby(["user", "object", "tag"], sort=False)[SOURCE_ORDER]
+        table = table.assign(**{SOURCE_ORDER: first.transform("min").to_numpy()})
     table = table[~table.duplicated(["user", "object", "tag"])]
     return table.reset_index(drop=True).astype(np.int64)

@@ -133,7 +133,8 @@ class PostRanker(SignatureSettings):
         save_array_model(path, type(self), self.settings(), {
             "users": train.users, "resources": train.resources, "times": train.times,
             "tag_offsets": train.tags.offsets, "tag_values": train.tags.values,
-            "sizes": np.array([data.n_users, data.n_resources, data.n_tags])})
+            "sizes": np.array([data.n_users, data.n_resources, data.n_tags]),
+            **({} if train.source_order is None else {"source_order": train.source_order})})
 
     @classmethod
     def load(cls, path: str | Path) -> Self:
@@ -163,6 +164,10 @@ class PostRanker(SignatureSettings):
                                       "arrays of one length")
         offsets, values = check_ragged(file, "tag", arrays["tag_offsets"],
                                        arrays["tag_values"], len(users), n_tags)
-        train = Posts(users, resources, times.astype(np.int64), Ragged(offsets, values))
+        order = arrays.get("source_order")
+        if order is not None and (order.shape != values.shape or order.dtype.kind not in "iu"):
+            raise UnreadableFileError(f"{file}: source_order must be integers, one per tag")
+        train = Posts(users, resources, times.astype(np.int64), Ragged(offsets, values),
+                      None if order is None else order.astype(np.int64))
         empty = train.take(np.zeros(0, dtype=np.int64))
         return model.fit(PostData(train, empty, n_users, n_resources, n_tags, None))

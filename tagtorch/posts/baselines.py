@@ -25,8 +25,9 @@ Ties are TagRec's (:meth:`~tagtorch.posts.base.PostRanker.tie_order`): its maps 
 tags in the order of first use, then the resource's other tags in theirs, and its sort
 (``DoubleMapComparator``, never 0) puts the later of two equal scores first
 (:func:`tagrec_ties`). ``mp``'s map is in TagRec's tag index order (first appearance in the
-file), and the later first appearance comes first among equal counts. Within one post, tags
-count in code order (TagRec: the line's order; the same on files tagtorch writes).
+file), and the later first appearance comes first among equal counts. "First" is the source's
+order where the data keeps it (TagRec's files: :attr:`~tagtorch.posts.data.Posts.source_order`),
+else the posts' order with a post's tags by code.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from tagtorch.data.checks import DataCheckError
-from tagtorch.data.folksonomy import Folksonomy
+from tagtorch.data.folksonomy import SOURCE_ORDER, Folksonomy
 from tagtorch.data.ragged import Ragged
 from tagtorch.data.splits import p_core
 
@@ -44,20 +44,26 @@ class Posts:
         resources: ``[P]`` resource (object) codes.
         times: ``[P]`` Unix seconds (the earliest of the post's assignments).
         tags: ragged ``[P]`` distinct tag codes of each post, ascending.
+        source_order: ``[nnz]`` aligned with ``tags.values``: each assignment's place in the
+            source (:data:`~tagtorch.data.folksonomy.SOURCE_ORDER`; None: a source whose order
+            means nothing, the posts' order stands for it).
     """
 
     users: np.ndarray
     resources: np.ndarray
     times: np.ndarray
     tags: Ragged
+    source_order: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.users)
 
     def take(self, rows: np.ndarray) -> Posts:
         """The posts ``rows``, in that order."""
+        order = (None if self.source_order is None
+                 else self.source_order[self.tags.positions(np.asarray(rows, dtype=np.int64))])
         return Posts(self.users[rows], self.resources[rows], self.times[rows],
-                     self.tags.take(rows))
+                     self.tags.take(rows), order)
 
 
 @dataclass(frozen=True)
@@ -96,14 +102,18 @@ def posts_of(folksonomy: Folksonomy) -> Posts:
     """
     a = folksonomy.assignments
     return posts_from_assignments(a["user"].to_numpy(), a["object"].to_numpy(),
-                                  a["tag"].to_numpy(), a["timestamp"].to_numpy())
+                                  a["tag"].to_numpy(), a["timestamp"].to_numpy(),
+                                  a[SOURCE_ORDER].to_numpy() if SOURCE_ORDER in a else None)
 
 
 def posts_from_assignments(users: np.ndarray, resources: np.ndarray, tags: np.ndarray,
-                           times: np.ndarray) -> Posts:
+                           times: np.ndarray, source_order: np.ndarray | None = None) -> Posts:
     """The posts of tag assignments (one per distinct (user, resource)), by user, time, resource.
 
-    A post's time is the earliest of its assignments'; its tags are distinct, ascending.
+    A post's time is the earliest of its assignments'; its tags are distinct, ascending. With
+    ``source_order`` (``[A]``, each assignment's place in the source), equal times of a user
+    are ordered by the posts' first place in the source instead of the resource (TagRec's
+    stable sort of its lines), and the posts keep the places.
 
     Example:
         >>> p = posts_from_assignments(np.array([1, 0, 1]), np.array([0, 0, 0]),
@@ -117,12 +127,21 @@ def posts_from_assignments(users: np.ndarray, resources: np.ndarray, tags: np.nd
     first = np.full(len(unique), np.iinfo(np.int64).max)
     np.minimum.at(first, post, times.astype(np.int64))
     post_users, post_resources = unique // n_resources, unique % n_resources
-    order = np.lexsort((post_resources, first, post_users))
+    place = post_resources
+    if source_order is not None:
+        place = np.full(len(unique), np.iinfo(np.int64).max)
+        np.minimum.at(place, post, source_order.astype(np.int64))
+    order = np.lexsort((place, first, post_users))
     rank = np.empty_like(order)
     rank[order] = np.arange(len(order))
-    pairs = np.unique(np.stack([rank[post], tags.astype(np.int64)], 1), axis=0)
-    tag_rows = Ragged.from_groups(pairs[:, 0], pairs[:, 1], len(unique))
-    return Posts(post_users[order], post_resources[order], first[order], tag_rows)
+    seen = (np.zeros(len(tags), np.int64) if source_order is None
+            else source_order.astype(np.int64))
+    sort = np.lexsort((seen, tags, rank[post]))  # by post, tag, first place
+    keys = np.stack([rank[post][sort], tags.astype(np.int64)[sort]], 1)
+    keep = np.r_[True, (keys[1:] != keys[:-1]).any(1)] if len(keys) else np.zeros(0, bool)
+    tag_rows = Ragged.from_groups(keys[keep, 0], keys[keep, 1], len(unique))
+    return Posts(post_users[order], post_resources[order], first[order], tag_rows,
+                 None if source_order is None else seen[sort][keep])
 
 
 def last_posts(posts: Posts) -> np.ndarray:
@@ -172,10 +191,11 @@ def user_tag_reduce(posts: Posts, n_tags: int, values: np.ndarray, reduce: np.uf
 def first_use(posts: Posts, keys: np.ndarray, n_rows: int, n_tags: int) -> sp.csr_matrix:
     """``[n_rows, W]`` when each group first used each tag: 1 + the assignment's position.
 
-    The position of an assignment is its place in ``posts.tags.values``: posts in their order
-    (user, then time), each post's tags by code. TagRec keeps a user's or resource's tag counts
-    in maps filled in that order (its ``LinkedHashMap`` of first uses, the tags of a line in the
-    line's order, which is code order in files tagtorch writes), and its sort puts the later of
+    The position of an assignment is its place in the source where the posts know it
+    (:attr:`Posts.source_order`, TagRec's files), else its place in ``posts.tags.values``:
+    posts in their order (user, then time), each post's tags by code. TagRec keeps a user's or
+    resource's tag counts in maps filled in its file's order (its ``LinkedHashMap`` of first
+    uses, the tags of a line in the line's order), and its sort puts the later of
     two equal scores first: these positions are the tie keys that reproduce it.
 
     Args:
@@ -193,7 +213,12 @@ def first_use(posts: Posts, keys: np.ndarray, n_rows: int, n_tags: int) -> sp.cs
     rows = np.asarray(keys, dtype=np.int64)[posts.tags.row_ids]
     cols = np.asarray(posts.tags.values, dtype=np.int64)
     flat = rows * np.int64(n_tags) + cols
-    unique, first = np.unique(flat, return_index=True)  # the first index of each (row, tag)
+    if posts.source_order is not None:  # the source's places instead of the posts' order
+        by_place = np.argsort(posts.source_order, kind="stable")
+        unique, first = np.unique(flat[by_place], return_index=True)
+        first = posts.source_order[by_place][first]
+    else:
+        unique, first = np.unique(flat, return_index=True)  # the first index of each (row, tag)
     return sp.csr_matrix((first + 1, (unique // n_tags, unique % n_tags)),
                          shape=(n_rows, n_tags), dtype=np.int64)
 

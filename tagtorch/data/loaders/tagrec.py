@@ -46,7 +46,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from tagtorch.data.folksonomy import MISSING_TIME, Folksonomy
+from tagtorch.data.folksonomy import MISSING_TIME, SOURCE_ORDER, Folksonomy
 from tagtorch.data.loaders.errors import DataFormatError
 from tagtorch.data.loaders.reading import RawTable, decode_percent, first_record, read_delimited
 from tagtorch.storage import atomic_write
@@ -195,6 +195,7 @@ def load_tagrec(path: str | Path, name: str | None = None, url_decode: bool = Tr
     files = [path, *([Path(test_path)] if test_path is not None else [])]
     read = [_read_posts(file, url_decode, lowercase, integer_ids, encoding) for file in files]
     assignments = pd.concat([posts for posts, _, _ in read], ignore_index=True)
+    assignments[SOURCE_ORDER] = np.arange(len(assignments))  # TagRec reads lines in order
     texts = [frame for _, frame, _ in read if frame is not None]
     categories = [frame.assign(file=i) for i, (_, _, frame) in enumerate(read)
                   if frame is not None]
