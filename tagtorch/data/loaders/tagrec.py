@@ -32,8 +32,12 @@ Writing is the way back: :func:`write_tagrec` writes a folksonomy's posts (one l
 a user's lines for one resource), and :func:`write_tagrec_split` the three
 files of a split. Characters that would break TagRec's line format inside a tag (``%``, ``,``,
 ``;``, ``"`` and line breaks) are percent-encoded, so a folksonomy written and read back with
-``url_decode`` gives the same fingerprint when its tags hold no ``%`` (and are lower-case, or
-are read with ``lowercase=False``) and each post's assignments share one time.
+``url_decode`` gives the same content when its tags hold no ``%`` (and are lower-case, or
+are read with ``lowercase=False``) and each post's assignments share one time (the same
+fingerprint but for the read-back's :data:`~tagtorch.data.folksonomy.SOURCE_ORDER`).
+
+Each assignment keeps its place in the files (line by line, a line's tags in order; the
+training file first): TagRec's programs read lines in that order, and its ties follow it.
 """
 
 from __future__ import annotations
