@@ -435,3 +435,14 @@ def test_learned_methods_validate_by_time_where_users_have_one_post_each():
         Hybrid(HYBRID_RANKER, depth=5).fit(data)
     model = Hybrid(HYBRID_RANKER, depth=5, validation="global_time").fit(data)
     assert (recommend(model.score(data.test), 3)[:, 0] >= 0).any()
+    # choosing on held validation posts: a source that wins there ranks the test posts itself
+    always = Hybrid(HYBRID_RANKER, depth=5, validation="global_time", selection=0.0).fit(data)
+    assert always.choice_ == "ranker"
+    weak = {**HYBRID_RANKER, "n_iterations": 1, "n_leaves": 2}  # a ranker that learns nothing
+    chosen = Hybrid(weak, depth=5, validation="global_time", selection=0.5).fit(data)
+    assert chosen.choice_ in chosen.sources_
+    source = chosen.sources_[chosen.choice_]
+    np.testing.assert_array_equal(chosen.top_tags(data.test, 10),
+                                  source.top_tags(data.test, 10))
+    with pytest.raises(ValueError, match="selection"):
+        Hybrid(HYBRID_RANKER, selection=1.0)

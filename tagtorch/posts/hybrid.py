@@ -19,6 +19,11 @@ candidates, describe each (post, tag) pair by features, and let a learning-to-ra
   user's last training post, users with two or more); the base methods are fitted on the rest,
   the ranker learns the validation posts' gold tags among their candidates; for the test posts
   the base methods are fitted again on all training posts.
+- Choosing (``selection``): a share of the validation posts, drawn with the seed, is kept from
+  the ranker; on it the ranker's ``mrr@10`` is compared with every source's, and where a source
+  is better the hybrid *is* that source (``choice_``; on cold-start data, where new users and
+  resources leave little to learn, APR's or MP's popularity can be the best there is). The
+  ranker is then learned again on all validation posts. Everything is chosen on training posts.
 """
 
 from __future__ import annotations
@@ -35,11 +40,17 @@ from sklearn.preprocessing import normalize
 from tagtorch.candidates.candidate_set import CandidateSet
 from tagtorch.candidates.neighbours import incidence
 from tagtorch.posts.base import PostRanker, PostScores, recommend, value_at
-from tagtorch.posts.baselines import BaseLevelLearning, MostPopularUserResource, counts_by
+from tagtorch.posts.baselines import (
+    BaseLevelLearning,
+    MostPopular,
+    MostPopularUserResource,
+    counts_by,
+)
 from tagtorch.posts.cf import UserCF
 from tagtorch.posts.data import PostData, Posts, last_posts, user_tag_reduce, validation_posts
 from tagtorch.posts.folkrank import FolkRank
 from tagtorch.posts.girp import Girp
+from tagtorch.posts.metrics import post_metrics
 from tagtorch.rankers.base import Ranker
 
 __all__ = ["Hybrid"]
@@ -51,7 +62,7 @@ def _base_methods() -> dict[str, PostRanker]:
     """The baselines whose scores are candidates and features."""
     return {"mp_ur": MostPopularUserResource(), "bll_c": BaseLevelLearning(beta=0.5),
             "bll": BaseLevelLearning(), "girptm": Girp(), "folkrank": FolkRank(),
-            "cf": UserCF()}
+            "cf": UserCF(), "mp": MostPopular(), "apr": FolkRank(adapted=True)}
 
 
 class Hybrid(PostRanker):
@@ -69,13 +80,19 @@ class Hybrid(PostRanker):
     """
 
     feature_names_: tuple[str, ...]
+    choice_: str = "ranker"
+    """What ranks the test posts: ``"ranker"`` or the name of the source chosen instead."""
 
     def __init__(self, ranker: Mapping[str, Any], depth: int = 50, seed: int = 0,
-                 validation: str = "leave_last", validation_fraction: float = 0.2) -> None:
+                 validation: str = "leave_last", validation_fraction: float = 0.2,
+                 selection: float = 0.3) -> None:
         if depth < 1:
             raise ValueError(f"depth must be at least 1, got {depth}")
+        if not 0.0 <= selection < 1.0:
+            raise ValueError(f"selection must be in [0, 1), got {selection}")
         self.ranker, self.depth, self.seed = dict(ranker), depth, seed
         self.validation, self.validation_fraction = validation, validation_fraction
+        self.selection = selection
 
     def _fit(self, data: PostData) -> None:
         """Fits the ranker on the validation posts, then the sources on all training posts."""
@@ -85,11 +102,30 @@ class Hybrid(PostRanker):
         inner = PostData(train.take(np.flatnonzero(~val)), train.take(np.flatnonzero(val)),
                          data.n_users, data.n_resources, data.n_tags, data.folksonomy)
         self._fit_sources(inner)
-        batch = self._candidates(inner.test, with_labels=True)
-        node = {**self.ranker, "seed": self.seed} if "seed" in self.ranker else self.ranker
-        self.model_: Ranker = instantiate(node)
-        self.model_.fit(batch)
+        self.choice_ = self._choose(inner.test) if self.selection > 0 else "ranker"
+        if self.choice_ == "ranker":
+            self.model_ = self._learn(inner.test)
         self._fit_sources(data)
+
+    def _learn(self, posts: Posts) -> Ranker:
+        """The ranker learned on ``posts``' candidates (the sources fitted without them)."""
+        node = {**self.ranker, "seed": self.seed} if "seed" in self.ranker else self.ranker
+        model: Ranker = instantiate(node)
+        model.fit(self._candidates(posts, with_labels=True))
+        return model
+
+    def _choose(self, val: Posts) -> str:
+        """``"ranker"`` or the source with the best ``mrr@10`` on the held selection posts."""
+        held = np.random.default_rng(self.seed).random(len(val)) < self.selection
+        if held.all() or not held.any():
+            return "ranker"
+        learn, select = val.take(np.flatnonzero(~held)), val.take(np.flatnonzero(held))
+        self.model_ = self._learn(learn)
+        found = {"ranker": self.top_tags(select, 10),
+                 **{name: source.top_tags(select, 10) for name, source in self.sources_.items()}}
+        hits = {name: float(post_metrics(ranked, select.tags, [10])["mrr@10"].mean())
+                for name, ranked in found.items()}
+        return max(hits, key=lambda name: (hits[name], name == "ranker"))
 
     def _fit_sources(self, data: PostData) -> None:
         """The base methods, the co-occurrence rules and the statistics of ``data.train``."""
@@ -155,7 +191,19 @@ class Hybrid(PostRanker):
                 "user_posts": np.log1p(self.user_posts_[users]),
                 "resource_posts": np.log1p(self.resource_posts_[resources])}
 
-    def score(self, posts: Posts) -> np.ndarray:
+    def score(self, posts: Posts) -> PostScores:
+        """``[Q, W]`` the chosen source's scores, or the ranker's (:meth:`_ranker_scores`)."""
+        if self.choice_ != "ranker":
+            return self.sources_[self.choice_].score(posts)
+        return self._ranker_scores(posts)
+
+    def tie_order(self, posts: Posts) -> PostScores | None:
+        """The chosen source's order of equal scores (the ranker's: the lower code)."""
+        if self.choice_ != "ranker":
+            return self.sources_[self.choice_].tie_order(posts)
+        return None
+
+    def _ranker_scores(self, posts: Posts) -> np.ndarray:
         """``[Q, W]`` the ranker's scores of each post's candidates (``-inf`` elsewhere)."""
         batch = self._candidates(posts)
         scores = self.model_.score(batch).double().numpy()
