@@ -189,7 +189,7 @@ def markdown_report(
         + (f"{n_folds} folds." if n_folds != 1 else
            "1 fold: one value gives no interval (n/a)."),
         "",
-        summary_table(summary[~is_timing & ~is_coverage]),
+        *quality_tables(summary[~is_timing & ~is_coverage]),
     ]
     if is_timing.any():
         lines += ["", "## Time per test object (ms; fit in seconds)", "",
@@ -262,6 +262,32 @@ def summary_table(summary: pd.DataFrame) -> str:
     ).pivot(index="method", columns="metric", values="cell")
     table = table.loc[list(dict.fromkeys(summary["method"])), metrics].fillna("–")  # not measured
     return _markdown_table(table.reset_index())
+
+
+WIDEST_TABLE = 8
+"""Metric columns of one table; more are split into a table per metric family."""
+
+
+def quality_tables(summary: pd.DataFrame) -> list[str]:
+    """The quality table, or, above :data:`WIDEST_TABLE` metrics, one table per family.
+
+    A family is a metric's name before ``@`` (``tagrec_mrr`` of ``tagrec_mrr@10``), in the
+    order the metrics come, so that each table stays about one screen wide.
+
+    Example:
+        >>> frame = pd.DataFrame({"method": "m", "metric": [f"{f}@{k}" for f in "ab"
+        ...                       for k in range(1, 6)], "mean": 0.5, "ci": 0.0})
+        >>> [line for line in quality_tables(frame) if line.startswith("###")]
+        ['### a', '### b']
+    """
+    metrics = list(dict.fromkeys(summary["metric"]))
+    if len(metrics) <= WIDEST_TABLE:
+        return [summary_table(summary)]
+    families = summary["metric"].str.split("@").str[0]
+    lines: list[str] = []
+    for family in dict.fromkeys(families):
+        lines += [f"### {family}", "", summary_table(summary[families == family]), ""]
+    return lines[:-1]
 
 
 def _coverage_table(results: pd.DataFrame) -> str:
