@@ -446,3 +446,22 @@ def test_learned_methods_validate_by_time_where_users_have_one_post_each():
                                   source.top_tags(data.test, 10))
     with pytest.raises(ValueError, match="selection"):
         Hybrid(HYBRID_RANKER, selection=1.0)
+
+
+def test_targets_take_a_baseline_that_lists_nothing():
+    """A baseline without any list (a user part on new users) has only NaN TagRec values."""
+    from tagtorch.evaluation.personalized_tags import target_tests
+
+    rows = []
+    for post in range(4):
+        for metric, mine, theirs in (("tagrec_recall@5", 0.5, np.nan),
+                                     ("tagrec_precision@5", 0.2, np.nan),
+                                     ("mrr@10", 1.0 / (post + 1), 0.0)):
+            rows += [{"method": "hybrid", "fold": 0, "object": post, "metric": metric,
+                      "value": mine},
+                     {"method": "bll", "fold": 0, "object": post, "metric": metric,
+                      "value": theirs}]
+    tests = target_tests(pd.DataFrame(rows), "hybrid", ["bll"], ("mrr@10", "tagrec_f1@5"),
+                         n_resamples=200)
+    assert tests["baseline_value"].tolist() == [0.0, 0.0]  # F1 over all posts: none listed
+    assert tests["value"].tolist()[1] == pytest.approx(2 * 0.5 * 0.2 / 0.7)

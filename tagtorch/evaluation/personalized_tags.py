@@ -244,7 +244,8 @@ def target_tests(per_object: pd.DataFrame, method: str, baselines: Sequence[str]
         p_holm`` (Holm over all rows).
     """
     wide = per_object.pivot_table(index="object" if average_folds else ["fold", "object"],
-                                  columns=["method", "metric"], values="value", aggfunc="mean")
+                                  columns=["method", "metric"], values="value", aggfunc="mean",
+                                  dropna=False)  # a method without any list: all NaN
     rows = []
     present = set(per_object["method"])
     for baseline in [b for b in baselines if b in present]:
@@ -264,7 +265,7 @@ def target_tests(per_object: pd.DataFrame, method: str, baselines: Sequence[str]
                 both = np.isfinite(x) & np.isfinite(y)
                 x, y = x[both], y[both]
                 a, b, test = float(x.mean()), float(y.mean()), "paired t-test"
-                p_value = paired_test(x, y).p_value
+                p_value = paired_test(x, y).p_value if both.sum() > 1 else 1.0
             rows.append({"method": method, "baseline": baseline, "metric": metric, "value": a,
                          "baseline_value": b, "difference": a - b, "test": test,
                          "p_value": p_value})
