@@ -10,8 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tagtorch.evaluation.score_runs import parse_name, query_values
+from tagtorch.evaluation.score_runs import query_values
 from tagtorch.evaluation.trec import read_qrels, read_run
+from tagtorch.metrics.functional import parse_key
 
 ranx = pytest.importorskip("ranx")
 
@@ -118,8 +119,11 @@ def test_files_above_the_size_limit_are_refused_before_reading(tmp_path):
         read_qrels(path, max_bytes=100)
 
 
-def test_metric_names():
-    assert parse_name("p@5") == ("p", 5) and parse_name("mrr@3") == ("mrr", 3)
-    for bad in ("ndcg", "p@0", "precision@5", "map@x"):
+def test_metric_names_are_one_grammar_for_every_task():
+    assert parse_key("p@5") == ("p", 5) and parse_key("mrr@3") == ("mrr", 3)
+    assert parse_key("tagrec_f1@5") == ("tagrec_f1", 5)  # TagRec's: a name of its own
+    for bad in ("ndcg", "p@0", "precision@5", "map@x", "tagrec_mrr", "f1@5", "rr@10"):
         with pytest.raises(ValueError, match="unknown metric"):
-            parse_name(bad)
+            parse_key(bad)
+    with pytest.raises(ValueError, match="task=posts"):
+        query_values({"q": {"a": 1}}, {"q": {"a": 1.0}}, ["tagrec_mrr@5"])

@@ -53,6 +53,7 @@ from tagtorch.evaluation.runs import (
 )
 from tagtorch.evaluation.stats import paired_test
 from tagtorch.evaluation.trec import qrels_lines, ranked_lines, run_file_names
+from tagtorch.metrics.functional import parse_key
 from tagtorch.posts.base import PostRanker
 from tagtorch.posts.data import SPLITS, PostData, personalized_split
 from tagtorch.posts.metrics import f1_randomization_p_value, mean_metrics, post_metrics
@@ -110,6 +111,8 @@ class PersonalizedTagTask(SignatureSettings):
         self.seeds, self.ks = list(seeds), tuple(ks)
         self.significance = Significance.of(significance)
         self.targets = dict(targets) if targets else None
+        for measure in (self.targets or {}).get("measures", ()):
+            parse_key(measure)  # one grammar of names for every task; a bad one fails here
 
     def run(self, folksonomy: Folksonomy, cfg: DictConfig, output_dir: Path,
             loggers: Sequence[MetricLogger] = ()) -> EvaluationResult:

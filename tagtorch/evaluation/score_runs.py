@@ -34,7 +34,6 @@ module.
 from __future__ import annotations
 
 import argparse
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -50,9 +49,9 @@ from tagtorch.evaluation.report import (
 )
 from tagtorch.evaluation.stats import confidence_interval
 from tagtorch.evaluation.trec import read_qrels, read_run
-from tagtorch.metrics.functional import dcg_at_k, ideal_dcg, ranking_metrics
+from tagtorch.metrics.functional import dcg_at_k, ideal_dcg, parse_key, ranking_metrics
 
-__all__ = ["main", "parse_name", "query_values", "runs_report"]
+__all__ = ["main", "query_values", "runs_report"]
 
 Judgements = Mapping[str, Mapping[str, float]]
 """Query id -> document id -> relevance grade (qrels) or score (run)."""
@@ -89,29 +88,13 @@ def _padded(queries: Sequence[str], qrels: Judgements,
     return scores, labels, mask, grades, grade_mask
 
 
-def parse_name(metric: str) -> tuple[str, int | None]:
-    """``(family, cut-off)`` of a metric name of this module (module docstring).
-
-    Example:
-        >>> parse_name("ndcg@10"), parse_name("map")
-        (('ndcg', 10), ('map', None))
-    """
-    match = re.fullmatch(r"(ndcg|p|r|s)@([1-9]\d*)|(mrr|map)(?:@([1-9]\d*))?", metric)
-    if match is None:
-        raise ValueError(f"unknown metric {metric!r}: ndcg@K, p@K, r@K, s@K, mrr, map, "
-                         "mrr@K or map@K")
-    family = match.group(1) or match.group(3)
-    cut = match.group(2) or match.group(4)
-    return family, int(cut) if cut else None
-
-
 def _values(metrics: Sequence[str], padded: tuple[torch.Tensor, ...]) -> dict[str, np.ndarray]:
     """Each metric's per-query values (0 where a run retrieved nothing relevant)."""
     scores, labels, mask, grades, grade_mask = padded
     n_relevant = grade_mask.sum(-1)
     out = {}
     for metric in metrics:
-        family, cut = parse_name(metric)
+        family, cut = parse_key(metric)
         if family == "ndcg":
             assert cut is not None
             value = dcg_at_k(scores, labels, mask, cut) / ideal_dcg(grades, grade_mask, cut)
@@ -140,7 +123,10 @@ def query_values(qrels: Judgements, run: Judgements, metrics: Sequence[str],
         [0.0, 0.0, 0.5, 0.0]
     """
     for metric in metrics:
-        parse_name(metric)  # an unknown name fails before any work
+        family, _ = parse_key(metric)  # an unknown name fails before any work
+        if family.startswith("tagrec_"):
+            raise ValueError(f"{metric}: TagRec's metrics are scored by task=posts, not from "
+                             "run files")
     queries = sorted(q for q, docs in qrels.items() if any(g > 0 for g in docs.values()))
     frames = []
     for start in range(0, len(queries), chunk):

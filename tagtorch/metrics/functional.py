@@ -66,6 +66,7 @@ from torch import Tensor
 
 __all__ = [
     "METRIC_NAMES",
+    "TAGREC_FAMILIES",
     "EmptyTargetAction",
     "average_precision",
     "dcg_at_k",
@@ -73,6 +74,7 @@ __all__ = [
     "ideal_dcg",
     "ideal_gains",
     "ndcg_at_k",
+    "parse_key",
     "parse_metric",
     "precision_at_k",
     "rank_order",
@@ -92,6 +94,11 @@ METRIC_NAMES: tuple[str, ...] = ("ndcg", "precision", "recall", "success", "mrr"
 
 _EMPTY_ACTIONS = ("skip", "neg", "pos", "error")
 _KEY_PREFIX = {"ndcg": "ndcg", "precision": "p", "recall": "r", "success": "s"}
+
+TAGREC_FAMILIES: tuple[str, ...] = ("tagrec_recall", "tagrec_precision", "tagrec_f1",
+                                    "tagrec_mrr", "tagrec_map", "tagrec_ndcg")
+"""TagRec's metrics (personalized tag recommendation, :mod:`tagtorch.posts.metrics`): their own
+names, since their formulas differ from ``r``, ``p``, ``mrr``, ``map`` and ``ndcg``."""
 
 
 class _Ranked(NamedTuple):
@@ -123,6 +130,32 @@ def parse_metric(name: str) -> tuple[str, int | None]:
     if name in METRIC_NAMES:
         return name, None
     raise ValueError(f"unknown metric {name!r}; known: {METRIC_NAMES}, or mrr@K, map@K")
+
+
+def parse_key(key: str) -> tuple[str, int | None]:
+    """A metric key of any task's results as ``(family, cut-off)``: the one grammar of names.
+
+    ``ndcg@K``, ``p@K``, ``r@K``, ``s@K`` (:func:`ranking_metrics`' keys), ``mrr`` and ``map``
+    with or without ``@K``, and TagRec's ``tagrec_recall@K``, ``tagrec_precision@K``,
+    ``tagrec_f1@K``, ``tagrec_mrr@K``, ``tagrec_map@K``, ``tagrec_ndcg@K``
+    (:data:`TAGREC_FAMILIES`). A name means one formula in every task.
+
+    Raises:
+        ValueError: any other name, listing the grammar.
+
+    Example:
+        >>> parse_key("ndcg@10"), parse_key("map"), parse_key("tagrec_mrr@5")
+        (('ndcg', 10), ('map', None), ('tagrec_mrr', 5))
+    """
+    cut_required = "|".join(("ndcg", "p", "r", "s", *TAGREC_FAMILIES))
+    match = (re.fullmatch(rf"({cut_required})@([1-9]\d*)|(mrr|map)(?:@([1-9]\d*))?", key)
+             if isinstance(key, str) else None)
+    if match is None:
+        raise ValueError(f"unknown metric {key!r}: ndcg@K, p@K, r@K, s@K, mrr, map, mrr@K, "
+                         f"map@K or TagRec's {', '.join(f + '@K' for f in TAGREC_FAMILIES)}")
+    family = match.group(1) or match.group(3)
+    cut = match.group(2) or match.group(4)
+    return family, int(cut) if cut else None
 
 
 def _check_k(k: int | None, name: str = "k", optional: bool = False) -> None:
