@@ -43,8 +43,6 @@ LEAVE_LAST = {"movielens": {}, "lastfm": {}, "synthetic": {"n_objects": 3000}}
 """Splits tagtorch makes itself (3-core, each user's last post): dataset -> loader options."""
 GIVEN = {"bib_random": "bib_s", "cul_random": "cul_s"}
 """TagRec's stored random splits of the public samples: folder -> file stem."""
-NOT_YET = {("bib_random", "cf"): "a new user: TagRec lists its candidates unsorted (cf.py)"}
-"""(split, method) pairs known to differ by more than 0.005, with the reason."""
 
 
 def tagrec_means(split: str, method: str) -> np.ndarray:
@@ -71,10 +69,8 @@ def split(request, tmp_path_factory) -> tuple[str, PostData]:
 
 
 @pytest.mark.parametrize("method", list(TAGREC_NAMES))
-def test_every_baseline_equals_tagrecs_output(split, method, request):
+def test_every_baseline_equals_tagrecs_output(split, method):
     name, data = split
-    if (name, method) in NOT_YET:  # runs, and must still fail: strict
-        request.applymarker(pytest.mark.xfail(reason=NOT_YET[name, method], strict=True))
     node = OmegaConf.load(CONF / f"{method}.yaml")[method]
     ranked = instantiate(node).fit(data).top_tags(data.test, 10)
     means = mean_metrics(post_metrics(ranked, data.test.tags, range(1, 11)))

@@ -27,9 +27,11 @@ training posts' order, i.e. the higher user code: TagRec numbers users by first 
 its file (numeric ids in TagRec's converters' files), tagtorch sorts raw ids as strings, so on
 such files the order of equal-similarity neighbours follows tagtorch's codes, not the file's.
 
-Deviations: a test user with no training post (TagRec skips the similarities and returns its
-candidates unsorted, all scored 0; its ``userMaps`` list also assumes every user has one) gets
-cosines of 0 here, which puts the same candidates the other way round (the later one first).
+A test user with no training post: TagRec skips the similarities and keeps its candidates in
+the order met, all scored 0, so the *first* 20 vote (0 each); the same here. "Order met" and
+"later" follow the source's lines where the data keeps them (TagRec's files), else the
+training posts' order. Deviation: TagRec's ``userMaps`` list also assumes every training user
+has an index below the number of users (contiguous ids); tagtorch's codes always are.
 """
 
 from __future__ import annotations
@@ -43,6 +45,31 @@ from tagtorch.posts.baselines import counts_by
 from tagtorch.posts.data import PostData, Posts
 
 __all__ = ["UserCF"]
+
+
+def _line_places(posts: Posts, n_tags: int) -> sp.csr_matrix:
+    """``[P, W]`` each tag's place in its post's line (source order, else code order).
+
+    Stored like :func:`~tagtorch.candidates.neighbours.incidence`'s entries (zeros kept), so
+    a row's data align with the incidence row's.
+    """
+    rows = posts.tags.row_ids
+    seen = (np.arange(len(rows)) if posts.source_order is None else posts.source_order)
+    sort = np.lexsort((seen, rows))
+    within = np.empty(len(rows), dtype=np.int64)
+    within[sort] = np.arange(len(rows)) - posts.tags.offsets[rows[sort]]
+    return sp.csr_matrix((within, np.asarray(posts.tags.values, dtype=np.int64),
+                          np.asarray(posts.tags.offsets, dtype=np.int64)),
+                         shape=(len(posts), n_tags))
+
+
+def _post_places(posts: Posts) -> np.ndarray:
+    """``[P]`` each post's place in the source (its first assignment's), else its index."""
+    if posts.source_order is None:
+        return np.arange(len(posts), dtype=np.int64)
+    first = np.full(len(posts), np.iinfo(np.int64).max)
+    np.minimum.at(first, posts.tags.row_ids, posts.source_order)
+    return first
 
 _CHUNK = 4096
 """Test posts scored at once (bounds the fallback's ``[posts, users]`` similarities)."""
@@ -65,19 +92,25 @@ class UserCF(PostRanker):
         train = data.train
         self.n_tags_ = data.n_tags
         self.tags_ = incidence(train.tags, data.n_tags)
+        self.inline_ = _line_places(train, data.n_tags)
         self.counts_ = counts_by(train.users, data.n_users, self.tags_)
         self.squares_ = np.asarray(self.counts_.multiply(self.counts_).sum(1)).ravel()
         self.posts_of_ = sp.csr_matrix(
             (np.ones(len(train)), (train.resources, np.arange(len(train)))),
             shape=(data.n_resources, len(train)))
         self.users_ = np.asarray(train.users, dtype=np.int64)
-        positions = np.arange(len(train), dtype=np.int64)
+        place = _post_places(train)  # TagRec's line order of the training posts
+        by_place = np.argsort(place, kind="stable")
         self.first_ = np.full(data.n_users, -1, dtype=np.int64)  # the candidate order
-        self.first_[self.users_[::-1]] = positions[::-1]
+        self.first_[self.users_[by_place[::-1]]] = place[by_place[::-1]]
         self.last_ = np.full(data.n_users, -1, dtype=np.int64)  # the fallback's post
-        self.last_[self.users_] = positions
+        self.last_[self.users_[by_place]] = by_place
         active = np.flatnonzero(self.first_ >= 0)
-        self.pool_ = active[np.argsort(-self.first_[active])[:self.neighbours]]
+        by_first = active[np.argsort(self.first_[active])]
+        # the fallback's zero-cosine fill: the last users for a known user (sorted, the later
+        # first), the first ones for a new user (TagRec leaves its candidates unsorted)
+        self.pool_ = by_first[::-1][:self.neighbours]
+        self.new_pool_ = by_first[:self.neighbours]
 
     def _cosines(self, users: np.ndarray, others: np.ndarray) -> np.ndarray:
         """``[n]`` TagRec's cosine of each pair's tag counts (``Utilities.getCosineSim``)."""
@@ -93,7 +126,8 @@ class UserCF(PostRanker):
         lonely = np.flatnonzero(np.bincount(rows, minlength=len(posts)) == 0)
         if len(lonely):  # nobody else tagged r: every user (u too) with its last post
             shared = (self.counts_[posts.users[lonely]] @ self.counts_.T).tocoo()
-            pool = np.tile(self.pool_, len(lonely))  # the last users fill in zero cosines
+            new = self.first_[posts.users[lonely]] < 0
+            pool = np.where(new[:, None], self.new_pool_, self.pool_).ravel()
             keys = np.unique(np.concatenate([
                 lonely[shared.row] * np.int64(len(self.first_)) + shared.col,
                 np.repeat(lonely, len(self.pool_)) * np.int64(len(self.first_)) + pool]))
@@ -106,7 +140,9 @@ class UserCF(PostRanker):
         """``(rows, ranks, sims, posts)`` the voting neighbours, by post, then rank."""
         rows, users, voting = self._candidates(posts)
         sims = self._cosines(posts.users[rows], users)
-        order = np.lexsort((-self.first_[users], -sims, rows))  # equal: the later user first
+        new = self.first_[posts.users[rows]] < 0  # TagRec leaves a new user's candidates as met
+        later = np.where(new, self.first_[users], -self.first_[users])
+        order = np.lexsort((later, -sims, rows))  # equal: the later user first
         rows, sims, voting = rows[order], sims[order], voting[order]
         starts = np.searchsorted(rows, rows)  # rows sorted: where each post's run starts
         ranks = np.arange(len(rows)) - starts
@@ -119,8 +155,8 @@ class UserCF(PostRanker):
         tags = self.tags_[voting]
         per = np.diff(tags.indptr)
         entry_rows = np.repeat(rows, per)
-        place = np.repeat(ranks * np.int64(self.tags_.shape[1] + 1), per) + (
-            np.arange(len(tags.indices)) - np.repeat(tags.indptr[:-1], per))
+        place = (np.repeat(ranks * np.int64(self.tags_.shape[1] + 1), per)
+                 + self.inline_[voting].data.astype(np.int64))
         flat = entry_rows * np.int64(self.n_tags_) + tags.indices
         cells, first, inverse = np.unique(flat, return_index=True, return_inverse=True)
         sums = np.zeros(len(cells))
