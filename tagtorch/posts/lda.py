@@ -12,7 +12,11 @@ one). A user or resource without training posts contributes nothing (TagRec: no 
 
 Deviations: our sampler is tagtorch's collapsed Gibbs sampler (seeded), not Mallet's; our
 ``φ = (N_wz + β) / (N_z + Wβ)`` is smoothed where TagRec normalizes the raw counts of each
-topic's words; ties by the lower tag code.
+topic's words; ties by the lower tag code. Mallet's hyperparameter optimization, which TagRec
+leaves on (every 50 iterations after 200), is not done: on the HetRec MovieLens 3-core it
+drives β to NaN, every user's topic mixture becomes the same and TagRec's ``lda`` output equals
+``mp``'s list for every post (``docs/personalized_tags.md``); this module is the model with the
+optimization off.
 """
 
 from __future__ import annotations
