@@ -25,6 +25,8 @@ import json
 import logging
 import math
 import os
+import re
+import tempfile
 import zipfile
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -298,15 +300,33 @@ def load_tensors(path: str | Path) -> dict[str, Tensor]:
     return state
 
 
+PARTIAL_SUFFIX = ".tmp"
+"""The suffix of :func:`atomic_write`'s temporary files (``.NAME.RANDOM.tmp``)."""
+
+
+def partial_of(name: str) -> str | None:
+    """The file name whose :func:`atomic_write` temporary file ``name`` is, or None.
+
+    Example:
+        >>> partial_of(".scores.npz.k2j_x9.tmp"), partial_of("scores.npz")
+        ('scores.npz', None)
+    """
+    match = re.fullmatch(rf"\.(.+)\.[A-Za-z0-9_]+{re.escape(PARTIAL_SUFFIX)}", name)
+    return match.group(1) if match else None
+
+
 @contextmanager
 def atomic_write(path: str | Path) -> Iterator[Path]:
     """Writes a file that is never seen half-written: yields a temporary path beside ``path``.
 
-    The caller writes the whole file to the yielded path (hidden, ``.NAME.tmp`` in the same
-    folder, so the rename cannot cross file systems); when the block ends normally it replaces
-    ``path`` in one rename, and when it raises the temporary file is removed and ``path`` is
-    left as it was. The folder is created if missing. Writers that pick a format from the
-    file name (pandas' ``compression="infer"``) must be told the format explicitly.
+    The caller writes the whole file to the yielded path (hidden, ``.NAME.RANDOM.tmp`` in the
+    same folder, so the rename cannot cross file systems); when the block ends normally it
+    replaces ``path`` in one rename, and when it raises the temporary file is removed and
+    ``path`` is left as it was. The folder is created if missing. Written for a hostile folder:
+    the temporary file is created new (``O_EXCL``, an unpredictable name: a link planted under a
+    guessable name is never written through), and the rename replaces a link at ``path``
+    itself, never its target. Writers that pick a format from the file name (pandas'
+    ``compression="infer"``) must be told the format explicitly.
 
     Example:
         >>> import tempfile
@@ -320,7 +340,10 @@ def atomic_write(path: str | Path) -> Iterator[Path]:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.tmp")
+    handle, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=PARTIAL_SUFFIX,
+                                    dir=path.parent)
+    os.close(handle)
+    partial = Path(name)
     try:
         yield partial
         partial.replace(path)

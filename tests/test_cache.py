@@ -211,7 +211,8 @@ def cache_home(tmp_path):
     (root / "text").mkdir()
     (root / "hetrec2011-lastfm-2k").mkdir()
     files = {"candidates/" + "a" * 32 + ".npz": 1000, "candidates/" + "0" * 32 + ".npz": 2500,
-             "candidates/." + "b" * 32 + ".npz.tmp": 100, "text/lastfm-" + "c" * 24 + ".npz": 300,
+             "candidates/." + "b" * 32 + ".npz.x7k2q9.tmp": 100,
+             "text/lastfm-" + "c" * 24 + ".npz": 300,
              "candidates/notes.txt": 7, "candidates/" + "d" * 31 + ".npz": 11,
              "hetrec2011-lastfm-2k/user_taggedartists.dat": 50}
     for name, size in files.items():

@@ -399,3 +399,24 @@ def test_a_bad_csv_gets_one_line_naming_it(items, tmp_path, capsys, monkeypatch,
         assert recommend.main([str(items), "--csv", str(path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: {path}") and err.count("\n") == 1 and message in err, err
+
+
+def test_exports_never_write_through_a_planted_link(tmp_path):
+    """Issue 52: links planted at the old fixed temporary name and at the file's own name."""
+    import subprocess
+    import sys
+
+    out, victim = tmp_path / "out", tmp_path / "victim.txt"
+    out.mkdir()
+    victim.write_text("keep me\n")
+    for planted in (".synthetic.txt.tmp", "synthetic_fold0_train.txt",
+                    ".synthetic_fold0_test.txt.tmp"):
+        (out / planted).symlink_to(victim)
+    for args in (["tagrec", "synthetic", str(out)],
+                 ["letor", "synthetic", str(out), "--fold", "0"]):
+        done = subprocess.run([sys.executable, "-m", "tagtorch.export", *args, "--option",
+                               "n_objects=120"], capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-2000:]
+    assert victim.read_text() == "keep me\n"
+    assert not (out / "synthetic_fold0_train.txt").is_symlink()  # the file replaced the link
+    assert (out / "synthetic.txt").stat().st_size > 0

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tagtorch import __version__
+from tagtorch.storage import partial_of
 
 __all__ = ["KINDS", "CacheKind", "CacheUsage", "cache_entries", "cache_usage", "clear_caches",
            "code_fingerprint", "describe_caches", "format_size"]
@@ -53,9 +54,7 @@ class CacheKind:
 
     def recognizes(self, name: str) -> bool:
         """Whether a file name is one of this kind's entries or the partial file of one."""
-        if name.startswith(".") and name.endswith(".tmp"):  # storage.atomic_write's partial
-            name = name[1:-len(".tmp")]
-        return self.entry.fullmatch(name) is not None
+        return self.entry.fullmatch(partial_of(name) or name) is not None
 
 
 KINDS: dict[str, CacheKind] = {kind.folder: kind for kind in (

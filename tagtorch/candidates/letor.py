@@ -34,6 +34,7 @@ import torch
 from sklearn.datasets import dump_svmlight_file, load_svmlight_file
 
 from tagtorch.candidates.candidate_set import CandidateSet
+from tagtorch.storage import atomic_write
 
 __all__ = ["MAX_LETOR_BYTES", "LetorData", "load_letor", "read_letor", "write_letor",
            "write_synthetic_letor"]
@@ -62,7 +63,7 @@ def write_letor(candidates: CandidateSet, path: str | Path) -> Path:
     features = candidates.features[rows, slots].double().numpy()
     labels = candidates.labels[rows, slots].double().numpy()
     queries = candidates.objects[rows].numpy()
-    with path.open("wb") as out:
+    with atomic_write(path) as partial, partial.open("wb") as out:  # never through a link
         dump_svmlight_file(features, labels, out, query_id=queries, zero_based=False,
                            comment=f"features: {' '.join(candidates.feature_names)}")
     return path
