@@ -73,10 +73,16 @@ def test_a_benchmark_file_without_header_gets_numbered_features(tmp_path):
 
 @pytest.mark.parametrize(("content", "message"), [
     ("1 qid:1 1:1\n0 qid:2 1:1\n1 qid:1 1:2\n", "contiguous"),
-    ("-1 qid:1 1:1\n", "finite and >= 0"),
+    ("-1 qid:1 1:1\n", "line 1: the label -1.0 is not a finite number >= 0"),
+    ("1 qid:1 1:1\n1e308 qid:1 1:1\n", "line 2: the label 1e\\+308 is not a finite"),  # inf as f32
+    ("1 qid:1 1:1\nnan qid:1 1:1\n", "line 2: the label nan"),
+    ("1 qid:1 1:1\n0 qid:1 1:nan\n", "line 2: a feature value is not a finite"),
+    ("1 qid:1 1:inf\n", "line 1: a feature value"),
+    ("1 qid:1 1:1e308\n", "line 1: a feature value"),
     ("1 qid:1 5000:1\n", "5000 features"),
     ("1 qid:1 x:y\n", "not a LETOR"),
-], ids=["scattered-query", "negative-label", "too-many-features", "garbage"])
+], ids=["scattered-query", "negative-label", "huge-label", "nan-label", "nan-feature",
+        "inf-feature", "huge-feature", "too-many-features", "garbage"])
 def test_bad_files_are_errors_naming_the_file(tmp_path, content, message):
     path = tmp_path / "bad.txt"
     path.write_text(content)

@@ -30,6 +30,7 @@ from functools import partial
 from pathlib import Path
 
 import numpy as np
+import scipy.sparse as sp
 import torch
 from sklearn.datasets import dump_svmlight_file, load_svmlight_file
 
@@ -104,7 +105,8 @@ def read_letor(path: str | Path, max_bytes: int = MAX_LETOR_BYTES,
     Raises:
         ValueError: naming the file, for a file above ``max_bytes``, one that scikit-learn
             cannot parse, more than ``max_features`` features, a query whose lines are not
-            contiguous, or a label that is negative or not finite.
+            contiguous, a label that is negative or not finite, or a feature that is not
+            finite (both as float32).
     """
     path = Path(path)
     size = path.stat().st_size
@@ -123,8 +125,7 @@ def read_letor(path: str | Path, max_bytes: int = MAX_LETOR_BYTES,
     n_features = matrix.shape[1]
     if n_features > max_features:
         raise ValueError(f"{path}: {n_features} features, more than the {max_features} allowed")
-    if len(labels) and (not np.isfinite(labels).all() or labels.min() < 0):
-        raise ValueError(f"{path}: labels must be finite and >= 0")
+    _check_values(path, labels, matrix)
     starts = np.flatnonzero(np.r_[True, queries[1:] != queries[:-1]])
     if len(np.unique(queries)) != len(starts):
         raise ValueError(f"{path}: the lines of a query must be contiguous")
@@ -138,6 +139,25 @@ def read_letor(path: str | Path, max_bytes: int = MAX_LETOR_BYTES,
         torch.from_numpy(queries[starts].astype(np.int64)), rows, positions,
         torch.from_numpy(matrix.toarray()), label_values, n_relevant,
         _feature_names(path, n_features))
+
+
+def _check_values(path: Path, labels: np.ndarray, matrix: sp.csr_matrix) -> None:
+    """Labels finite and ``>= 0``, features finite, both *as float32* (``1e308`` is ``inf``).
+
+    Raises:
+        ValueError: naming the file and the first data line at fault.
+    """
+    with np.errstate(over="ignore", invalid="ignore"):
+        bad_labels = ~np.isfinite(labels.astype(np.float32)) | (labels < 0)
+    rows = np.repeat(np.arange(matrix.shape[0]), np.diff(matrix.indptr))
+    bad_features = rows[~np.isfinite(matrix.data)]
+    if bad_labels.any():
+        line = int(np.argmax(bad_labels)) + 1
+        raise ValueError(f"{path}: data line {line}: the label {float(labels[line - 1])!r} is "
+                         "not a finite number >= 0 (as float32)")
+    if len(bad_features):
+        raise ValueError(f"{path}: data line {int(bad_features[0]) + 1}: a feature value is "
+                         "not a finite float32 number (NaN, inf or beyond ±3.4e38)")
 
 
 @dataclass(frozen=True)
