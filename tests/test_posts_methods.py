@@ -465,3 +465,43 @@ def test_targets_take_a_baseline_that_lists_nothing():
                          n_resamples=200)
     assert tests["baseline_value"].tolist() == [0.0, 0.0]  # F1 over all posts: none listed
     assert tests["value"].tolist()[1] == pytest.approx(2 * 0.5 * 0.2 / 0.7)
+
+
+def test_a_saved_post_ranker_refuses_repeated_tags_and_bad_source_order(tmp_path):
+    """Hostile arrays that pass the digests (written by save itself) are refused at load."""
+    from tagtorch.data.ragged import Ragged
+    from tagtorch.posts.data import Posts
+
+    data = random_split(3)
+    train = data.train
+    n = len(train.tags.values)
+    repeated = Ragged.from_lists([[0, 0], *[row.tolist() for row in train.tags][1:]])
+    cases = {"distinct and ascending": (repeated, None),
+             "source_order": (train.tags, np.full(n, -1)),
+             "source_order must": (train.tags, np.zeros(n, dtype=np.int64))}  # not distinct
+    for i, (message, (tags, order)) in enumerate(cases.items()):
+        bad = Posts(train.users, train.resources, train.times, tags, order)
+        UserCF().fit(PostData(bad, data.test, data.n_users, data.n_resources, data.n_tags,
+                              None)).save(tmp_path / str(i))
+        with pytest.raises(UnreadableFileError, match=message):
+            UserCF.load(tmp_path / str(i))
+    good = Posts(train.users, train.resources, train.times, train.tags, np.arange(n) * 3)
+    UserCF().fit(PostData(good, data.test, data.n_users, data.n_resources, data.n_tags,
+                          None)).save(tmp_path / "good")
+    assert UserCF.load(tmp_path / "good").data_.train.source_order.tolist() == (
+        np.arange(n) * 3).tolist()
+
+
+def test_the_targets_take_only_reported_metrics_and_a_refit_hybrid_chooses_anew():
+    from tagtorch.evaluation.personalized_tags import PersonalizedTagTask
+    from tagtorch.posts.hybrid import Hybrid
+
+    for bad in ("tagrec_f1@7", "mrr", "rr@10"):
+        with pytest.raises(ValueError):
+            PersonalizedTagTask(ks=(1, 5, 10), targets={"method": "h", "baselines": ["b"],
+                                                        "measures": [bad]})
+    data = random_split(11, n=600)
+    hybrid = Hybrid(HYBRID_RANKER, depth=5, validation="random", selection=0.5)
+    first = hybrid.fit(data).choice_
+    assert first != "ranker"  # a source wins here, so a stale choice could shadow the ranker
+    assert hybrid.fit(data).choice_ == first  # refit: the ranker is scored, not the old choice

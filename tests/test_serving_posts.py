@@ -234,3 +234,18 @@ def test_the_service_takes_posts_that_survive_a_restart(fitted, tmp_path):
         answer = httpx.post(f"{url}/v1/tags", json={"user": "newbie", "resource": "other"},
                             timeout=30).json()
         assert answer["tags"][0]["tag"] == "Qwxyzzy"
+
+
+def test_new_posts_keep_a_tagrec_files_line_order(tmp_path):
+    """A model from a TagRec file ranks ties by the file's lines; new posts come after them."""
+    from tagtorch.data.loaders.tagrec import load_tagrec
+
+    path = tmp_path / "x.txt"  # r1's tags all once: the later first use first (c, a, b)
+    path.write_text('"u1";"r1";"10";"b,a"\n"u2";"r1";"11";"c"\n"u3";"r2";"12";"d"\n')
+    folksonomy = load_tagrec(path)
+    model = MostPopularUserResource(user=False)
+    recommender = PostRecommender.fit(folksonomy, TextProcessor(cache=False), model, p=1)
+    assert [t for t, _ in recommender.recommend_tags("u9", "r1", k=3).tags] == ["c", "a", "b"]
+    recommender.add_posts([{"user": "u4", "resource": "r2", "tags": ["e"], "time": 13}])
+    assert [t for t, _ in recommender.recommend_tags("u9", "r1", k=3).tags] == ["c", "a", "b"]
+    assert recommender.model.data_.train.source_order is not None

@@ -7,7 +7,7 @@ synthetic set, tagtorch writes the folksonomy in TagRec's format (as TagRec was 
 reads it back and makes the 3-core and the leave-last split itself with its default settings;
 for the one-post-per-user samples it reads TagRec's own random split (unseeded, so stored).
 Every method must give TagRec's recall, precision, F1, MRR, MAP, nDCG and coverage at every
-``k`` from 1 to 10 within 0.005.
+``k`` from 1 to 10 (within 1e-6; Last.fm 0.001: :data:`TOLERANCE`).
 
 ``test_the_fixtures_are_what_the_jar_writes`` (slow) rebuilds the fixtures with the jar where
 ``TAGREC_HOME`` names a built TagRec (``classes/`` with ``../shared/tagrec-oracle``'s drivers).
@@ -43,6 +43,11 @@ LEAVE_LAST = {"movielens": {}, "lastfm": {}, "synthetic": {"n_objects": 3000}}
 """Splits tagtorch makes itself (3-core, each user's last post): dataset -> loader options."""
 GIVEN = {"bib_random": "bib_s", "cul_random": "cul_s"}
 """TagRec's stored random splits of the public samples: folder -> file stem."""
+TOLERANCE = {"lastfm": 0.001}
+"""Largest allowed difference (the issue asks 0.005; the lists are TagRec's to the last digit
+but on Last.fm, whose core keeps two training posts TagRec's reader drops (negative times), and
+where BLL+C's float sums differ in the last bit: 0.0003). Elsewhere 1e-6: a wrong tie order
+moves the means by 1e-4 to 1e-3."""
 
 
 def tagrec_means(split: str, method: str) -> np.ndarray:
@@ -76,10 +81,11 @@ def test_every_baseline_equals_tagrecs_output(split, method):
     means = mean_metrics(post_metrics(ranked, data.test.tags, range(1, 11)))
     ours = np.array([[means[f"{c}@{k}" if c != "coverage" else c] for c in COLUMNS]
                      for k in range(1, 11)])
-    difference = np.abs(ours - tagrec_means(name, method))
+    theirs = tagrec_means(name, method)
+    difference = np.abs(ours - theirs)
     worst = np.unravel_index(np.argmax(difference), difference.shape)
-    assert difference.max() <= 0.005, (f"{COLUMNS[worst[1]]}@{worst[0] + 1}: "
-                                       f"{ours[worst]:.4f} vs TagRec {difference[worst]:+.4f}")
+    assert difference.max() <= TOLERANCE.get(name, 1e-6), (
+        f"{COLUMNS[worst[1]]}@{worst[0] + 1}: ours {ours[worst]:.6f}, TagRec {theirs[worst]:.6f}")
 
 
 def test_the_split_is_tagrecs(split):

@@ -53,7 +53,7 @@ from tagtorch.evaluation.runs import (
 )
 from tagtorch.evaluation.stats import paired_test
 from tagtorch.evaluation.trec import qrels_lines, ranked_lines, run_file_names
-from tagtorch.metrics.functional import parse_key
+from tagtorch.metrics.functional import TAGREC_FAMILIES, parse_key
 from tagtorch.posts.base import PostRanker
 from tagtorch.posts.data import SPLITS, PostData, personalized_split
 from tagtorch.posts.metrics import f1_randomization_p_value, mean_metrics, post_metrics
@@ -111,8 +111,14 @@ class PersonalizedTagTask(SignatureSettings):
         self.seeds, self.ks = list(seeds), tuple(ks)
         self.significance = Significance.of(significance)
         self.targets = dict(targets) if targets else None
+        produced = {f"{family}@{k}" for k in self.ks for family in
+                    ("p", "r", "s", "ndcg", "mrr", "map", *TAGREC_FAMILIES)}
         for measure in (self.targets or {}).get("measures", ()):
             parse_key(measure)  # one grammar of names for every task; a bad one fails here
+            if measure not in produced:
+                raise ValueError(f"task.targets.measures: {measure!r} is not reported (ks = "
+                                 f"{list(self.ks)}: FAMILY@k of p, r, s, ndcg, mrr, map, "
+                                 "tagrec_*)")
 
     def run(self, folksonomy: Folksonomy, cfg: DictConfig, output_dir: Path,
             loggers: Sequence[MetricLogger] = ()) -> EvaluationResult:
@@ -247,8 +253,9 @@ def target_tests(per_object: pd.DataFrame, method: str, baselines: Sequence[str]
         p_holm`` (Holm over all rows).
     """
     wide = per_object.pivot_table(index="object" if average_folds else ["fold", "object"],
-                                  columns=["method", "metric"], values="value", aggfunc="mean",
-                                  dropna=False)  # a method without any list: all NaN
+                                  columns=["method", "metric"], values="value", aggfunc="mean")
+    wide = wide.reindex(columns=pd.MultiIndex.from_product(  # a method without any list: NaN
+        [sorted(set(per_object["method"])), sorted(set(per_object["metric"]))]))
     rows = []
     present = set(per_object["method"])
     for baseline in [b for b in baselines if b in present]:

@@ -43,7 +43,7 @@ _MOST = 2**40
 
 
 def value_at(scores: PostScores, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-    """``scores[rows, cols]`` as a flat array (0 where nothing is stored or ``-inf``)."""
+    """``scores[rows, cols]`` flat: 0 where a sparse one stores nothing or a dense one ``-inf``."""
     if isinstance(scores, np.ndarray):
         values = scores[rows, cols]
         return np.where(np.isfinite(values), values, 0.0)
@@ -75,7 +75,9 @@ def recommend(scores: PostScores, k: int = 10, ties: PostScores | None = None) -
         scores = sp.csr_matrix((scores[finite], finite), shape=scores.shape)
     else:
         scores = scores.tocsr()
-        scores.sum_duplicates()
+        if not scores.has_canonical_format:  # summed on a copy: the caller's stays as it was
+            scores = scores.copy()
+            scores.sum_duplicates()
     rows = np.repeat(np.arange(scores.shape[0]), np.diff(scores.indptr))
     keys = (np.zeros(len(scores.data)) if ties is None
             else value_at(ties, rows, scores.indices))
@@ -164,9 +166,15 @@ class PostRanker(SignatureSettings):
                                       "arrays of one length")
         offsets, values = check_ragged(file, "tag", arrays["tag_offsets"],
                                        arrays["tag_values"], len(users), n_tags)
+        inside = np.diff(values) > 0  # each post's tags distinct and ascending
+        if not inside[np.diff(Ragged(offsets, values).row_ids) == 0].all():
+            raise UnreadableFileError(f"{file}: a post's tags must be distinct and ascending")
         order = arrays.get("source_order")
-        if order is not None and (order.shape != values.shape or order.dtype.kind not in "iu"):
-            raise UnreadableFileError(f"{file}: source_order must be integers, one per tag")
+        if order is not None and (order.shape != values.shape or order.dtype.kind not in "iu"
+                                  or (len(order) and (order.min() < 0 or order.max() >= _MOST))
+                                  or len(np.unique(order)) != len(order)):
+            raise UnreadableFileError(f"{file}: source_order must be distinct integers in "
+                                      f"[0, {_MOST}), one per tag")
         train = Posts(users, resources, times.astype(np.int64), Ragged(offsets, values),
                       None if order is None else order.astype(np.int64))
         empty = train.take(np.zeros(0, dtype=np.int64))

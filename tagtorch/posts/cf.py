@@ -40,7 +40,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from tagtorch.candidates.neighbours import incidence
-from tagtorch.posts.base import PostRanker
+from tagtorch.posts.base import PostRanker, recommend
 from tagtorch.posts.baselines import counts_by
 from tagtorch.posts.data import PostData, Posts
 
@@ -166,21 +166,27 @@ class UserCF(PostRanker):
         return (sp.csr_matrix((sums, index), shape=shape),
                 sp.csr_matrix((place[first] + 1, index), shape=shape, dtype=np.int64))
 
-    def _chunks(self, posts: Posts, part: int) -> sp.csr_matrix:
-        """Part ``part`` of :meth:`_votes`, posts taken in chunks of ``_CHUNK``."""
-        blocks = [self._votes(posts.take(np.arange(start, min(start + _CHUNK, len(posts)))))[part]
+    def _scores_and_ties(self, posts: Posts) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+        """:meth:`_votes` of all posts, taken in chunks of ``_CHUNK``."""
+        blocks = [self._votes(posts.take(np.arange(start, min(start + _CHUNK, len(posts)))))
                   for start in range(0, len(posts), _CHUNK)]
         if not blocks:
-            return sp.csr_matrix((0, self.n_tags_))
-        return sp.vstack(blocks, format="csr")
+            return sp.csr_matrix((0, self.n_tags_)), sp.csr_matrix((0, self.n_tags_))
+        return (sp.vstack([b[0] for b in blocks], format="csr"),
+                sp.vstack([b[1] for b in blocks], format="csr"))
 
     def score(self, posts: Posts) -> sp.csr_matrix:
         """``[Q, W]`` the summed similarities of the top neighbours that used each tag.
 
         Every tag of a voting neighbour is stored, with 0 when its votes are all 0.
         """
-        return self._chunks(posts, 0)
+        return self._scores_and_ties(posts)[0]
 
     def tie_order(self, posts: Posts) -> sp.csr_matrix:
         """``[Q, W]`` each candidate's place in TagRec's result map: the later first on ties."""
-        return self._chunks(posts, 1)
+        return self._scores_and_ties(posts)[1]
+
+    def top_tags(self, posts: Posts, k: int) -> np.ndarray:
+        """``[Q, k]`` the best tags, the votes counted once for the scores and their ties."""
+        scores, ties = self._scores_and_ties(posts)
+        return recommend(scores, k, ties)

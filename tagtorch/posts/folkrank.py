@@ -7,8 +7,10 @@ Ranking" (ESWC), as TagRec runs it (github.com/learning-layers/TagRec,
 What TagRec does, step by step (the default here reproduces it, to the last bit of the sums):
 
 - **Graph.** The *facts* are the training tag assignments ``(t, u, r)``, read post by post in
-  the file's order (by user, then time), a post's tags in its line's order (tag-code order in
-  files tagtorch writes). Each dimension numbers its nodes in order of first appearance in the
+  TagRec's file order (by user, then time). Ours: the training posts' order and a post's tags
+  by code (not :attr:`~tagtorch.posts.data.Posts.source_order`; the facts' order only changes
+  sums at the last bit, and the lists equal TagRec's on its shuffled random splits too). Each
+  dimension numbers its nodes in order of first appearance in the
   facts: for tags that is TagRec's own tag index. Every fact adds 2 to the *count* of each of its
   three nodes (a hyperedge read as two directed edges per node).
 - **Iteration.** All weights start at ``1/|D|`` in each dimension ``D``. Each iteration spreads

@@ -32,14 +32,10 @@ import numpy as np
 import torch
 
 from tagtorch.data.ragged import Ragged
-from tagtorch.metrics.functional import TAGREC_FAMILIES, ranking_metrics
+from tagtorch.metrics.functional import ranking_metrics
 
-__all__ = ["TAGREC_METRICS", "f1_randomization_p_value", "mean_metrics", "post_metrics"]
+__all__ = ["f1_randomization_p_value", "mean_metrics", "post_metrics"]
 
-TAGREC_METRICS = TAGREC_FAMILIES
-"""TagRec's metric families, in the column order of its metric files (``tagrec_f1`` is
-computed from the means); their names belong to the one grammar,
-:func:`tagtorch.metrics.functional.parse_key`."""
 
 
 def _hits(recommended: np.ndarray, gold: Ragged) -> np.ndarray:

@@ -394,8 +394,12 @@ class _State:
         train = self.model.data_.train
         at = train.tags.row_ids
         new = np.array(rows, dtype=np.int64).reshape(-1, 4)
+        order = None
+        if train.source_order is not None:  # the new posts come after every line of the file
+            start = int(train.source_order.max(initial=-1)) + 1
+            order = np.r_[train.source_order, start + np.arange(len(new))]
         posts_now = posts_from_assignments(
             np.r_[train.users[at], new[:, 0]], np.r_[train.resources[at], new[:, 1]],
-            np.r_[train.tags.values, new[:, 3]], np.r_[train.times[at], new[:, 2]])
+            np.r_[train.tags.values, new[:, 3]], np.r_[train.times[at], new[:, 2]], order)
         model = type(self.model)(**self.model.settings())
         return _State(vocabulary, _fitted(model, vocabulary, posts_now))
