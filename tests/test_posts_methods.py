@@ -505,3 +505,17 @@ def test_the_targets_take_only_reported_metrics_and_a_refit_hybrid_chooses_anew(
     first = hybrid.fit(data).choice_
     assert first != "ranker"  # a source wins here, so a stale choice could shadow the ranker
     assert hybrid.fit(data).choice_ == first  # refit: the ranker is scored, not the old choice
+
+
+def test_target_f1_on_random_splits_counts_only_the_posts_of_each_seed():
+    """Each seed has its own test posts: no (seed, post) pair that never existed is counted."""
+    from tagtorch.evaluation.personalized_tags import target_tests
+
+    rows = [{"method": method, "fold": fold, "object": 3 * fold + post, "metric": metric,
+             "value": value}
+            for fold in (0, 1) for post in range(3)
+            for method, value in (("hybrid", 1.0), ("bll", 0.5))
+            for metric in ("tagrec_recall@5", "tagrec_precision@5")]
+    tests = target_tests(pd.DataFrame(rows), "hybrid", ["bll"], ("tagrec_f1@5",),
+                         average_folds=False, n_resamples=200)
+    assert tests[["value", "baseline_value"]].values.tolist() == [[1.0, 0.5]]
