@@ -249,3 +249,17 @@ def test_new_posts_keep_a_tagrec_files_line_order(tmp_path):
     recommender.add_posts([{"user": "u4", "resource": "r2", "tags": ["e"], "time": 13}])
     assert [t for t, _ in recommender.recommend_tags("u9", "r1", k=3).tags] == ["c", "a", "b"]
     assert recommender.model.data_.train.source_order is not None
+
+
+def test_more_journaled_posts_than_one_request_takes_come_back(fitted, tmp_path):
+    """Issue 52, serious case 1: 11 acknowledged requests of 1,000 posts each load again."""
+    _, _, folder = fitted
+    copy = shutil.copytree(folder, tmp_path / "artifact")
+    served = PostRecommender.load(copy)
+    for request in range(11):
+        batch = [{"user": f"bulk{request}-{i}", "resource": "r-bulk", "tags": ["bulky"],
+                  "time": 100 + i} for i in range(1000)]
+        assert served.add_posts(batch) == 1000
+    replayed = PostRecommender.load(copy)  # 11,000 journaled posts, above the request limit
+    assert {f"bulk{r}-999" for r in range(11)} <= set(replayed.users)
+    assert replayed.recommend_tags("anyone", "r-bulk").tags[0][0] == "bulky"

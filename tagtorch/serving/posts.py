@@ -192,9 +192,12 @@ class PostRecommender:
             recommender = cls(opened.processor, model, users, resources, tags, display,
                               opened.info)
         recommender.journal = Journal(folder / JOURNAL_FILE)
-        replayed = [post for batch in recommender.journal.read() for post in batch]
+        # each record is one acknowledged request: checked as it was, the whole applied at once
+        # (a request's limit is not the journal's: 11 requests of 1,000 posts all come back)
+        replayed = [post for batch in recommender.journal.read()
+                    for post in recommender.check_posts(batch)[0]]
         if replayed:
-            recommender.apply_posts(recommender.check_posts(replayed)[0])
+            recommender.apply_posts(replayed)
             log.info("%s: %d journaled posts replayed", folder, len(replayed))
         return recommender
 
