@@ -80,9 +80,11 @@ def test_a_benchmark_file_without_header_gets_numbered_features(tmp_path):
     ("1 qid:1 1:inf\n", "line 1: a feature value"),
     ("1 qid:1 1:1e308\n", "line 1: a feature value"),
     ("1 qid:1 5000:1\n", "5000 features"),
+    ("", "no data line"),
+    ("1 qid:99999999999999999999999 1:1\n", "beyond 64 bits"),
     ("1 qid:1 x:y\n", "not a LETOR"),
 ], ids=["scattered-query", "negative-label", "huge-label", "nan-label", "nan-feature",
-        "inf-feature", "huge-feature", "too-many-features", "garbage"])
+        "inf-feature", "huge-feature", "too-many-features", "empty", "huge-qid", "garbage"])
 def test_bad_files_are_errors_naming_the_file(tmp_path, content, message):
     path = tmp_path / "bad.txt"
     path.write_text(content)
@@ -188,3 +190,12 @@ def test_a_query_file_that_does_not_add_up_is_an_error(tmp_path):
     (tmp_path / "d.txt.query").write_text("3\n")
     with pytest.raises(ValueError, match="sum to the 2"):
         read_letor(tmp_path / "d.txt")
+
+
+def test_the_synthetic_generator_takes_fewer_than_ten_features(tmp_path):
+    """Issue 52: ``features < 10`` crashed in the interaction term; now all features interact."""
+    folder = write_synthetic_letor(tmp_path / "small", queries=8, features=3, mean_documents=5)
+    train = read_letor(folder / "train.txt")
+    assert train.features.shape[-1] == 3 and len(train.objects) == 8
+    with pytest.raises(ValueError, match="must be >= 1"):
+        write_synthetic_letor(tmp_path / "none", features=0)

@@ -238,3 +238,21 @@ def test_a_given_split_is_kept_through_filters_and_written_back(tmp_path):
     paths = write_tagrec_split(folk, tmp_path / "out", "x", given_test_posts(folk))
     assert content(load_tagrec(paths[0], test_path=paths[1])) == content(folk)
     assert content(load_tagrec(paths[2])) != content(folk)  # no split marked
+
+
+@pytest.mark.parametrize(("field", "expected"), [
+    ('"-"', "within 64 bits"), ('"18446744073709551616"', "within 64 bits"),
+    ('"9223372036854775808"', "within 64 bits"),  # 2^63: wrapped negative before
+], ids=["dash", "two-to-the-64", "two-to-the-63"])
+def test_a_timestamp_outside_64_bits_is_an_error_naming_the_line(tmp_path, field, expected):
+    path = tmp_path / "t.txt"
+    path.write_text('"u";"r";"5";"a"\n"u";"r2";' + field + ';"b"\n')
+    with pytest.raises(DataFormatError, match=f"line 2.*{expected}"):
+        load_tagrec(path)
+
+
+def test_an_infinite_category_weight_is_an_error_naming_the_line(tmp_path):
+    path = tmp_path / "t.txt"
+    path.write_text('"u";"r";"5";"a";"net_0.5"\n"u";"r2";"6";"b";"net_1e999"\n')
+    with pytest.raises(DataFormatError, match=r"line 2.*finite category weight"):
+        load_tagrec(path)

@@ -115,8 +115,12 @@ def read_letor(path: str | Path, max_bytes: int = MAX_LETOR_BYTES,
     try:
         matrix, labels, queries = load_svmlight_file(str(path), query_id=True, zero_based=False,
                                                      dtype=np.float32)
-    except (ValueError, UnicodeDecodeError) as error:
-        raise ValueError(f"{path}: not a LETOR / SVMlight file ({error})") from error
+    except (ValueError, UnicodeDecodeError, OverflowError) as error:
+        raise ValueError(f"{path}: not a LETOR / SVMlight file ({error}; a qid beyond 64 bits "
+                         "is refused too)" if isinstance(error, OverflowError)
+                         else f"{path}: not a LETOR / SVMlight file ({error})") from error
+    if not len(labels):
+        raise ValueError(f"{path}: no data line (an empty LETOR file)")
     if len(queries) < len(labels):  # no qid: LightGBM's layout, queries in PATH.query
         sidecar = Path(f"{path}.query")
         if not sidecar.is_file():
@@ -212,29 +216,34 @@ def write_synthetic_letor(folder: str | Path, queries: int = 200, features: int 
     The generator (stated, for benchmarks and tests): ``features`` uniform features per document
     (136: MSLR's), ``1 + Poisson(mean_documents - 1)`` documents per query, and a grade 0-4 per
     document from a hidden score, a random linear function of the features plus a random
-    pairwise interaction of the first ten and Gaussian noise, cut at its quantiles 50/75/90/97%
-    (MSLR's grades are about that skewed). ``queries`` training queries, a quarter as many for
-    validation, half as many for test; query ids distinct across the files.
+    pairwise interaction of the first ten (all, when fewer) and Gaussian noise, cut at its
+    quantiles 50/75/90/97% (MSLR's grades are about that skewed). ``queries`` training queries,
+    a quarter as many for validation, half as many for test; query ids distinct across the
+    files.
 
     Returns:
         The folder (its ``train.txt``, ``vali.txt``, ``test.txt``).
     """
+    if min(queries, features, mean_documents) < 1:
+        raise ValueError(f"queries, features and mean_documents must be >= 1, got {queries}, "
+                         f"{features}, {mean_documents}")
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
     linear = rng.normal(size=features)
-    pairs = rng.normal(size=(10, 10)) / 3
+    first = min(10, features)  # the interacting features: the first ten (all, when fewer)
+    pairs = rng.normal(size=(first, first)) / 3
     next_id = 1
     for part, count in (("train", queries), ("vali", max(1, queries // 4)),
                         ("test", max(1, queries // 2))):
         sizes = 1 + rng.poisson(mean_documents - 1, size=count)
         x = rng.random((int(sizes.sum()), features)).astype(np.float32)
-        hidden = x @ linear + np.einsum("ni,ij,nj->n", x[:, :10], pairs, x[:, :10])
+        hidden = x @ linear + np.einsum("ni,ij,nj->n", x[:, :first], pairs, x[:, :first])
         hidden = hidden + rng.normal(scale=hidden.std() / 2, size=len(hidden))
         grades = np.searchsorted(np.quantile(hidden, [0.5, 0.75, 0.9, 0.97]), hidden)
         qids = np.repeat(np.arange(next_id, next_id + count), sizes)
         next_id += count
-        with (folder / f"{part}.txt").open("wb") as out:
+        with atomic_write(folder / f"{part}.txt") as partial, partial.open("wb") as out:
             dump_svmlight_file(x, grades, out, query_id=qids, zero_based=False,
                                comment=f"synthetic LETOR, MSLR-WEB10K layout, seed {seed}")
     return folder

@@ -116,8 +116,8 @@ def _categories(table: RawTable, objects: pd.Series, lowercase: bool) -> pd.Data
     if "categories" not in table.frame:
         return None
     rows: dict[str, list[tuple[str, float]]] = {}
-    for obj, field in zip(objects, table.frame["categories"].to_numpy(dtype=object),
-                          strict=True):
+    for position, (obj, field) in enumerate(zip(
+            objects, table.frame["categories"].to_numpy(dtype=object), strict=True)):
         if obj in rows or not str(field).strip():
             continue
         pairs = []
@@ -125,6 +125,8 @@ def _categories(table: RawTable, objects: pd.Series, lowercase: bool) -> pd.Data
             match = _WEIGHT.match(item.strip())
             name, weight = (match.group(1), float(match.group(2))) if match else (
                 item.strip(), np.nan)
+            if np.isinf(weight):
+                raise table.error(position, "a finite category weight", repr(item.strip()))
             if name:
                 pairs.append((name.lower() if lowercase else name, weight))
         rows[obj] = pairs
@@ -136,11 +138,19 @@ def _categories(table: RawTable, objects: pd.Series, lowercase: bool) -> pd.Data
 
 
 def _timestamps(table: RawTable) -> np.ndarray:
-    """``[posts]`` Unix seconds; an empty field is :data:`MISSING_TIME`."""
-    text = table.frame["timestamp"].astype("string").str.strip()
-    if not text.fillna("").str.fullmatch(r"-?\d*").all():
-        position = int(np.flatnonzero(~text.fillna("").str.fullmatch(r"-?\d*").to_numpy())[0])
-        raise table.error(position, "a timestamp in Unix seconds (or nothing)",
+    """``[posts]`` Unix seconds; an empty field is :data:`MISSING_TIME`.
+
+    Raises:
+        DataFormatError: a field that is not a whole number within 64 bits (``-``, ``2^63``:
+            never a silent wrap), naming the line.
+    """
+    text = table.frame["timestamp"].astype("string").str.strip().fillna("")
+    bad = ~text.str.fullmatch(r"(?:-?\d+)?").to_numpy()
+    for i in np.flatnonzero(~bad & (text.str.len().to_numpy() >= 19)):  # few: exactly
+        bad[i] = not -2**63 < int(text.iloc[i]) < 2**63
+    if bad.any():
+        position = int(np.flatnonzero(bad)[0])
+        raise table.error(position, "a timestamp in Unix seconds within 64 bits (or nothing)",
                           repr(str(text.iloc[position])))
     return pd.to_numeric(text.mask(text == ""), errors="raise").fillna(MISSING_TIME).to_numpy(
         dtype=np.int64)
