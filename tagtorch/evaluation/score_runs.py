@@ -24,7 +24,9 @@ retrieved or not. The metric names and definitions are those of
 :mod:`tagtorch.metrics.functional`: ``ndcg@K``, ``p@K``, ``r@K``, ``s@K``, ``mrr``, ``map``
 (``mrr@K``, ``map@K``). All equal ranx's per query (``tests/test_score_runs.py``) but
 ``map@K``, which divides by ``min(K, relevant)`` where ranx's ``map@K`` and trec_eval's
-``map_cut_K`` divide by all relevant documents.
+``map_cut_K`` divide by all relevant documents — and only for runs without tied scores and
+qrels with whole-number grades: ranx orders tied documents its own way (not trec_eval's) and
+reads a grade of 0.5 as 0, where tagtorch keeps it as a gain.
 
 Why not ``python -m tagtorch.evaluate``: ``tagtorch.evaluate`` is the Python function
 ``tt.evaluate``; a module of that name would replace it in every process that imported the
