@@ -118,9 +118,15 @@ def load(source: str | Path, **options: Any) -> Folksonomy:
     cfg = compose(overrides)
     with open_dict(cfg):
         cfg.data = OmegaConf.merge(cfg.data, options)
+    from hydra.errors import InstantiationException
     from hydra.utils import instantiate
 
-    folksonomy = instantiate(cfg.data)
+    try:
+        folksonomy = instantiate(cfg.data)
+    except InstantiationException as error:  # the loader's own error (DataFormatError, ...)
+        if error.__cause__ is None:
+            raise
+        raise error.__cause__ from None
     assert isinstance(folksonomy, Folksonomy)
     return folksonomy
 

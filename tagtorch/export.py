@@ -70,6 +70,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                         help="a loader setting (conf/data/NAME.yaml), e.g. n_objects=500")
     args = parser.parse_args(argv)
+    if args.out.exists() and not args.out.is_dir():  # before any work (LETOR builds candidates)
+        print(f"error: {args.out} exists and is not a folder: name a folder to write into",
+              file=sys.stderr)
+        return 2
     from tagtorch.api import load
     from tagtorch.data.loaders import DataFormatError
     from tagtorch.data.loaders.tagrec import (

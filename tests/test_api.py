@@ -103,3 +103,14 @@ def test_fit_returns_a_recommender_that_reloads_the_same(folk, tmp_path):
     tags = [str(t) for t in folk.tags[:3]]
     folder = rec.save(tmp_path / "copy")
     assert tt.Recommender.load(folder).recommend_tags(tags, k=5) == rec.recommend_tags(tags, k=5)
+
+
+def test_load_raises_the_loaders_own_error_not_hydras(tmp_path):
+    """Issue 52: ``tt.load`` of a bad file raises ``DataFormatError`` naming the line."""
+    import tagtorch as tt
+    from tagtorch.data.loaders import DataFormatError
+
+    path = tmp_path / "bad.txt"
+    path.write_text('"u";"r";"5";"a"\n"u";"r2";"-";"b"\n')
+    with pytest.raises(DataFormatError, match=r"bad\.txt, line 2"):
+        tt.load(path)

@@ -420,3 +420,19 @@ def test_exports_never_write_through_a_planted_link(tmp_path):
     assert victim.read_text() == "keep me\n"
     assert not (out / "synthetic_fold0_train.txt").is_symlink()  # the file replaced the link
     assert (out / "synthetic.txt").stat().st_size > 0
+
+
+def test_export_to_a_file_is_refused_before_any_work(tmp_path):
+    """Issue 52: ``OUT`` an existing file gave ``[Errno 17]`` (LETOR: after all candidates)."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "not-a-folder"
+    out.write_text("x")
+    for kind in ("tagrec", "letor"):
+        done = subprocess.run([sys.executable, "-m", "tagtorch.export", kind, "synthetic",
+                               str(out), "--option", "n_objects=60"], capture_output=True,
+                              text=True, timeout=300)
+        assert done.returncode == 2
+        assert done.stderr.strip() == f"error: {out} exists and is not a folder: name a " \
+                                      "folder to write into"
