@@ -256,3 +256,22 @@ def test_an_infinite_category_weight_is_an_error_naming_the_line(tmp_path):
     path.write_text('"u";"r";"5";"a";"net_0.5"\n"u";"r2";"6";"b";"net_1e999"\n')
     with pytest.raises(DataFormatError, match=r"line 2.*finite category weight"):
         load_tagrec(path)
+
+
+@pytest.mark.parametrize("tag", ["a%00b", "x%1b[31m", "y%E2%80%A8z", "tab\\tinside"],
+                         ids=["nul", "esc", "u2028", "tab"])
+def test_a_tag_with_a_control_character_is_an_error_naming_the_line(tmp_path, tag):
+    """Issue 52: decoded NUL, ESC and U+2028 ended up in tags (and in files tagtorch wrote)."""
+    path = tmp_path / "t.txt"
+    path.write_text('"u";"r";"5";"fine"\n"u";"r2";"6";"' + tag.replace("\\t", "\t") + '"\n')
+    with pytest.raises(DataFormatError, match=r"line 2: expected tags without control"):
+        load_tagrec(path)
+
+
+def test_nested_percent_encoding_is_decoded_a_bounded_number_of_times():
+    """Issue 52: 200 kB of nested ``%25`` took 69 s (one linear round per level)."""
+    from tagtorch.data.loaders.reading import DECODE_ROUNDS
+
+    nested = "%" + "25" * 50_000 + "61"
+    assert decode_percent(nested) == "%" + "25" * (50_000 - DECODE_ROUNDS) + "61"
+    assert decode_percent("c%252b%252b") == "c++"  # the samples' double encoding still decodes

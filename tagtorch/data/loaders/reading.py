@@ -359,14 +359,23 @@ def _first_bad_record(text: str, sep: str, n_fields: int, path: Path,
     return None
 
 
+DECODE_ROUNDS = 8
+"""The most rounds of :func:`decode_percent` (each linear in the text: deeper nesting, a
+hostile file's, would make decoding quadratic; the public samples nest twice)."""
+
+
 def decode_percent(text: str) -> str:
-    """Percent-decodes ``text`` until nothing changes (``%252b`` -> ``%2b`` -> ``+``).
+    """Percent-decodes ``text`` until nothing changes, at most :data:`DECODE_ROUNDS` times.
 
     Example:
         >>> decode_percent("c%252b%252b"), decode_percent("100%"), decode_percent("a%2Cb")
         ('c++', '100%', 'a,b')
+        >>> decode_percent("%" + "25" * 20 + "61").startswith("%25")  # bounded: 8 rounds
+        True
     """
-    while "%" in text:
+    for _ in range(DECODE_ROUNDS):
+        if "%" not in text:
+            break
         decoded = unquote(text, errors="strict") if _valid_utf8(text) else text
         if decoded == text:
             break

@@ -66,6 +66,8 @@ TAGREC_FIELDS = ("user", "resource", "timestamp", "tags", "categories", "rating"
 """TagRec's fields by position (the first four are required)."""
 
 _ENCODED = re.compile(r"[%,;\"\r\n]")
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+"""Characters no tag may hold (control characters, Unicode's line and paragraph separators)."""
 _WEIGHT = re.compile(r"^(.*)_([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)$")
 
 
@@ -99,12 +101,20 @@ def _field_names(path: Path, encoding: str) -> tuple[str, ...]:
 
 
 def _post_tags(table: RawTable, lowercase: bool, url_decode: bool) -> tuple[list[str], np.ndarray]:
-    """Each post's tags (split, decoded, trimmed, lower-cased) and the post of each tag."""
+    """Each post's tags (split, decoded, trimmed, lower-cased) and the post of each tag.
+
+    Raises:
+        DataFormatError: a tag that holds a control character or a line or paragraph
+            separator (raw or percent-decoded: NUL, ESC, U+2028), naming the line.
+    """
     tags: list[str] = []
     posts: list[int] = []
     for post, field in enumerate(table.frame["tags"].to_numpy(dtype=object)):
         for tag in str(field).split(","):
             tag = (decode_percent(tag) if url_decode else tag).strip()
+            if _CONTROL.search(tag):
+                raise table.error(post, "tags without control characters or line separators",
+                                  repr(tag[:80]))
             if tag:
                 tags.append(tag.lower() if lowercase else tag)
                 posts.append(post)
