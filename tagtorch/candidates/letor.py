@@ -116,9 +116,8 @@ def read_letor(path: str | Path, max_bytes: int = MAX_LETOR_BYTES,
         matrix, labels, queries = load_svmlight_file(str(path), query_id=True, zero_based=False,
                                                      dtype=np.float32)
     except (ValueError, UnicodeDecodeError, OverflowError) as error:
-        raise ValueError(f"{path}: not a LETOR / SVMlight file ({error}; a qid beyond 64 bits "
-                         "is refused too)" if isinstance(error, OverflowError)
-                         else f"{path}: not a LETOR / SVMlight file ({error})") from error
+        why = "a number beyond 64 bits" if isinstance(error, OverflowError) else error
+        raise ValueError(f"{path}: not a LETOR / SVMlight file ({why})") from error
     if not len(labels):
         raise ValueError(f"{path}: no data line (an empty LETOR file)")
     if len(queries) < len(labels):  # no qid: LightGBM's layout, queries in PATH.query

@@ -53,7 +53,7 @@ from tagtorch.evaluation.runs import (
 )
 from tagtorch.evaluation.stats import paired_test
 from tagtorch.evaluation.trec import qrels_lines, ranked_lines, run_file_names
-from tagtorch.metrics.functional import TAGREC_FAMILIES, parse_key
+from tagtorch.metrics.functional import TAGREC_FAMILIES
 from tagtorch.posts.base import PostRanker
 from tagtorch.posts.data import SPLITS, PostData, personalized_split
 from tagtorch.posts.metrics import f1_randomization_p_value, mean_metrics, post_metrics
@@ -113,8 +113,7 @@ class PersonalizedTagTask(SignatureSettings):
         self.targets = dict(targets) if targets else None
         produced = {f"{family}@{k}" for k in self.ks for family in
                     ("p", "r", "s", "ndcg", "mrr", "map", *TAGREC_FAMILIES)}
-        for measure in (self.targets or {}).get("measures", ()):
-            parse_key(measure)  # one grammar of names for every task; a bad one fails here
+        for measure in (self.targets or {}).get("measures", ()):  # keys of the one grammar
             if measure not in produced:
                 raise ValueError(f"task.targets.measures: {measure!r} is not reported (ks = "
                                  f"{list(self.ks)}: FAMILY@k of p, r, s, ndcg, mrr, map, "

@@ -41,7 +41,7 @@ from tagtorch.posts.base import PostRanker
 from tagtorch.posts.data import PostData, Posts, first_use
 
 __all__ = ["BaseLevelLearning", "MostPopular", "MostPopularUserResource", "counts_by",
-           "tagrec_ties"]
+           "first_uses", "tagrec_ties"]
 
 
 def counts_by(keys: np.ndarray, n_rows: int, tags: sp.csr_matrix) -> sp.csr_matrix:
@@ -77,11 +77,22 @@ def tagrec_ties(posts: Posts, user_first: sp.csr_matrix | None,
     if len(parts) == 1:
         return parts[0].tocsr()
     user, resource = (part.tocsr().astype(np.int64) for part in parts)
-    offset = max(int(user.data.max(initial=0)), 0) + 1
+    offset = int(user.data.max(initial=0)) + 1
     later = resource.copy()
     later.data += offset
     later = later - later.multiply(user.astype(bool))  # a tag of the user keeps its place
     return (user + later).tocsr()
+
+
+def first_uses(data: PostData) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+    """The training posts' :func:`~tagtorch.posts.data.first_use` by user and by resource.
+
+    Returns:
+        ``([users, W], [resources, W])``, the maps :func:`tagrec_ties` reads.
+    """
+    train = data.train
+    return (first_use(train, train.users, data.n_users, data.n_tags),
+            first_use(train, train.resources, data.n_resources, data.n_tags))
 
 
 def _row_softmax(matrix: sp.csr_matrix) -> sp.csr_matrix:
@@ -148,9 +159,7 @@ class MostPopularUserResource(PostRanker):
         self.user_ = (counts if self.user_part == "counts"
                       else self.beta * _row_softmax(counts))
         self.resource_ = _row_softmax(counts_by(train.resources, data.n_resources, tags))
-        self.user_first_ = first_use(train, train.users, data.n_users, data.n_tags)
-        self.resource_first_ = first_use(train, train.resources, data.n_resources,
-                                         data.n_tags)
+        self.user_first_, self.resource_first_ = first_uses(data)
 
     def score(self, posts: Posts) -> sp.csr_matrix:
         """``[Q, W]`` user part + (1 − β) · resource part."""
@@ -186,10 +195,7 @@ class BaseLevelLearning(PostRanker):
         counts = counts_by(data.train.resources, data.n_resources,
                            incidence(data.train.tags, data.n_tags))
         self.resource_ = normalize(counts, norm="l1")
-        train = data.train
-        self.user_first_ = first_use(train, train.users, data.n_users, data.n_tags)
-        self.resource_first_ = first_use(train, train.resources, data.n_resources,
-                                         data.n_tags)
+        self.user_first_, self.resource_first_ = first_uses(data)
 
     def activations(self, posts: Posts) -> sp.csr_matrix:
         """``[Q, W]`` each post's user's normalized base-level activations at its time."""

@@ -19,8 +19,8 @@ from sklearn.preprocessing import normalize
 
 from tagtorch.candidates.neighbours import incidence
 from tagtorch.posts.base import PostRanker
-from tagtorch.posts.baselines import counts_by, tagrec_ties
-from tagtorch.posts.data import PostData, Posts, first_use, user_tag_reduce
+from tagtorch.posts.baselines import counts_by, first_uses, tagrec_ties
+from tagtorch.posts.data import PostData, Posts, user_tag_reduce
 
 __all__ = ["Girp"]
 
@@ -54,9 +54,7 @@ class Girp(PostRanker):
                                    shape=(data.n_users, data.n_tags))
         self.resource_ = normalize(counts_by(train.resources, data.n_resources,
                                              incidence(train.tags, data.n_tags)), norm="l1")
-        self.user_first_ = first_use(train, train.users, data.n_users, data.n_tags)
-        self.resource_first_ = first_use(train, train.resources, data.n_resources,
-                                         data.n_tags)
+        self.user_first_, self.resource_first_ = first_uses(data)
 
     def score(self, posts: Posts) -> sp.csr_matrix:
         """``[Q, W]`` the user's GIRP scores (plus the resource's frequencies for GIRPTM)."""

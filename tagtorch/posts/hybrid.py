@@ -102,8 +102,9 @@ class Hybrid(PostRanker):
         inner = PostData(train.take(np.flatnonzero(~val)), train.take(np.flatnonzero(val)),
                          data.n_users, data.n_resources, data.n_tags, data.folksonomy)
         self._fit_sources(inner)
-        self.choice_ = "ranker"  # the learned ranker scores the selection posts (a refit too)
-        self.choice_ = self._choose(inner.test) if self.selection > 0 else "ranker"
+        self.choice_ = "ranker"  # so that _choose scores the ranker, on a refit too
+        if self.selection > 0:
+            self.choice_ = self._choose(inner.test)
         if self.choice_ == "ranker":
             self.model_ = self._learn(inner.test)
         self._fit_sources(data)
