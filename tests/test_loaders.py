@@ -834,3 +834,32 @@ def test_a_headerless_table_with_list_valued_tags_reads_like_tagrec(tmp_path, ca
     assert "data.list_sep=','" in caplog.text and "data.url_decode=true" in caplog.text
     with pytest.raises(ValueError, match="0-based positions"):
         load_table(path, {"user": "user", "object": 1, "tag": 3}, sep=";", header=False)
+
+
+BIG_FIELD = "x" * (140 * 1024)  # over the csv module's field size limit (128 KiB)
+
+
+@pytest.mark.parametrize(("text", "options"), [
+    (f'user,object,"{BIG_FIELD}"\nu,o,t\n', {}),
+    (f'u,o,"{BIG_FIELD}"\n', {"header": False}),
+], ids=["header", "headerless"])
+def test_a_field_over_128_kib_on_line_1_is_a_located_error(tmp_path: Path, text: str,
+                                                           options: dict) -> None:
+    """Hostile use, round three: csv's field_size_limit raised a raw _csv.Error."""
+    path = tmp_path / "big.csv"
+    path.write_text(text)
+    columns = {"user": 0, "object": 1, "tag": 2} if options else {
+        "user": "user", "object": "object", "tag": "tag"}
+    with pytest.raises(DataFormatError, match=rf"^{path}, line 1: expected fields of at most "
+                                              r"131,072 characters"):
+        load_table(path, columns, **options)
+
+
+def test_a_headerless_position_beyond_the_lines_fields_is_a_located_error(tmp_path: Path
+                                                                         ) -> None:
+    """Hostile use, round three: position 3 of two-field lines was a raw KeyError '3'."""
+    path = tmp_path / "short.tsv"
+    path.write_text("u\tr\nu2\tr2\n")
+    with pytest.raises(DataFormatError, match=rf"^{path}, line 1: expected a field at the "
+                                              r"0-based position\(s\) \['3'\].*found 2 field"):
+        load_table(path, {"user": 0, "object": 1, "tag": 3}, header=False)

@@ -275,3 +275,57 @@ def test_nested_percent_encoding_is_decoded_a_bounded_number_of_times():
     nested = "%" + "25" * 50_000 + "61"
     assert decode_percent(nested) == "%" + "25" * (50_000 - DECODE_ROUNDS) + "61"
     assert decode_percent("c%252b%252b") == "c++"  # the samples' double encoding still decodes
+
+
+# Hostile use, round three: a file that looks like TagRec's but is not quite.
+BIG_FIELD = "x" * (140 * 1024)  # over the csv module's field size limit (128 KiB)
+
+
+@pytest.mark.parametrize("line", ['"u1";"r1";"tag1,tag2"',
+                                  '"u1";"r1";"1";"a";"";"";"";"";"extra"'], ids=["3", "9"])
+def test_a_tagrec_like_first_line_of_the_wrong_width_names_tagrecs_count(tmp_path, line):
+    """tt.load sent these to the table reader, which complained of a missing header."""
+    import tagtorch as tt
+
+    path = tmp_path / "bib.txt"
+    path.write_text(line + '\n"u2";"r2";"t"\n')
+    count = line.count(";") + 1
+    with pytest.raises(DataFormatError) as caught:
+        tt.load(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path.resolve()}, line 1: expected TagRec's format")
+    assert "4 to 8" in message and message.endswith(f"found {count} field(s)")
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize("wrap", ["gzip", "bom"])
+def test_a_compressed_or_marked_tagrec_file_is_recognised_by_its_content(tmp_path, wrap):
+    """tt.load sniffed the raw first byte: a gzip or BOM-prefixed TagRec file went to tables."""
+    import gzip
+
+    import tagtorch as tt
+
+    text = "\n".join(LINES) + "\n"
+    path = tmp_path / "bib.txt"
+    path.write_bytes(gzip.compress(text.encode()) if wrap == "gzip"
+                     else b"\xef\xbb\xbf" + text.encode())
+    plain = tmp_path / "plain.txt"
+    plain.write_text(text)
+    assert content(tt.load(path)) == content(load_tagrec(plain))
+
+
+@pytest.mark.parametrize("lines", [[f'"u";"r";"1";"{BIG_FIELD}"'],
+                                   [f'"u";"r";"1";"a";"{BIG_FIELD}"', '"u";"r2";"1";"b"']],
+                         ids=["tags", "categories"])
+def test_a_field_over_128_kib_on_line_1_is_an_error_naming_the_line(tmp_path, lines):
+    """csv's field_size_limit raised a raw _csv.Error from load_tagrec and tt.load."""
+    import tagtorch as tt
+
+    path = tmp_path / "big.txt"
+    path.write_text("\n".join(lines) + "\n")
+    for load in (load_tagrec, tt.load):
+        with pytest.raises(DataFormatError) as caught:
+            load(path)
+        message = str(caught.value)
+        assert ", line 1: expected fields of at most 131,072 characters" in message
+        assert str(path.name) in message and "\n" not in message

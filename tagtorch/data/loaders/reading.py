@@ -354,7 +354,7 @@ def _first_bad_record(text: str, sep: str, n_fields: int, path: Path,
                     and len(record) != n_fields:
                 return reader.line_num, len(record)
     except csv.Error as exc:
-        raise DataFormatError(path, "well-formed CSV", str(exc),
+        raise DataFormatError(path, _csv_expected(exc), str(exc),
                               line=max(reader.line_num, 1)) from exc
     return None
 
@@ -391,17 +391,50 @@ def _valid_utf8(text: str) -> bool:
     return True
 
 
+def first_line(path: str | Path, encoding: str = "utf-8",
+               encoding_setting: str | None = None) -> tuple[int, str]:
+    """A text file's first non-blank line, decompressed and decoded, and its 1-based number.
+
+    ``(1, "")`` for a file of blank lines only.
+    """
+    path = Path(path)
+    content = _normalize_newlines(_decode(_read_bytes(path), path, check_encoding(encoding),
+                                          None, encoding_setting))
+    return next(((number, line) for number, line in enumerate(content.split("\n"), 1)
+                 if line.strip()), (1, ""))
+
+
+def csv_fields(line: str, sep: str, path: Path, number: int) -> list[str]:
+    """The fields of one line, CSV quoting honoured (the csv module's reader).
+
+    Raises:
+        DataFormatError: a field over the csv module's size limit (128 KiB) or another
+            csv error, naming the file and ``number``, the line's.
+    """
+    try:
+        return next(csv.reader([line], delimiter=sep), [])
+    except csv.Error as exc:
+        raise DataFormatError(path, _csv_expected(exc), _short(str(exc)), line=number) from exc
+
+
+def _csv_expected(error: csv.Error) -> str:
+    """What the csv module expected, for a message: a field within its size limit, or CSV."""
+    if "field limit" in str(error):
+        return f"fields of at most {csv.field_size_limit():,} characters"
+    return "well-formed CSV"
+
+
 def first_record(path: str | Path, sep: str, encoding: str = "utf-8",
                  encoding_setting: str | None = None) -> list[str]:
     """The fields of a text file's first non-blank line (CSV quoting honoured); [] if none.
 
     For formats without a header whose number of fields varies between files (TagRec's).
+
+    Raises:
+        DataFormatError: an undecodable byte, or a field over the csv module's size limit.
     """
-    path = Path(path)
-    content = _normalize_newlines(_decode(_read_bytes(path), path, check_encoding(encoding),
-                                          None, encoding_setting))
-    first = next((line for line in content.split("\n") if line.strip()), "")
-    return next(csv.reader([first], delimiter=sep), []) if first else []
+    number, first = first_line(path, encoding, encoding_setting)
+    return csv_fields(first, sep, Path(path), number) if first else []
 
 
 def read_delimited(
@@ -490,10 +523,7 @@ def _checked_header(content: str, sep: str, quoting: bool, required: Sequence[st
     """The header's column names; a missing or repeated column is a DataFormatError."""
     sep_name = _SEPARATOR_NAMES.get(sep, repr(sep))
     header_line = content.split("\n", 1)[0]
-    if quoting:
-        header = next(csv.reader([header_line], delimiter=sep), [])
-    else:
-        header = header_line.split(sep)
+    header = csv_fields(header_line, sep, path, 1) if quoting else header_line.split(sep)
     header = [name.strip() for name in header]
     missing = [name for name in required if name not in header]
     if missing:

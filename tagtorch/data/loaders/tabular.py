@@ -42,6 +42,7 @@ from tagtorch.data.loaders.reading import (
     scalar_texts,
     unix_seconds,
 )
+from tagtorch.data.loaders.tagrec import check_not_tagrec_like
 
 log = logging.getLogger(__name__)
 
@@ -266,17 +267,41 @@ def _object_categories(table: RawTable, objects: pd.Series, column: str,
                          "category": pairs.to_numpy(dtype=object)})
 
 
+def _position_names(path: Path, sep: str, encoding: str, required: list[str]
+                    ) -> tuple[str, ...]:
+    """A header-less file's column names, its positions (``"0"``, ``"1"``, ...).
+
+    Raises:
+        DataFormatError: a required position beyond the fields of the first line.
+    """
+    count = len(first_record(path, sep, encoding))
+    beyond = [position for position in required if int(position) >= count]
+    if beyond:
+        raise DataFormatError(path, f"a field at the 0-based position(s) {beyond} "
+                              f"(separator {sep!r})", f"{count} field(s)", line=1)
+    return tuple(str(i) for i in range(count))
+
+
 def _read(path: Path, kind: str, required: list[str], as_text: list[str], sep: str | None,
           encoding: str, header: bool) -> RawTable:
-    """The table's columns ``required`` (``as_text`` read as strings from a text file)."""
+    """The table's columns ``required`` (``as_text`` read as strings from a text file).
+
+    Raises:
+        DataFormatError: as :func:`read_delimited`; a failure on line 1 of a file whose first
+            line looks like TagRec's (not read with ``;``) is told in TagRec's terms.
+    """
     if kind == "parquet":
         return read_parquet(path, required)
     separator = sep if sep is not None else ("," if kind == "csv" else "\t")
-    names = None if header else tuple(
-        str(i) for i in range(len(first_record(path, separator, encoding))))
-    return read_delimited(path, separator, required, text=as_text, encoding=encoding,
-                          quoting=kind == "csv", encoding_setting="data.encoding / encoding=",
-                          names=names)
+    try:
+        names = None if header else _position_names(path, separator, encoding, required)
+        return read_delimited(path, separator, required, text=as_text, encoding=encoding,
+                              quoting=kind == "csv",
+                              encoding_setting="data.encoding / encoding=", names=names)
+    except DataFormatError as error:
+        if error.line == 1 and separator != ";":
+            check_not_tagrec_like(path, encoding)
+        raise
 
 
 def _assignment_tags(table: RawTable, column: str, list_sep: str | None,

@@ -52,14 +52,21 @@ import pandas as pd
 
 from tagtorch.data.folksonomy import MISSING_TIME, SOURCE_ORDER, Folksonomy
 from tagtorch.data.loaders.errors import DataFormatError
-from tagtorch.data.loaders.reading import RawTable, decode_percent, first_record, read_delimited
+from tagtorch.data.loaders.reading import (
+    RawTable,
+    csv_fields,
+    decode_percent,
+    first_line,
+    first_record,
+    read_delimited,
+)
 from tagtorch.storage import atomic_write
 
 log = logging.getLogger(__name__)
 
-__all__ = ["TAGREC_FIELDS", "given_test_posts", "is_tagrec_file", "last_post_per_user",
-           "load_tagrec",
-           "tagrec_lines", "tagrec_posts", "write_tagrec", "write_tagrec_split"]
+__all__ = ["TAGREC_FIELDS", "check_not_tagrec_like", "given_test_posts", "is_tagrec_file",
+           "last_post_per_user", "load_tagrec", "tagrec_field_count", "tagrec_lines",
+           "tagrec_posts", "write_tagrec", "write_tagrec_split"]
 
 TAGREC_FIELDS = ("user", "resource", "timestamp", "tags", "categories", "rating", "title",
                  "description")
@@ -76,27 +83,58 @@ def _encode_tag(tag: str) -> str:
     return _ENCODED.sub(lambda match: f"%{ord(match.group()):02X}", tag)
 
 
+_EXPECTED = ('TagRec\'s format: "user";"resource";"timestamp";"tag1,tag2";"categories" '
+             "(4 to 8 ;-separated quoted fields, no header)")
+
+
+def tagrec_field_count(path: str | Path, encoding: str = "utf-8") -> int | None:
+    """The number of fields of the first line if it looks like TagRec's, else None.
+
+    A line looks like TagRec's when it starts with a double quote and has two ``;``-separated
+    fields or more; the file is decompressed and decoded first (a byte-order mark dropped).
+
+    Raises:
+        OSError: the file cannot be read.
+        DataFormatError: an undecodable byte, or a field over the csv module's size limit.
+    """
+    number, line = first_line(path, encoding, "data.encoding")
+    if not line.startswith('"'):
+        return None
+    count = len(csv_fields(line, ";", Path(path), number))
+    return count if count >= 2 else None
+
+
 def is_tagrec_file(path: str | Path, encoding: str = "utf-8") -> bool:
     """Whether a file looks like TagRec's format: its first line, 4 to 8 quoted ``;`` fields.
 
     A file that cannot be decoded or read is not (the loader then says why).
     """
     try:
-        record = first_record(path, ";", encoding)
-        with open(path, "rb") as handle:
-            head = handle.read(1)
+        count = tagrec_field_count(path, encoding)
     except (DataFormatError, OSError, ValueError):
         return False
-    return head == b'"' and 4 <= len(record) <= len(TAGREC_FIELDS)
+    return count is not None and 4 <= count <= len(TAGREC_FIELDS)
+
+
+def check_not_tagrec_like(path: str | Path, encoding: str = "utf-8") -> None:
+    """Refuses a file whose first line looks like TagRec's but has another number of fields.
+
+    For the table reader, when it fails on line 1 of a file not read with ``;``: a TagRec
+    file of 3 or 9 fields is not a table either, and its user meant TagRec's format.
+
+    Raises:
+        DataFormatError: naming line 1, the fields found and TagRec's 4 to 8.
+    """
+    count = tagrec_field_count(path, encoding)
+    if count is not None and not 4 <= count <= len(TAGREC_FIELDS):
+        raise DataFormatError(path, _EXPECTED, f"{count} field(s)", line=1)
 
 
 def _field_names(path: Path, encoding: str) -> tuple[str, ...]:
     """TagRec's fields present in the file: as many as its first line has (4 to 8)."""
     count = len(first_record(path, ";", encoding, "data.encoding"))
     if not 4 <= count <= len(TAGREC_FIELDS):
-        raise DataFormatError(path, "TagRec's format: \"user\";\"resource\";\"timestamp\";"
-                              "\"tag1,tag2\";\"categories\" (4 to 8 ;-separated quoted fields, "
-                              "no header)", f"{count} field(s)", line=1)
+        raise DataFormatError(path, _EXPECTED, f"{count} field(s)", line=1)
     return TAGREC_FIELDS[:count]
 
 
