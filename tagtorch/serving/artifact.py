@@ -17,6 +17,7 @@ from typing import Any
 
 import tagtorch
 from tagtorch.data.text import TOKEN_PATTERNS, TextProcessor
+from tagtorch.serving.journal import check_no_compaction_left
 from tagtorch.storage import (
     MANIFEST_FILE,
     UnreadableFileError,
@@ -93,10 +94,12 @@ def open_artifact(folder: Path, kind: type, model_key: str, modules: tuple[str, 
 
     Raises:
         UnreadableFileError: a missing, altered, unlisted or foreign file
-            (:func:`read_manifest`), or a text pipeline tagtorch does not write.
+            (:func:`read_manifest`), a text pipeline tagtorch does not write, or a compaction
+            a crash cut short (:func:`~tagtorch.serving.journal.check_no_compaction_left`).
         KeyError, TypeError, ValueError: a manifest without the expected entries, or a model
             class outside ``modules`` (the caller names the folder).
     """
+    check_no_compaction_left(folder)
     manifest = read_manifest(folder, kind, required)
     model_class = trusted_class(manifest[model_key], modules, kinds,
                                 f"{folder / MANIFEST_FILE}: {model_key}")

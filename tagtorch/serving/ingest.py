@@ -17,6 +17,15 @@ Bounds (each refused request changes nothing):
   every new tag grows the vocabulary, the display strings and the rule index for good;
 - ``max_pending``: posts waiting to be applied (:class:`QueueFullError`, HTTP 503 with
   ``Retry-After``).
+
+The journal is compacted while the service runs: once ``compact_after`` posts were journaled
+since the last compaction, the background thread, after a mining pass, moves the journal
+aside (:meth:`~tagtorch.serving.journal.Journal.rotate`, writers kept out for that moment;
+the records of posts not applied yet are written again into the fresh journal) and writes the
+data with every applied post (:func:`~tagtorch.serving.journal.compact_journal`) while new
+posts go on into the fresh journal. The journal, and the time a start takes to replay it, stay
+bounded however long the service runs. A mining pass that failed stops the compactions until
+the next start (its posts are in the journal only).
 """
 
 from __future__ import annotations
@@ -27,11 +36,15 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+from tagtorch.serving.journal import Journal
+
 __all__ = ["PostQueue", "QueueFullError", "TakesPosts", "TooManyNewTagsError"]
 
 
 class TakesPosts(Protocol):
     """What :class:`PostQueue` needs of a recommender (the tag and the personalized ones)."""
+
+    journal: Journal | None
 
     def check_posts(self, posts: Sequence[Mapping[str, Any]]
                     ) -> tuple[list[dict[str, Any]], bytes]:
@@ -48,6 +61,10 @@ class TakesPosts(Protocol):
 
     def apply_posts(self, posts: Sequence[Mapping[str, Any]]) -> None:
         """Applies checked, journaled posts."""
+        ...
+
+    def compact(self, rotate: bool = True) -> bool:
+        """Writes the journaled posts into the folder's data."""
         ...
 
 log = logging.getLogger(__name__)
@@ -70,20 +87,28 @@ class PostQueue:
         max_new_tags: most new tags since the service started.
         max_pending: most posts waiting to be applied.
         apply_interval: fewest seconds from the start of one mining pass to the next.
+        compact_after: posts journaled since the last compaction that start the next one.
     """
 
     def __init__(self, recommender: TakesPosts, max_new_tags_per_request: int = 1000,
                  max_new_tags: int = 100_000, max_pending: int = 100_000,
-                 apply_interval: float = 1.0) -> None:
+                 apply_interval: float = 1.0, compact_after: int = 10_000) -> None:
         for name, value in (("max_new_tags_per_request", max_new_tags_per_request),
                             ("max_new_tags", max_new_tags), ("max_pending", max_pending)):
             if value < 0:
                 raise ValueError(f"{name} must be >= 0, got {value}")
+        if compact_after < 1:
+            raise ValueError(f"compact_after must be >= 1, got {compact_after}")
         self.recommender = recommender
         self.max_new_tags_per_request, self.max_new_tags = max_new_tags_per_request, max_new_tags
         self.max_pending, self.apply_interval = max_pending, apply_interval
+        self.compact_after = compact_after
+        self.compactions = 0
         self._admitted: set[str] = set()  # new tags taken since the start
         self._pending: list[dict[str, Any]] = []
+        self._records: list[bytes] = []  # the journal records of the pending posts
+        self._journaled = 0  # posts journaled since the last compaction
+        self._failed = False  # a mining pass failed: its posts are in the journal only
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._applying = 0
@@ -125,6 +150,8 @@ class PostQueue:
             self.recommender.journal_record(record)
             self._admitted |= new
             self._pending.extend(checked)
+            self._records.append(record)
+            self._journaled += len(checked)
             self._wake.notify()
         return len(checked)
 
@@ -154,15 +181,45 @@ class PostQueue:
                                     last + self.apply_interval - time.monotonic())
                 if not self._pending:
                     return
-                batch, self._pending = self._pending, []
+                batch, self._pending, self._records = self._pending, [], []
                 self._applying = len(batch)
             start = time.perf_counter()
             last = time.monotonic()
             try:
                 self.recommender.apply_posts(batch)
             except Exception:  # journaled: the next start replays them
+                self._failed = True
                 log.exception("applying %d journaled posts failed; they are kept in the "
                               "journal", len(batch))
             log.info("%d posts applied in %.2f s", len(batch), time.perf_counter() - start)
             with self._lock:
                 self._applying = 0
+                rotated = self._rotate_when_due()
+            if rotated:
+                self._compact()
+
+    def _rotate_when_due(self) -> bool:
+        """Moves the journal aside once ``compact_after`` posts were journaled (lock held)."""
+        journal = self.recommender.journal
+        if journal is None or self._failed or self._journaled < self.compact_after:
+            return False
+        try:
+            journal.rotate(self._records)  # the posts not applied yet stay in the journal
+        except Exception:  # a segment holds them: the next start replays it
+            self._failed = True
+            log.exception("moving the journal aside failed; it is compacted at the next start")
+            return False
+        self._journaled = len(self._pending)
+        return True
+
+    def _compact(self) -> None:
+        """Writes the data with every applied post (the journal moved aside by the caller)."""
+        start = time.perf_counter()
+        try:
+            self.recommender.compact(rotate=False)
+        except Exception:  # the segments hold the posts: the next start replays them
+            self._failed = True
+            log.exception("compacting the journal failed; it is compacted at the next start")
+            return
+        self.compactions += 1
+        log.info("the journal compacted into the data in %.2f s", time.perf_counter() - start)

@@ -1,4 +1,4 @@
-r"""The journal of a served tag recommender: acknowledged posts kept until the data holds them.
+r"""The journal of a served recommender: acknowledged posts kept until the data holds them.
 
 ``journal.jsonl`` in the artifact folder holds one record a line, one record per accepted
 request: ``{"posts": [{"user", "object", "tags", "texts"}, ...]}`` (the schema of ``POST
@@ -12,8 +12,19 @@ by a failed write or a crash (never acknowledged) is cut first, so it cannot swa
 record. The record is flushed to disk (fsync) before the call returns; a failed write cuts its
 own partial bytes and raises :class:`JournalWriteError`, and nothing is applied. Reading
 (:meth:`Journal.read`) validates every record with the endpoint's schema and leaves out a torn
-last line with a warning; any other bad line is an error naming the file and line. The
-journal must be a plain file: a symbolic link is refused, when reading and when writing.
+last line with a warning; a last line that is a whole record without its newline (an editor's
+save) is a record, and the next append starts a new line after it. Any other bad line is an
+error naming the file and line. The journal must be a plain file: a symbolic link is refused,
+when reading and when writing.
+
+Compaction (:func:`compact_journal`) writes the journaled posts into the folder's data. The
+journal is first moved aside as a numbered segment (``journal.compacting-N.jsonl``,
+:meth:`Journal.rotate`), so that a service goes on journaling new posts into a fresh
+``journal.jsonl`` while the data is written; the segments go to ``backup/`` once the data
+holds them. Loading replays the segments, then the journal. A crash at any step loses no post
+(a post replayed over data that holds it changes nothing); :func:`finish_compaction` completes
+or drops a compaction cut short, and a folder whose compaction was cut short after its copy
+was ready is refused by readers with the way to finish it (:func:`check_no_compaction_left`).
 
 :func:`lock_folder` keeps two processes from writing one artifact folder.
 """
@@ -25,19 +36,32 @@ import fcntl
 import json
 import logging
 import os
-from collections.abc import Mapping, Sequence
+import re
+import shutil
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from tagtorch.serving.schema import Post, PostBatch
-from tagtorch.storage import UnreadableFileError
+from tagtorch.storage import MANIFEST_FILE, UnreadableFileError
 
-__all__ = ["Journal", "JournalWriteError", "check_writable", "encode_record", "lock_folder",
-           "sync_folder", "sync_tree"]
+__all__ = ["BACKUP_FOLDER", "COMPACTION_FOLDER", "JOURNAL_FILE", "Journal", "JournalWriteError",
+           "check_no_compaction_left", "check_writable", "compact_journal", "encode_record",
+           "finish_compaction", "lock_folder", "replay", "sync_folder", "sync_tree"]
 
 log = logging.getLogger(__name__)
+
+JOURNAL_FILE = "journal.jsonl"
+COMPACTION_FOLDER = ".compaction"
+"""Where :func:`compact_journal` writes the new data before it replaces the old."""
+BACKUP_FOLDER = "backup"
+"""Where the data and journal segments replaced by the last compaction are kept."""
+_READY = "READY"
+_SEGMENT_STEM = "journal.compacting-"
+_SEGMENT = re.compile(r"journal\.compacting-([0-9]{1,9})\.jsonl")
 
 
 class JournalWriteError(RuntimeError):
@@ -84,7 +108,7 @@ def _decode_record(line: bytes, where: str) -> list[dict[str, Any]]:
 
 
 class Journal:
-    """The journal file of one artifact folder (module docstring).
+    """The journal file of one artifact folder, and its segments (module docstring).
 
     Args:
         path: the journal's path (``FOLDER/journal.jsonl``).
@@ -93,37 +117,27 @@ class Journal:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._end: int | None = None  # bytes of whole records; beyond: a torn tail
+        self._unended = False  # the last whole record lacks its newline
 
-    def restart(self) -> None:
-        """Forgets the file's length: after a compaction moved it away, appends start anew."""
-        self._end = None
+    def segments(self) -> list[Path]:
+        """The segments a compaction moved aside and the data does not hold yet, oldest first."""
+        found = [(int(match.group(1)), entry) for entry in self.path.parent.iterdir()
+                 if (match := _SEGMENT.fullmatch(entry.name))]
+        return [entry for _, entry in sorted(found)]
 
-    def _refuse_link(self) -> None:
-        if self.path.is_symlink():
-            raise UnreadableFileError(f"{self.path}: a symbolic link; the journal must be a "
-                                      f"plain file of the artifact folder")
+    def read(self) -> list[tuple[str, list[dict[str, Any]]]]:
+        """The journaled batches, oldest first, each with its ``"file:line"``.
 
-    def read(self) -> list[list[dict[str, Any]]]:
-        """The journaled batches, oldest first (posts in plain form); a torn tail is left out.
+        The segments come first, then the journal; a torn tail is left out.
 
         Raises:
             UnreadableFileError: a symbolic link, or a line that is not a valid record.
         """
-        self._refuse_link()
-        batches: list[list[dict[str, Any]]] = []
-        end = 0
-        if self.path.exists():
-            with open(self.path, "rb") as handle:
-                for number, line in enumerate(handle, 1):
-                    if not line.endswith(b"\n"):
-                        log.warning("%s:%d: an incomplete last record (a write cut short, "
-                                    "never acknowledged) is left out", self.path, number)
-                        break
-                    end += len(line)
-                    if line.strip():
-                        batches.append(_decode_record(line, f"{self.path}:{number}"))
-        self._end = end
-        return batches
+        batches: list[tuple[str, list[dict[str, Any]]]] = []
+        for segment in self.segments():
+            batches += _read_file(segment)[0]
+        records, self._end, self._unended = _read_file(self.path)
+        return batches + records
 
     def append(self, record: bytes) -> None:
         """Writes one record (:func:`encode_record`) and flushes it to disk.
@@ -133,9 +147,11 @@ class Journal:
             UnreadableFileError: the journal is a symbolic link, or unreadable.
         """
         if self._end is None:
-            self.read()
-        self._refuse_link()
-        end = int(self._end or 0)
+            _, self._end, self._unended = _read_file(self.path)
+        _refuse_link(self.path)
+        end = self._end
+        if self._unended:
+            record = b"\n" + record
         try:
             descriptor = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW
                                  | os.O_CLOEXEC, 0o644)
@@ -159,7 +175,86 @@ class Journal:
             os.close(descriptor)
         if end == 0:  # the file's entry in its folder must reach the disk too
             sync_folder(self.path.parent)
-        self._end = end + len(record)
+        self._end, self._unended = end + len(record), False
+
+    def rotate(self, unapplied: Sequence[bytes] = ()) -> bool:
+        """Moves the journal aside as the next segment, for a compaction (module docstring).
+
+        The caller keeps every writer out meanwhile. ``unapplied``: records of the journal
+        whose posts the recommender has not applied yet; they are written again into the fresh
+        journal, since the data the compaction writes will not hold them.
+
+        Returns:
+            Whether a segment waits to be written into the data.
+        """
+        _refuse_link(self.path)
+        if self.path.exists() and self.path.stat().st_size:
+            number = len(self.segments()) + 1
+            while self.path.with_name(f"{_SEGMENT_STEM}{number}.jsonl").exists():
+                number += 1
+            os.replace(self.path, self.path.with_name(f"{_SEGMENT_STEM}{number}.jsonl"))
+            sync_folder(self.path.parent)
+        self._end, self._unended = 0, False
+        for record in unapplied:
+            self.append(record)
+        return bool(self.segments())
+
+
+def _refuse_link(path: Path) -> None:
+    if path.is_symlink():
+        raise UnreadableFileError(f"{path}: a symbolic link; the journal must be a plain file "
+                                  f"of the artifact folder")
+
+
+def _read_file(path: Path) -> tuple[list[tuple[str, list[dict[str, Any]]]], int, bool]:
+    """A journal file's records, the length of its whole records, whether the last is unended.
+
+    Each record comes with its ``"file:line"``; unended: the last whole record lacks its
+    newline.
+    """
+    _refuse_link(path)
+    batches: list[tuple[str, list[dict[str, Any]]]] = []
+    end, unended = 0, False
+    if not path.exists():
+        return batches, end, unended
+    with open(path, "rb") as handle:
+        for number, line in enumerate(handle, 1):
+            where = f"{path}:{number}"
+            if not line.endswith(b"\n"):
+                try:  # a whole record without its newline is a record; else a torn write
+                    batches.append((where, _decode_record(line, where)))
+                except UnreadableFileError:
+                    log.warning("%s: an incomplete last record (a write cut short, never "
+                                "acknowledged) is left out", where)
+                    break
+                end, unended = end + len(line), True
+                break
+            end += len(line)
+            if line.strip():
+                batches.append((where, _decode_record(line, where)))
+    return batches, end, unended
+
+
+def replay(journal: Journal, check: Callable[[list[dict[str, Any]]], tuple[list[dict[str, Any]],
+                                                                         bytes]]
+           ) -> list[dict[str, Any]]:
+    """Every journaled post, each record checked as its request was.
+
+    ``check`` is the recommender's ``check_posts``: a record it refuses is an error naming the
+    file and line.
+
+    Raises:
+        UnreadableFileError: a line that is not a valid record, or a record of posts the
+            recommender does not take.
+    """
+    replayed = []
+    for where, batch in journal.read():
+        try:
+            replayed += check(batch)[0]
+        except ValueError as error:
+            raise UnreadableFileError(f"{where}: posts this recommender does not take "
+                                      f"({error})") from None
+    return replayed
 
 
 def sync_folder(folder: Path) -> None:
@@ -235,3 +330,86 @@ def check_writable(folder: Path, room: int = 1 << 16) -> None:
     except OSError as error:
         raise RuntimeError(f"{folder}: posts cannot be stored here ({error.strerror or error}); "
                            f"serve it with --read-only, or make it writable") from None
+
+
+def compact_journal(journal: Journal | None, lock: threading.Lock,
+                    save: Callable[[Path], Path], rotate: bool = True) -> bool:
+    """Writes a recommender's journaled posts into its folder's data, atomically.
+
+    The journal becomes a segment (:meth:`Journal.rotate`; ``rotate=False``: the caller did
+    it, keeping its writers out, and new posts go on into a fresh journal). The whole artifact
+    is written again (``save``) into ``FOLDER/.compaction`` and flushed to disk; a ``READY``
+    marker then makes :func:`finish_compaction` move its files over the folder's, the replaced
+    files and the segments going to ``FOLDER/backup/`` (the previous backup is dropped). A
+    crash before the marker leaves the folder as it was (the next start drops the half-written
+    copy, and replays the segments); after it, the next start finishes the move. A journal
+    replayed over data that already holds it changes nothing (a post adds tags to a set), so
+    no step can lose or double a post.
+
+    Args:
+        journal: the recommender's journal (None: nothing to do).
+        lock: the recommender's writer lock, held while its state is written.
+        save: writes the recommender's artifact into a folder (without taking ``lock``).
+        rotate: whether to move the journal aside first.
+
+    Returns:
+        Whether anything was written (False: no journal, or nothing journaled).
+    """
+    if journal is None:
+        return False
+    folder = journal.path.parent
+    staging, backup = folder / COMPACTION_FOLDER, folder / BACKUP_FOLDER
+    with lock:
+        if not (journal.rotate() if rotate else journal.segments()):
+            return False
+        for old in (staging, backup):
+            shutil.rmtree(old, ignore_errors=True)
+        backup.mkdir()
+        save(staging)
+        sync_tree(staging)
+        (staging / _READY).touch()
+        sync_folder(staging)
+        finish_compaction(folder)
+    return True
+
+
+def finish_compaction(folder: Path) -> None:
+    """Completes or drops a compaction a crash cut short (:func:`compact_journal`).
+
+    Every entry of the staged copy (the artifact's files and model folder, its manifest last)
+    replaces the folder's; the journal's segments go to ``backup/``.
+    """
+    staging, backup = folder / COMPACTION_FOLDER, folder / BACKUP_FOLDER
+    if not staging.is_dir():
+        return
+    if not (staging / _READY).exists():  # cut short while it was written: the folder is whole
+        shutil.rmtree(staging)
+        return
+    backup.mkdir(exist_ok=True)
+    staged = sorted(entry.name for entry in staging.iterdir() if entry.name != _READY)
+    for name in sorted(staged, key=lambda n: n == MANIFEST_FILE):  # the manifest last
+        if (folder / name).exists():
+            os.replace(folder / name, backup / name)
+        os.replace(staging / name, folder / name)
+    for segment in Journal(folder / JOURNAL_FILE).segments():
+        os.replace(segment, backup / segment.name)
+    sync_folder(backup)
+    sync_folder(folder)
+    shutil.rmtree(staging)
+
+
+def check_no_compaction_left(folder: Path) -> None:
+    """Refuses a folder whose compaction was cut short after its new data was ready.
+
+    Its files may be half old, half new until :func:`finish_compaction` runs (no post is lost:
+    the new data and the journal's segments hold them all).
+
+    Raises:
+        UnreadableFileError: naming the folder and the way to finish the compaction.
+    """
+    if (folder / COMPACTION_FOLDER / _READY).exists():
+        raise UnreadableFileError(
+            f"{folder}: a compaction of the journal was cut short (a crash while the new data "
+            f"replaced the old; no post was lost); finish it with `python -m tagtorch.serve "
+            f"{folder} --finish-compaction`, then read the folder")
+

@@ -42,9 +42,9 @@ from tagtorch.data.text import TextProcessor
 from tagtorch.posts.base import PostRanker, recommend
 from tagtorch.posts.data import PostData, Posts, posts_from_assignments, posts_of
 from tagtorch.serving.artifact import open_artifact, reading, write_artifact
-from tagtorch.serving.journal import Journal, encode_record
+from tagtorch.serving.journal import JOURNAL_FILE, Journal, compact_journal, encode_record, replay
 from tagtorch.serving.requests import MAX_ID_CHARS, check_batch, check_id, check_k
-from tagtorch.serving.tags import JOURNAL_FILE, Recommendations, compact_journal
+from tagtorch.serving.tags import Recommendations
 from tagtorch.storage import (
     UnreadableFileError,
     check_strings,
@@ -192,18 +192,16 @@ class PostRecommender:
             recommender = cls(opened.processor, model, users, resources, tags, display,
                               opened.info)
         recommender.journal = Journal(folder / JOURNAL_FILE)
-        # each record is one acknowledged request: checked as it was, the whole applied at once
         # (a request's limit is not the journal's: 11 requests of 1,000 posts all come back)
-        replayed = [post for batch in recommender.journal.read()
-                    for post in recommender.check_posts(batch)[0]]
+        replayed = replay(recommender.journal, recommender.check_posts)
         if replayed:
             recommender.apply_posts(replayed)
             log.info("%s: %d journaled posts replayed", folder, len(replayed))
         return recommender
 
-    def compact(self) -> bool:
+    def compact(self, rotate: bool = True) -> bool:
         """Writes the journaled posts into the folder's data (:func:`compact_journal`)."""
-        return compact_journal(self.journal, self._lock, self._save)
+        return compact_journal(self.journal, self._lock, self._save, rotate)
 
     def recommend_tags(self, user: str, resource: str, k: int = 5,
                        time: int | None = None) -> Recommendations:
@@ -334,11 +332,15 @@ def _checked_post(position: int, post: Mapping[str, Any]) -> dict[str, Any]:
         named["resource"] = named.pop("object")
     user, resource, moment = _checked_ids(f"post {position}", named)
     extra = sorted(set(named) - {"user", "resource", "time", "tags"})
+    if extra:
+        raise ValueError(f"post {position}: {', '.join(map(repr, extra))} not taken: a post to "
+                         f"a personalized tag recommender has user, object (or resource), tags "
+                         f"and time, and no texts")
     raw = named.get("tags")
-    if extra or not isinstance(raw, list) or not raw or not all(
+    if not isinstance(raw, list) or not raw or not all(
             isinstance(t, str) and 0 < len(t) <= MAX_ID_CHARS for t in raw):
-        raise ValueError(f"post {position}: expected 'user', 'resource', 'time' and a "
-                         f"non-empty list of tags (strings), got fields {sorted(named)}")
+        raise ValueError(f"post {position}: tags must be a non-empty list of strings of 1 to "
+                         f"{MAX_ID_CHARS} characters")
     return {"user": user, "resource": resource, "time": moment, "tags": list(raw)}
 
 

@@ -78,7 +78,12 @@ from tagtorch.serving import (
 )
 from tagtorch.serving.guards import BodyGuard, WriteGuard, guarded_protocol
 from tagtorch.serving.ingest import PostQueue, QueueFullError, TooManyNewTagsError
-from tagtorch.serving.journal import JournalWriteError, check_writable, lock_folder
+from tagtorch.serving.journal import (
+    JournalWriteError,
+    check_writable,
+    finish_compaction,
+    lock_folder,
+)
 from tagtorch.serving.schema import (
     ItemRequest,
     ItemResponse,
@@ -86,7 +91,6 @@ from tagtorch.serving.schema import (
     TagRequest,
     TagResponse,
 )
-from tagtorch.serving.tags import finish_compaction
 from tagtorch.storage import UnreadableFileError
 
 log = logging.getLogger(__name__)
@@ -434,6 +438,12 @@ def _parser() -> argparse.ArgumentParser:
                         help="posts acknowledged and waiting to be applied")
     writes.add_argument("--apply-interval", type=float, default=1.0,
                         help="fewest seconds between two passes that apply posts to D")
+    writes.add_argument("--compact-after", type=int, default=10_000,
+                        help="posts journaled since the last compaction that start the next "
+                             "one (the journal is written into the data while serving)")
+    writes.add_argument("--finish-compaction", action="store_true",
+                        help="finish a compaction a crash cut short, write the journal into "
+                             "the data, and exit (no serving)")
     guards = parser.add_argument_group("guards")
     guards.add_argument("--allowed-hosts", default=None,
                         help="comma-separated Host headers answered (default: the bound host, "
@@ -464,8 +474,10 @@ def service_settings(args: argparse.Namespace) -> ServiceSettings:
     if token is not None and (len(token) < 16 or not token.isascii() or not token.isprintable()):
         raise ValueError("the write token must be at least 16 printable ASCII characters "
                          "(e.g. python -c 'import secrets; print(secrets.token_urlsafe())')")
-    if args.read_only and (token is not None or args.allow_anonymous_writes):
-        raise ValueError("--read-only takes no write token and no --allow-anonymous-writes")
+    if args.read_only and (token is not None or args.allow_anonymous_writes
+                           or args.finish_compaction):
+        raise ValueError("--read-only takes no write token, no --allow-anonymous-writes and "
+                         "no --finish-compaction")
     hosts = (args.allowed_hosts.split(",") if args.allowed_hosts
              else [args.host, "localhost", "127.0.0.1", "::1"])
     return ServiceSettings(token=token, anonymous_writes=args.allow_anonymous_writes,
@@ -476,14 +488,15 @@ def service_settings(args: argparse.Namespace) -> ServiceSettings:
                            max_connections=args.max_connections)
 
 
-def open_folder(folder: Path, settings: ServiceSettings, rule_cache: int
-                ) -> AnyRecommender:
-    """Locks the folder, checks it can take posts (when they are on), loads and warms it up.
+def open_folder(folder: Path, writes: bool, rule_cache: int) -> AnyRecommender:
+    """Locks the folder, checks it can take posts (``writes``), loads and warms it up.
+
+    With ``writes``, a compaction a crash cut short is finished and the journal is written
+    into the data first.
 
     Raises:
         RuntimeError, UnreadableFileError, FileNotFoundError: in one line.
     """
-    writes = settings.takes_posts
     if not folder.is_dir():
         raise FileNotFoundError(f"{folder}: no such folder")
     lock_folder(folder, exclusive=writes)  # its descriptor stays open: held until the exit
@@ -516,14 +529,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     try:
         settings = service_settings(args)
-        recommender = open_folder(Path(args.path), settings, args.rule_cache)
+        recommender = open_folder(Path(args.path), settings.takes_posts or
+                                  args.finish_compaction, args.rule_cache)
     except (ValueError, RuntimeError, UnreadableFileError, FileNotFoundError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    if args.finish_compaction:
+        print(f"{args.path}: the data holds every journaled post")
+        return 0
     queue = None
     if not isinstance(recommender, ItemRecommender) and settings.takes_posts:
         queue = PostQueue(recommender, args.max_new_tags_per_request, args.max_new_tags,
-                          args.max_pending_posts, args.apply_interval)
+                          args.max_pending_posts, args.apply_interval, args.compact_after)
     log.info("serving %s on http://%s:%d (writes: %s)", args.path, args.host, args.port,
              settings.writes)
     uvicorn.run(create_app(recommender, settings, queue), host=args.host, port=args.port,

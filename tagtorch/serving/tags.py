@@ -26,10 +26,8 @@ exception.
 from __future__ import annotations
 
 import logging
-import os
-import shutil
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
@@ -45,11 +43,16 @@ from tagtorch.data.terms import TermIndex
 from tagtorch.data.text import TextProcessor
 from tagtorch.rankers.base import BaseRanker
 from tagtorch.serving.artifact import open_artifact, reading, write_artifact
-from tagtorch.serving.journal import Journal, encode_record, sync_folder, sync_tree
+from tagtorch.serving.journal import (
+    JOURNAL_FILE,
+    Journal,
+    compact_journal,
+    encode_record,
+    replay,
+)
 from tagtorch.serving.requests import check_k
 from tagtorch.serving.schema import MAX_TAGS, MAX_TEXT_CHARS
 from tagtorch.storage import (
-    MANIFEST_FILE,
     check_codes,
     check_count,
     check_ragged,
@@ -62,14 +65,8 @@ from tagtorch.storage import (
 )
 
 DATA_FILE = "data.npz"
-JOURNAL_FILE = "journal.jsonl"
 VOCABULARY_FILE = "vocabulary.json"
 RANKER_FOLDER = "ranker"
-COMPACTION_FOLDER = ".compaction"
-"""Where :meth:`TagRecommender.compact` writes the new data before it replaces the old."""
-BACKUP_FOLDER = "backup"
-"""Where the data and journal replaced by the last compaction are kept."""
-_READY = "READY"
 
 log = logging.getLogger(__name__)
 
@@ -312,15 +309,15 @@ class TagRecommender:
                               opened.model_class.load(folder / RANKER_FOLDER), opened.info,
                               object_ids=vocabulary["objects"])
         recommender.journal = Journal(folder / JOURNAL_FILE)
-        replayed = [post for batch in recommender.journal.read() for post in batch]
+        replayed = replay(recommender.journal, recommender.check_posts)
         if replayed:
             recommender._apply(replayed)
             log.info("%s: %d journaled posts replayed", folder, len(replayed))
         return recommender
 
-    def compact(self) -> bool:
+    def compact(self, rotate: bool = True) -> bool:
         """Writes the journaled posts into the folder's data (:func:`compact_journal`)."""
-        return compact_journal(self.journal, self._lock, self._save)
+        return compact_journal(self.journal, self._lock, self._save, rotate)
 
     # ------------------------------------------------------------------------ learning
     def add_posts(self, posts: Sequence[Mapping[str, Any]]) -> int:
@@ -606,65 +603,3 @@ def _with_new_tags(terms: TermIndex, display: list[str], new_tags: Mapping[str, 
     merged = np.asarray([*vocabulary[:n_tags], *added, *rest], dtype=object)
     return (TermIndex(n_tags=n_tags + len(added), vocabulary=merged, fields={}),
             [*display, *new_tags.values()], remap)
-
-
-def compact_journal(journal: Journal | None, lock: threading.Lock,
-                    save: Callable[[Path], Path]) -> bool:
-    """Writes a recommender's journaled posts into its folder's data, atomically.
-
-    The whole artifact is written again (``save``) into ``FOLDER/.compaction`` and flushed to
-    disk; a ``READY`` marker then makes :func:`finish_compaction` move its files over the
-    folder's, the replaced files and the journal going to ``FOLDER/backup/`` (the previous
-    backup is dropped). A crash before the marker leaves the folder as it was (the next start
-    drops the half-written copy); after it, the next start finishes the move. A journal
-    replayed over data that already holds it changes nothing (a post adds tags to a set), so no
-    step can lose or double a post.
-
-    Args:
-        journal: the recommender's journal (None: nothing to do).
-        lock: the recommender's writer lock, held while its state is written.
-        save: writes the recommender's artifact into a folder (without taking ``lock``).
-
-    Returns:
-        Whether anything was written (False: no journal, or an empty one).
-    """
-    if journal is None or not journal.path.is_file() or journal.path.stat().st_size == 0:
-        return False
-    folder = journal.path.parent
-    staging, backup = folder / COMPACTION_FOLDER, folder / BACKUP_FOLDER
-    for old in (staging, backup):
-        shutil.rmtree(old, ignore_errors=True)
-    backup.mkdir()
-    with lock:
-        save(staging)
-        sync_tree(staging)
-        (staging / _READY).touch()
-        sync_folder(staging)
-        finish_compaction(folder)
-        journal.restart()
-    return True
-
-
-def finish_compaction(folder: Path) -> None:
-    """Completes or drops a compaction a crash cut short (:func:`compact_journal`).
-
-    Every entry of the staged copy (the artifact's files and model folder, its manifest last)
-    replaces the folder's.
-    """
-    staging, backup = folder / COMPACTION_FOLDER, folder / BACKUP_FOLDER
-    if not staging.is_dir():
-        return
-    if not (staging / _READY).exists():  # cut short while it was written: the folder is whole
-        shutil.rmtree(staging)
-        return
-    backup.mkdir(exist_ok=True)
-    staged = sorted(entry.name for entry in staging.iterdir() if entry.name != _READY)
-    for name in sorted(staged, key=lambda n: n == MANIFEST_FILE):  # the manifest last
-        if (folder / name).exists():
-            os.replace(folder / name, backup / name)
-        os.replace(staging / name, folder / name)
-    if (folder / JOURNAL_FILE).exists():
-        os.replace(folder / JOURNAL_FILE, backup / JOURNAL_FILE)
-    sync_folder(backup)
-    sync_folder(folder)
-    shutil.rmtree(staging)
