@@ -58,6 +58,10 @@ class LetorTask:
         write_trec: write ``qrels.trec`` and one run file per method.
         significance: the report's paired tests (:class:`~tagtorch.evaluation.report.
             Significance`).
+
+    Raises:
+        ValueError: ``batch_size`` is not an integer >= 1, or ``write_trec`` not a boolean
+            (``yes``, ``2`` or ``null`` read as true or false before), naming the key.
     """
 
     model_tasks: ClassVar[tuple[ModelTask, ...]] = ("tagrec",)
@@ -65,8 +69,10 @@ class LetorTask:
     def __init__(self, ks: Sequence[int] = (5, 10), metrics: Sequence[str] = ("ndcg",),
                  batch_size: int = 4096, write_trec: bool = True,
                  significance: Mapping[str, Any] | None = None) -> None:
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"task.batch_size must be an integer >= 1, got {batch_size!r}")
+        if not isinstance(write_trec, bool):
+            raise ValueError(f"task.write_trec must be true or false, got {write_trec!r}")
         self.ks, self.metrics = tuple(ks), tuple(metrics)
         self.batch_size, self.write_trec = batch_size, write_trec
         self.significance = Significance.of(significance)
