@@ -366,14 +366,27 @@ def test_part_file_in_unwritable_data_home_names_the_path(tmp_path: Path,
     zipped = make_zip(tmp_path / "toy.zip", FILES)
     home = tmp_path / "home"
     home.mkdir()
-    real_open = Path.open
+    real_open = os.open
 
-    def deny(self: Path, *args: object, **kwargs: object) -> object:
-        if self.parent == home:
-            raise PermissionError(13, "Permission denied", str(self))
-        return real_open(self, *args, **kwargs)
+    def deny(path: str | Path, *args: object, **kwargs: object) -> object:
+        if Path(path).parent == home:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, *args, **kwargs)
 
-    monkeypatch.setattr(Path, "open", deny)
+    monkeypatch.setattr("tagtorch.data.download.os.open", deny)  # os.open: the one module
     with pytest.raises(DownloadError) as info:
         ensure_archive(spec(zipped.as_uri(), None), home, progress=False)
     assert str(home) in str(info.value) and "ermission denied" in str(info.value)
+
+
+def test_fetch_never_writes_through_a_link_at_its_destination(tmp_path: Path) -> None:
+    """Issue 52: a link planted at the download's name is replaced, its target untouched."""
+    zipped = make_zip(tmp_path / "toy.zip", FILES)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep")
+    link = tmp_path / "home" / ".toy.zip.part"
+    link.parent.mkdir()
+    link.symlink_to(victim)
+    dl.fetch(zipped.as_uri(), link, progress=False)
+    assert victim.read_text() == "keep" and not link.is_symlink()
+    assert link.read_bytes() == zipped.read_bytes()

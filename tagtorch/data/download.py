@@ -292,7 +292,8 @@ def fetch(
 
     Args:
         url: http(s):// or file:// address.
-        destination: file to write (overwritten). It is deleted again if the check fails.
+        destination: file to write (replaced: removed, then created new). It is deleted
+            again if the check fails.
         sha256: expected hex digest; None skips the check with a logged warning.
         progress: show a tqdm progress bar.
         timeout: socket timeout in seconds.
@@ -307,8 +308,10 @@ def fetch(
     """
     destination = Path(destination)
     digest = hashlib.sha256()
-    try:
-        out_file = destination.open("wb")
+    try:  # created new (a link planted at the name is refused, never written through)
+        destination.unlink(missing_ok=True)
+        out_file = os.fdopen(os.open(destination, os.O_WRONLY | os.O_CREAT | os.O_EXCL
+                                     | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644), "wb")
     except OSError as exc:
         raise DownloadError(f"cannot write the download to {destination}: "
                             f"{exc.strerror or exc}") from exc

@@ -49,6 +49,7 @@ from tagtorch.metrics.retrieval import DCG
 from tagtorch.settings import ModelTask, SignatureSettings
 from tagtorch.storage import (
     UnreadableFileError,
+    atomic_write,
     class_name,
     load_tensors,
     model_folder,
@@ -832,7 +833,8 @@ class FactorModel(SignatureSettings, pl.LightningModule):
             scratch = tempfile.TemporaryDirectory(prefix="tagtorch-itemrec-")
             folder = Path(scratch.name)
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / "settings.json").write_text(json.dumps(json.loads(self._key or "{}"), indent=1))
+        with atomic_write(folder / "settings.json") as partial:  # never through a link
+            partial.write_text(json.dumps(json.loads(self._key or "{}"), indent=1))
         # every epoch (no monitor: the newest is kept), for resuming after an interruption
         latest = ModelCheckpoint(dirpath=folder, filename="last", save_top_k=1,
                                  enable_version_counter=False)

@@ -367,7 +367,7 @@ def compact_journal(journal: Journal | None, lock: threading.Lock,
         backup.mkdir()
         save(staging)
         sync_tree(staging)
-        (staging / _READY).touch()
+        (staging / _READY).touch(exist_ok=False)  # O_EXCL: never a planted link
         sync_folder(staging)
         finish_compaction(folder)
     return True
