@@ -19,7 +19,11 @@ back as float32 are the values written.
 Files come from anywhere: :func:`read_letor` checks the size before reading (``max_bytes``),
 bounds the feature count (``max_features``: the dense ``[B, L, F]`` lists are allocated from
 it), requires each query's lines to be contiguous and the labels to be finite and ``>= 0``, and
-names the file in every error.
+names the file in every error. The padded lists take queries x the longest list: before
+allocating them it refuses lists that would take more than ``max_padding`` times the file's
+size (64 by default, and at least 256 MiB; MSLR-WEB30K's files take about 6 times), naming
+the numbers; ``max_list_length=K`` keeps each query's first ``K`` lines (allRank's
+``slate_length``).
 """
 
 from __future__ import annotations
@@ -42,6 +46,9 @@ __all__ = ["MAX_LETOR_BYTES", "LetorData", "load_letor", "read_letor", "write_le
 
 MAX_LETOR_BYTES = 1 << 32
 """The largest LETOR file :func:`read_letor` reads (4 GiB)."""
+
+_MIN_PADDED_BYTES = 1 << 28
+"""The padded lists :func:`read_letor` allows whatever the file's size (256 MiB)."""
 
 _HEADER = re.compile(r"^# features: (.*)$", re.MULTILINE)
 
@@ -95,19 +102,29 @@ def _query_ids(sidecar: Path, n_lines: int, max_bytes: int) -> np.ndarray:
     return np.repeat(np.arange(1, len(sizes) + 1), sizes)
 
 
-def read_letor(path: str | Path, max_bytes: int = MAX_LETOR_BYTES,
-               max_features: int = 4096) -> CandidateSet:
+def read_letor(path: str | Path, max_bytes: int = MAX_LETOR_BYTES, max_features: int = 4096,
+               max_list_length: int | None = None, max_padding: float = 64.0) -> CandidateSet:
     """Reads a LETOR file into padded lists, one per query in file order (module docstring).
 
     A file without ``qid`` (LightGBM's layout) takes its queries from the ``PATH.query`` file
     beside it (the number of lines of each query, in order), when there is one.
 
+    Args:
+        path: the file.
+        max_bytes: the largest file read.
+        max_features: the most features (the dense lists' width).
+        max_list_length: keep each query's first lines, this many (None: all; the others
+            count nowhere, ``n_relevant`` included).
+        max_padding: the padded lists' bytes at most this times the file's (or 256 MiB).
+
     Raises:
         ValueError: naming the file, for a file above ``max_bytes``, one that scikit-learn
             cannot parse, more than ``max_features`` features, a query whose lines are not
-            contiguous, a label that is negative or not finite, or a feature that is not
-            finite (both as float32).
+            contiguous, a label that is negative or not finite, a feature that is not finite
+            (both as float32), or padded lists above ``max_padding``.
     """
+    if max_list_length is not None and max_list_length < 1:
+        raise ValueError(f"max_list_length must be >= 1 or None, got {max_list_length}")
     path = Path(path)
     size = path.stat().st_size
     if size > max_bytes:
@@ -132,16 +149,34 @@ def read_letor(path: str | Path, max_bytes: int = MAX_LETOR_BYTES,
     starts = np.flatnonzero(np.r_[True, queries[1:] != queries[:-1]])
     if len(np.unique(queries)) != len(starts):
         raise ValueError(f"{path}: the lines of a query must be contiguous")
-    rows = torch.from_numpy(np.repeat(np.arange(len(starts)), np.diff(np.r_[starts,
-                                                                           len(queries)])))
-    positions = torch.arange(len(rows)) - torch.from_numpy(starts)[rows]
+    rows = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(queries)]))
+    positions = np.arange(len(rows)) - starts[rows]
+    if max_list_length is not None:
+        kept = positions < max_list_length
+        rows, positions, labels, matrix = rows[kept], positions[kept], labels[kept], matrix[kept]
+    _check_padding(path, size, len(starts), int(positions.max()) + 1, n_features, max_padding)
     label_values = torch.from_numpy(labels.astype(np.float32))
-    n_relevant = torch.zeros(len(starts), dtype=torch.long).index_add_(
-        0, rows, (label_values > 0).long())
+    n_relevant = np.bincount(rows, label_values.numpy() > 0, len(starts)).astype(np.int64)
     return CandidateSet.from_flat(
-        torch.from_numpy(queries[starts].astype(np.int64)), rows, positions,
-        torch.from_numpy(matrix.toarray()), label_values, n_relevant,
-        _feature_names(path, n_features))
+        torch.from_numpy(queries[starts].astype(np.int64)), torch.from_numpy(rows),
+        torch.from_numpy(positions), torch.from_numpy(matrix.toarray()), label_values,
+        torch.from_numpy(n_relevant), _feature_names(path, n_features))
+
+
+def _check_padding(path: Path, size: int, n_queries: int, longest: int, n_features: int,
+                   max_padding: float) -> None:
+    """Refuses padded lists above ``max_padding`` times the file's ``size`` (or 256 MiB).
+
+    Raises:
+        ValueError: naming the file, its queries, its longest list and the padded size.
+    """
+    padded = n_queries * longest * (13 + 4 * n_features)  # mask, tag, label, features
+    if padded > max(max_padding * size, _MIN_PADDED_BYTES):
+        raise ValueError(
+            f"{path}: {n_queries} queries, longest {longest} lines: padded to [{n_queries}, "
+            f"{longest}, {n_features}] they would take {padded / 2**30:.1f} GiB, more than "
+            f"{max_padding:g} times the file's {size} bytes (max_padding); read it with "
+            "max_list_length=K (each query's first K lines) or split the file")
 
 
 def _check_values(path: Path, labels: np.ndarray, matrix: sp.csr_matrix) -> None:
@@ -188,17 +223,19 @@ class LetorData:
 
 def load_letor(path: str | Path, train: str = "train.txt", test: str = "test.txt",
                vali: str | None = "vali.txt", name: str | None = None,
-               max_bytes: int = MAX_LETOR_BYTES, max_features: int = 4096) -> LetorData:
+               max_bytes: int = MAX_LETOR_BYTES, max_features: int = 4096,
+               max_list_length: int | None = None, max_padding: float = 64.0) -> LetorData:
     """Reads a LETOR dataset folder (MSLR's ``FoldK`` layout).
 
     The files ``train``, ``test`` and ``vali`` inside ``path``; ``vali`` is optional (None, or
-    a missing file: no validation lists).
+    a missing file: no validation lists). The limits are :func:`read_letor`'s, for each file.
 
     Raises:
         ValueError: as :func:`read_letor`, or when the parts' feature counts differ.
     """
     folder = Path(path)
-    read = partial(read_letor, max_bytes=max_bytes, max_features=max_features)
+    read = partial(read_letor, max_bytes=max_bytes, max_features=max_features,
+                   max_list_length=max_list_length, max_padding=max_padding)
     parts = {"train": read(folder / train), "test": read(folder / test)}
     if vali is not None and (folder / vali).is_file():
         parts["vali"] = read(folder / vali)

@@ -36,7 +36,7 @@ module.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -111,12 +111,35 @@ def _values(metrics: Sequence[str], padded: tuple[torch.Tensor, ...]) -> dict[st
     return out
 
 
+def _chunks(queries: Sequence[str], qrels: Judgements,
+            run: Judgements, max_cells: int) -> Iterator[list[str]]:
+    """``queries`` in chunks of similar width, so padding them costs little.
+
+    A query's width is its run's documents and its relevant ones; the queries go by width, a
+    chunk's widest at most twice its narrowest (its padded cells: at most 4 times its
+    documents) and its queries times its widest at most ``max_cells`` (or one query alone).
+    """
+    widths = {query: len(run.get(query, {})) + sum(g > 0 for g in qrels[query].values())
+              for query in queries}
+    chunk: list[str] = []
+    for query in sorted(queries, key=widths.__getitem__):
+        width = widths[query]
+        if chunk and (width > 2 * widths[chunk[0]] or (len(chunk) + 1) * width > max_cells):
+            yield chunk
+            chunk = []
+        chunk.append(query)
+    if chunk:
+        yield chunk
+
+
 def query_values(qrels: Judgements, run: Judgements, metrics: Sequence[str],
-                 chunk: int = 4096) -> pd.DataFrame:
+                 max_cells: int = 1 << 22) -> pd.DataFrame:
     """Per-query values of one run: columns ``object, metric, value``.
 
-    The queries of ``qrels`` with at least one relevant document, sorted by id, ``chunk`` at a
-    time (memory: one chunk's padded run).
+    The queries of ``qrels`` with at least one relevant document, sorted by id; they are
+    scored a chunk of similar widths at a time (memory: one chunk's padded run and ideal
+    ranking, at most ``2 * max_cells`` values or one query's; work: at most 4 times the
+    documents of the run and the qrels).
 
     Example:
         >>> qrels = {"q1": {"a": 1, "b": 0}, "q2": {"c": 2}}
@@ -131,16 +154,16 @@ def query_values(qrels: Judgements, run: Judgements, metrics: Sequence[str],
                              "run files")
     queries = sorted(q for q, docs in qrels.items() if any(g > 0 for g in docs.values()))
     frames = []
-    for start in range(0, len(queries), chunk):
-        part = queries[start : start + chunk]
+    for part in _chunks(queries, qrels, run, max_cells):
         values = _values(metrics, _padded(part, qrels, run))
         frames += [pd.DataFrame({"object": part, "metric": metric, "value": values[metric]})
                    for metric in metrics]
     frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
         columns=["object", "metric", "value"])
-    order = {m: i for i, m in enumerate(metrics)}
-    return frame.sort_values("metric", key=lambda c: c.map(order), kind="stable",
-                             ignore_index=True)
+    order = {"metric": {m: i for i, m in enumerate(metrics)},
+             "object": {q: i for i, q in enumerate(queries)}}
+    return frame.sort_values(["metric", "object"], key=lambda c: c.map(order[str(c.name)]),
+                             kind="stable", ignore_index=True)
 
 
 def runs_report(qrels: Judgements, runs: Mapping[str, Judgements], metrics: Sequence[str],
