@@ -23,7 +23,12 @@ key                       allowed
 ``seed``                  an integer
 ``significance``          ``{test: ttest|wilcoxon|randomization|both, n_resamples: int >= 1,
                           seed: int}`` (a report's paired tests; keys may be left out)
+``write_trec``, ``trec``  true or false
 ========================  =====================================================================
+
+A node with a ``_target_`` (the task, the data, each method) may hold only settings its class or
+function takes (unless it takes ``**kwargs``): another key is an error naming it and the
+settings taken, before anything is built.
 
 ``task.protocol.backend`` (where the protocol's parallel jobs run) must be one of
 :data:`tagtorch.engines.BACKENDS`: ``processes``, ``dask`` or ``ray`` (a tree model's
@@ -38,6 +43,7 @@ An xTReD method needs candidates with topics (``candidates.diversity``, e.g.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import math
 import re
@@ -45,7 +51,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, cast
 
 import torch
-from hydra.utils import get_class
+from hydra.utils import get_class, get_object
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import InterpolationResolutionError, MissingMandatoryValue
 
@@ -99,6 +105,11 @@ def _check_metrics(key: str, value: Any) -> None:
 def _check_batch_size(key: str, value: Any) -> None:
     if not (_is_int(value) and value >= 1):
         raise ConfigError(key, value, "an integer >= 1")
+
+
+def _check_flag(key: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise ConfigError(key, value, "true or false")
 
 
 def _check_lr(key: str, value: Any) -> None:
@@ -161,6 +172,8 @@ _CHECKS: dict[str, Callable[[str, Any], None]] = {
     "accelerator": _check_accelerator,
     "seed": _check_seed,
     "significance": _check_significance,
+    "write_trec": _check_flag,
+    "trec": _check_flag,
 }
 
 
@@ -186,6 +199,27 @@ def _walk(node: Any, prefix: str, grid: bool = False) -> Iterator[tuple[str, str
     elif isinstance(node, list):
         for i, value in enumerate(node):
             yield from _walk(value, f"{prefix}[{i}]", grid)
+
+
+def _check_keys(key: str, node: Any) -> None:
+    """Refuses a setting the ``_target_`` of ``node`` does not take, naming it.
+
+    Hydra would report it only while building the object, in several lines; a callable that
+    takes ``**kwargs`` takes every key.
+    """
+    if not isinstance(node, dict) or not isinstance(node.get("_target_"), str):
+        return
+    try:
+        parameters = inspect.signature(get_object(node["_target_"])).parameters
+    except (ImportError, ValueError, TypeError, AttributeError):
+        return  # not importable: reported where the object is built (or as a model's class)
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return
+    takes = sorted(name for name in parameters if name != "self")
+    for name, value in node.items():
+        if not str(name).startswith("_") and name not in parameters:
+            raise ConfigError(f"{key}.{name}", value, f"a setting {node['_target_']} takes: "
+                              f"{', '.join(takes)}")
 
 
 def _resolved(cfg: DictConfig) -> dict[str, Any]:
@@ -359,7 +393,9 @@ of integers >= 1, e.g. [5] or [1,5,10]
     if isinstance(protocol, dict) and "backend" in protocol:  # not a tree model's library
         _check_backend("task.protocol.backend", protocol["backend"])
     for group in CHECKED_GROUPS:
+        _check_keys(group, container.get(group))
         for key, name, value in _walk(container.get(group), group):
+            _check_keys(key, value)
             check = _CHECKS.get(name)
             if check is not None:
                 check(key, value)

@@ -165,3 +165,21 @@ def test_old_model_names_still_build_their_models_with_a_warning(tmp_path, caplo
         caplog.clear()
         assert warn_renamed_models(cfg) == [old]
         assert f"model={old} is now model={new}" in caplog.text
+
+
+@pytest.mark.parametrize("task", ["letor", "tagrec", "posts", "itemrec", "resources"])
+def test_a_setting_the_task_does_not_take_is_one_line_naming_it(tmp_path, task):
+    """Issue 52: ``+task.bogus=1`` was Hydra's multi-line error from inside instantiation."""
+    cfg = compose_cfg(tmp_path, [f"task={task}", "+task.bogus=1"])
+    with pytest.raises(ConfigError, match=r"config key task\.bogus=1: expected a setting .*"
+                                          r"takes: "):
+        check_config(cfg)
+
+
+@pytest.mark.parametrize("value", ["yes", 2, None])
+def test_a_trec_switch_takes_only_true_or_false(tmp_path, value):
+    """Issue 52 (probe): ``task.write_trec=yes`` was read as true, ``null`` as false."""
+    cfg = compose_cfg(tmp_path, ["task=letor"])
+    cfg.task.write_trec = value
+    with pytest.raises(ConfigError, match=r"task\.write_trec=.*expected true or false"):
+        check_config(cfg)

@@ -199,3 +199,14 @@ def test_the_synthetic_generator_takes_fewer_than_ten_features(tmp_path):
     assert train.features.shape[-1] == 3 and len(train.objects) == 8
     with pytest.raises(ValueError, match="must be >= 1"):
         write_synthetic_letor(tmp_path / "none", features=0)
+
+
+@pytest.mark.parametrize(("setting", "value"), [
+    ("max_features", float("nan")), ("max_features", 0), ("max_padding", float("nan")),
+    ("max_padding", -1.0), ("max_list_length", 0), ("max_bytes", True)])
+def test_a_readers_limit_that_is_not_a_number_of_its_kind_is_refused(tmp_path, setting, value):
+    """Issue 52 (probe): ``data.max_features=nan`` meant no limit at all."""
+    path = tmp_path / "train.txt"
+    path.write_text("1 qid:1 1:0.5\n0 qid:1 1:0.1\n")
+    with pytest.raises(ValueError, match=f"{setting} must be"):
+        read_letor(path, **{setting: value})

@@ -28,6 +28,7 @@ the numbers; ``max_list_length=K`` keeps each query's first ``K`` lines (allRank
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from functools import partial
@@ -102,6 +103,19 @@ def _query_ids(sidecar: Path, n_lines: int, max_bytes: int) -> np.ndarray:
     return np.repeat(np.arange(1, len(sizes) + 1), sizes)
 
 
+def _check_limits(max_bytes: int, max_features: int, max_list_length: int | None,
+                  max_padding: float) -> None:
+    """Refuses a reader's limit that is not a number of its kind, naming it."""
+    for name, value in (("max_bytes", max_bytes), ("max_features", max_features),
+                        ("max_list_length", 1 if max_list_length is None else max_list_length)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1"
+                             f"{' or None' if name == 'max_list_length' else ''}, got {value!r}")
+    if isinstance(max_padding, bool) or not isinstance(max_padding, int | float) or not (
+            math.isfinite(max_padding) and max_padding > 0):
+        raise ValueError(f"max_padding must be a finite number > 0, got {max_padding!r}")
+
+
 def read_letor(path: str | Path, max_bytes: int = MAX_LETOR_BYTES, max_features: int = 4096,
                max_list_length: int | None = None, max_padding: float = 64.0) -> CandidateSet:
     """Reads a LETOR file into padded lists, one per query in file order (module docstring).
@@ -123,8 +137,7 @@ def read_letor(path: str | Path, max_bytes: int = MAX_LETOR_BYTES, max_features:
             contiguous, a label that is negative or not finite, a feature that is not finite
             (both as float32), or padded lists above ``max_padding``.
     """
-    if max_list_length is not None and max_list_length < 1:
-        raise ValueError(f"max_list_length must be >= 1 or None, got {max_list_length}")
+    _check_limits(max_bytes, max_features, max_list_length, max_padding)
     path = Path(path)
     size = path.stat().st_size
     if size > max_bytes:
