@@ -127,3 +127,20 @@ def test_metric_names_are_one_grammar_for_every_task():
             parse_key(bad)
     with pytest.raises(ValueError, match="task=posts"):
         query_values({"q": {"a": 1}}, {"q": {"a": 1.0}}, ["tagrec_mrr@5"])
+
+
+def test_the_report_is_never_written_through_a_link(tmp_path):
+    """Issue 52 (probe): ``--output`` at a planted link replaced the link's target."""
+    qrels, run_a, _ = random_judgements(2)
+    files = [write_trec(tmp_path / "qrels.trec", qrels, False),
+             write_trec(tmp_path / "a.trec", run_a, True)]
+    victim = tmp_path / "victim.md"
+    victim.write_text("keep")
+    out = tmp_path / "report.md"
+    out.symlink_to(victim)
+    done = subprocess.run([sys.executable, "-m", "tagtorch.evaluation", *map(str, files),
+                           "--metrics", "ndcg@10", "--output", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert victim.read_text() == "keep" and not out.is_symlink()
+    assert out.read_text() == done.stdout

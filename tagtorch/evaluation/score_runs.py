@@ -52,6 +52,7 @@ from tagtorch.evaluation.report import (
 from tagtorch.evaluation.stats import confidence_interval
 from tagtorch.evaluation.trec import read_qrels, read_run
 from tagtorch.metrics.functional import dcg_at_k, ideal_dcg, parse_key, ranking_metrics
+from tagtorch.storage import atomic_write
 
 __all__ = ["main", "query_values", "runs_report"]
 
@@ -230,6 +231,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     except (OSError, ValueError) as error:
         parser.exit(2, f"error: {error}\n")
     print(report, end="")
-    if args.output is not None:
-        args.output.write_text(report)
-        per_query.to_csv(args.output.with_suffix(".csv"), index=False)
+    if args.output is not None:  # atomic: never through a link, never half-written
+        with atomic_write(args.output) as partial:
+            partial.write_text(report, encoding="utf-8")
+        with atomic_write(args.output.with_suffix(".csv")) as partial:
+            per_query.to_csv(partial, index=False)
