@@ -318,26 +318,6 @@ def drop_unselected_settings(cfg: DictConfig) -> list[str]:
     return []
 
 
-RENAMED_MODELS = {"most_popular": "tag_popularity", "popularity": "global_popularity",
-                  "lda": "lda_resources"}
-"""Old model config name -> its name now; the old ``conf/model`` files stay for one release."""
-
-
-def warn_renamed_models(cfg: DictConfig) -> list[str]:
-    """Warns for each method that a shipped config builds under its old name; returns them.
-
-    Example:
-        >>> warn_renamed_models(OmegaConf.create({"model": {"popularity": {"_target_": "x.A"}}}))
-        ['popularity']
-    """
-    models = cfg.get("model")
-    old = [str(name) for name in (models or {}) if str(name) in RENAMED_MODELS]
-    for name in old:
-        log.warning("model=%s is now model=%s; the old name stays for one release",
-                    name, RENAMED_MODELS[name])
-    return old
-
-
 def keep_search_method(cfg: DictConfig) -> None:
     """Leaves only ``search_method`` in ``model`` when it is set (an hparams_search's method).
 

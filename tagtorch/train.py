@@ -50,7 +50,6 @@ from tagtorch.config_checks import (
     drop_unselected_settings,
     keep_search_method,
     task_kinds,
-    warn_renamed_models,
 )
 from tagtorch.data.checks import DataCheckError
 from tagtorch.data.download import user_cache_dir
@@ -222,7 +221,6 @@ def run_task(cfg: DictConfig, raw: Folksonomy | None = None) -> Any:
         ``describe``.
     """
     drop_unselected_settings(cfg)
-    warn_renamed_models(cfg)
     keep_search_method(cfg)
     check_config(cfg)
     check_optimized_metric(cfg)

@@ -5,7 +5,6 @@ import sys
 
 import pytest
 import torch
-from omegaconf import OmegaConf
 from test_train import EXPERIMENTS, ROOT, compose_cfg
 
 from tagtorch.config_checks import ConfigError, check_config
@@ -149,22 +148,6 @@ def test_an_experiments_settings_of_unselected_methods_are_dropped(tmp_path):
     check_config(cfg)
     typo = compose_cfg(tmp_path, ["model=[latre_wts]", "+model.latre_wt={k: 1}"])
     assert drop_unselected_settings(typo) == ["latre_wt"]  # dropped with a warning naming it
-
-
-def test_old_model_names_still_build_their_models_with_a_warning(tmp_path, caplog):
-    """model=most_popular/popularity/lda (renamed) compose the same classes and warn."""
-    from hydra.utils import get_class
-
-    from tagtorch.config_checks import RENAMED_MODELS, warn_renamed_models
-
-    for old, new in RENAMED_MODELS.items():
-        cfg = compose_cfg(tmp_path, [f"model=[{old},{new}]"] + (
-            ["task=itemrec"] if "popularity" in old else ["task=resources"]))
-        assert get_class(cfg.model[old]._target_) is get_class(cfg.model[new]._target_)
-        assert OmegaConf.to_container(cfg.model[old]) == OmegaConf.to_container(cfg.model[new])
-        caplog.clear()
-        assert warn_renamed_models(cfg) == [old]
-        assert f"model={old} is now model={new}" in caplog.text
 
 
 @pytest.mark.parametrize("task", ["letor", "tagrec", "posts", "itemrec", "resources"])

@@ -150,7 +150,7 @@ def item_models() -> dict:
     return {"model": {
         "dorank": {"_target_": "tagtorch.itemrec.dorank.DoRank", "trainer": trainer, "rank": 4,
                    "patience": 10, "seed": 0, "checkpoint_dir": None},
-        "most_popular": {"_target_": "tagtorch.itemrec.baselines.MostPopular"}}}
+        "most_popular": {"_target_": "tagtorch.itemrec.baselines.TagPopularity"}}}
 
 
 def test_item_recommendation_reuses_finished_pieces(tmp_path, monkeypatch):

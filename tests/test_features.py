@@ -219,13 +219,3 @@ def test_batched_features_equal_the_reference_on_real_data(data_dir, loader):
     terms, fold, queries = prepare(folksonomy, n_queries=25)
     cs = compare(terms, fold, queries)
     assert cs.mask.sum() > 100
-
-
-def test_the_old_module_name_still_imports_with_a_warning():
-    import importlib
-    import sys
-
-    sys.modules.pop("tagtorch.candidates.features", None)
-    with pytest.warns(DeprecationWarning, match="tagtorch.candidates.latre"):
-        old = importlib.import_module("tagtorch.candidates.features")
-    assert old.LatreCandidates is LatreCandidates

@@ -15,7 +15,7 @@ import torch
 
 from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.itemrec.base import ItemRanker, dcg_at_k
-from tagtorch.itemrec.baselines import MostPopular, ProbabilisticCP, TwoDimensional
+from tagtorch.itemrec.baselines import ProbabilisticCP, TagPopularity, TwoDimensional
 from tagtorch.itemrec.data import item_recommendation_data
 from tagtorch.itemrec.dorank import DoRank, cp_scores, smoothed_dcg_fast, smoothed_dcg_regular
 from tagtorch.itemrec.dorank_plus import DoRankPlus
@@ -226,7 +226,7 @@ def test_most_popular_and_two_dimensional_match_plain_counts(toy_data):
     for u, i, t in toy_data.train.tolist():
         counts[(t, i)] += 1
         user_counts[(u, i)] += 1
-    pop = MostPopular().fit(toy_data).score(users, tags)
+    pop = TagPopularity().fit(toy_data).score(users, tags)
     two = TwoDimensional(beta=0.3, alpha=0.0).fit(toy_data).score(users, tags)
     for row, (u, t) in enumerate(zip(users.tolist(), tags.tolist(), strict=True)):
         by_tag = np.array([counts[(t, i)] for i in range(toy_data.n_items)])
@@ -276,7 +276,7 @@ def test_save_load_scores_identically(tmp_path, toy_data):
     for model in [DoRank(rank=4, trainer=trainer(2), fast=False),
                   PITF(rank=4, trainer=trainer(2)),
                   ProbabilisticCP(rank=4, trainer=trainer(2), negatives=2),
-                  MostPopular(), TwoDimensional(beta=0.2)]:
+                  TagPopularity(), TwoDimensional(beta=0.2)]:
         model.fit(toy_data)
         model.save(tmp_path / type(model).__name__)
         loaded = type(model).load(tmp_path / type(model).__name__)
@@ -284,7 +284,7 @@ def test_save_load_scores_identically(tmp_path, toy_data):
         for name in ("fast", "negatives", "beta"):  # settings come back
             assert getattr(loaded, name, None) == getattr(model, name, None)
     with pytest.raises(RuntimeError, match="not fitted"):
-        MostPopular().score(users, tags)
+        TagPopularity().score(users, tags)
 
 
 class _Crash(pl.Callback):
@@ -417,7 +417,7 @@ def test_item_recommendation_experiment_runs_end_to_end(tmp_path):
 
 
 def test_item_models_capture_settings_from_their_signatures():
-    from tagtorch.itemrec.baselines import MostPopular, ProbabilisticCP, TwoDimensional
+    from tagtorch.itemrec.baselines import ProbabilisticCP, TagPopularity, TwoDimensional
     from tagtorch.settings import SignatureSettings
 
     model = ProbabilisticCP(negatives=2, seed=5)
@@ -425,7 +425,7 @@ def test_item_models_capture_settings_from_their_signatures():
     assert model.init_args["seed"] == 5 and model.init_args["patience"] == 3
     assert type(model)(**model.init_args).init_args == model.init_args
     assert TwoDimensional(beta=0.25).settings() == {"beta": 0.25, "alpha": 0.01}
-    assert MostPopular().settings() == {}
+    assert TagPopularity().settings() == {}
     with pytest.raises(TypeError, match="settings must be named"):
         class _Positional(SignatureSettings):
             def __init__(self, *args: int) -> None:

@@ -17,7 +17,7 @@ from test_itemrec import interrupted_trainer, toy_folksonomy, trainer
 
 from tagtorch.evaluation.item_recommendation import ItemRecommendationTask
 from tagtorch.itemrec.base import FactorModel, dcg_at_k
-from tagtorch.itemrec.baselines import MostPopular
+from tagtorch.itemrec.baselines import TagPopularity
 from tagtorch.itemrec.data import item_recommendation_data
 from tagtorch.itemrec.dorank import DoRank
 from tagtorch.itemrec.pitf import PITF
@@ -334,11 +334,11 @@ def test_planted_model_weights_never_run(tmp_path, toy_data, cls):
 def test_planted_count_arrays_never_run(tmp_path, toy_data):
     marker = tmp_path / "ran"
     folder = tmp_path / "model"
-    MostPopular().fit(toy_data).save(folder)
+    TagPopularity().fit(toy_data).save(folder)
     replant(folder, "arrays.npz", plant_npz, marker)
     expected = re.escape(f"{folder / 'arrays.npz'}: ") + "(cannot be read|.*pickles)"
     with pytest.raises(UnreadableFileError, match=expected):
-        MostPopular.load(folder)
+        TagPopularity.load(folder)
     assert not marker.exists()
 
 

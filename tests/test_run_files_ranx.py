@@ -83,7 +83,7 @@ def test_tag_recommendation_run_files_rescore_with_ranx(tmp_path):
 
 @pytest.mark.parametrize("query", ["user_tag", "user"])
 def test_item_recommendation_run_files_rescore_with_ranx(tmp_path, query):
-    models = {"most_popular": {"_target_": "tagtorch.itemrec.baselines.MostPopular"},
+    models = {"most_popular": {"_target_": "tagtorch.itemrec.baselines.TagPopularity"},
               "popularity": {"_target_": "tagtorch.itemrec.baselines.GlobalPopularity"},
               "two_dimensional": {"_target_": "tagtorch.itemrec.baselines.TwoDimensional"}}
     task = ItemRecommendationTask(seeds=[4, 5], p=1, query=query, ks=(1, 3, 10),

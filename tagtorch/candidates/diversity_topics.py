@@ -13,8 +13,8 @@ Where the topics come from (``source``):
 - ``"categories"``: the objects' categories (MovieLens genres), object metadata read from
   :attr:`~tagtorch.data.terms.TermIndex.categories`, never from the gold tags;
 - ``"lda"`` (ours, for data without categories: LastFM, where the paper used AllMusic styles):
-  an LDA model of D's tag sets (:class:`~tagtorch.candidates.lda_tags.TopicTags`, one document per
-  D object). A D object's topics are those whose fitted ``θ_d`` reaches ``threshold``; a V or T
+  an LDA model of D's tag sets (:class:`~tagtorch.candidates.lda_tags.LdaTagSource`, one document
+  per D object). A D object's topics are those whose fitted ``θ_d`` reaches ``threshold``; a V or T
   object's are those whose ``θ_o``, inferred by fold-in from its input tags I_o only, reaches
   it. ``p(z | t)`` is counted on D as above with these inferred topic sets
   (``tag_topics="counts"``, default) or read from the model as ``φ_{t|z} / Σ_z' φ_{t|z'}``
@@ -34,7 +34,7 @@ from typing import Any, Literal, Self
 import numpy as np
 import torch
 
-from tagtorch.candidates.lda_tags import TopicTags
+from tagtorch.candidates.lda_tags import LdaTagSource
 from tagtorch.data.categories import topic_given_object, topic_given_tag
 from tagtorch.data.ragged import Ragged
 from tagtorch.data.splits import TagQueries
@@ -84,7 +84,7 @@ class ObjectTopics:
         self.lda = dict(lda or {})
         self.infer_iterations = infer_iterations
         self.infer_burn_in = infer_burn_in
-        self.topic_model: TopicTags | None = None
+        self.topic_model: LdaTagSource | None = None
         self.table_: np.ndarray | None = None
         self.terms: TermIndex | None = None
 
@@ -111,7 +111,7 @@ class ObjectTopics:
             train_topics = terms.categories.take(np.asarray(train_objects))
             self.table_ = topic_given_tag(train_tags, train_topics, n, terms.n_categories)
             return self
-        self.topic_model = TopicTags(lda=self.lda, n_candidates=0, feature=False,
+        self.topic_model = LdaTagSource(lda=self.lda, n_candidates=0, feature=False,
                                      infer_iterations=self.infer_iterations,
                                      infer_burn_in=self.infer_burn_in)
         self.topic_model.fit(np.asarray(train_objects), train_tags, terms)

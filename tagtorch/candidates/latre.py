@@ -88,7 +88,7 @@ from tagtorch.candidates.diversity_topics import ObjectTopics
 from tagtorch.candidates.embeddings import EmbeddingTags
 from tagtorch.candidates.feature_kernel import assemble, stack_fields, text_terms
 from tagtorch.candidates.generator import check_rule_settings
-from tagtorch.candidates.lda_tags import TopicTags
+from tagtorch.candidates.lda_tags import LdaTagSource
 from tagtorch.candidates.neighbours import NeighbourTags
 from tagtorch.candidates.rules import RuleIndex
 from tagtorch.candidates.sources import RRF_K, SourceBatch, TagSource
@@ -190,7 +190,7 @@ class LatreCandidates(SignatureSettings):
         max_train_tags: a D object with more tags is mined as if it had only this many, the
             most frequent in D; None: no cap.
         device: ``"auto"`` (CUDA when present), ``"cpu"`` or ``"cuda"``.
-        topics: settings of :class:`~tagtorch.candidates.lda_tags.TopicTags` (ours, off by
+        topics: settings of :class:`~tagtorch.candidates.lda_tags.LdaTagSource` (ours, off by
             default): an LDA model of D's tag sets adds its best tags as candidates
             (``n_candidates``) and ``P(t | o)`` as a 14th feature ``p_lda`` (``feature``).
         diversity: settings of :class:`~tagtorch.candidates.diversity_topics.ObjectTopics` (off by
@@ -296,7 +296,7 @@ class LatreCandidates(SignatureSettings):
         self.stage_seconds: dict[str, float] = defaultdict(float)
         self.object_topics = None if diversity is None else ObjectTopics(**dict(diversity))
         # the sources beyond rules and text, in the order of their features and ranks
-        self.sources: list[TagSource] = [TopicTags(**dict(topics))] if topics is not None else []
+        self.sources: list[TagSource] = [LdaTagSource(**dict(topics))] if topics is not None else []
         self.sources += [NeighbourTags(**{**dict(settings), "space": space})
                          for space, settings in (("tags", neighbours),
                                                  ("profiles", profile_neighbours))
@@ -316,9 +316,9 @@ class LatreCandidates(SignatureSettings):
         return ("rules", *(source.name for source in self.sources))
 
     @property
-    def topic_tags(self) -> TopicTags | None:
+    def topic_tags(self) -> LdaTagSource | None:
         """The LDA source (``topics``), if on."""
-        return next((s for s in self.sources if isinstance(s, TopicTags)), None)
+        return next((s for s in self.sources if isinstance(s, LdaTagSource)), None)
 
     def __sizeof__(self) -> int:
         """Bytes of the mined statistics too (:func:`tagtorch.engines.array_bytes`)."""

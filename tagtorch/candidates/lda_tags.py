@@ -8,7 +8,7 @@ every tag ``t`` is scored by::
 
     P(t | o) = Σ_z φ_{t|z} θ_{z|o}
 
-:class:`TopicTags` offers the two uses :class:`~tagtorch.candidates.latre.LatreCandidates`
+:class:`LdaTagSource` offers the two uses :class:`~tagtorch.candidates.latre.LatreCandidates`
 makes of it, both off by default so that the paper's 13-feature comparison stays intact (our
 extension of Canuto et al. 2013):
 
@@ -33,10 +33,10 @@ from tagtorch.data.splits import TagQueries
 from tagtorch.data.terms import TermIndex
 from tagtorch.topics import LDA
 
-__all__ = ["TopicBatch", "TopicTags"]
+__all__ = ["LdaTagSource", "TopicBatch"]
 
 
-class TopicTags:
+class LdaTagSource:
     """An LDA model of D's tag sets: ``P(t | o)`` of target objects from their input tags.
 
     Args:
@@ -130,9 +130,9 @@ class TopicTags:
 
 
 class TopicBatch:
-    """:class:`TopicTags` on one chunk: its mixtures ``θ [b, Z]`` and input tags ``[b, W]``."""
+    """:class:`LdaTagSource` on one chunk: its mixtures ``θ [b, Z]`` and input tags ``[b, W]``."""
 
-    def __init__(self, source: TopicTags, theta: torch.Tensor, is_input: torch.Tensor) -> None:
+    def __init__(self, source: LdaTagSource, theta: torch.Tensor, is_input: torch.Tensor) -> None:
         self.source, self.theta, self.is_input = source, theta, is_input
 
     def keys(self) -> torch.Tensor:

@@ -4,7 +4,7 @@ Canuto et al. (2013) take candidates from two sources: association-rule conseque
 input tags and the terms of the object's text. :class:`~tagtorch.candidates.latre.LatreCandidates`
 can add further sources, all behind :class:`TagSource`:
 
-- :class:`~tagtorch.candidates.lda_tags.TopicTags` (``lda``): TagRec's LDA, ``P(t | o)``;
+- :class:`~tagtorch.candidates.lda_tags.LdaTagSource` (``lda``): TagRec's LDA, ``P(t | o)``;
 - :class:`~tagtorch.candidates.neighbours.NeighbourTags` (``knn``, ``knn_profile``): tags of the
   most similar D objects;
 - :class:`~tagtorch.candidates.embeddings.EmbeddingTags` (``emb``): tags nearest to the input

@@ -12,7 +12,7 @@
   P(i | t)`` (``user_aggregate = "profile"``, whatever the task's aggregation): with the post
   split the ``P(i | u)`` term is constant over the ranked items, so it ranks by
   ``sum_t P(t | u) P(i | t)``.
-- :class:`MostPopular`: the items most often tagged with the query's tag (ties broken by the
+- :class:`TagPopularity`: the items most often tagged with the query's tag (ties broken by the
   items' overall popularity).
 - :class:`GlobalPopularity`: the items most often tagged overall, whatever the user and tag
   (the per-user baseline of the paper's protocol).
@@ -33,7 +33,7 @@ from tagtorch.itemrec.dorank import CPModel
 from tagtorch.settings import ModelTask, SignatureSettings
 from tagtorch.storage import UnreadableFileError, load_array_model, save_array_model
 
-__all__ = ["ArrayModel", "GlobalPopularity", "MostPopular", "ProbabilisticCP", "TwoDimensional"]
+__all__ = ["ArrayModel", "GlobalPopularity", "ProbabilisticCP", "TagPopularity", "TwoDimensional"]
 
 
 class ProbabilisticCP(CPModel):
@@ -159,11 +159,11 @@ class TwoDimensional(ArrayModel):
         return (1 - self.beta) * by_user + self.beta * by_tag
 
 
-class MostPopular(ArrayModel):
+class TagPopularity(ArrayModel):
     """Items ranked by how often they were tagged with the query's tag in training.
 
     Example:
-        >>> model = MostPopular()
+        >>> model = TagPopularity()
         >>> model.tag_item = np.array([[2.0, 0.0, 2.0]], dtype=np.float32)
         >>> model.item = np.array([1.0, 5.0, 3.0], dtype=np.float32)
         >>> model.score(torch.tensor([7]), torch.tensor([0])).argsort(descending=True).tolist()
