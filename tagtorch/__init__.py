@@ -16,13 +16,9 @@ The names are imported on first use, so ``import tagtorch`` stays light.
 from __future__ import annotations
 
 import importlib
-from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
-try:
-    __version__ = version("tagtorch")
-except PackageNotFoundError:  # a source tree that was never installed
-    __version__ = "0+unknown"
+from tagtorch.version import __version__
 
 _EXPORTS = {
     "load": "tagtorch.api", "evaluate": "tagtorch.api", "fit": "tagtorch.api",

@@ -26,8 +26,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tagtorch import __version__
 from tagtorch.storage import partial_of
+from tagtorch.version import __version__
 
 __all__ = ["KINDS", "CacheKind", "CacheUsage", "cache_entries", "cache_usage", "clear_caches",
            "code_fingerprint", "describe_caches", "format_size"]

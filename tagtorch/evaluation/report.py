@@ -21,8 +21,8 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
-from tagtorch import __version__
 from tagtorch.evaluation.stats import TestMethod, confidence_interval, paired_test
+from tagtorch.version import __version__
 
 #: The candidate coverage of tag recommendation in ``results.csv``, per method and fold: the
 #: evaluated (test) objects, and the shares of them with no candidate at all and with no gold

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import tagtorch
 from tagtorch.data.text import TOKEN_PATTERNS, TextProcessor
 from tagtorch.serving.journal import check_no_compaction_left
 from tagtorch.storage import (
@@ -25,6 +24,7 @@ from tagtorch.storage import (
     trusted_class,
     write_manifest,
 )
+from tagtorch.version import __version__
 
 __all__ = ["OpenedArtifact", "open_artifact", "processor_settings", "reading",
            "write_artifact"]
@@ -65,7 +65,7 @@ def write_artifact(folder: Path, kind: type, processor: TextProcessor,
     """
     kept = {k: v for k, v in info.items() if k not in ("tagtorch_version", model_key)}
     write_manifest(folder, kind, {"processor": processor_settings(processor), **settings}, files,
-                   tagtorch_version=tagtorch.__version__,
+                   tagtorch_version=__version__,
                    **{model_key: f"{type(model).__module__}.{type(model).__qualname__}"},
                    **kept)
 

@@ -68,7 +68,6 @@ try:
 except ModuleNotFoundError as missing:  # the [serve] extra (python -m tagtorch.serve says so)
     raise MissingExtraError("serve", missing.name) from None
 
-import tagtorch
 from tagtorch.serving import (
     AnyRecommender,
     ItemRecommender,
@@ -92,6 +91,7 @@ from tagtorch.serving.schema import (
     TagResponse,
 )
 from tagtorch.storage import UnreadableFileError
+from tagtorch.version import __version__
 
 log = logging.getLogger(__name__)
 
@@ -296,7 +296,7 @@ def _described(recommender: AnyRecommender, settings: ServiceSettings,
     described = {"kind": kind,
                  "method": recommender.info.get("method"), "data": recommender.info.get("data"),
                  "fingerprint": recommender.info.get("fingerprint"),
-                 "tagtorch_version": tagtorch.__version__,
+                 "tagtorch_version": __version__,
                  "artifact_version": recommender.info.get("tagtorch_version"),
                  "writes": settings.writes}
     if isinstance(recommender, TagRecommender):
@@ -324,7 +324,7 @@ def create_app(recommender: AnyRecommender,
     settings = settings or ServiceSettings()
     kind = {TagRecommender: "tags", PostRecommender: "tags for posts"}.get(type(recommender),
                                                                           "items")
-    app = FastAPI(title="tagtorch", version=tagtorch.__version__,
+    app = FastAPI(title="tagtorch", version=__version__,
                   description=f"Recommendation of {kind} by a fitted tagtorch recommender.")
     _guarded(app, settings)
     page = demo_page(recommender)
