@@ -135,7 +135,7 @@ def read_json(path: str | Path, keys: Sequence[str] | None = None) -> Any:
     """
     try:
         value = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
+    except (OSError, ValueError, RecursionError) as error:  # ValueError: 4300+ digit integers
         raise UnreadableFileError(f"{path}: not a readable JSON file written by tagtorch "
                                   f"({_describe(error)})") from None
     if keys is not None and not (isinstance(value, dict) and set(keys) <= set(value)):

@@ -482,3 +482,87 @@ def test_a_run_of_one_long_query_is_scored_in_bounded_memory(tmp_path, capsys):
     values = pd.read_csv(out.with_suffix(".csv"), dtype={"object": str})
     assert len(values) == 2 * 4096 and values.value.sum() == pytest.approx(1 / 25_000)
     assert "Runs scored by tagtorch" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------- numbers and sizes in data files
+def test_a_compressed_data_file_inflating_far_beyond_its_size_is_refused(tmp_path):
+    """Round three: a 3 KB bzip2 HetRec file inflated to 45 MB of text and took 1.5 GB."""
+    import bz2
+
+    from tagtorch.data.loaders import DataFormatError
+    from tagtorch.data.loaders.reading import read_delimited
+
+    path = tmp_path / "user_taggedartists.dat"
+    path.write_bytes(bz2.compress(b"userID\tartistID\ttagID\n" + b"2\t5\t1\n" * 4_000_000))
+    with memory_cap(1 << 30), pytest.raises(DataFormatError, match=r"inflat") as caught:
+        read_delimited(path, "\t", ["userID"], integer=["userID"])
+    assert str(caught.value).startswith(f"{path}: ") and "\n" not in str(caught.value)
+
+
+def test_a_compressed_data_file_of_ordinary_ratio_is_read(tmp_path):
+    import gzip
+
+    from tagtorch.data.loaders.reading import read_delimited
+
+    path = tmp_path / "tags.dat"
+    path.write_bytes(gzip.compress(b"id\tvalue\n" + b"".join(
+        b"%d\trock %d\n" % (i, i * 7919 % 1000) for i in range(20_000))))
+    assert len(read_delimited(path, "\t", ["id"], integer=["id"]).frame) == 20_000
+
+
+def test_letor_query_sizes_that_wrap_around_64_bits_are_refused(tmp_path):
+    """Round three: four sizes of 2^62 (+3) summed, in int64, to the file's 3 lines."""
+    path = tmp_path / "lists.txt"
+    path.write_text("1 1:0.5\n0 1:0.2\n1 1:0.1\n")
+    Path(f"{path}.query").write_text(f"{2**62}\n{2**62}\n{2**62}\n{2**62 + 3}\n")
+    with memory_cap(), pytest.raises(ValueError, match=r"lists\.txt\.query: .*sum to the 3"):
+        read_letor(path)
+
+
+def test_a_json_integer_too_long_to_read_is_an_unreadable_file(tmp_path):
+    """Round three: 5000 digits raised Python's bare int-conversion ValueError, no file named."""
+    from tagtorch.storage import read_json
+
+    path = tmp_path / "manifest.json"
+    path.write_text('{"format": ' + "9" * 5000 + "}")
+    with pytest.raises(UnreadableFileError, match=r"manifest\.json: not a readable JSON"):
+        read_json(path)
+
+
+def _movielens_2k(folder: Path, timestamps: str) -> Path:
+    """A HetRec MovieLens folder whose timestamps file holds the lines ``timestamps``."""
+    folder.mkdir()
+    (folder / "user_taggedmovies-timestamps.dat").write_text(
+        "userID\tmovieID\ttagID\ttimestamp\n" + timestamps)
+    (folder / "user_taggedmovies.dat").write_text("userID\tmovieID\ttagID\tdate_day\n")
+    (folder / "tags.dat").write_text("id\tvalue\n1\trock\n")
+    (folder / "movies.dat").write_text("id\ttitle\n5\tA\n")
+    (folder / "movie_genres.dat").write_text("movieID\tgenre\n5\tDrama\n")
+    return folder
+
+
+@pytest.mark.parametrize("milliseconds", [2**63 - 1, -2**63, -500, 10**18])
+def test_hetrec_times_that_are_no_date_are_refused(tmp_path, milliseconds):
+    """Round three: 2^63-1 ms was read as the year 292 million; -500 ms as a missing time."""
+    from tagtorch.data.loaders import DataFormatError
+    from tagtorch.data.loaders.hetrec import load_movielens_2k
+
+    folder = _movielens_2k(tmp_path / "ml", f"1\t5\t1\t1000\n2\t5\t1\t{milliseconds}\n")
+    with pytest.raises(DataFormatError, match=r"timestamps\.dat, line 3: .*'timestamp'"):
+        load_movielens_2k(path=folder)
+
+
+@pytest.mark.parametrize("value", ["-1", "9223372036854775807", "-9223372036854775807"])
+def test_table_and_tagrec_times_that_are_no_date_are_refused(tmp_path, value):
+    """Round three: -1 s was read as a missing time; 2^63-1 s, as a time past year 10^11."""
+    from tagtorch.data.loaders import DataFormatError, load_tagrec
+    from tagtorch.data.loaders.tabular import load_table
+
+    table = tmp_path / "posts.csv"
+    table.write_text(f"user,object,tag,timestamp\n1,2,rock,1000\n1,3,pop,{value}\n")
+    with pytest.raises(DataFormatError, match=r"posts\.csv, line 3: .*'timestamp'"):
+        load_table(table, columns={key: key for key in ("user", "object", "tag", "timestamp")})
+    tagrec = tmp_path / "bib.txt"
+    tagrec.write_text(f'"1";"2";"1000";"pop"\n"1";"2";"{value}";"rock"\n')
+    with pytest.raises(DataFormatError, match=r"bib\.txt, line 2: .*timestamp"):
+        load_tagrec(tagrec)

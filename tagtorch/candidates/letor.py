@@ -97,7 +97,7 @@ def _query_ids(sidecar: Path, n_lines: int, max_bytes: int) -> np.ndarray:
         sizes = np.loadtxt(sidecar, dtype=np.int64, ndmin=1)
     except ValueError as error:
         raise ValueError(f"{sidecar}: not a query file ({error})") from error
-    if (sizes < 1).any() or int(sizes.sum()) != n_lines:
+    if (sizes < 1).any() or (sizes > n_lines).any() or int(sizes.sum()) != n_lines:  # no wrap
         raise ValueError(f"{sidecar}: its query sizes must be >= 1 and sum to the {n_lines} "
                          "lines of its data file")
     return np.repeat(np.arange(1, len(sizes) + 1), sizes)

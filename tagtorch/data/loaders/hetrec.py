@@ -43,6 +43,7 @@ from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.data.loaders.errors import DataFormatError
 from tagtorch.data.loaders.reading import (
     RawTable,
+    check_seconds,
     local_time_seconds,
     lookup,
     read_delimited,
@@ -163,7 +164,8 @@ def _tag_assignments(
             raise DataFormatError(path, f"a column {' or '.join(map(repr, _TIMESTAMP_COLUMNS))} "
                                   "in a tab-separated header", f"the header {list(table.header)}",
                                   line=1)
-        seconds = table.integers(present[0]) // 1000
+        seconds = check_seconds(table, present[0], table.integers(present[0]) // 1000,
+                                np.ones(len(table.frame), dtype=bool))
     else:
         table = _read(folder / dates_file, ids + list(date_columns.values()),
                       integer=ids + list(date_columns.values()), mixed=mixed)

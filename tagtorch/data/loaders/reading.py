@@ -58,16 +58,26 @@ _SEPARATOR_NAMES = {"\t": "tab", ",": "comma", ";": "semicolon", "|": "pipe", " 
 ASSIGNMENT_KEYS = ("user", "object", "tag", "timestamp")
 #: Valid range of each date field read by :func:`local_time_seconds` (years: the whole years
 #: that pandas' nanosecond timestamps cover).
+#: The Unix seconds of the dates pandas can hold (years 1677 to 2262), the range of a time.
+SECONDS_RANGE = (int(pd.Timestamp.min.ceil("s").timestamp()),
+                 int(pd.Timestamp.max.floor("s").timestamp()))
 _DATE_RANGES = {"year": (1678, 2261), "month": (1, 12), "day": (1, 31), "hour": (0, 23),
                 "minute": (0, 59), "second": (0, 59)}
 
-#: Compressed formats read transparently: (name, test on the first bytes, decompressor).
-_COMPRESSIONS: tuple[tuple[str, Callable[[bytes], bool], Callable[[bytes], bytes]], ...] = (
-    ("gzip", lambda head: head.startswith(b"\x1f\x8b"), gzip.decompress),
+#: Compressed formats read transparently: (name, test on the first bytes, decompressing reader).
+_Reader = Callable[[io.BytesIO], io.BufferedIOBase]
+_COMPRESSIONS: tuple[tuple[str, Callable[[bytes], bool], _Reader], ...] = (
+    ("gzip", lambda head: head.startswith(b"\x1f\x8b"),
+     lambda raw: gzip.GzipFile(fileobj=raw)),
     ("bzip2", lambda head: re.match(rb"BZh[1-9](1AY&SY|\x17rE8P\x90)", head) is not None,
-     bz2.decompress),
-    ("xz", lambda head: head.startswith(b"\xfd7zXZ\x00"), lzma.decompress),
+     bz2.BZ2File),
+    ("xz", lambda head: head.startswith(b"\xfd7zXZ\x00"), lzma.LZMAFile),
 )
+MAX_INFLATION = 100
+"""The most a compressed data file may inflate, as a multiple of its size (beyond 8 MiB):
+tables compress 3 to 20 times; a bomb's thousands would size memory by its header, not its
+size. A file of a higher ratio is read once decompressed by hand (plain text is not limited)."""
+_INFLATION_FLOOR = 8 << 20
 #: Binary formats refused in a text file, by their first bytes.
 _REFUSED = (
     (b"PK\x03\x04", "a zip archive (extract the file from it first)"),
@@ -247,19 +257,35 @@ def _read_bytes(path: Path) -> bytes:
     except OSError as exc:
         raise _io_error(path, exc) from exc
     head = raw[:16]
-    for name, matches, decompress in _COMPRESSIONS:
+    for name, matches, reader in _COMPRESSIONS:
         if matches(head):
-            try:
-                return decompress(raw)
-            except (OSError, EOFError, lzma.LZMAError, zlib.error, ValueError) as exc:
-                raise DataFormatError(path, f"a complete {name}-compressed stream",
-                                      _short(str(exc) or type(exc).__name__)) from exc
+            return _inflate(path, raw, name, reader)
     for magic, what in _REFUSED:
         if raw.startswith(magic):
             raise DataFormatError(path, "a text file (plain, gzip, bzip2 or xz)", what)
     if path.suffix.lower() in COMPRESSED_SUFFIXES:
         log.info("%s has no %s header; reading it as plain text", path, path.suffix)
     return raw
+
+
+def _inflate(path: Path, raw: bytes, name: str, reader: _Reader) -> bytes:
+    """The decompressed bytes, at most :data:`MAX_INFLATION` times ``raw`` (or 8 MiB).
+
+    Raises:
+        DataFormatError: a broken stream, or one inflating beyond the limit (read no further).
+    """
+    limit = max(MAX_INFLATION * len(raw), _INFLATION_FLOOR)
+    try:
+        with reader(io.BytesIO(raw)) as stream:
+            data = stream.read(limit + 1)
+    except (OSError, EOFError, lzma.LZMAError, zlib.error, ValueError) as exc:
+        raise DataFormatError(path, f"a complete {name}-compressed stream",
+                              _short(str(exc) or type(exc).__name__)) from exc
+    if len(data) > limit:
+        raise DataFormatError(path, f"a {name}-compressed file inflating to at most "
+                              f"{MAX_INFLATION} times its {len(raw):,} bytes (or 8 MiB)",
+                              f"more than {limit:,} bytes (decompress it by hand to read it)")
+    return data
 
 
 def check_encoding(encoding: str, setting: str = "encoding") -> str:
@@ -643,6 +669,27 @@ def read_parquet(path: str | Path, required: Sequence[str],
 # ---------------------------------------------------------------- conversions
 
 
+def check_seconds(table: RawTable, column: str, seconds: np.ndarray,
+                  given: np.ndarray) -> np.ndarray:
+    """``[n]`` Unix seconds read from ``column``, checked where ``given`` (not empty).
+
+    A time must be a date pandas can hold (:data:`SECONDS_RANGE`, so that no difference of two
+    overflows) and not -1 s, :data:`~tagtorch.data.folksonomy.MISSING_TIME`, which marks a
+    missing time (a file's -1 s, or -1 to -999 ms, would silently become one).
+
+    Raises:
+        DataFormatError: naming the file, the line and the column, at the first other time.
+    """
+    low, high = SECONDS_RANGE
+    bad = given & ((seconds < low) | (seconds > high) | (seconds == MISSING_TIME))
+    if bad.any():
+        position = int(np.flatnonzero(bad)[0])
+        raise table.error(position, f"a time in column {column!r} within the years 1677 to "
+                          "2262, other than -1 s (the mark of a missing time)",
+                          describe_value(table.frame[column].iloc[position]))
+    return seconds
+
+
 def unix_seconds(table: RawTable, column: str) -> np.ndarray:
     """``[n]`` int64 Unix seconds from a column of seconds, datetimes or ISO 8601 strings.
 
@@ -650,9 +697,15 @@ def unix_seconds(table: RawTable, column: str) -> np.ndarray:
     values become :data:`~tagtorch.data.folksonomy.MISSING_TIME`.
 
     Raises:
-        DataFormatError: a value that is neither a number nor a date, or a number that is
-            infinite or outside the signed 64-bit range.
+        DataFormatError: a value that is neither a number nor a date, or a time that
+            :func:`check_seconds` refuses.
     """
+    given = table.frame[column].astype("string").str.strip().fillna("").ne("")
+    return check_seconds(table, column, _seconds(table, column), given.to_numpy(dtype=bool))
+
+
+def _seconds(table: RawTable, column: str) -> np.ndarray:
+    """:func:`unix_seconds` before its range check."""
     values = table.frame[column]
     expected = f"a Unix time in seconds or an ISO 8601 date in column {column!r}"
     if pd.api.types.is_datetime64_any_dtype(values.dtype):

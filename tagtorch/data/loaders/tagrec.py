@@ -54,6 +54,7 @@ from tagtorch.data.folksonomy import MISSING_TIME, SOURCE_ORDER, Folksonomy
 from tagtorch.data.loaders.errors import DataFormatError
 from tagtorch.data.loaders.reading import (
     RawTable,
+    check_seconds,
     csv_fields,
     decode_percent,
     first_line,
@@ -190,7 +191,8 @@ def _timestamps(table: RawTable) -> np.ndarray:
 
     Raises:
         DataFormatError: a field that is not a whole number within 64 bits (``-``, ``2^63``:
-            never a silent wrap), naming the line.
+            never a silent wrap), or a time :func:`~.reading.check_seconds` refuses (no
+            date, or -1), naming the line.
     """
     text = table.frame["timestamp"].astype("string").str.strip().fillna("")
     bad = ~text.str.fullmatch(r"(?:-?\d+)?").to_numpy()
@@ -200,8 +202,9 @@ def _timestamps(table: RawTable) -> np.ndarray:
         position = int(np.flatnonzero(bad)[0])
         raise table.error(position, "a timestamp in Unix seconds within 64 bits (or nothing)",
                           repr(str(text.iloc[position])))
-    return pd.to_numeric(text.mask(text == ""), errors="raise").fillna(MISSING_TIME).to_numpy(
-        dtype=np.int64)
+    seconds = pd.to_numeric(text.mask(text == ""), errors="raise").fillna(MISSING_TIME)
+    return check_seconds(table, "timestamp", seconds.to_numpy(dtype=np.int64),
+                         (text != "").to_numpy(dtype=bool))
 
 
 def _read_posts(path: Path, url_decode: bool, lowercase: bool, integer_ids: bool,
