@@ -361,8 +361,9 @@ def save_arrays(arrays: Mapping[str, np.ndarray], path: str | Path) -> None:
         np.savez(out, **dict(arrays))  # type: ignore[arg-type]  # numpy's stub: allow_pickle
 
 
-def load_arrays(path: str | Path, names: Sequence[str]) -> dict[str, np.ndarray]:
-    """Reads the arrays ``names`` of an ``.npz`` file (``allow_pickle=False``).
+def load_arrays(path: str | Path, names: Sequence[str] | None = None
+                ) -> dict[str, np.ndarray]:
+    """Reads the arrays ``names`` of an ``.npz`` file (``allow_pickle=False``; None: all).
 
     Memory is bounded by the file: before anything is allocated, each array's header (shape
     and dtype) must account for its entry's size exactly, and no entry may inflate to more
@@ -374,6 +375,9 @@ def load_arrays(path: str | Path, names: Sequence[str]) -> dict[str, np.ndarray]
             more data than it holds or holds object arrays (pickles).
     """
     try:
+        if names is None:
+            with zipfile.ZipFile(path) as archive:
+                names = [name.removesuffix(".npy") for name in archive.namelist()]
         _check_entries(Path(path), names)
         with np.load(path, allow_pickle=False) as arrays:
             return {name: arrays[name] for name in names}

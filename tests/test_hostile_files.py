@@ -566,3 +566,30 @@ def test_table_and_tagrec_times_that_are_no_date_are_refused(tmp_path, value):
     tagrec.write_text(f'"1";"2";"1000";"pop"\n"1";"2";"{value}";"rock"\n')
     with pytest.raises(DataFormatError, match=r"bib\.txt, line 2: .*timestamp"):
         load_tagrec(tagrec)
+
+
+@pytest.mark.parametrize("reader", ["forest", "legacy_forest", "candidate_cache", "text_cache"])
+def test_every_npz_reader_refuses_an_entry_inflating_beyond_its_file(tmp_path, reader, caplog):
+    """Issue 52 (audit): four readers used np.load directly, so a compressed entry of a small
+    file could inflate to any size (here 80 MB from about 80 kB)."""
+    import numpy as np
+
+    from tagtorch.candidates.cache import _read
+    from tagtorch.rankers.tree_scoring import FlatForest
+    from tagtorch.rankers.trees import load_forest
+
+    path = tmp_path / "bomb.npz"
+    np.savez_compressed(path, settings=np.zeros(3, np.int64), node_counts=np.zeros(1, np.int64),
+                        fields=np.zeros(10_000_000))
+    assert path.stat().st_size < 200_000
+    if reader == "text_cache":
+        from tagtorch.data.synthetic import generate_folksonomy
+        from tagtorch.data.text import _read_cache
+
+        assert _read_cache(path, generate_folksonomy(n_objects=20, seed=0)) is None  # rebuilt
+        assert "inflates to 80,000,128 bytes" in caplog.text
+        return
+    read = {"forest": FlatForest.load, "legacy_forest": load_forest,
+            "candidate_cache": _read}[reader]
+    with pytest.raises(ValueError, match="inflates to 80,000,128 bytes"):
+        read(path)

@@ -15,7 +15,7 @@ import torch
 
 from tagtorch.cache import code_fingerprint
 from tagtorch.candidates.candidate_set import CandidateSet
-from tagtorch.storage import save_arrays
+from tagtorch.storage import load_arrays, save_arrays
 
 log = logging.getLogger(__name__)
 
@@ -84,12 +84,12 @@ def _read(path: Path) -> CandidateSet:
     """The candidate set of a cache entry (ValueError and the like when it is unreadable)."""
     names = [f.name for f in fields(CandidateSet)]
     required = [name for name in names if name not in OPTIONAL]
-    with np.load(path, allow_pickle=False) as stored:
-        present = [name for name in names if name in stored.files]
-        if sorted(stored.files) != sorted(present) or not set(required) <= set(present):
-            raise ValueError(f"arrays {sorted(stored.files)}, expected {sorted(required)} "
-                             f"and optionally {sorted(OPTIONAL)}")
-        state: dict[str, Any] = {name: torch.from_numpy(stored[name]) for name in present
-                                 if name != "feature_names"}
-        state["feature_names"] = tuple(str(name) for name in stored["feature_names"])
+    stored = load_arrays(path)  # bounded by the file's size
+    present = [name for name in names if name in stored]
+    if sorted(stored) != sorted(present) or not set(required) <= set(present):
+        raise ValueError(f"arrays {sorted(stored)}, expected {sorted(required)} "
+                         f"and optionally {sorted(OPTIONAL)}")
+    state: dict[str, Any] = {name: torch.from_numpy(stored[name]) for name in present
+                             if name != "feature_names"}
+    state["feature_names"] = tuple(str(name) for name in stored["feature_names"])
     return CandidateSet(**state)

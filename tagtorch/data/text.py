@@ -43,7 +43,7 @@ import Stemmer
 from tagtorch.cache import code_fingerprint
 from tagtorch.data.download import user_cache_dir
 from tagtorch.data.folksonomy import Folksonomy
-from tagtorch.storage import save_arrays
+from tagtorch.storage import load_arrays, save_arrays
 
 log = logging.getLogger(__name__)
 
@@ -211,13 +211,13 @@ def _read_cache(path: Path, folksonomy: Folksonomy) -> tuple[np.ndarray, pd.Data
     keeps a planted file from running code. A bad entry is rebuilt by the caller.
     """
     try:
-        with np.load(path, allow_pickle=False) as stored:
-            fields = [str(name) for name in stored["fields"]]
-            if fields != list(folksonomy.text_fields):
-                raise ValueError(f"text fields {fields}, expected {folksonomy.text_fields}")
-            tags = np.array(_unpack(stored["tags.data"], stored["tags.offsets"]), dtype=object)
-            columns = {name: _unpack(stored[f"text{i}.data"], stored[f"text{i}.offsets"])
-                       for i, name in enumerate(fields)}
+        stored = load_arrays(path)  # bounded by the file's size
+        fields = [str(name) for name in stored["fields"]]
+        if fields != list(folksonomy.text_fields):
+            raise ValueError(f"text fields {fields}, expected {folksonomy.text_fields}")
+        tags = np.array(_unpack(stored["tags.data"], stored["tags.offsets"]), dtype=object)
+        columns = {name: _unpack(stored[f"text{i}.data"], stored[f"text{i}.offsets"])
+                   for i, name in enumerate(fields)}
         if len(tags) != folksonomy.n_tags or any(len(c) != folksonomy.n_objects
                                                  for c in columns.values()):
             raise ValueError("the entry holds other numbers of tags or objects")

@@ -24,7 +24,7 @@ from typing import Any
 import numba
 import numpy as np
 
-from tagtorch.storage import save_arrays
+from tagtorch.storage import load_arrays, save_arrays
 
 __all__ = ["FlatForest"]
 
@@ -212,8 +212,7 @@ class FlatForest:
             ValueError: an unreadable file or malformed trees (the message names the file).
         """
         try:
-            with np.load(path, allow_pickle=False) as stored:
-                arrays = {name: stored[name] for name in stored.files}
+            arrays = load_arrays(path)  # bounded by the file's size
             n_features, average, float32_rows = (int(v) for v in arrays["settings"])
             flat = cls(arrays, n_features, bool(average), bool(float32_rows))
         except (OSError, ValueError, EOFError, KeyError, TypeError) as error:

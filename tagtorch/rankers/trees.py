@@ -89,7 +89,7 @@ from tagtorch.extras import require_extra
 from tagtorch.progress import progress
 from tagtorch.rankers.base import BaseRanker, check_feature_names
 from tagtorch.rankers.tree_scoring import FlatForest
-from tagtorch.storage import MANIFEST_FILE, UnreadableFileError, plain_json
+from tagtorch.storage import MANIFEST_FILE, UnreadableFileError, load_arrays, plain_json
 
 __all__ = [
     "Backend",
@@ -197,9 +197,8 @@ def load_forest(path: str | Path) -> FlatForest:
         ValueError: an unreadable file or malformed trees (the message names the file).
     """
     try:
-        with np.load(path, allow_pickle=False) as stored:
-            legacy = "node_counts" in stored.files
-            arrays = {name: stored[name] for name in stored.files} if legacy else {}
+        arrays = load_arrays(path)  # bounded by the file's size
+        legacy = "node_counts" in arrays
     except (OSError, ValueError, EOFError) as error:
         raise ValueError(f"{path}: not a readable forest file ({error})") from None
     if not legacy:
