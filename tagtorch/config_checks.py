@@ -23,7 +23,7 @@ key                       allowed
 ``seed``                  an integer
 ``significance``          ``{test: ttest|wilcoxon|randomization|both, n_resamples: int >= 1,
                           seed: int}`` (a report's paired tests; keys may be left out)
-``write_trec``, ``trec``  true or false
+``trec``                  true or false
 ========================  =====================================================================
 
 A node with a ``_target_`` (the task, the data, each method) may hold only settings its class or
@@ -172,7 +172,6 @@ _CHECKS: dict[str, Callable[[str, Any], None]] = {
     "accelerator": _check_accelerator,
     "seed": _check_seed,
     "significance": _check_significance,
-    "write_trec": _check_flag,
     "trec": _check_flag,
 }
 

@@ -161,8 +161,8 @@ def test_a_setting_the_task_does_not_take_is_one_line_naming_it(tmp_path, task):
 
 @pytest.mark.parametrize("value", ["yes", 2, None])
 def test_a_trec_switch_takes_only_true_or_false(tmp_path, value):
-    """Issue 52 (probe): ``task.write_trec=yes`` was read as true, ``null`` as false."""
+    """Issue 52 (probe): ``task.write_trec=yes`` (now ``task.trec``) was read as true."""
     cfg = compose_cfg(tmp_path, ["task=letor"])
-    cfg.task.write_trec = value
-    with pytest.raises(ConfigError, match=r"task\.write_trec=.*expected true or false"):
+    cfg.task.trec = value
+    with pytest.raises(ConfigError, match=r"task\.trec=.*expected true or false"):
         check_config(cfg)

@@ -29,7 +29,7 @@ def folksonomy():
 
 def _protocol(**kwargs):
     return TagRecommendationProtocol(folds=[0], device="cpu", online_objects=0,
-                                     write_trec=False, **kwargs)
+                                     trec=False, **kwargs)
 
 
 def _run(folksonomy, diversity):
@@ -116,7 +116,7 @@ def test_xtred_runs_through_the_protocol_with_its_stage_and_trade_off(folksonomy
                "xtred_0": partial(XTReD, base=base, lam=0.0),
                "xtred_grid": partial(XTReD, base=base, lam_grid=[0.0, 0.5, 1.0])}
     protocol = TagRecommendationProtocol(folds=[0], device="cpu", online_objects=3,
-                                         write_trec=True)
+                                         trec=True)
     result = protocol.evaluate(folksonomy, candidates, rankers, output_dir=tmp_path)
     means = result.results.set_index(["method", "metric"])["value"]
     for metric in ("ndcg@5", "p@5", *DIVERSITY):  # λ = 0: the base ranking

@@ -144,7 +144,7 @@ def test_two_candidate_sets_in_one_run_equal_two_runs(with_profiles):
     """Each method's figures equal a run with its candidate set alone."""
     *_, folksonomy = with_profiles
     protocol = TagRecommendationProtocol(folds=[0], device="cpu", online_objects=0,
-                                         write_trec=False)
+                                         trec=False)
     paper = LatreCandidates(max_rule_candidates=20, device="cpu")
     extended = LatreCandidates(max_rule_candidates=20, device="cpu", source_features=True,
                                max_candidates=40, **EXTENDED)

@@ -174,7 +174,7 @@ def test_an_interrupted_evaluation_rerun_reports_the_uninterrupted_figures(tmp_p
                          "crash_at": 2, "epochs": 5})
 
     def task(name: str) -> ItemRecommendationTask:
-        return ItemRecommendationTask(seeds=[0, 1], p=1, trec_depth=0,
+        return ItemRecommendationTask(seeds=[0, 1], p=1, trec=False,
                                       checkpoint_dir=tmp_path / name / "checkpoints")
 
     expected = task("whole").run(folksonomy, OmegaConf.create(plain), tmp_path / "whole").results

@@ -12,9 +12,9 @@ from tagtorch.evaluation.letor_task import LetorTask
 @pytest.mark.parametrize("value", [2, "yes", None, math.nan], ids=["2", "yes", "null", "nan"])
 def test_write_trec_takes_only_true_or_false(value):
     """task.write_trec=yes or 2 wrote TREC files, =null silently wrote none."""
-    with pytest.raises(ValueError, match=rf"^task.write_trec must be true or false, got "
+    with pytest.raises(ValueError, match=rf"^task.trec must be true or false, got "
                                          rf"{value!r}$".replace("(", r"\(")):
-        LetorTask(write_trec=value)
+        LetorTask(trec=value)
 
 
 @pytest.mark.parametrize("value", [0, -1, 2.5, math.nan, "8", True],
@@ -26,5 +26,5 @@ def test_batch_size_takes_only_an_integer_of_one_or_more(value):
 
 
 def test_the_defaults_and_plain_values_are_taken():
-    task = LetorTask(batch_size=1, write_trec=False)
-    assert (task.batch_size, task.write_trec) == (1, False)
+    task = LetorTask(batch_size=1, trec=False)
+    assert (task.batch_size, task.trec) == (1, False)

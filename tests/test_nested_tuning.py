@@ -40,7 +40,7 @@ def folksonomy():
 
 def _protocol(**settings) -> TagRecommendationProtocol:
     return TagRecommendationProtocol(
-        folds=[0, 1], device="cpu", online_objects=0, write_trec=False,
+        folds=[0, 1], device="cpu", online_objects=0, trec=False,
         tune={"wts": {"alpha": ALPHAS}},
         tune_candidates={"candidates": {"max_rule_candidates": RULES}}, **settings)
 
@@ -152,7 +152,7 @@ def test_item_settings_are_chosen_on_each_seeds_own_validation_posts(tmp_path):
 
     betas = [0.0, 0.5, 1.0]
     node = {"_target_": "tagtorch.itemrec.baselines.TwoDimensional", "beta": 0.5}
-    task = ItemRecommendationTask(seeds=[0, 1], p=1, trec_depth=0,
+    task = ItemRecommendationTask(seeds=[0, 1], p=1, trec=False,
                                   tune={"two_dimensional": {"beta": betas}})
     folksonomy = toy_folksonomy()
     task.run(folksonomy, OmegaConf.create({"model": {"two_dimensional": node}}), tmp_path)

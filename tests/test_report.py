@@ -223,7 +223,7 @@ def test_tag_recommendation_reports_each_methods_candidate_coverage():
 
     folksonomy = TextProcessor(cache=False).apply(generate_folksonomy(n_objects=300, seed=5))
     protocol = TagRecommendationProtocol(folds=[0], device="cpu", online_objects=0,
-                                         write_trec=False)
+                                         trec=False)
     sets = {"candidates": LatreCandidates(max_rule_candidates=30, device="cpu"),
             "few": LatreCandidates(max_rule_candidates=1, fields=[], device="cpu")}
     result = protocol.evaluate(folksonomy, sets["candidates"],

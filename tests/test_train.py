@@ -110,7 +110,7 @@ def test_synthetic_experiment_runs(tmp_path):
 @pytest.mark.parametrize("experiment", ["lastfm_sum", "movielens_sum"])
 def test_real_data_experiment_one_fold(tmp_path, data_dir, experiment):
     cfg = compose_cfg(tmp_path, [f"+experiment={experiment}", f"paths.data_dir={data_dir}",
-                                 "task.protocol.folds=[0]", "task.protocol.write_trec=false"])
+                                 "task.protocol.folds=[0]", "task.protocol.trec=false"])
     result = run_task(cfg)
     ndcg = result.results.query("metric == 'ndcg@5'")["value"].iloc[0]
     assert 0.05 < ndcg < 0.9

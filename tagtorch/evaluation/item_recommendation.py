@@ -41,7 +41,6 @@ Checkpoint layout, per dataset, method and seed, under
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -52,36 +51,25 @@ import numpy as np
 import pandas as pd
 import torch
 from hydra.utils import instantiate
-from omegaconf import DictConfig
-from tqdm.auto import tqdm
 
 from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.evaluation.plots import plot_learning_curves
-from tagtorch.evaluation.report import Significance
-from tagtorch.evaluation.runs import (
-    EvaluationResult,
-    MethodOutcome,
-    MetricLogger,
-    RunPieces,
-    methods_of,
-    write_run,
-)
-from tagtorch.evaluation.trec import qrels_lines, run_file_names, scored_lines
+from tagtorch.evaluation.runs import EvaluationResult, MethodOutcome
+from tagtorch.evaluation.task import Outcomes, SeededTask, tuning_notes
+from tagtorch.evaluation.trec import qrels_lines, scored_lines
 from tagtorch.evaluation.tuning import (
     Grid,
     check_grids,
     choose,
     grid_points,
     setting_text,
-    split_tuning,
     with_settings,
-    write_tuning,
 )
 from tagtorch.itemrec.base import ItemRanker, dcg_at_k, score_queries
 from tagtorch.itemrec.data import ItemRecData, item_recommendation_data
 from tagtorch.metrics.functional import ranking_metrics
 from tagtorch.progress import progress
-from tagtorch.settings import ModelTask, SignatureSettings
+from tagtorch.settings import ModelTask
 from tagtorch.storage import atomic_write
 
 log = logging.getLogger(__name__)
@@ -89,7 +77,7 @@ log = logging.getLogger(__name__)
 __all__ = ["ItemRecommendationTask"]
 
 
-class ItemRecommendationTask(SignatureSettings):
+class ItemRecommendationTask(SeededTask):
     """Evaluates the configured item rankers (``model``: name -> config) over seeded splits.
 
     The first method is the reference of the report's significance tests.
@@ -109,7 +97,8 @@ class ItemRecommendationTask(SignatureSettings):
         ks: cut-offs of NDCG and P.
         metrics: metric families (``ndcg``, ``precision``, ``map``, ...).
         batch_size: queries scored per batch.
-        trec_depth: items per query written to the TREC run files (0: no TREC files).
+        trec: write the first seed's qrels and run files (TREC format).
+        trec_depth: items per query written to the TREC run files.
         checkpoint_dir: root folder of the fitted models (None: nothing saved, no resumption
             of interrupted trainings).
         resume: reuse the finished (seed, method) outcomes kept in ``pieces/`` of the output
@@ -150,20 +139,21 @@ class ItemRecommendationTask(SignatureSettings):
         ks: Sequence[int] = tuple(range(1, 11)),
         metrics: Sequence[str] = ("ndcg", "precision", "map"),
         batch_size: int = 1024,
+        trec: bool = True,
         trec_depth: int = 100,
         checkpoint_dir: str | Path | None = None,
         resume: bool = False,
         significance: Mapping[str, Any] | None = None,
         tune: Mapping[str, Grid] | None = None,
     ) -> None:
-        if not seeds:
-            raise ValueError("no seed to evaluate")
-        self.seeds = list(seeds)
+        self.take_shared(seeds, significance)
+        if trec_depth < 1:
+            raise ValueError(f"trec_depth must be >= 1 (trec=false writes no TREC files), got "
+                             f"{trec_depth}")
         self.split = split
         self.ks = tuple(ks)
         self.metrics = tuple(metrics)
         self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir else None
-        self.significance = Significance.of(significance)
         self.tune = check_grids(tune, "tune")
 
     def seed_data(self, folksonomy: Folksonomy, seed: int) -> ItemRecData:
@@ -186,68 +176,44 @@ class ItemRecommendationTask(SignatureSettings):
             params["seed"] = seed
         return instantiate(params), folder
 
-    def run(self, folksonomy: Folksonomy, cfg: DictConfig, output_dir: Path,
-            loggers: Sequence[MetricLogger] = ()) -> EvaluationResult:
-        """Evaluates every model on every seed; writes the run folder and its report.
+    def split_seed(self, data: Folksonomy, seed: int, previous: Any,
+              models: Mapping[str, Any]) -> ItemRecData:
+        """The split of one seed (:meth:`seed_data`)."""
+        return self.seed_data(data, seed)
 
-        Returns:
-            The run's results (``fold`` is the seed), per-query values, report and folder.
-        """
-        models = methods_of(cfg)
-        output_dir.mkdir(parents=True, exist_ok=True)
-        pieces = RunPieces(output_dir / "pieces", self._piece_keys(folksonomy, models),
-                           unit="seed")
-        done = pieces.read_all(self.seeds, list(models)) if self.resume else {}
-        first = self.seeds[0]
-        qrels: list[str] | None = None
-        for seed in tqdm(self.seeds, desc="seeds", unit="seed"):
-            write_trec = seed == first and self.trec_depth > 0
-            if not write_trec and all((seed, name) in done for name in models):
-                continue
-            data = self.seed_data(folksonomy, seed)
-            if write_trec:
-                queries = data.test_queries
-                qrels = qrels_lines(queries.ids(range(len(queries))), queries.gold)
-            for name, node in models.items():
-                if (seed, name) not in done:
-                    done[seed, name] = self._run_model(folksonomy, data, seed, name, node,
-                                                       write_trec)
-                    pieces.write(seed, name, done[seed, name])
-        for seed in self.seeds:
-            MethodOutcome.merge([done[seed, name] for name in models]).log(loggers, step=seed)
-        whole = MethodOutcome.merge([done[seed, name] for seed in self.seeds for name in models])
-        tuning, whole.curves = split_tuning(whole.curves)
-        notes = write_tuning(output_dir, tuning, "seed", "its own validation posts (the held-out "
-                             f"{self.val_fraction:g} of its training posts; DCG@10)")
-        result_frame, object_frame = whole.frames()
-        runs = ({file: whole.run_lines[name] for name, file in run_file_names(list(models)).items()}
-                if self.trec_depth else None)
-        report = write_run(output_dir, result_frame, object_frame, title=(
-            f"Tag-based item recommendation on the {self.p}-core of {folksonomy.name} "
+    def qrels(self, split: ItemRecData) -> list[str]:
+        """The test queries' relevant items."""
+        queries = split.test_queries
+        return qrels_lines(queries.ids(range(len(queries))), queries.gold)
+
+    def outcome(self, data: Folksonomy, split: ItemRecData, seed: int, name: str,
+                node: Mapping[str, Any], done: Outcomes) -> MethodOutcome:
+        """One model tuned, fitted and evaluated on a seed (:meth:`_run_model`)."""
+        return self._run_model(data, split, seed, name, node, self.writes_trec(seed))
+
+    def protocol(self) -> list[Any]:
+        """The settings every outcome depends on."""
+        return [self.p, self.test_fraction, self.val_fraction, self.split, self.ks,
+                self.metrics, self.trec_depth, self.query, self.aggregate]
+
+    def write(self, data: Folksonomy, models: Mapping[str, Any], whole: MethodOutcome,
+              qrels: list[str] | None, summaries: Mapping[int, Mapping[str, Any]],
+              output_dir: Path) -> EvaluationResult:
+        """The report, the tuning table and the learning curves."""
+        notes, whole.curves = tuning_notes(
+            output_dir, whole, "its own validation posts (the held-out "
+            f"{self.val_fraction:g} of its training posts; DCG@10)")
+        result = self.report(output_dir, whole, models, qrels, title=(
+            f"Tag-based item recommendation on the {self.p}-core of {data.name} "
             f"({len(self.seeds)} seeds as folds)"),
             plot_metric=f"ndcg@{max(self.ks)}" if "ndcg" in self.metrics else None,
-            qrels=qrels, runs=runs, significance=self.significance, notes=notes)
+            notes=notes)
         if whole.curves:
             curve_frame = pd.concat(whole.curves, ignore_index=True)
             with atomic_write(output_dir / "curves.csv") as partial:
                 curve_frame.to_csv(partial, index=False)
             plot_learning_curves(curve_frame, output_dir / "learning_curve.png")
-        pieces.clear()
-        return EvaluationResult(result_frame, object_frame, report, output_dir)
-
-    def _piece_keys(self, folksonomy: Folksonomy,
-                    models: Mapping[str, Any]) -> dict[str, str]:
-        """Per method, everything its outcome on a seed depends on, as one JSON string.
-
-        The seed whose rankings go to the TREC files is part of it: its pieces hold them.
-        """
-        protocol = [self.p, self.test_fraction, self.val_fraction, self.split, self.ks,
-                    self.metrics, self.trec_depth, self.seeds[0] if self.trec_depth else None,
-                    self.query, self.aggregate]
-        data = folksonomy.fingerprint()
-        return {name: json.dumps({"data": data, "method": config, "protocol": protocol,
-                                  "tune": self.tune.get(name)}, sort_keys=True, default=str)
-                for name, config in models.items()}
+        return result
 
     def _run_model(self, folksonomy: Folksonomy, data: ItemRecData, seed: int, name: str,
                    node: Mapping[str, Any], write_trec: bool) -> MethodOutcome:

@@ -55,26 +55,26 @@ class LetorTask:
         ks: the metrics' cut-offs.
         metrics: names of :func:`~tagtorch.metrics.functional.ranking_metrics`.
         batch_size: test lists scored at once.
-        write_trec: write ``qrels.trec`` and one run file per method.
+        trec: write ``qrels.trec`` and one run file per method.
         significance: the report's paired tests (:class:`~tagtorch.evaluation.report.
             Significance`).
 
     Raises:
-        ValueError: ``batch_size`` is not an integer >= 1, or ``write_trec`` not a boolean
+        ValueError: ``batch_size`` is not an integer >= 1, or ``trec`` not a boolean
             (``yes``, ``2`` or ``null`` read as true or false before), naming the key.
     """
 
     model_tasks: ClassVar[tuple[ModelTask, ...]] = ("tagrec",)
 
     def __init__(self, ks: Sequence[int] = (5, 10), metrics: Sequence[str] = ("ndcg",),
-                 batch_size: int = 4096, write_trec: bool = True,
+                 batch_size: int = 4096, trec: bool = True,
                  significance: Mapping[str, Any] | None = None) -> None:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"task.batch_size must be an integer >= 1, got {batch_size!r}")
-        if not isinstance(write_trec, bool):
-            raise ValueError(f"task.write_trec must be true or false, got {write_trec!r}")
+        if not isinstance(trec, bool):
+            raise ValueError(f"task.trec must be true or false, got {trec!r}")
         self.ks, self.metrics = tuple(ks), tuple(metrics)
-        self.batch_size, self.write_trec = batch_size, write_trec
+        self.batch_size, self.trec = batch_size, trec
         self.significance = Significance.of(significance)
 
     def run(self, data: LetorData, cfg: DictConfig, output_dir: Path | None,
@@ -94,7 +94,7 @@ class LetorTask:
                                      significance=self.significance)
             return EvaluationResult(results, per_query, report, None)
         qrels = runs = None
-        if self.write_trec:
+        if self.trec:
             qrels = _graded_qrels(data.test)
             runs = {file: list(whole.run_lines[name])
                     for name, file in run_file_names(list(configs)).items()}
@@ -118,7 +118,7 @@ class LetorTask:
         values = ranking_metrics(scores, test.labels, test.mask, n_relevant=test.n_relevant,
                                  ks=self.ks, metrics=self.metrics)
         lines = scored_lines(test.objects.numpy(), scores, test.mask, name.replace(" ", "_"),
-                             test.tags.shape[1], documents=test.tags) if self.write_trec else None
+                             test.tags.shape[1], documents=test.tags) if self.trec else None
         outcome = MethodOutcome.from_values(name, 0, test.objects.numpy(), values,
                                             extra={"fit_seconds": fit_seconds,
                                                    "ms_model": score_ms},

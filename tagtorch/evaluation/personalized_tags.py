@@ -27,7 +27,6 @@ means (:func:`~tagtorch.posts.metrics.f1_randomization_p_value`; a post without 
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -38,26 +37,21 @@ import numpy as np
 import pandas as pd
 import torch
 from hydra.utils import instantiate
-from omegaconf import DictConfig
-from tqdm.auto import tqdm
 
 from tagtorch.data.folksonomy import Folksonomy
-from tagtorch.evaluation.report import Significance, holm
+from tagtorch.evaluation.report import holm
 from tagtorch.evaluation.runs import (
     EvaluationResult,
     MethodOutcome,
-    MetricLogger,
-    RunPieces,
-    methods_of,
-    write_run,
 )
 from tagtorch.evaluation.stats import paired_test
-from tagtorch.evaluation.trec import qrels_lines, ranked_lines, run_file_names
+from tagtorch.evaluation.task import Outcomes, SeededTask
+from tagtorch.evaluation.trec import qrels_lines, ranked_lines
 from tagtorch.metrics.functional import TAGREC_FAMILIES
 from tagtorch.posts.base import PostRanker
 from tagtorch.posts.data import SPLITS, PostData, personalized_split
 from tagtorch.posts.metrics import f1_randomization_p_value, mean_metrics, post_metrics
-from tagtorch.settings import ModelTask, SignatureSettings
+from tagtorch.settings import ModelTask
 from tagtorch.storage import atomic_write
 
 log = logging.getLogger(__name__)
@@ -65,7 +59,7 @@ log = logging.getLogger(__name__)
 __all__ = ["PersonalizedTagTask", "target_tests"]
 
 
-class PersonalizedTagTask(SignatureSettings):
+class PersonalizedTagTask(SeededTask):
     """Evaluates the configured post rankers (``model``: name -> config), module docstring.
 
     Args:
@@ -102,14 +96,12 @@ class PersonalizedTagTask(SignatureSettings):
                  precision_divisor: str = "k", trec: bool = True, resume: bool = False,
                  significance: Mapping[str, Any] | None = None,
                  targets: Mapping[str, Any] | None = None) -> None:
-        if not seeds:
-            raise ValueError("no seed to evaluate")
+        self.take_shared(seeds, significance)
         if split not in SPLITS:
             raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
         if not ks or min(ks) < 1 or max(ks) > depth:
             raise ValueError(f"ks must lie in [1, depth={depth}], got {list(ks)}")
-        self.seeds, self.ks = list(seeds), tuple(ks)
-        self.significance = Significance.of(significance)
+        self.ks = tuple(ks)
         self.targets = dict(targets) if targets else None
         produced = {f"{family}@{k}" for k in self.ks for family in
                     ("p", "r", "s", "ndcg", "mrr", "map", *TAGREC_FAMILIES)}
@@ -119,37 +111,34 @@ class PersonalizedTagTask(SignatureSettings):
                                  f"{list(self.ks)}: FAMILY@k of p, r, s, ndcg, mrr, map, "
                                  "tagrec_*)")
 
-    def run(self, folksonomy: Folksonomy, cfg: DictConfig, output_dir: Path,
-            loggers: Sequence[MetricLogger] = ()) -> EvaluationResult:
-        """Evaluates every method on every seed; writes the run folder and its report."""
-        models = methods_of(cfg)
-        pieces = RunPieces(output_dir / "pieces", self._piece_keys(folksonomy, models),
-                           unit="seed")
-        done = pieces.read_all(self.seeds, list(models)) if self.resume else {}
-        data: PostData | None = None
-        qrels: list[str] | None = None
-        for seed in tqdm(self.seeds, desc="seeds", unit="seed"):
-            if data is None or not self._fixed_split:
-                data = personalized_split(folksonomy, self.p, self.split, self.test_fraction,
-                                          seed)
-                log.info("seed %d: %d training and %d test posts, %d tags", seed,
-                         len(data.train), len(data.test), data.n_tags)
-            if seed == self.seeds[0] and self.trec:
-                qrels = qrels_lines(self._ids(data), data.test.tags)
-            for name, node in models.items():
-                if (seed, name) not in done:
-                    done[seed, name] = self._outcome(data, seed, name, node, done)
-                    pieces.write(seed, name, done[seed, name])
-        for seed in self.seeds:
-            MethodOutcome.merge([done[seed, name] for name in models]).log(loggers, step=seed)
-        return self._write(folksonomy, models, done, qrels, output_dir, pieces)
+    def split_seed(self, data: Folksonomy, seed: int, previous: PostData | None,
+                   models: Mapping[str, Any]) -> PostData:
+        """One seed's split (a fixed split, leave-last or given: the first seed's for all)."""
+        if previous is not None and self._fixed_split:
+            return previous
+        split = personalized_split(data, self.p, self.split, self.test_fraction, seed)
+        log.info("seed %d: %d training and %d test posts, %d tags", seed, len(split.train),
+                 len(split.test), split.n_tags)
+        return split
 
-    def _write(self, folksonomy: Folksonomy, models: Mapping[str, Any],
-               done: Mapping[tuple[int, str], MethodOutcome], qrels: list[str] | None,
-               output_dir: Path, pieces: RunPieces) -> EvaluationResult:
+    def qrels(self, split: PostData) -> list[str]:
+        """The test posts' tags."""
+        return qrels_lines(self._ids(split), split.test.tags)
+
+    def outcome(self, data: Folksonomy, split: PostData, seed: int, name: str,
+                node: Mapping[str, Any], done: Outcomes) -> MethodOutcome:
+        """One method fitted and evaluated on a seed (:meth:`_outcome`)."""
+        return self._outcome(split, seed, name, node, done)
+
+    def protocol(self) -> list[Any]:
+        """The settings every outcome depends on."""
+        return [self.p, self.split, self.test_fraction, self.ks, self.depth,
+                self.precision_divisor, self.seeds[0]]
+
+    def write(self, data: Folksonomy, models: Mapping[str, Any], whole: MethodOutcome,
+              qrels: list[str] | None, summaries: Mapping[int, Mapping[str, Any]],
+              output_dir: Path) -> EvaluationResult:
         """The run folder: results, report (with the targets' tests), TREC files."""
-        whole = MethodOutcome.merge([done[seed, name] for seed in self.seeds for name in models])
-        results, per_object = whole.frames()
         notes = [f"Split: {self.split} on the {self.p}-core. tagrec_* are TagRec's metrics "
                  "(its formulas, averaged over the posts with a list; tagrec_mrr sums 1/rank "
                  "over the found gold tags / |G|; tagrec_f1@k of the mean recall and "
@@ -158,20 +147,17 @@ class PersonalizedTagTask(SignatureSettings):
                  "coverage: the share of posts with a list; p, r, s, ndcg, mrr (first hit) "
                  "and map are tagtorch's standard metrics over all posts."]
         if self.targets:
-            tests = target_tests(per_object, **self.targets, average_folds=self._fixed_split)
+            tests = target_tests(whole.frames()[1], **self.targets,
+                                 average_folds=self._fixed_split)
             with atomic_write(output_dir / "targets.csv") as partial:
                 tests.to_csv(partial, index=False)
             notes.append("Targets (targets.csv; p_holm over every row):\n\n```\n"
                          + tests.round(4).to_string(index=False) + "\n```")
             print(tests.round(4).to_string(index=False))
-        runs = ({file: whole.run_lines[name] for name, file in run_file_names(list(models)).items()}
-                if self.trec else None)
-        report = write_run(output_dir, results, per_object, title=(
-            f"Personalized tag recommendation on {folksonomy.name} ({len(self.seeds)} seeds)"),
-            plot_metric=f"tagrec_mrr@{max(self.ks)}", qrels=qrels, runs=runs, notes=notes,
-            average_folds=self._fixed_split, significance=self.significance)
-        pieces.clear()
-        return EvaluationResult(results, per_object, report, output_dir)
+        return self.report(output_dir, whole, models, qrels, title=(
+            f"Personalized tag recommendation on {data.name} ({len(self.seeds)} seeds)"),
+            plot_metric=f"tagrec_mrr@{max(self.ks)}", notes=notes,
+            average_folds=self._fixed_split)
 
     @property
     def _fixed_split(self) -> bool:
@@ -202,7 +188,7 @@ class PersonalizedTagTask(SignatureSettings):
         extra.update(fit_seconds=fit_seconds, ms_model=1000 * seconds / max(len(data.test), 1))
         ids = self._ids(data)
         lines = (ranked_lines(ids, ranked, ranked >= 0, name, self.depth)
-                 if self.trec and seed == self.seeds[0] else None)
+                 if self.writes_trec(seed) else None)
         outcome = MethodOutcome.from_values(
             name, seed, np.asarray(ids), {k: torch.from_numpy(v) for k, v in values.items()},
             extra=extra, run_lines=lines)
@@ -211,15 +197,6 @@ class PersonalizedTagTask(SignatureSettings):
                  max(self.ks), means[f"tagrec_f1@{max(self.ks)}"], fit_seconds,
                  extra["ms_model"])
         return outcome
-
-    def _piece_keys(self, folksonomy: Folksonomy, models: Mapping[str, Any]) -> dict[str, str]:
-        """Per method, everything its outcome on a seed depends on, as one JSON string."""
-        protocol = [self.p, self.split, self.test_fraction, self.ks, self.depth,
-                    self.precision_divisor, self.trec, self.seeds[0]]
-        data = folksonomy.fingerprint()
-        return {name: json.dumps({"data": data, "method": config, "protocol": protocol},
-                                 sort_keys=True, default=str)
-                for name, config in models.items()}
 
 
 def _relabelled(outcome: MethodOutcome, seed: int) -> MethodOutcome:

@@ -43,24 +43,18 @@ import numpy as np
 import pandas as pd
 import torch
 from hydra.utils import instantiate
-from omegaconf import DictConfig
-from tqdm.auto import tqdm
 
 from tagtorch.data.checks import DataCheckError
 from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.data.splits import post_filter
 from tagtorch.evaluation.plots import plot_against_setting, plot_learning_curves
-from tagtorch.evaluation.report import Significance
 from tagtorch.evaluation.runs import (
     EvaluationResult,
     MethodOutcome,
-    MetricLogger,
-    RunPieces,
-    methods_of,
-    write_run,
 )
-from tagtorch.evaluation.trec import qrels_lines, run_file_names, scored_lines
-from tagtorch.evaluation.tuning import grid_points, split_tuning, write_tuning
+from tagtorch.evaluation.task import Outcomes, SeededTask, tuning_notes
+from tagtorch.evaluation.trec import qrels_lines, scored_lines
+from tagtorch.evaluation.tuning import grid_points
 from tagtorch.metrics.functional import ranking_metrics
 from tagtorch.progress import progress
 from tagtorch.resources.base import ResourceRanker
@@ -70,7 +64,7 @@ from tagtorch.resources.data import (
     ResourceSplit,
     resource_ranking_data,
 )
-from tagtorch.settings import ModelTask, SignatureSettings
+from tagtorch.settings import ModelTask
 from tagtorch.storage import atomic_write
 
 log = logging.getLogger(__name__)
@@ -78,7 +72,7 @@ log = logging.getLogger(__name__)
 __all__ = ["ResourceRankingTask"]
 
 
-class ResourceRankingTask(SignatureSettings):
+class ResourceRankingTask(SeededTask):
     """Evaluates the configured resource rankers (``model``: name -> config) over seeds.
 
     Args:
@@ -94,7 +88,8 @@ class ResourceRankingTask(SignatureSettings):
             methods that are not run are ignored).
         tune_metric: the validation metric that chooses.
         batch_size: queries scored per block (memory: ``batch_size x n_objects`` scores).
-        trec_depth: objects per query in the TREC run files (0: none).
+        trec: write the first seed's qrels and run files (TREC format).
+        trec_depth: objects per query in the TREC run files.
         checkpoint_dir: root folder of the fitted models (None: not saved).
         resume: reuse finished (seed, method) outcomes kept in ``pieces/`` of the output folder.
         figure_setting: a model setting (e.g. ``n_topics``): the methods configured with it
@@ -134,17 +129,19 @@ class ResourceRankingTask(SignatureSettings):
         tune: Mapping[str, Mapping[str, Sequence[Any]]] | None = None,
         tune_metric: str = "mrr@10",
         batch_size: int = 256,
+        trec: bool = True,
         trec_depth: int = 100,
         checkpoint_dir: str | Path | None = None,
         resume: bool = False,
         figure_setting: str | None = None,
         significance: Mapping[str, Any] | None = None,
     ) -> None:
-        if not seeds:
-            raise ValueError("no seed to evaluate")
+        self.take_shared(seeds, significance)
         if split not in SPLITS:
             raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
-        self.seeds = list(seeds)
+        if trec_depth < 1:
+            raise ValueError(f"trec_depth must be >= 1 (trec=false writes no TREC files), got "
+                             f"{trec_depth}")
         self.filters = {"min_object_users": min_object_users,
                         "min_user_objects": min_user_objects, "min_tag_uses": min_tag_uses}
         self.ks = tuple(ks)
@@ -152,57 +149,54 @@ class ResourceRankingTask(SignatureSettings):
         self.tune = {str(k): {str(s): list(v) for s, v in grid.items()}
                      for k, grid in (tune or {}).items()}
         self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir else None
-        self.significance = Significance.of(significance)
 
     # -- the run ------------------------------------------------------------------------
 
-    def run(self, folksonomy: Folksonomy, cfg: DictConfig, output_dir: Path,
-            loggers: Sequence[MetricLogger] = ()) -> EvaluationResult:
-        """Evaluates every method on every seed; writes the run folder and its report.
+    def prepare(self, folksonomy: Folksonomy) -> Folksonomy:
+        """The folksonomy filtered as the paper's (``min_*``)."""
+        return post_filter(folksonomy, **self.filters)
 
-        Returns:
-            The run's results (``fold`` is the seed), per-query values, report and folder.
-        """
-        models = methods_of(cfg)
-        data = post_filter(folksonomy, **self.filters)
-        output_dir.mkdir(parents=True, exist_ok=True)
-        pieces = RunPieces(output_dir / "pieces", self._piece_keys(data, models), unit="seed")
-        done = pieces.read_all(self.seeds, list(models)) if self.resume else {}
-        query_counts: list[dict[str, int]] = []
-        qrels: list[str] | None = None
-        def split_of(seed: int) -> ResourceSplit:
-            return resource_ranking_data(data, self.test_fraction, self.val_fraction, seed,
-                                         self.split)
+    def split_seed(self, data: Folksonomy, seed: int, previous: Any,
+                   models: Mapping[str, Any]) -> ResourceSplit:
+        """One seed's split; the first is checked before any fitting (:meth:`_check_split`)."""
+        split = resource_ranking_data(data, self.test_fraction, self.val_fraction, seed,
+                                      self.split)
+        if seed == self.seeds[0]:
+            self._check_split(data, split, models)
+        return split
 
-        first = split_of(self.seeds[0])
-        self._check_split(data, first, models)  # before any fitting
-        for seed in tqdm(self.seeds, desc="seeds", unit="seed"):
-            split = first if seed == self.seeds[0] else split_of(seed)
-            query_counts.append({"seed": seed, **split.counts})
-            if seed == self.seeds[0] and self.trec_depth > 0:
-                qrels = qrels_lines(_query_ids(split.test), [[o] for o in split.test.relevant])
-            for name, node in models.items():
-                if (seed, name) not in done:
-                    done[seed, name] = self._run_method(data, split, seed, name, node)
-                    pieces.write(seed, name, done[seed, name])
-        for seed in self.seeds:
-            MethodOutcome.merge([done[seed, name] for name in models]).log(loggers, step=seed)
-        return self._write(data, output_dir, models, done, query_counts, qrels, pieces)
+    def split_summary(self, split: ResourceSplit) -> Mapping[str, Any]:
+        """The split's query counts (``queries.csv``)."""
+        return split.counts
 
-    def _write(self, data: Folksonomy, output_dir: Path, models: Mapping[str, Any],
-               done: Mapping[tuple[int, str], MethodOutcome],
-               query_counts: Sequence[Mapping[str, int]], qrels: list[str] | None,
-               pieces: RunPieces) -> EvaluationResult:
+    def needs_split(self, seed: int, finished: bool) -> bool:
+        """Every seed: each split's query counts are reported."""
+        return True
+
+    def qrels(self, split: ResourceSplit) -> list[str]:
+        """The test queries' relevant object."""
+        return qrels_lines(_query_ids(split.test), [[o] for o in split.test.relevant])
+
+    def outcome(self, data: Folksonomy, split: ResourceSplit, seed: int, name: str,
+                node: Mapping[str, Any], done: Outcomes) -> MethodOutcome:
+        """One method tuned, fitted and evaluated on a seed (:meth:`_run_method`)."""
+        return self._run_method(data, split, seed, name, node)
+
+    def protocol(self) -> list[Any]:
+        """The settings every outcome depends on."""
+        return [self.test_fraction, self.val_fraction, self.ks, self.metrics, self.tune_metric,
+                self.trec_depth]
+
+    def write(self, data: Folksonomy, models: Mapping[str, Any], whole: MethodOutcome,
+              qrels: list[str] | None, summaries: Mapping[int, Mapping[str, Any]],
+              output_dir: Path) -> EvaluationResult:
         """The run folder: results, report, TREC files, query counts, tuning and curves."""
-        whole = MethodOutcome.merge([done[seed, name] for seed in self.seeds for name in models])
-        result_frame, object_frame = whole.frames()
-        counts = pd.DataFrame(query_counts)
+        counts = pd.DataFrame([{"seed": seed, **summaries[seed]} for seed in self.seeds])
         with atomic_write(output_dir / "queries.csv") as partial:
             counts.to_csv(partial, index=False)
-        tuning, curves = split_tuning(whole.curves)
-        notes = write_tuning(output_dir, tuning, "seed", "its validation queries (the last "
-                             f"{self.val_fraction:g} of each user's training posts; "
-                             f"{self.tune_metric})")
+        notes, curves = tuning_notes(output_dir, whole, "its validation queries (the last "
+                                     f"{self.val_fraction:g} of each user's training posts; "
+                                     f"{self.tune_metric})")
         if curves:
             frame = pd.concat(curves, ignore_index=True)
             with atomic_write(output_dir / "curves.csv") as partial:
@@ -213,27 +207,14 @@ class ResourceRankingTask(SignatureSettings):
         if self.figure_setting is not None:
             values = {name: node[self.figure_setting] for name, node in models.items()
                       if isinstance(node, dict) and self.figure_setting in node}
-            plot_against_setting(result_frame, self.tune_metric, self.figure_setting, values,
-                                 output_dir / f"{self.tune_metric}_by_{self.figure_setting}.png")
-        runs = ({file: whole.run_lines[name] for name, file in run_file_names(list(models)).items()}
-                if self.trec_depth else None)
-        report = write_run(
-            output_dir, result_frame, object_frame,
+            plot_against_setting(whole.frames()[0], self.tune_metric, self.figure_setting,
+                                 values, output_dir / f"{self.tune_metric}_by_"
+                                 f"{self.figure_setting}.png")
+        return self.report(
+            output_dir, whole, models, qrels,
             title=f"Resource ranking on {data.name} ({len(self.seeds)} seeds as folds)",
-            plot_metric=self.tune_metric, qrels=qrels, runs=runs, average_folds=True,
-            significance=self.significance,
-            notes=[_counts_note(counts), *notes])
-        pieces.clear()
-        return EvaluationResult(result_frame, object_frame, report, output_dir)
-
-    def _piece_keys(self, data: Folksonomy, models: Mapping[str, Any]) -> dict[str, str]:
-        """Per method, everything its outcome on a seed depends on, as one JSON string."""
-        protocol = [self.test_fraction, self.val_fraction, self.ks, self.metrics,
-                    self.tune_metric, self.trec_depth, self.seeds[0] if self.trec_depth else None]
-        return {name: json.dumps({"data": data.fingerprint(), "method": config,
-                                  "tune": self.tune.get(name), "protocol": protocol},
-                                 sort_keys=True, default=str)
-                for name, config in models.items()}
+            plot_metric=self.tune_metric, notes=[_counts_note(counts), *notes],
+            average_folds=True)
 
     # -- one method on one seed -----------------------------------------------------------
 
@@ -276,7 +257,7 @@ class ResourceRankingTask(SignatureSettings):
         if self.checkpoint_dir is not None:
             model.save(self.checkpoint_dir / "resources" / data.name / name / f"seed{seed}")
         values, seconds, lines = self._evaluate(model, split, split.test, name,
-                                                write_trec=seed == self.seeds[0])
+                                                write_trec=self.writes_trec(seed))
         extra = {f"val_{self.tune_metric}": val_score, "fit_seconds": fit_seconds,
                  "ms_model": 1000 * seconds / max(len(split.test), 1)}
         curves = [frame for frame in (tuning, _sampler_curve(model, name, seed))
@@ -332,7 +313,7 @@ class ResourceRankingTask(SignatureSettings):
                   ) -> tuple[dict[str, torch.Tensor], float, list[str] | None]:
         """Per-query metrics, the seconds spent scoring and (with ``write_trec``) run lines."""
         parts: list[dict[str, torch.Tensor]] = []
-        lines: list[str] | None = [] if write_trec and self.trec_depth > 0 else None
+        lines: list[str] | None = [] if write_trec else None
         candidates = torch.as_tensor(split.candidates)
         seconds = 0.0
         for first in range(0, len(queries), self.batch_size):

@@ -128,7 +128,7 @@ class TagRecommendationProtocol(SignatureSettings):
         batch_size: objects scored per batch.
         device: where rankers score (``"auto"``: CUDA when present).
         seed: seed of the split.
-        write_trec: write ``run.trec`` and ``qrels.trec``.
+        trec: write ``run.trec`` and ``qrels.trec``.
         online_objects: test objects per fold timed in single-object mode (0: none).
         cache: keep candidate sets on disk, keyed by data, fold and feature configuration.
         cache_dir: the cache folder (default: ``candidates/`` in the user cache folder).
@@ -182,7 +182,7 @@ class TagRecommendationProtocol(SignatureSettings):
     sample_size: int | None
     batch_size: int
     seed: int
-    write_trec: bool
+    trec: bool
     online_objects: int
     cache: bool
     n_jobs: int
@@ -206,7 +206,7 @@ class TagRecommendationProtocol(SignatureSettings):
         batch_size: int = 4096,
         device: str = "auto",
         seed: int = 0,
-        write_trec: bool = True,
+        trec: bool = True,
         online_objects: int = 100,
         cache: bool = False,
         cache_dir: str | None = None,
@@ -381,7 +381,7 @@ class TagRecommendationProtocol(SignatureSettings):
             report = markdown_report(result_frame, object_frame, title=title,
                                      significance=self.significance)
             report += ("\n## Notes\n\n" + "\n\n".join(notes) + "\n") if notes else ""
-        elif self.write_trec and not self.validating:
+        elif self.trec and not self.validating:
             qrels = [line for fold in folds
                      for line in qrels_lines(fold.test.objects, fold.test.gold_tags)]
             runs = {file: [line for fold in folds for line in done[fold.fold, name].run_lines[name]]
@@ -542,7 +542,7 @@ class TagRecommendationProtocol(SignatureSettings):
 
         ``candidate_configs``: method -> the settings of its candidate set.
         """
-        protocol = [*self._split_settings(), self.ks, self.metrics, self.write_trec,
+        protocol = [*self._split_settings(), self.ks, self.metrics, self.trec,
                     self.online_objects, self.evaluate_on, self.tune_fraction]
         data = folksonomy.fingerprint()
         return {name: json.dumps({"data": data, "method": config,
@@ -582,7 +582,7 @@ class TagRecommendationProtocol(SignatureSettings):
         outcome = MethodOutcome.from_values(
             name, fold.fold, test.objects.numpy(), values, extra=means,
             run_lines=_run_lines(test, scores, name.replace(" ", "_"))
-            if self.write_trec and not self.validating else None,
+            if self.trec and not self.validating else None,
             curve=_tradeoff(ranker, name, fold.fold))
         outcome.curves += tuning
         log.info("fold %d, %s: %s (fit %.1f s)", fold.fold, name,

@@ -1,0 +1,190 @@
+"""The shape of every seeded evaluation task: seeds, resume pieces, TREC files, the report.
+
+Item recommendation, resource ranking and personalized tag recommendation run one loop: one
+split per seed; every method fitted on the seed's training data (tuned on its validation data
+alone, where the task tunes) and evaluated on its test queries; each finished (seed, method)
+outcome kept as a piece of the run folder (:class:`~tagtorch.evaluation.runs.RunPieces`), so
+that ``resume=True`` reuses it; the first seed's queries and rankings written as TREC files;
+one report with paired tests over the queries. :class:`SeededTask` owns that loop and the
+settings every task spells alike (``seeds``, ``resume``, ``significance``, ``trec``; ``tune``
+where a task tunes, :func:`tuning_notes`). A task is a subclass that says how a seed splits the
+data (:meth:`SeededTask.split_seed`), what the queries of a split are (:meth:`SeededTask.qrels`),
+how one method is fitted and scored (:meth:`SeededTask.outcome`) and what its report holds
+(:meth:`SeededTask.write`, with :meth:`SeededTask.report` for the common part).
+
+Tag recommendation's folds (:mod:`tagtorch.evaluation.tag_recommendation`) and LETOR's fixed
+parts (:mod:`tagtorch.evaluation.letor_task`) have no seeds; they share the run folder, the
+report and the ``trec`` switch.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from omegaconf import DictConfig
+from tqdm.auto import tqdm
+
+from tagtorch.data.folksonomy import Folksonomy
+from tagtorch.evaluation.report import Significance
+from tagtorch.evaluation.runs import (
+    EvaluationResult,
+    MethodOutcome,
+    MetricLogger,
+    RunPieces,
+    methods_of,
+    write_run,
+)
+from tagtorch.evaluation.trec import run_file_names
+from tagtorch.evaluation.tuning import split_tuning, write_tuning
+from tagtorch.settings import SignatureSettings
+
+__all__ = ["SeededTask", "tuning_notes"]
+
+Outcomes = Mapping[tuple[int, str], MethodOutcome]
+"""Finished outcomes by ``(seed, method)``."""
+
+
+class SeededTask(SignatureSettings):
+    """The run of a seeded task (module docstring); subclasses fill in its steps.
+
+    A subclass's constructor takes ``seeds``, ``resume``, ``significance`` and ``trec`` among
+    its settings and calls :meth:`take_shared` with them.
+    """
+
+    seeds: list[int]
+    resume: bool
+    trec: bool
+    significance: Significance
+
+    def take_shared(self, seeds: Sequence[int], significance: Mapping[str, Any] | None
+                    ) -> None:
+        """Checks and keeps the settings every seeded task has.
+
+        Raises:
+            ValueError: no seed.
+        """
+        if not seeds:
+            raise ValueError("no seed to evaluate")
+        self.seeds = list(seeds)
+        self.significance = Significance.of(significance)
+
+    # -- what a task says -------------------------------------------------------------------
+
+    def prepare(self, folksonomy: Folksonomy) -> Folksonomy:
+        """The data every seed splits (default: the folksonomy as given)."""
+        return folksonomy
+
+    def split_seed(self, data: Folksonomy, seed: int, previous: Any,
+              models: Mapping[str, Any]) -> Any:
+        """The split of one seed (``previous``: the last seed's, None for the first)."""
+        raise NotImplementedError
+
+    def split_summary(self, split: Any) -> Mapping[str, Any] | None:
+        """What :meth:`write` reports of a seed's split (default: nothing)."""
+        return None
+
+    def needs_split(self, seed: int, finished: bool) -> bool:
+        """Whether a seed is split: some method is not finished, or its TREC files are due."""
+        return not finished or self.writes_trec(seed)
+
+    def qrels(self, split: Any) -> list[str]:
+        """The TREC qrels lines of a split's test queries."""
+        raise NotImplementedError
+
+    def outcome(self, data: Folksonomy, split: Any, seed: int, name: str,
+                node: Mapping[str, Any], done: Outcomes) -> MethodOutcome:
+        """One method fitted on a seed's split and evaluated on its test queries."""
+        raise NotImplementedError
+
+    def protocol(self) -> list[Any]:
+        """The task's settings every outcome depends on (they key the pieces)."""
+        raise NotImplementedError
+
+    def write(self, data: Folksonomy, models: Mapping[str, Any], whole: MethodOutcome,
+              qrels: list[str] | None, summaries: Mapping[int, Mapping[str, Any]],
+              output_dir: Path) -> EvaluationResult:
+        """The run folder: the task's own files and :meth:`report`."""
+        raise NotImplementedError
+
+    # -- the run ----------------------------------------------------------------------------
+
+    def writes_trec(self, seed: int) -> bool:
+        """Whether this seed's queries and rankings go to the TREC files (the first seed's)."""
+        return self.trec and seed == self.seeds[0]
+
+    def run(self, folksonomy: Folksonomy, cfg: DictConfig, output_dir: Path,
+            loggers: Sequence[MetricLogger] = ()) -> EvaluationResult:
+        """Evaluates every method on every seed; writes the run folder and its report.
+
+        Returns:
+            The run's results (``fold`` is the seed), per-query values, report and folder.
+        """
+        models = methods_of(cfg)
+        data = self.prepare(folksonomy)
+        output_dir.mkdir(parents=True, exist_ok=True)
+        pieces = RunPieces(output_dir / "pieces", self.piece_keys(data, models), unit="seed")
+        done = pieces.read_all(self.seeds, list(models)) if self.resume else {}
+        qrels: list[str] | None = None
+        summaries: dict[int, Mapping[str, Any]] = {}
+        split = None
+        for seed in tqdm(self.seeds, desc="seeds", unit="seed"):
+            if not self.needs_split(seed, all((seed, name) in done for name in models)):
+                continue
+            split = self.split_seed(data, seed, split, models)
+            summary = self.split_summary(split)
+            if summary is not None:
+                summaries[seed] = summary
+            if self.writes_trec(seed):
+                qrels = self.qrels(split)
+            for name, node in models.items():
+                if (seed, name) not in done:
+                    done[seed, name] = self.outcome(data, split, seed, name, node, done)
+                    pieces.write(seed, name, done[seed, name])
+        for seed in self.seeds:
+            MethodOutcome.merge([done[seed, name] for name in models]).log(loggers, step=seed)
+        whole = MethodOutcome.merge([done[seed, name] for seed in self.seeds for name in models])
+        result = self.write(data, models, whole, qrels, summaries, output_dir)
+        pieces.clear()
+        return result
+
+    def piece_keys(self, data: Folksonomy, models: Mapping[str, Any]) -> dict[str, str]:
+        """Per method, everything its outcome on a seed depends on, as one JSON string.
+
+        The seed whose rankings go to the TREC files is part of it: its pieces hold them.
+        """
+        protocol = [*self.protocol(), self.trec, self.seeds[0] if self.trec else None]
+        fingerprint = data.fingerprint()
+        tune = getattr(self, "tune", {})
+        return {name: json.dumps({"data": fingerprint, "method": config, "protocol": protocol,
+                                  "tune": tune.get(name)}, sort_keys=True, default=str)
+                for name, config in models.items()}
+
+    def report(self, output_dir: Path, whole: MethodOutcome, models: Mapping[str, Any],
+               qrels: list[str] | None, title: str, plot_metric: str | None,
+               notes: Sequence[str] = (), average_folds: bool = False) -> EvaluationResult:
+        """Writes the results, per-query values, TREC files and report of the run folder."""
+        results, per_object = whole.frames()
+        runs = ({file: whole.run_lines[name]
+                 for name, file in run_file_names(list(models)).items()}
+                if self.trec else None)
+        text = write_run(output_dir, results, per_object, title=title, plot_metric=plot_metric,
+                         qrels=qrels, runs=runs, notes=list(notes), average_folds=average_folds,
+                         significance=self.significance)
+        return EvaluationResult(results, per_object, text, output_dir)
+
+
+def tuning_notes(output_dir: Path, whole: MethodOutcome, on: str
+                 ) -> tuple[list[str], list[pd.DataFrame]]:
+    """Writes ``tuning.csv`` of a run's grids; the report's notes and the remaining curves.
+
+    Args:
+        output_dir: the run folder.
+        whole: every outcome of the run (its curves hold the tuning tables).
+        on: what the settings were chosen on (the report says it).
+    """
+    tuning, curves = split_tuning(whole.curves)
+    return write_tuning(output_dir, tuning, "seed", on), curves
