@@ -56,24 +56,17 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import InterpolationResolutionError, MissingMandatoryValue
 
 from tagtorch.engines import BACKENDS
+from tagtorch.errors import ConfigError
 from tagtorch.evaluation.report import SIGNIFICANCE_TESTS, Significance
 from tagtorch.metrics.functional import METRIC_NAMES, parse_metric
 from tagtorch.settings import MODEL_TASKS, ModelTask
 
-__all__ = ["ConfigError", "check_config", "drop_unselected_settings", "model_kind"]
+__all__ = ["check_config", "drop_unselected_settings", "model_kind"]
 
 log = logging.getLogger(__name__)
 
 #: The config groups whose settings are checked (the others are checked inside ``model``).
 CHECKED_GROUPS = ("task", "model", "candidates", "data")
-
-
-class ConfigError(ValueError):
-    """A setting of the composed configuration is not allowed; the message names the key."""
-
-    def __init__(self, key: str, value: object, expected: str) -> None:
-        self.key, self.value, self.expected = key, value, expected
-        super().__init__(f"config key {key}={value!r}: expected {expected}")
 
 
 def _is_int(value: object) -> bool:
@@ -363,7 +356,7 @@ def check_config(cfg: DictConfig) -> None:
         >>> check_config(OmegaConf.create({"seed": 0, "task": {"ks": [0]}}))
         Traceback (most recent call last):
         ...
-        tagtorch.config_checks.ConfigError: config key task.ks=[0]: expected a non-empty list \
+        tagtorch.errors.ConfigError: config key task.ks=[0]: expected a non-empty list \
 of integers >= 1, e.g. [5] or [1,5,10]
     """
     container = _resolved(cfg)

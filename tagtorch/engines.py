@@ -14,7 +14,7 @@ A job's outcome does not depend on where it runs: every job is seeded by its fol
 so a distributed run gives the serial run's results (tested on local clusters).
 
 A cluster address that does not answer within ``connect_timeout`` seconds (5 by default) is a
-:class:`~tagtorch.config_checks.ConfigError` naming the address's config key and value (one
+:class:`~tagtorch.errors.ConfigError` naming the address's config key and value (one
 line and exit status 2 from ``python -m tagtorch.train``), not Dask's 30-second traceback nor
 Ray's minutes of retries: a Ray address (``host:port``, ``ray://host:port``) is first tried
 with a plain TCP connection, a Dask client gets the timeout for its connection.
@@ -28,6 +28,7 @@ import socket
 from collections.abc import Iterator
 from typing import Any
 
+from tagtorch.errors import ConfigError
 from tagtorch.extras import require_extra
 
 log = logging.getLogger(__name__)
@@ -44,8 +45,6 @@ CONNECT_TIMEOUT = 5.0
 
 def _unreachable(key: str, address: str, what: str, timeout: float, reason: object) -> Exception:
     """The error of an address that did not answer: a ``ConfigError`` naming ``key``."""
-    from tagtorch.config_checks import ConfigError  # config_checks imports BACKENDS from here
-
     text = str(reason).strip()
     first = text.splitlines()[0] if text else type(reason).__name__
     return ConfigError(key, address,

@@ -75,13 +75,13 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     from tagtorch.api import load
-    from tagtorch.data.loaders import DataFormatError
     from tagtorch.data.loaders.tagrec import (
         given_test_posts,
         last_post_per_user,
         write_tagrec,
         write_tagrec_split,
     )
+    from tagtorch.errors import DataFormatError
 
     try:
         folk = load(args.source, **_options(args.option))

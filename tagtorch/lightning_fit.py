@@ -138,7 +138,7 @@ def fit_best(
         The restored best epoch (:class:`BestEpoch`).
 
     Raises:
-        tagtorch.storage.UnreadableFileError: if the best checkpoint cannot be read safely.
+        tagtorch.errors.UnreadableFileError: if the best checkpoint cannot be read safely.
     """
     best = ModelCheckpoint(dirpath=folder, filename=best_name, monitor=monitor, mode="max",
                            save_top_k=1, enable_version_counter=False)

@@ -37,9 +37,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from tagtorch import __version__
+from tagtorch.errors import UnreadableFileError
+from tagtorch.version import __version__
 
-__all__ = ["ARRAYS_FILE", "MANIFEST_FILE", "UnreadableFileError", "atomic_write", "check_codes",
+__all__ = ["ARRAYS_FILE", "MANIFEST_FILE", "atomic_write", "check_codes",
            "check_count", "check_ragged", "check_strings", "class_name", "file_record",
            "load_array_model", "load_arrays", "load_tensors", "model_folder", "plain_json",
            "read_checkpoint", "read_json", "read_manifest", "save_array_model", "save_arrays",
@@ -54,10 +55,6 @@ ARRAYS_FILE = "arrays.npz"
 """Name of the arrays file of a model saved by :func:`save_array_model`."""
 
 _FORMAT = 1
-
-
-class UnreadableFileError(ValueError):
-    """A file that cannot be read safely (corrupt, foreign or not what its manifest says)."""
 
 
 def _describe(error: BaseException) -> str:
@@ -105,7 +102,7 @@ def trusted_class(target: str, modules: tuple[str, ...], kinds: tuple[type, ...]
             kind of class.
 
     Example:
-        >>> trusted_class("tagtorch.storage.UnreadableFileError", ("tagtorch.",), (ValueError,),
+        >>> trusted_class("tagtorch.errors.UnreadableFileError", ("tagtorch.",), (ValueError,),
         ...               "example").__name__
         'UnreadableFileError'
     """

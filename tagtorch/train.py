@@ -45,20 +45,18 @@ from omegaconf import DictConfig, OmegaConf
 
 from tagtorch.cache import describe_caches
 from tagtorch.config_checks import (
-    ConfigError,
     check_config,
     drop_unselected_settings,
     keep_search_method,
     task_kinds,
 )
-from tagtorch.data.checks import DataCheckError
 from tagtorch.data.download import user_cache_dir
 from tagtorch.data.folksonomy import Folksonomy
-from tagtorch.data.loaders.errors import DataFormatError
+from tagtorch.errors import ConfigError, DataCheckError, DataFormatError, UnreadableFileError
 from tagtorch.evaluation.report import is_timing_metric
 from tagtorch.evaluation.runs import EvaluationResult
 from tagtorch.serving.fit import FitTask
-from tagtorch.storage import UnreadableFileError, atomic_write
+from tagtorch.storage import atomic_write
 from tagtorch.sweeps import trial_of
 
 log = logging.getLogger(__name__)

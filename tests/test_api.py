@@ -108,7 +108,7 @@ def test_fit_returns_a_recommender_that_reloads_the_same(folk, tmp_path):
 def test_load_raises_the_loaders_own_error_not_hydras(tmp_path):
     """Issue 52: ``tt.load`` of a bad file raises ``DataFormatError`` naming the line."""
     import tagtorch as tt
-    from tagtorch.data.loaders import DataFormatError
+    from tagtorch.errors import DataFormatError
 
     path = tmp_path / "bad.txt"
     path.write_text('"u";"r";"5";"a"\n"u";"r2";"-";"b"\n')

@@ -7,7 +7,8 @@ import pytest
 import torch
 from test_train import EXPERIMENTS, ROOT, compose_cfg
 
-from tagtorch.config_checks import ConfigError, check_config
+from tagtorch.config_checks import check_config
+from tagtorch.errors import ConfigError
 
 NO_GPU = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error without a GPU")
 

@@ -16,11 +16,11 @@ from joblib import Parallel
 from tagtorch.candidates.candidate_set import CandidateSet
 from tagtorch.candidates.generator import generate_in_tasks
 from tagtorch.candidates.latre import LatreCandidates
-from tagtorch.config_checks import ConfigError
 from tagtorch.data.synthetic import generate_folksonomy
 from tagtorch.data.terms import TermIndex
 from tagtorch.data.text import TextProcessor
 from tagtorch.engines import joblib_engine
+from tagtorch.errors import ConfigError
 from tagtorch.evaluation.tag_recommendation import TagRecommendationProtocol
 from tagtorch.metrics.functional import ndcg_at_k
 from tagtorch.rankers.latre import LatreWTS

@@ -6,7 +6,7 @@ quotes, line breaks, NUL), random field counts, a damaged header, random encodin
 in one, read in another), random compression (also cut short), random line endings, random
 bytes overwritten, inserted or cut, or no structure at all. The generic table loader, the
 three HetRec loaders and the MovieLens CSV loader then read the result. A load either
-succeeds or raises :class:`~tagtorch.data.loaders.DataFormatError` (or a subclass) whose
+succeeds or raises :class:`~tagtorch.errors.DataFormatError` (or a subclass) whose
 one-line message starts with the offending file and, where the error has a line, gives it;
 anything else (a pandas, numpy, codec or csv traceback, a bare ``ValueError``) fails the
 test. Runs are bounded (a few seconds) and reproducible: ``derandomize=True``, no example
@@ -29,7 +29,7 @@ from test_loaders import FIXTURES  # the hand-written fixtures the damage starts
 
 from tagtorch.data import loaders
 from tagtorch.data.folksonomy import Folksonomy
-from tagtorch.data.loaders import DataFormatError
+from tagtorch.errors import DataFormatError
 
 FUZZ = settings(max_examples=100, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

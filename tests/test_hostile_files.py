@@ -28,12 +28,13 @@ from tagtorch.candidates.letor import read_letor
 from tagtorch.data.synthetic import generate_folksonomy
 from tagtorch.data.terms import TermIndex
 from tagtorch.data.text import TextProcessor
+from tagtorch.errors import UnreadableFileError
 from tagtorch.evaluation.score_runs import main as evaluation_main
 from tagtorch.itemrec.baselines import TwoDimensional
 from tagtorch.rankers.latre import LatreWTS
 from tagtorch.serving import ItemRecommender, TagRecommender
 from tagtorch.serving import cli as recommend
-from tagtorch.storage import UnreadableFileError, file_record, load_arrays
+from tagtorch.storage import file_record, load_arrays
 
 CANDIDATES = {"max_rule_candidates": 50, "device": "cpu"}
 CONTROL = [chr(c) for c in [*range(0x20), *range(0x7F, 0xA0)] if chr(c) != "\n"]
@@ -489,8 +490,8 @@ def test_a_compressed_data_file_inflating_far_beyond_its_size_is_refused(tmp_pat
     """Round three: a 3 KB bzip2 HetRec file inflated to 45 MB of text and took 1.5 GB."""
     import bz2
 
-    from tagtorch.data.loaders import DataFormatError
     from tagtorch.data.loaders.reading import read_delimited
+    from tagtorch.errors import DataFormatError
 
     path = tmp_path / "user_taggedartists.dat"
     path.write_bytes(bz2.compress(b"userID\tartistID\ttagID\n" + b"2\t5\t1\n" * 4_000_000))
@@ -544,8 +545,8 @@ def _movielens_2k(folder: Path, timestamps: str) -> Path:
 @pytest.mark.parametrize("milliseconds", [2**63 - 1, -2**63, -500, 10**18])
 def test_hetrec_times_that_are_no_date_are_refused(tmp_path, milliseconds):
     """Round three: 2^63-1 ms was read as the year 292 million; -500 ms as a missing time."""
-    from tagtorch.data.loaders import DataFormatError
     from tagtorch.data.loaders.hetrec import load_movielens_2k
+    from tagtorch.errors import DataFormatError
 
     folder = _movielens_2k(tmp_path / "ml", f"1\t5\t1\t1000\n2\t5\t1\t{milliseconds}\n")
     with pytest.raises(DataFormatError, match=r"timestamps\.dat, line 3: .*'timestamp'"):
@@ -555,8 +556,9 @@ def test_hetrec_times_that_are_no_date_are_refused(tmp_path, milliseconds):
 @pytest.mark.parametrize("value", ["-1", "9223372036854775807", "-9223372036854775807"])
 def test_table_and_tagrec_times_that_are_no_date_are_refused(tmp_path, value):
     """Round three: -1 s was read as a missing time; 2^63-1 s, as a time past year 10^11."""
-    from tagtorch.data.loaders import DataFormatError, load_tagrec
+    from tagtorch.data.loaders import load_tagrec
     from tagtorch.data.loaders.tabular import load_table
+    from tagtorch.errors import DataFormatError
 
     table = tmp_path / "posts.csv"
     table.write_text(f"user,object,tag,timestamp\n1,2,rock,1000\n1,3,pop,{value}\n")

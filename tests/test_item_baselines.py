@@ -19,6 +19,7 @@ import tensorly as tl
 import torch
 
 from tagtorch.data.ragged import Ragged
+from tagtorch.errors import UnreadableFileError
 from tagtorch.itemrec.base import in_sets, user_scores
 from tagtorch.itemrec.baselines import ProbabilisticCP
 from tagtorch.itemrec.bprmf import BPRMF
@@ -38,7 +39,6 @@ from tagtorch.itemrec.sparse_tensor import (
     tucker_core,
     unfolding_gram,
 )
-from tagtorch.storage import UnreadableFileError
 from tests.test_itemrec import toy_folksonomy
 
 

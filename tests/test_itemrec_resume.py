@@ -15,13 +15,14 @@ import torch
 from omegaconf import OmegaConf
 from test_itemrec import interrupted_trainer, toy_folksonomy, trainer
 
+from tagtorch.errors import UnreadableFileError
 from tagtorch.evaluation.item_recommendation import ItemRecommendationTask
 from tagtorch.itemrec.base import FactorModel, dcg_at_k
 from tagtorch.itemrec.baselines import TagPopularity
 from tagtorch.itemrec.data import item_recommendation_data
 from tagtorch.itemrec.dorank import DoRank
 from tagtorch.itemrec.pitf import PITF
-from tagtorch.storage import UnreadableFileError, file_record
+from tagtorch.storage import file_record
 
 
 @pytest.fixture(scope="module")

@@ -20,10 +20,10 @@ from conftest import AUTH, serving
 
 from tagtorch.data.synthetic import generate_folksonomy
 from tagtorch.data.text import TextProcessor
+from tagtorch.errors import UnreadableFileError
 from tagtorch.posts.baselines import MostPopularUserResource
 from tagtorch.serving import PostRecommender, Recommender
 from tagtorch.serving.journal import BACKUP_FOLDER, COMPACTION_FOLDER, Journal, encode_record
-from tagtorch.storage import UnreadableFileError
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,6 @@ import pytest
 from tagtorch.data.download import DatasetNotFoundError
 from tagtorch.data.folksonomy import MISSING_TIME, Folksonomy
 from tagtorch.data.loaders import (
-    DataFormatError,
     load_delicious_2k,
     load_lastfm,
     load_movielens_2k,
@@ -27,6 +26,7 @@ from tagtorch.data.loaders import (
     load_table,
 )
 from tagtorch.data.loaders.reading import read_delimited
+from tagtorch.errors import DataFormatError
 
 FIXTURES = Path(__file__).parent / "fixtures" / "loaders"
 MALFORMED = FIXTURES / "malformed"

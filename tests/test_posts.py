@@ -15,9 +15,9 @@ import pandas as pd
 import pytest
 from sklearn.metrics import ndcg_score
 
-from tagtorch.data.checks import DataCheckError
 from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.data.ragged import Ragged
+from tagtorch.errors import DataCheckError
 from tagtorch.posts.data import personalized_split, posts_of
 from tagtorch.posts.metrics import mean_metrics, post_metrics
 

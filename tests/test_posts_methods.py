@@ -16,12 +16,12 @@ import pandas as pd
 import pytest
 
 from tagtorch.data.folksonomy import Folksonomy
+from tagtorch.errors import UnreadableFileError
 from tagtorch.posts.base import recommend
 from tagtorch.posts.cf import UserCF
 from tagtorch.posts.data import PostData, personalized_split
 from tagtorch.posts.folkrank import FolkRank
 from tagtorch.posts.girp import Girp
-from tagtorch.storage import UnreadableFileError
 
 
 def random_split(seed: int, n: int = 400, objects: int = 25) -> PostData:
@@ -420,7 +420,7 @@ def test_a_given_tagrec_split_is_evaluated_exactly_as_given(tmp_path):
 
 
 def test_learned_methods_validate_by_time_where_users_have_one_post_each():
-    from tagtorch.data.checks import DataCheckError
+    from tagtorch.errors import DataCheckError
     from tagtorch.posts.hybrid import Hybrid
 
     rng = np.random.default_rng(0)

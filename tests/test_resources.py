@@ -21,13 +21,13 @@ from test_train import compose_cfg
 from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.data.ragged import Ragged
 from tagtorch.data.splits import post_filter
+from tagtorch.errors import UnreadableFileError
 from tagtorch.resources.bayeslm import BayesLM
 from tagtorch.resources.bm25 import BM25
 from tagtorch.resources.data import resource_ranking_data
 from tagtorch.resources.lda import LDARanker
 from tagtorch.resources.lda_lm import LDALanguageModel
 from tagtorch.resources.smatch import SMatch
-from tagtorch.storage import UnreadableFileError
 from tagtorch.train import run_task
 
 N_WORDS = 12
@@ -268,7 +268,7 @@ def test_the_global_split_takes_the_last_posts_of_everyone():
 
 
 def test_data_that_cannot_support_the_task_is_one_error_with_true_advice(tmp_path):
-    from tagtorch.data.checks import DataCheckError
+    from tagtorch.errors import DataCheckError
     from tagtorch.evaluation.resource_ranking import ResourceRankingTask
 
     folk = _one_post_per_user()

@@ -30,6 +30,7 @@ from tagtorch.candidates.cache import CandidateCache
 from tagtorch.candidates.candidate_set import CandidateSet
 from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.data.text import TextProcessor
+from tagtorch.errors import UnreadableFileError
 from tagtorch.evaluation.runs import MethodOutcome, RunPieces
 from tagtorch.rankers.adarank import AdaRank
 from tagtorch.rankers.gp import GPRanker
@@ -39,7 +40,7 @@ from tagtorch.rankers.rankboost import RankBoost
 from tagtorch.rankers.ranksvm import RankSVM
 from tagtorch.rankers.single_feature import FeatureRanker
 from tagtorch.rankers.trees import LambdaMARTRanker, MARTRanker, RandomForestRanker
-from tagtorch.storage import MANIFEST_FILE, UnreadableFileError
+from tagtorch.storage import MANIFEST_FILE
 
 
 class Payload:

@@ -20,9 +20,9 @@ import httpx
 import pytest
 from conftest import AUTH, TOKEN, start_server
 
+from tagtorch.errors import UnreadableFileError
 from tagtorch.serving.journal import COMPACTION_FOLDER, finish_compaction
 from tagtorch.serving.tags import TagRecommender
-from tagtorch.storage import UnreadableFileError
 
 PER_REQUEST, IN_TOTAL = 5, 12  # the guarded server's new-tag limits
 

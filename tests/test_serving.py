@@ -15,10 +15,10 @@ from tagtorch.candidates.latre import LatreCandidates
 from tagtorch.data.ragged import Ragged
 from tagtorch.data.splits import TagQueries
 from tagtorch.data.text import TextProcessor
+from tagtorch.errors import UnreadableFileError
 from tagtorch.rankers.latre import LatreWTS
 from tagtorch.recommend import main as recommend_main
 from tagtorch.serving.tags import MAX_TEXT_CHARS, TagRecommender
-from tagtorch.storage import UnreadableFileError
 from tagtorch.train import run_task
 
 

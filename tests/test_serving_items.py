@@ -14,11 +14,11 @@ from test_train import compose_cfg
 from tagtorch.data.splits import p_core
 from tagtorch.data.synthetic import generate_folksonomy
 from tagtorch.data.text import TextProcessor
+from tagtorch.errors import UnreadableFileError
 from tagtorch.itemrec.baselines import TwoDimensional
 from tagtorch.itemrec.pitf import PITF
 from tagtorch.recommend import main as recommend_main
 from tagtorch.serving import ItemRecommender, Recommender, TagRecommender
-from tagtorch.storage import UnreadableFileError
 from tagtorch.train import run_task
 
 P = 3

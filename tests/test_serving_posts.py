@@ -20,11 +20,11 @@ from test_serving import JSON_VALUES, serving
 from tagtorch.data.splits import p_core
 from tagtorch.data.synthetic import generate_folksonomy
 from tagtorch.data.text import TextProcessor
+from tagtorch.errors import UnreadableFileError
 from tagtorch.posts.baselines import MostPopularUserResource
 from tagtorch.posts.data import posts_of
 from tagtorch.recommend import main as recommend_main
 from tagtorch.serving import PostRecommender, Recommender
-from tagtorch.storage import UnreadableFileError
 
 P = 2
 

@@ -148,7 +148,7 @@ def test_a_sweep_on_a_test_metric_is_refused_in_one_line_before_any_trial(tmp_pa
     (["hparams_search=lambdamart", "optimized_metric=lambdamart/candidate_recall"], None),
 ])
 def test_a_sweep_metric_is_a_validation_metric(tmp_path, overrides, refused):
-    from tagtorch.config_checks import ConfigError
+    from tagtorch.errors import ConfigError
 
     cfg = compose_cfg(tmp_path, overrides)
     if refused is None:
@@ -359,7 +359,7 @@ def unusable_storages(tmp_path: Path) -> dict[str, str]:
 @pytest.mark.parametrize("case", ["missing folder", "not SQLite", "a folder", "unknown dialect",
                                   "not a URL", "unwritable folder", "read-only folder"])
 def test_an_unusable_storage_is_a_config_error_naming_it(tmp_path, case):
-    from tagtorch.config_checks import ConfigError
+    from tagtorch.errors import ConfigError
 
     url = unusable_storages(tmp_path)[case]
     if case == "read-only folder" and os.geteuid() == 0:

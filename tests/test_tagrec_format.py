@@ -22,7 +22,6 @@ from hypothesis import strategies as st
 from test_fuzz_loaders import FUZZ, check_outcome, weird_text
 
 from tagtorch.data.folksonomy import MISSING_TIME, SOURCE_ORDER, Folksonomy
-from tagtorch.data.loaders import DataFormatError
 from tagtorch.data.loaders.reading import decode_percent
 from tagtorch.data.loaders.tagrec import (
     last_post_per_user,
@@ -31,6 +30,7 @@ from tagtorch.data.loaders.tagrec import (
     write_tagrec,
     write_tagrec_split,
 )
+from tagtorch.errors import DataFormatError
 
 LINES = ['"u1";"r1";"100";"Java, EJB ,java,,c%252b%252b";"networks_0.6893,Social_0.19"',
          '"u2";"r1";"";"ejb";""',

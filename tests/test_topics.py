@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tagtorch.data.ragged import Ragged
-from tagtorch.storage import UnreadableFileError
+from tagtorch.errors import UnreadableFileError
 from tagtorch.topics import LDA
 
 tomotopy = pytest.importorskip("tomotopy")

@@ -11,7 +11,7 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import open_dict
 
-from tagtorch.config_checks import ConfigError
+from tagtorch.errors import ConfigError
 from tagtorch.train import run_task, train
 
 ROOT = Path(__file__).resolve().parents[1]

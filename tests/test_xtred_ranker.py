@@ -17,8 +17,9 @@ from tagtorch.candidates.latre import LatreCandidates
 from tagtorch.data.splits import tag_recommendation_folds
 from tagtorch.data.synthetic import generate_folksonomy
 from tagtorch.data.terms import TermIndex
+from tagtorch.errors import UnreadableFileError
 from tagtorch.rankers.xtred import XTReD
-from tagtorch.storage import MANIFEST_FILE, UnreadableFileError
+from tagtorch.storage import MANIFEST_FILE
 
 BASE = {"_target_": "tagtorch.rankers.latre.LatreWTS", "alpha": 0.8}
 

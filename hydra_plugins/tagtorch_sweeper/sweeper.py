@@ -70,7 +70,7 @@ from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
-from tagtorch.config_checks import ConfigError
+from tagtorch.errors import ConfigError
 from tagtorch.storage import atomic_write
 from tagtorch.sweeps import make_pruner
 from tagtorch.train import check_sweep_metric, user_error

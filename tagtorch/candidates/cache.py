@@ -24,9 +24,9 @@ OPTIONAL = ("tag_topics", "object_topics", "tag_distance")
 
 CANDIDATE_CODE = (
     "tagtorch.candidates", "tagtorch.topics", "tagtorch.data.categories",
-    "tagtorch.data.checks", "tagtorch.data.folksonomy", "tagtorch.data.ragged",
+    "tagtorch.errors", "tagtorch.data.folksonomy", "tagtorch.data.ragged",
     "tagtorch.data.splits", "tagtorch.data.terms", "tagtorch.metrics", "tagtorch.devices",
-    "tagtorch.progress", "tagtorch.settings", "tagtorch.storage",
+    "tagtorch.progress", "tagtorch.settings", "tagtorch.storage", "tagtorch.version",
 )
 """The code a candidate set depends on (:func:`~tagtorch.cache.code_fingerprint`):
 ``candidates/``, the topic models, and every tagtorch module they import but ``engines``

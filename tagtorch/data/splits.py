@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tagtorch.data.checks import DataCheckError
 from tagtorch.data.folksonomy import MISSING_TIME, Folksonomy
 from tagtorch.data.ragged import Ragged
+from tagtorch.errors import DataCheckError
 
 log = logging.getLogger(__name__)
 

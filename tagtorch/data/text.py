@@ -48,7 +48,7 @@ from tagtorch.storage import load_arrays, save_arrays
 log = logging.getLogger(__name__)
 
 TEXT_CODE = ("tagtorch.data.text", "tagtorch.data.download", "tagtorch.data.folksonomy",
-             "tagtorch.data.ragged", "tagtorch.storage")
+             "tagtorch.data.ragged", "tagtorch.storage", "tagtorch.errors", "tagtorch.version")
 """The code processed text depends on (:func:`~tagtorch.cache.code_fingerprint`): this module
 and every tagtorch module it imports."""
 

@@ -44,9 +44,9 @@ import pandas as pd
 import torch
 from hydra.utils import instantiate
 
-from tagtorch.data.checks import DataCheckError
 from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.data.splits import post_filter
+from tagtorch.errors import DataCheckError
 from tagtorch.evaluation.plots import plot_against_setting, plot_learning_curves
 from tagtorch.evaluation.runs import (
     EvaluationResult,

@@ -111,6 +111,10 @@ _RESULT_COLUMNS = ["method", "fold", "metric", "value"]
 _OBJECT_COLUMNS = ["method", "fold", "object", "metric", "value"]
 
 
+DEFAULT_SET = "candidates"
+"""The name of a run's main candidate set (``candidates``) among ``candidate_sets``."""
+
+
 def methods_of(cfg: Any) -> dict[str, Any]:
     """The run's methods (``cfg.model``: name -> node) as plain, resolved containers.
 

@@ -60,6 +60,7 @@ from tagtorch.engines import BACKENDS, joblib_engine
 from tagtorch.evaluation.plots import plot_tradeoff
 from tagtorch.evaluation.report import Significance, markdown_report
 from tagtorch.evaluation.runs import (
+    DEFAULT_SET,
     EvaluationResult,
     MethodOutcome,
     MetricLogger,
@@ -88,9 +89,6 @@ from tagtorch.settings import ModelTask, SignatureSettings
 from tagtorch.storage import atomic_write
 
 log = logging.getLogger(__name__)
-
-DEFAULT_SET = "candidates"
-"""The name of the protocol's main candidate set (``candidates``) among ``candidate_sets``."""
 
 STAGES = ("rules", "features", "model", "diversify", "sort")
 """Recommendation stages timed per object; ``diversify`` (xTReD's re-ranking) only for methods

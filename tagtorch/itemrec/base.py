@@ -33,6 +33,7 @@ from pytorch_lightning.callbacks import ModelCheckpoint
 from torch import Tensor, nn
 from torch.utils.data import DataLoader
 
+from tagtorch.errors import UnreadableFileError
 from tagtorch.itemrec.data import AGGREGATES, ItemRecData, Queries, TagProfile, UserTagSets
 from tagtorch.itemrec.lean import (
     AutogradTriples,
@@ -48,7 +49,6 @@ from tagtorch.metrics import functional
 from tagtorch.metrics.retrieval import DCG
 from tagtorch.settings import ModelTask, SignatureSettings
 from tagtorch.storage import (
-    UnreadableFileError,
     atomic_write,
     class_name,
     load_tensors,

@@ -27,11 +27,12 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from tagtorch.errors import UnreadableFileError
 from tagtorch.itemrec.base import in_sets
 from tagtorch.itemrec.data import ItemRecData
 from tagtorch.itemrec.dorank import CPModel
 from tagtorch.settings import ModelTask, SignatureSettings
-from tagtorch.storage import UnreadableFileError, load_array_model, save_array_model
+from tagtorch.storage import load_array_model, save_array_model
 
 __all__ = ["ArrayModel", "GlobalPopularity", "ProbabilisticCP", "TagPopularity", "TwoDimensional"]
 

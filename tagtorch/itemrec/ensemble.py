@@ -48,12 +48,12 @@ from hydra.utils import instantiate
 from torch import Tensor
 
 from tagtorch.data.ragged import Ragged
+from tagtorch.errors import UnreadableFileError
 from tagtorch.itemrec.base import FactorModel, ItemRanker, dcg_at_k, user_scores
 from tagtorch.itemrec.baselines import ArrayModel
 from tagtorch.itemrec.data import ItemRecData, Queries, TagProfile
 from tagtorch.settings import ModelTask, SignatureSettings
 from tagtorch.storage import (
-    UnreadableFileError,
     class_name,
     load_arrays,
     model_folder,

@@ -21,10 +21,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from tagtorch.data.ragged import Ragged
+from tagtorch.errors import UnreadableFileError
 from tagtorch.posts.data import PostData, Posts
 from tagtorch.settings import ModelTask, SignatureSettings
 from tagtorch.storage import (
-    UnreadableFileError,
     check_codes,
     check_count,
     check_ragged,

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from tagtorch.data.checks import DataCheckError
 from tagtorch.data.folksonomy import SOURCE_ORDER, Folksonomy
 from tagtorch.data.ragged import Ragged
 from tagtorch.data.splits import p_core
+from tagtorch.errors import DataCheckError
 
 __all__ = ["SPLITS", "PostData", "Posts", "first_use", "held_out", "held_out_last", "last_posts",
            "personalized_split", "posts_from_assignments", "posts_of", "user_tag_reduce",

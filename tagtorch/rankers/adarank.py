@@ -18,9 +18,10 @@ from typing import Any, Literal, Self
 import torch
 
 from tagtorch.candidates.candidate_set import CandidateSet
+from tagtorch.errors import UnreadableFileError
 from tagtorch.metrics.functional import ndcg_at_k
 from tagtorch.rankers.base import BaseRanker
-from tagtorch.storage import UnreadableFileError, load_tensors, save_tensors
+from tagtorch.storage import load_tensors, save_tensors
 
 log = logging.getLogger(__name__)
 

@@ -28,10 +28,10 @@ from typing import Any, ClassVar, Protocol, Self, runtime_checkable
 import torch
 
 from tagtorch.candidates.candidate_set import CandidateSet
+from tagtorch.errors import UnreadableFileError
 from tagtorch.settings import ModelTask, SignatureSettings
 from tagtorch.storage import (
     MANIFEST_FILE,
-    UnreadableFileError,
     model_folder,
     read_manifest,
     saved_entries,

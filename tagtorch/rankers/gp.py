@@ -57,9 +57,10 @@ from torch import Tensor
 from tqdm import tqdm
 
 from tagtorch.candidates.candidate_set import CandidateSet
+from tagtorch.errors import UnreadableFileError
 from tagtorch.metrics.functional import ideal_dcg
 from tagtorch.rankers.base import BaseRanker
-from tagtorch.storage import UnreadableFileError, read_json, write_json
+from tagtorch.storage import read_json, write_json
 
 log = logging.getLogger(__name__)
 

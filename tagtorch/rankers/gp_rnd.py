@@ -51,6 +51,7 @@ import torch
 from torch import Tensor
 
 from tagtorch.candidates.candidate_set import CandidateSet
+from tagtorch.errors import UnreadableFileError
 from tagtorch.metrics.diversity import alpha_ndcg_at_k, intra_list_distance
 from tagtorch.metrics.functional import ndcg_at_k
 from tagtorch.rankers.gp import (
@@ -60,7 +61,6 @@ from tagtorch.rankers.gp import (
     _Lists,
     top_k_positions,
 )
-from tagtorch.storage import UnreadableFileError
 
 __all__ = ["ADC_TERMINAL", "FitnessForm", "GPRndRanker", "average_distance_to_candidates"]
 

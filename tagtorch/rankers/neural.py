@@ -34,17 +34,12 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from tagtorch.candidates.candidate_set import CandidateSet
+from tagtorch.errors import UnreadableFileError
 from tagtorch.lightning_fit import epoch_mean, fit_best
 from tagtorch.losses import get_loss
 from tagtorch.metrics.retrieval import NDCG
 from tagtorch.rankers.base import BaseRanker, check_feature_names
-from tagtorch.storage import (
-    UnreadableFileError,
-    load_tensors,
-    plain_json,
-    save_tensors,
-    trusted_class,
-)
+from tagtorch.storage import load_tensors, plain_json, save_tensors, trusted_class
 
 log = logging.getLogger(__name__)
 

@@ -18,9 +18,10 @@ from typing import Any, Self
 import torch
 
 from tagtorch.candidates.candidate_set import CandidateSet
+from tagtorch.errors import UnreadableFileError
 from tagtorch.rankers.base import BaseRanker
 from tagtorch.rankers.ranksvm import crucial_pairs
-from tagtorch.storage import UnreadableFileError, read_json, write_json
+from tagtorch.storage import read_json, write_json
 
 log = logging.getLogger(__name__)
 

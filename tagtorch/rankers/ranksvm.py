@@ -21,8 +21,9 @@ import numpy as np
 import torch
 
 from tagtorch.candidates.candidate_set import CandidateSet
+from tagtorch.errors import UnreadableFileError
 from tagtorch.rankers.base import BaseRanker
-from tagtorch.storage import UnreadableFileError, load_tensors, save_tensors
+from tagtorch.storage import load_tensors, save_tensors
 
 log = logging.getLogger(__name__)
 

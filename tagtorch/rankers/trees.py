@@ -85,11 +85,12 @@ import numpy as np
 import torch
 
 from tagtorch.candidates.candidate_set import CandidateSet
+from tagtorch.errors import UnreadableFileError
 from tagtorch.extras import require_extra
 from tagtorch.progress import progress
 from tagtorch.rankers.base import BaseRanker, check_feature_names
 from tagtorch.rankers.tree_scoring import FlatForest
-from tagtorch.storage import MANIFEST_FILE, UnreadableFileError, load_arrays, plain_json
+from tagtorch.storage import MANIFEST_FILE, load_arrays, plain_json
 
 __all__ = [
     "Backend",

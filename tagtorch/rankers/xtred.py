@@ -58,10 +58,11 @@ import torch
 from torch import Tensor
 
 from tagtorch.candidates.candidate_set import CandidateSet
+from tagtorch.errors import UnreadableFileError
 from tagtorch.metrics.diversity import alpha_ndcg_at_k, check_topics
 from tagtorch.metrics.functional import ndcg_at_k, rank_order
 from tagtorch.rankers.base import BaseRanker
-from tagtorch.storage import UnreadableFileError, plain_json, trusted_class
+from tagtorch.storage import plain_json, trusted_class
 
 __all__ = ["Coverage", "XTReD", "xtred_order", "xtred_rerank"]
 

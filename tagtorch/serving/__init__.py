@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TypeAlias
 
+from tagtorch.errors import UnreadableFileError
 from tagtorch.serving.items import ItemRecommendations, ItemRecommender
 from tagtorch.serving.posts import PostRecommender
 from tagtorch.serving.tags import Recommendations, TagRecommender
-from tagtorch.storage import MANIFEST_FILE, UnreadableFileError, class_name, read_json
+from tagtorch.storage import MANIFEST_FILE, class_name, read_json
 
 __all__ = ["AnyRecommender", "ItemRecommendations", "ItemRecommender", "PostRecommender",
            "Recommendations", "Recommender", "TagRecommender"]

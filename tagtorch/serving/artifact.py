@@ -16,14 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from tagtorch.data.text import TOKEN_PATTERNS, TextProcessor
+from tagtorch.errors import UnreadableFileError
 from tagtorch.serving.journal import check_no_compaction_left
-from tagtorch.storage import (
-    MANIFEST_FILE,
-    UnreadableFileError,
-    read_manifest,
-    trusted_class,
-    write_manifest,
-)
+from tagtorch.storage import MANIFEST_FILE, read_manifest, trusted_class, write_manifest
 from tagtorch.version import __version__
 
 __all__ = ["OpenedArtifact", "open_artifact", "processor_settings", "reading",

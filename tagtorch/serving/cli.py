@@ -34,6 +34,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from tagtorch.errors import UnreadableFileError
 from tagtorch.serving import (
     ItemRecommendations,
     PostRecommender,
@@ -41,7 +42,6 @@ from tagtorch.serving import (
     Recommender,
     TagRecommender,
 )
-from tagtorch.storage import UnreadableFileError
 
 MAX_CSV_ROWS = 100_000
 """Most rows of a ``--csv`` file."""

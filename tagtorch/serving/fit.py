@@ -23,8 +23,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from tagtorch.data.folksonomy import Folksonomy
-from tagtorch.evaluation.runs import MetricLogger, methods_of
-from tagtorch.evaluation.tag_recommendation import DEFAULT_SET
+from tagtorch.evaluation.runs import DEFAULT_SET, MetricLogger, methods_of
 from tagtorch.itemrec.data import AGGREGATES, QUERY_KINDS
 from tagtorch.posts.base import PostRanker
 from tagtorch.rankers.base import BaseRanker

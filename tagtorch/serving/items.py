@@ -43,12 +43,12 @@ from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.data.ragged import Ragged
 from tagtorch.data.splits import p_core, random_post_split
 from tagtorch.data.text import TextProcessor
+from tagtorch.errors import UnreadableFileError
 from tagtorch.itemrec.base import ItemRanker, user_scores
 from tagtorch.itemrec.data import AGGREGATES, ItemRecData, TagProfile
 from tagtorch.serving.artifact import open_artifact, reading, write_artifact
 from tagtorch.serving.requests import check_batch, check_id, check_k
 from tagtorch.storage import (
-    UnreadableFileError,
     check_codes,
     check_strings,
     load_arrays,

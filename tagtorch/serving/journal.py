@@ -45,8 +45,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from tagtorch.errors import UnreadableFileError
 from tagtorch.serving.schema import Post, PostBatch
-from tagtorch.storage import MANIFEST_FILE, UnreadableFileError
+from tagtorch.storage import MANIFEST_FILE
 
 __all__ = ["BACKUP_FOLDER", "COMPACTION_FOLDER", "JOURNAL_FILE", "Journal", "JournalWriteError",
            "check_no_compaction_left", "check_writable", "compact_journal", "encode_record",

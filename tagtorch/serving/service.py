@@ -68,6 +68,7 @@ try:
 except ModuleNotFoundError as missing:  # the [serve] extra (python -m tagtorch.serve says so)
     raise MissingExtraError("serve", missing.name) from None
 
+from tagtorch.errors import UnreadableFileError
 from tagtorch.serving import (
     AnyRecommender,
     ItemRecommender,
@@ -90,7 +91,6 @@ from tagtorch.serving.schema import (
     TagRequest,
     TagResponse,
 )
-from tagtorch.storage import UnreadableFileError
 from tagtorch.version import __version__
 
 log = logging.getLogger(__name__)

@@ -50,7 +50,8 @@ import torch
 from tqdm.auto import tqdm
 
 from tagtorch.data.ragged import Ragged
-from tagtorch.storage import ARRAYS_FILE, UnreadableFileError, load_array_model, save_array_model
+from tagtorch.errors import UnreadableFileError
+from tagtorch.storage import ARRAYS_FILE, load_array_model, save_array_model
 from tagtorch.topics import gibbs
 
 __all__ = ["LDA", "SAMPLERS"]

@@ -10,7 +10,6 @@ Tags are returned as written in the files; normalization (stemming) happens late
   encoding, line numbers, 64-bit integers).
 """
 
-from tagtorch.data.loaders.errors import DataFormatError
 from tagtorch.data.loaders.hetrec import (
     DELICIOUS_2K,
     LASTFM_2K,
@@ -32,7 +31,6 @@ __all__ = [
     "LASTFM_2K",
     "ML_LATEST_SMALL",
     "MOVIELENS_2K",
-    "DataFormatError",
     "load_delicious_2k",
     "load_lastfm",
     "load_movielens_2k",

@@ -40,7 +40,6 @@ import pandas as pd
 
 from tagtorch.data.download import Archive, DatasetNotFoundError, ensure_archive
 from tagtorch.data.folksonomy import Folksonomy
-from tagtorch.data.loaders.errors import DataFormatError
 from tagtorch.data.loaders.reading import (
     RawTable,
     check_seconds,
@@ -48,6 +47,7 @@ from tagtorch.data.loaders.reading import (
     lookup,
     read_delimited,
 )
+from tagtorch.errors import DataFormatError
 
 log = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ import pandas as pd
 
 from tagtorch.data.download import Archive, DatasetNotFoundError, ensure_archive
 from tagtorch.data.folksonomy import Folksonomy
-from tagtorch.data.loaders.errors import DataFormatError
 from tagtorch.data.loaders.reading import read_delimited
+from tagtorch.errors import DataFormatError
 
 #: Genre label of movies without a genre; it is not a category.
 NO_GENRE = "(no genres listed)"

@@ -45,7 +45,7 @@ import numpy as np
 import pandas as pd
 
 from tagtorch.data.folksonomy import MISSING_TIME
-from tagtorch.data.loaders.errors import DataFormatError
+from tagtorch.errors import DataFormatError
 
 log = logging.getLogger(__name__)
 

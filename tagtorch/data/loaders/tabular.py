@@ -27,7 +27,6 @@ import numpy as np
 import pandas as pd
 
 from tagtorch.data.folksonomy import Folksonomy
-from tagtorch.data.loaders.errors import DataFormatError
 from tagtorch.data.loaders.reading import (
     ASSIGNMENT_KEYS,
     COMPRESSED_SUFFIXES,
@@ -43,6 +42,7 @@ from tagtorch.data.loaders.reading import (
     unix_seconds,
 )
 from tagtorch.data.loaders.tagrec import check_not_tagrec_like
+from tagtorch.errors import DataFormatError
 
 log = logging.getLogger(__name__)
 

@@ -51,7 +51,6 @@ import numpy as np
 import pandas as pd
 
 from tagtorch.data.folksonomy import MISSING_TIME, SOURCE_ORDER, Folksonomy
-from tagtorch.data.loaders.errors import DataFormatError
 from tagtorch.data.loaders.reading import (
     RawTable,
     check_seconds,
@@ -61,6 +60,7 @@ from tagtorch.data.loaders.reading import (
     first_record,
     read_delimited,
 )
+from tagtorch.errors import DataFormatError
 from tagtorch.storage import atomic_write
 
 log = logging.getLogger(__name__)
