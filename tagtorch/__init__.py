@@ -25,17 +25,20 @@ _EXPORTS = {
     "compose": "tagtorch.api", "datasets": "tagtorch.api",
     "EvaluationResult": "tagtorch.evaluation.runs", "Folksonomy": "tagtorch.data.folksonomy",
     "Recommender": "tagtorch.serving", "TagRecommender": "tagtorch.serving",
-    "ItemRecommender": "tagtorch.serving",
+    "ItemRecommender": "tagtorch.serving", "PostRecommender": "tagtorch.serving",
+    "LetorData": "tagtorch.candidates.letor",
 }
 
-__all__ = ["EvaluationResult", "Folksonomy", "ItemRecommender", "Recommender", "TagRecommender",
-           "__version__", "compose", "datasets", "evaluate", "fit", "load"]
+__all__ = ["EvaluationResult", "Folksonomy", "ItemRecommender", "LetorData", "PostRecommender",
+           "Recommender", "TagRecommender", "__version__", "compose", "datasets", "evaluate",
+           "fit", "load"]
 
 if TYPE_CHECKING:
     from tagtorch.api import compose, datasets, evaluate, fit, load
+    from tagtorch.candidates.letor import LetorData
     from tagtorch.data.folksonomy import Folksonomy
     from tagtorch.evaluation.runs import EvaluationResult
-    from tagtorch.serving import ItemRecommender, Recommender, TagRecommender
+    from tagtorch.serving import ItemRecommender, PostRecommender, Recommender, TagRecommender
 
 
 def __getattr__(name: str) -> Any:

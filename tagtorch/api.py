@@ -34,6 +34,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from tagtorch.candidates.letor import LetorData, load_letor
 from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.evaluation.runs import EvaluationResult
 from tagtorch.serving import AnyRecommender, Recommender
@@ -47,6 +48,10 @@ CONF_DIR = Path(__file__).resolve().parent / "conf"
 
 ModelSpec = str | Mapping[str, Any] | SignatureSettings
 """A model: its config name, a config mapping with ``_target_``, or an unfitted model object."""
+
+TASKS = (*MODEL_TASKS, "letor")
+"""The tasks :func:`evaluate` runs: the four model kinds' and LETOR (tag rankers on a LETOR
+dataset)."""
 
 CandidatesSpec = str | Mapping[str, Any] | SignatureSettings
 """A candidate generator: a shipped set's name (``conf/candidates/NAME.yaml``: ``latre``,
@@ -91,21 +96,26 @@ def datasets() -> list[str]:
     return sorted(path.stem for path in (CONF_DIR / "data").glob("*.yaml"))
 
 
-def load(source: str | Path, **options: Any) -> Folksonomy:
+def load(source: str | Path, **options: Any) -> Folksonomy | LetorData:
     """A folksonomy, as loaded (text not normalized yet: each task applies its ``text``).
 
     Args:
         source: a dataset name (:func:`datasets`: ``synthetic``, ``lastfm``, ``movielens``,
-            ``delicious``, ...; HetRec files are downloaded, checksummed, when missing) or the
+            ``delicious``, ...; HetRec files are downloaded, checksummed, when missing), the
             path of a file in TagRec's format (``data=tagrec``, recognised by its first line)
-            or of a CSV, TSV or Parquet table of assignments (``data=tabular``).
+            or of a CSV, TSV or Parquet table of assignments (``data=tabular``), or a LETOR
+            dataset folder (MSLR's ``train.txt``, ``vali.txt``, ``test.txt``; a
+            :class:`~tagtorch.candidates.letor.LetorData` for ``evaluate("letor", ...)``).
         **options: the loader's settings (``conf/data/NAME.yaml``), e.g. ``n_objects=500``
-            for ``synthetic`` or ``columns={"object": "item_id"}`` for a table.
+            for ``synthetic``, ``columns={"object": "item_id"}`` for a table,
+            ``max_list_length=100`` for a LETOR folder.
 
     Raises:
-        ValueError: an unknown name that is not an existing file.
+        ValueError: an unknown name that is not an existing file or LETOR folder.
     """
     name = str(source)
+    if Path(source).is_dir() and name not in datasets():
+        return load_letor(source, **options)
     if name in datasets():
         overrides = [f"data={name}"]
     elif Path(source).is_file():
@@ -114,7 +124,8 @@ def load(source: str | Path, **options: Any) -> Folksonomy:
         kind = "tagrec" if is_tagrec_file(source) else "tabular"
         overrides = [f"data={kind}", f"data.path={json.dumps(str(Path(source).resolve()))}"]
     else:
-        raise ValueError(f"{name!r} is neither a dataset ({', '.join(datasets())}) nor a file")
+        raise ValueError(f"{name!r} is neither a dataset ({', '.join(datasets())}), a file nor "
+                         "a LETOR folder")
     cfg = compose(overrides)
     with open_dict(cfg):
         cfg.data = OmegaConf.merge(cfg.data, options)
@@ -122,16 +133,17 @@ def load(source: str | Path, **options: Any) -> Folksonomy:
     from hydra.utils import instantiate
 
     try:
-        folksonomy = instantiate(cfg.data)
+        loaded = instantiate(cfg.data)
     except InstantiationException as error:  # the loader's own error (DataFormatError, ...)
         if error.__cause__ is None:
             raise
         raise error.__cause__ from None
-    assert isinstance(folksonomy, Folksonomy)
-    return folksonomy
+    if not isinstance(loaded, Folksonomy | LetorData):
+        raise TypeError(f"{overrides[0]} built a {type(loaded).__name__}, not a dataset")
+    return loaded
 
 
-def evaluate(task: str, data: Folksonomy | str | Path,
+def evaluate(task: str, data: Folksonomy | LetorData | str | Path,
              models: Sequence[str] | Mapping[str, ModelSpec] | None = None, *,
              candidates: CandidatesSpec | None = None, experiment: str | None = None,
              output_dir: str | Path | None = None, overrides: Sequence[str] = (),
@@ -140,8 +152,11 @@ def evaluate(task: str, data: Folksonomy | str | Path,
 
     Args:
         task: ``"tagrec"`` (tag recommendation, D/V/T folds), ``"itemrec"`` (tag-based item
-            recommendation, seeds) or ``"resources"`` (resource ranking, seeds).
-        data: a folksonomy from :func:`load`, or what :func:`load` takes.
+            recommendation, seeds), ``"resources"`` (resource ranking, seeds), ``"posts"``
+            (personalized tag recommendation, TagRec's protocol) or ``"letor"`` (tag rankers on
+            a LETOR dataset's fixed parts).
+        data: a folksonomy (or, for ``"letor"``, a LETOR dataset) from :func:`load`, or what
+            :func:`load` takes.
         models: config names (``["latre_wts", "lambdamart"]``) or method name -> model (a
             config name, a config mapping or an unfitted model object); the first is the
             baseline of the paired tests. Default: the experiment's, else the task's default.
@@ -158,11 +173,12 @@ def evaluate(task: str, data: Folksonomy | str | Path,
     Raises:
         ValueError: an unknown task, setting or model, or a configuration the checks refuse.
     """
-    if task not in MODEL_TASKS:
-        raise ValueError(f"task must be one of {MODEL_TASKS}, got {task!r}")
+    if task not in TASKS:
+        raise ValueError(f"task must be one of {TASKS}, got {task!r}")
     spec = _model_spec(models)
     names = [value for value in (spec or {}).values() if isinstance(value, str)]
-    cfg = compose([f"task={task}", *([f"+experiment={experiment}"] if experiment else []),
+    cfg = compose([f"task={task}", *(["data=letor", "data.path=."] if task == "letor" else []),
+                   *([f"+experiment={experiment}"] if experiment else []),
                    *([f"model=[{','.join(dict.fromkeys(names))}]"] if spec else []),
                    *_candidate_overrides(candidates), *overrides], output_dir)
     with open_dict(cfg):
@@ -208,10 +224,10 @@ def fit(data: Folksonomy | str | Path, model: ModelSpec, *,
     return Recommender.load(folder)
 
 
-def _run(cfg: DictConfig, data: Folksonomy | str | Path) -> Any:
+def _run(cfg: DictConfig, data: Folksonomy | LetorData | str | Path) -> Any:
     from tagtorch.train import run_task
 
-    raw = data if isinstance(data, Folksonomy) else load(data)
+    raw = data if isinstance(data, Folksonomy | LetorData) else load(data)
     return run_task(cfg, raw=raw)
 
 

@@ -75,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     from tagtorch.api import load
+    from tagtorch.data.folksonomy import Folksonomy
     from tagtorch.data.loaders.tagrec import (
         given_test_posts,
         last_post_per_user,
@@ -85,6 +86,9 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         folk = load(args.source, **_options(args.option))
+        if not isinstance(folk, Folksonomy):
+            raise ValueError(f"{args.source}: a LETOR folder; export writes a folksonomy's "
+                             "files (TagRec, a fold's LETOR lists)")
         name = args.name or folk.name
         if args.format == "letor":
             paths = _write_letor_fold(folk, args.out, name, args.fold, args.override)

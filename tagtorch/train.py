@@ -44,6 +44,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from tagtorch.cache import describe_caches
+from tagtorch.candidates.letor import LetorData
 from tagtorch.config_checks import (
     check_config,
     drop_unselected_settings,
@@ -206,7 +207,7 @@ def metric_value(results: pd.DataFrame, name: str) -> float:
     return float(rows["value"].mean())
 
 
-def run_task(cfg: DictConfig, raw: Folksonomy | None = None) -> Any:
+def run_task(cfg: DictConfig, raw: Folksonomy | LetorData | None = None) -> Any:
     """Loads the data, normalizes its text, and runs the configured task.
 
     Args:
@@ -246,6 +247,9 @@ def run_task(cfg: DictConfig, raw: Folksonomy | None = None) -> Any:
     task = instantiate(cfg.task, _convert_="all")
     try:
         if isinstance(task, FitTask):  # it shows the tags and titles as loaded
+            if not isinstance(folksonomy, Folksonomy) or not isinstance(raw, Folksonomy):
+                raise ConfigError("data", cfg.data.get("_target_"), "a folksonomy: task=fit "
+                                  "fits a recommender of tags or items, not of LETOR lists")
             return task.run(folksonomy, cfg, output_dir, loggers, raw=raw)
         return task.run(folksonomy, cfg, output_dir, loggers)
     finally:

@@ -114,3 +114,28 @@ def test_load_raises_the_loaders_own_error_not_hydras(tmp_path):
     path.write_text('"u";"r";"5";"a"\n"u";"r2";"-";"b"\n')
     with pytest.raises(DataFormatError, match=r"bad\.txt, line 2"):
         tt.load(path)
+
+
+def test_letor_loads_and_evaluates_through_the_api(tmp_path):
+    """Issue 53: ``tt.evaluate("letor")`` was refused and ``tt.load("letor", ...)`` a bare
+    assert; the folder, or ``"letor"`` with its path, is a LetorData run like the command."""
+    import tagtorch as tt
+    from tagtorch.candidates.letor import write_synthetic_letor
+
+    folder = write_synthetic_letor(tmp_path / "letor", queries=30, features=5, seed=1)
+    data = tt.load(folder)
+    assert isinstance(data, tt.LetorData) and data.train.features.shape[-1] == 5
+    assert isinstance(tt.load("letor", path=str(folder)), tt.LetorData)
+    result = tt.evaluate("letor", folder, models=["lambdamart"], output_dir=tmp_path / "run",
+                         overrides=["model.lambdamart.n_iterations=5"])
+    assert "lambdamart" in set(result.results.method)
+    assert (tmp_path / "run" / "qrels.trec").is_file()
+    with pytest.raises(ValueError, match="task must be one of"):
+        tt.evaluate("letters", folder)
+
+
+def test_every_recommender_kind_is_exported():
+    import tagtorch as tt
+    from tagtorch.serving import PostRecommender
+
+    assert tt.PostRecommender is PostRecommender and "PostRecommender" in tt.__all__
