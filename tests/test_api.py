@@ -90,7 +90,8 @@ def test_item_recommendation_returns_the_same_result_type(folk, tmp_path):
     (lambda f: tt.evaluate("tagrec", f, models=["no_such_model"]), "cannot compose"),
     (lambda f: tt.evaluate("itemrec", f, models=["latre_wts"], seeds=[0]),
      "model.latre_wts._target_"),
-    (lambda f: tt.load("no_such_dataset"), "neither a dataset .*synthetic.* nor a file"),
+    (lambda f: tt.load("no_such_dataset"),
+     "neither a dataset .*synthetic.*, a file nor a LETOR folder"),
 ])
 def test_bad_input_is_refused_with_one_clear_message(folk, call, message):
     with pytest.raises(ValueError, match=message):
