@@ -68,6 +68,7 @@ def lists():
     return generator(fold.val), generator(fold.test)
 
 
+@pytest.mark.integration
 def test_a_neural_ranker_trained_on_two_processes_scores_like_one(tmp_path, lists):
     val, test = lists
 
@@ -95,6 +96,7 @@ def test_a_neural_ranker_trained_on_two_processes_scores_like_one(tmp_path, list
                            ddp.scorer.state_dict()[first])
 
 
+@pytest.mark.integration
 def test_an_item_model_trained_on_two_processes_scores_like_one(tmp_path):
     from test_itemrec import toy_folksonomy
 

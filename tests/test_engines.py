@@ -51,12 +51,14 @@ def serial(folksonomy):
     return results(folksonomy, "processes")
 
 
+@pytest.mark.integration
 def test_a_local_dask_cluster_gives_the_serial_results(folksonomy, serial):
     got = results(folksonomy, "dask")
     assert got[["method", "fold", "metric"]].equals(serial[["method", "fold", "metric"]])
     np.testing.assert_array_equal(got["value"].to_numpy(), serial["value"].to_numpy())
 
 
+@pytest.mark.integration
 def test_candidate_tasks_on_a_local_dask_cluster_give_the_serial_results(folksonomy, serial):
     got = results(folksonomy, "dask", task_objects=20)
     np.testing.assert_array_equal(got["value"].to_numpy(), serial["value"].to_numpy())
@@ -73,6 +75,7 @@ def assert_same_sets(got: CandidateSet, want: CandidateSet) -> None:
             assert a == b, field.name
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("backend", ["processes", "dask"])
 def test_generating_in_tasks_equals_one_call(folksonomy, backend):
     """Every field equal to the last bit, topics (fold-in seeded per chunk) and distances too."""
@@ -120,6 +123,7 @@ def lists(folksonomy):
     return generator(fold.val), generator(fold.test)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("cls", [LambdaMARTRanker, MARTRanker])
 def test_lightgbm_on_a_local_dask_cluster_ranks_like_one_process(cls, lists, monkeypatch):
     import lightgbm
@@ -190,6 +194,7 @@ def test_an_address_where_no_cluster_listens_is_a_config_error_within_its_timeou
     assert "answers within 1 s" in message and "\n" not in message
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("backend", ["dask", "ray"])
 def test_the_command_line_names_an_unreachable_cluster_in_one_line(tmp_path, backend):
     """Within the default 5-second timeout (Dask alone took 30 s and a traceback, Ray minutes)."""

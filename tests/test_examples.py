@@ -29,6 +29,7 @@ def test_there_is_a_notebook_per_task():
                                           "resource_ranking", "serving"}
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_the_notebook_runs(notebook: Path, tmp_path: Path):
     done = subprocess.run([sys.executable, "-c", code_of(notebook)], cwd=tmp_path,

@@ -15,6 +15,7 @@ def dry_run(tmp_path, parts):
     return (tmp_path / "table.md").read_text()
 
 
+@pytest.mark.integration
 def test_the_quick_parts_run_and_fill_the_table(tmp_path):
     table = dry_run(tmp_path, "lda,losses,resume")  # the others: the slow test below
     for part in ("lda", "losses", "resume"):

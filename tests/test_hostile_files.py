@@ -405,6 +405,7 @@ def test_a_bad_csv_gets_one_line_naming_it(items, tmp_path, capsys, monkeypatch,
     assert err.startswith(f"error: {path}") and err.count("\n") == 1 and message in err, err
 
 
+@pytest.mark.integration
 def test_exports_never_write_through_a_planted_link(tmp_path):
     """Issue 52: links planted at the old fixed temporary name and at the file's own name."""
     import subprocess

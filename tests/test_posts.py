@@ -244,6 +244,7 @@ def test_the_batched_baselines_equal_plain_per_post_implementations(split):
             == sorted(first, key=lambda t: (-counts[t], t))[:10]).all()  # no tie keys
 
 
+@pytest.mark.integration
 def test_the_posts_benchmark_prints_every_method(tmp_path):
     import subprocess
     import sys

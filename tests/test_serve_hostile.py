@@ -413,6 +413,7 @@ def test_the_rule_cache_survives_posts(fitted, tmp_path):
 
 
 # --------------------------------------------------------------------------- folders
+@pytest.mark.integration
 def test_folders_that_cannot_take_posts_are_refused_at_the_start(fitted, tmp_path, guarded):
     (tmp_path / "token").write_text(TOKEN)
     token = ("--token-file", str(tmp_path / "token"))

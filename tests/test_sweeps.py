@@ -101,6 +101,7 @@ def sweep(folder: Path, *extra: str, n_trials: int = 3) -> subprocess.CompletedP
         cwd=ROOT, capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.integration
 def test_a_sweep_writes_its_outputs_and_resumes_where_it_stopped(tmp_path):
     done = sweep(tmp_path, n_trials=2)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -124,6 +125,7 @@ def test_a_sweep_writes_its_outputs_and_resumes_where_it_stopped(tmp_path):
     assert trials.filter(like="params_").iloc[2].tolist() != first
 
 
+@pytest.mark.integration
 def test_a_sweep_on_a_test_metric_is_refused_in_one_line_before_any_trial(tmp_path):
     done = sweep(tmp_path, "task.protocol.evaluate_on=test", n_trials=1)
     assert done.returncode == 2, done.stderr[-3000:]
@@ -159,6 +161,7 @@ def test_a_sweep_metric_is_a_validation_metric(tmp_path, overrides, refused):
     assert refused in str(info.value)
 
 
+@pytest.mark.integration
 def test_a_failing_trial_is_recorded_and_the_sweep_goes_on(tmp_path):
     done = sweep(tmp_path, "hydra.sweeper.sampler=grid", "model.lambdamart.n_iterations=10",
                  "model.lambdamart.n_leaves=4", "model.lambdamart.min_leaf_size=1",
@@ -241,6 +244,7 @@ def test_a_trial_whose_job_died_is_failed_and_asked_again(tmp_path):
     assert np.isclose(study.trials[1].params["x"], trial.params["x"])  # asked again as it was
 
 
+@pytest.mark.integration
 def test_the_ray_launcher_runs_the_jobs_as_concurrent_ray_tasks(tmp_path):
     """A real local Ray instance of 2 CPUs runs 4 jobs of 1 CPU each, two at a time."""
     app = Path(__file__).parent / "fixtures" / "ray_app" / "app.py"
@@ -319,6 +323,7 @@ def app_sweep(folder: Path, *extra: str) -> list[str]:
             *extra]
 
 
+@pytest.mark.integration
 def test_two_sweeps_on_one_new_study_share_it_without_overwriting_a_job(tmp_path):
     """Two sweep processes started at once into one fresh folder (one SQLite study): both
     finish, every trial has its own job folder named by its number, written once."""
@@ -373,6 +378,7 @@ def test_an_unusable_storage_is_a_config_error_naming_it(tmp_path, case):
     assert "\n" not in message
 
 
+@pytest.mark.integration
 def test_an_unusable_storage_ends_the_sweep_command_in_one_line_with_status_2(tmp_path):
     done = sweep(tmp_path, "hydra.sweeper.storage=bogus://x", n_trials=1)
     assert done.returncode == 2, done.stderr[-3000:]
@@ -382,6 +388,7 @@ def test_an_unusable_storage_ends_the_sweep_command_in_one_line_with_status_2(tm
     assert "loading data" not in done.stderr + done.stdout
 
 
+@pytest.mark.integration
 def test_the_ray_launcher_names_an_address_where_no_cluster_listens_in_one_line(tmp_path):
     with socket.socket() as probe:  # a port on 127.0.0.1 where nothing listens
         probe.bind(("127.0.0.1", 0))

@@ -188,6 +188,7 @@ def _named_posts(folk):
     return {key: (time, sorted(tags)) for key, (time, tags) in posts.items()}
 
 
+@pytest.mark.integration
 def test_the_export_command_writes_files_that_load_back_the_same(tmp_path):
     import subprocess
     import sys
