@@ -47,7 +47,8 @@ import inspect
 import logging
 import math
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any, cast
 
 import torch
@@ -64,6 +65,13 @@ from tagtorch.settings import MODEL_TASKS, ModelTask
 __all__ = ["check_config", "drop_unselected_settings", "model_kind"]
 
 log = logging.getLogger(__name__)
+
+KIND_NAMES = {"tagrec": "a tag ranker", "itemrec": "an item model",
+              "resources": "a resource ranker", "posts": "a post ranker"}
+"""What a model of each task is called in messages."""
+
+MODEL_CONF = Path(__file__).resolve().parent / "conf" / "model"
+"""The shipped model configs, one ``NAME.yaml`` a method."""
 
 #: The config groups whose settings are checked (the others are checked inside ``model``).
 CHECKED_GROUPS = ("task", "model", "candidates", "data")
@@ -243,6 +251,26 @@ def _model_kind(key: str, target: Any) -> ModelTask:
                           f"ClassVar[ModelTask], one of {MODEL_TASKS})") from None
 
 
+def shipped_models(kinds: Sequence[ModelTask]) -> list[str]:
+    """The shipped model configs (``conf/model/NAME.yaml``) whose class serves one of ``kinds``.
+
+    Example:
+        >>> "bll_c" in shipped_models(["posts"]), "bll_c" in shipped_models(["tagrec"])
+        (True, False)
+    """
+    names = []
+    for path in sorted(MODEL_CONF.glob("*.yaml")):
+        loaded = OmegaConf.load(path)
+        node = loaded.get(path.stem) if isinstance(loaded, DictConfig) else None
+        target = node.get("_target_") if isinstance(node, DictConfig) else None
+        try:
+            if target is not None and model_kind(get_class(str(target))) in kinds:
+                names.append(path.stem)
+        except (ImportError, ValueError):
+            continue  # a config of an optional extra's class, or of no stated task
+    return names
+
+
 def model_kind(cls: type) -> ModelTask:
     """The task a model class serves, as the class states it (``task: ClassVar[ModelTask]``).
 
@@ -377,13 +405,6 @@ of integers >= 1, e.g. [5] or [1,5,10]
     models = container.get("model") or {}
     if not models:
         raise ConfigError("model", models, "at least one method (model=NAME or model=[A,B])")
-    allowed = {"tagrec": "a tag ranker (latre_wts, sum, rf, lambdamart, gp, lambdarank, ...)",
-               "itemrec": "an item model (dorank, dorank_plus, pitf, probabilistic_cp, "
-                          "two_dimensional, itemknn, ease, rp3beta, bprmf, hosvd, cp_als, "
-                          "tag_popularity, global_popularity, ...)",
-               "resources": "a resource ranker (lda_resources, smatch, bm25, bayeslm, lda_lm)",
-               "posts": "a post ranker (mp_ur, bll_c, folkrank, girptm, cf, lda_posts, "
-                        "pitf_posts, hybrid_lambdamart, ...)"}
     for name, node in models.items():
         target = node.get("_target_") if isinstance(node, dict) else None
         if target is None:
@@ -391,7 +412,8 @@ of integers >= 1, e.g. [5] or [1,5,10]
         if _model_kind(f"model.{name}._target_", target) not in kinds:
             task = "fit" if len(kinds) > 1 else kinds[0]
             raise ConfigError(f"model.{name}._target_", target,
-                              f"{' or '.join(allowed[kind] for kind in kinds)} for task={task}")
+                              f"{' or '.join(KIND_NAMES[kind] for kind in kinds)} for "
+                              f"task={task}, one of {', '.join(shipped_models(kinds))}")
         candidates = container.get("candidates") or {}
         chosen = (container.get("method_candidates") or {}).get(name)
         if chosen is not None:

@@ -46,6 +46,7 @@ def test_every_shipped_configuration_passes(tmp_path, experiment):
     (["model=bm25"], "model.bm25._target_", "a tag ranker"),
     (["task=fit", "model=bm25"], "model.bm25._target_", "for task=fit"),
     (["task=posts", "model=bm25"], "model.bm25._target_", "a post ranker"),
+    (["task=posts", "model=bm25"], "model.bm25._target_", "task=posts, one of apr, bll, bll_c"),
     (["task=resources", "model=bm25", "task.metrics=[mrr@0]"], "task.metrics", "mrr@K"),
     (["task=itemrec", "model=[dorank,lambdamart]"], "model.lambdamart._target_",
      "an item model"),
