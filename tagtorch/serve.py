@@ -1,7 +1,7 @@
 """``python -m tagtorch.serve PATH``: a fitted recommender (``task=fit``) over HTTP.
 
-The service lives in :mod:`tagtorch.serving.service`; this module is its command (and keeps
-``from tagtorch.serve import start_service`` working). Without the ``[serve]`` extra the
+The command lives in :mod:`tagtorch.serving.command`, the app in
+:mod:`tagtorch.serving.service`; this module runs it. Without the ``[serve]`` extra the
 command stops with one line naming it.
 """
 
@@ -12,7 +12,8 @@ import sys
 from tagtorch.extras import MissingExtraError
 
 try:
-    from tagtorch.serving.service import create_app, main, start_service
+    from tagtorch.serving.command import main, start_service
+    from tagtorch.serving.service import create_app
 except MissingExtraError as missing:
     if __name__ == "__main__":
         print(f"error: {missing}", file=sys.stderr)
