@@ -565,7 +565,7 @@ def small_batch():
 @pytest.mark.parametrize("k", [0, -1, 2.5, True, "3"])
 @pytest.mark.parametrize("name", WITH_K)
 def test_bad_k(name, k):
-    with pytest.raises(ValueError, match=r"k must be None or an int >= 1"):
+    with pytest.raises(ValueError, match=r"k must be an integer >= 1 or None"):
         LOSSES[name](*small_batch(), k=k)
 
 

@@ -104,12 +104,6 @@ def check_positive(name: str, value: float, allow_zero: bool = False) -> None:
         raise ValueError(f"{name} must be a finite number {bound}, got {value!r}")
 
 
-def check_k(k: int | None) -> None:
-    """Raises ValueError unless ``k`` is ``None`` or an int ``>= 1``."""
-    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
-        raise ValueError(f"k must be None or an int >= 1, got {k!r}")
-
-
 def check_reduction(reduction: str) -> None:
     """Raises ValueError unless ``reduction`` is ``"mean"`` or ``"sum"``."""
     if reduction not in ("mean", "sum"):
@@ -131,7 +125,7 @@ def position_discount(width: int, k: int | None, like: Tensor) -> Tensor:
     return dcg_discount(positions, k)
 
 
-def ideal_dcg(gains: Tensor, k: int | None = None) -> Tensor:
+def ideal_dcg_of_gains(gains: Tensor, k: int | None = None) -> Tensor:
     """Ideal DCG(@k) ``[B]`` of gains ``[B, L]`` (``>= 0``, ``0`` at padding).
 
     The ideal order and the discounts are those of :mod:`tagtorch.metrics.functional`
@@ -232,7 +226,7 @@ def lambda_lists(scores: Tensor, labels: Tensor, mask: Tensor, k: int | None,
     """Prepared lists, their current ranks and their gains over IDCG(@k) (``G_i`` of both)."""
     s, y, m = prepare(scores, labels, mask)
     gains = gain_values(y, gain)
-    norm_gains, _ = ndcg_ratio(gains, ideal_dcg(gains, k)[:, None])
+    norm_gains, _ = ndcg_ratio(gains, ideal_dcg_of_gains(gains, k)[:, None])
     return LambdaLists(s, y, m, ranks_by_score(s, m), norm_gains)
 
 

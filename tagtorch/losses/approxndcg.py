@@ -10,7 +10,7 @@ from tagtorch.losses._masking import (
     check_positive,
     check_shapes,
     gain_values,
-    ideal_dcg,
+    ideal_dcg_of_gains,
     mean_over_lists,
     ndcg_ratio,
     pairwise_diffs,
@@ -82,5 +82,5 @@ def approxndcg_loss(
     s, y, m = prepare(scores, labels, mask)
     gains = gain_values(y, gain)
     ranks = torch.where(m, approx_ranks(s, m, alpha), torch.ones_like(s))
-    ndcg, valid = ndcg_ratio((gains * dcg_discount(ranks)).sum(-1), ideal_dcg(gains))
+    ndcg, valid = ndcg_ratio((gains * dcg_discount(ranks)).sum(-1), ideal_dcg_of_gains(gains))
     return -mean_over_lists(ndcg, valid)

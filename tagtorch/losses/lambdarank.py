@@ -7,14 +7,13 @@ from torch import Tensor
 from tagtorch.losses._masking import (
     Gain,
     Reduction,
-    check_k,
     check_positive,
     lambda_lists,
     pair_mask,
     pairwise_diffs,
     weighted_pair_loss,
 )
-from tagtorch.metrics.functional import dcg_discount
+from tagtorch.metrics.functional import check_k, dcg_discount
 
 __all__ = ["lambdarank_loss"]
 
@@ -59,7 +58,7 @@ def lambdarank_loss(
         ``[]`` mean loss over the lists with a counted pair (dtype and the case of no such list:
         :mod:`tagtorch.losses`).
     """
-    check_k(k)
+    check_k(k, optional=True)
     check_positive("sigma", sigma)
     lists = lambda_lists(scores, labels, mask, k, gain)
     discounts = dcg_discount(lists.ranks, k)

@@ -7,11 +7,10 @@ from torch import Tensor
 
 from tagtorch.losses._masking import (
     Gain,
-    check_k,
     check_positive,
     check_shapes,
     gain_values,
-    ideal_dcg,
+    ideal_dcg_of_gains,
     masked_log_softmax,
     mean_over_lists,
     ndcg_ratio,
@@ -20,6 +19,7 @@ from tagtorch.losses._masking import (
     prepare,
     zero_padding,
 )
+from tagtorch.metrics.functional import check_k
 
 __all__ = ["neural_sort", "neuralndcg_loss", "sinkhorn_scaling"]
 
@@ -176,11 +176,11 @@ def neuralndcg_loss(
         ``[]`` mean loss (about ``[-1, 0]``) over the lists with a relevant candidate (dtype and the
         case of no such list: :mod:`tagtorch.losses`).
     """
-    check_k(k)
+    check_k(k, optional=True)
     s, y, m = prepare(scores, labels, mask)
     gains = gain_values(y, gain)
     soft_perm = sinkhorn_scaling(neural_sort(s, m, tau), max_iter=max_iter, tol=tol)
     sorted_gains = (soft_perm @ gains[:, :, None]).squeeze(-1)  # [B, rank]
     dcg = (sorted_gains * position_discount(s.shape[-1], k, s)).sum(-1)
-    ndcg, valid = ndcg_ratio(dcg, ideal_dcg(gains, k))
+    ndcg, valid = ndcg_ratio(dcg, ideal_dcg_of_gains(gains, k))
     return -mean_over_lists(ndcg, valid)

@@ -81,7 +81,12 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-from tagtorch.metrics.functional import EmptyTargetAction, dcg_discount, top_rank_order
+from tagtorch.metrics.functional import (
+    EmptyTargetAction,
+    check_k,
+    dcg_discount,
+    top_rank_order,
+)
 
 __all__ = [
     "DIVERSITY_METRIC_NAMES",
@@ -107,11 +112,6 @@ DIVERSITY_METRIC_NAMES: tuple[str, ...] = ("alpha_ndcg", "err_ia", "s_recall", "
 TopicWeights = Literal["uniform", "object"]
 Pairs = Literal["present", "k"]
 _EMPTY_ACTIONS = ("skip", "neg", "pos", "error")
-
-
-def _check_k(k: int) -> None:
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"k must be an int >= 1, got {k!r}")
 
 
 def _check_ranking(scores: Tensor, mask: Tensor) -> None:
@@ -190,7 +190,7 @@ def ranked_top_k(scores: Tensor, mask: Tensor, k: int) -> tuple[Tensor, Tensor]:
         ([[1, 0, 2]], [[True, True, False]])
     """
     _check_ranking(scores, mask)
-    _check_k(k)
+    check_k(k)
     if scores.shape[1] == 0:
         empty = torch.zeros(scores.shape[0], 0, dtype=torch.long, device=scores.device)
         return empty, empty.bool()
@@ -272,7 +272,7 @@ def alpha_ndcg_at_k(
         0.8066
     """
     check_topics(scores, mask, topics, object_topics)
-    _check_k(k)
+    check_k(k)
     _check_action(empty_target_action)
     if not 0.0 <= alpha <= 1.0:
         raise ValueError(f"alpha must lie in [0, 1], got {alpha!r}")
@@ -333,7 +333,7 @@ def err_ia_at_k(
         0.6667
     """
     check_topics(scores, mask, topics, object_topics)
-    _check_k(k)
+    check_k(k)
     _check_action(empty_target_action)
     top, in_zo, _ = _top_topics(scores, mask, topics, object_topics, k)
     # prod_{j < i} (1 - p(z | t_j)): an exclusive product (no division, exact where p = 1)
@@ -372,7 +372,7 @@ def s_recall_at_k(
         (0.5, 0.375)
     """
     check_topics(scores, mask, topics, object_topics)
-    _check_k(k)
+    check_k(k)
     _check_action(empty_target_action)
     top, in_zo, _ = _top_topics(scores, mask, topics, object_topics, k)
     covered = 1.0 - torch.prod(1.0 - top, dim=1) if soft else (top > 0).any(1).to(top.dtype)

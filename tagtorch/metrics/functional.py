@@ -59,7 +59,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import torch
 from torch import Tensor
@@ -158,11 +158,22 @@ def parse_key(key: str) -> tuple[str, int | None]:
     return family, int(cut) if cut else None
 
 
-def _check_k(k: int | None, name: str = "k", optional: bool = False) -> None:
+def check_k(k: Any, name: str = "k", optional: bool = False) -> None:
+    """Refuses a cut-off that is not an integer >= 1 (booleans included); None if ``optional``.
+
+    The one check of a cut-off: metrics, losses and the served recommenders take it.
+
+    Example:
+        >>> check_k(True)
+        Traceback (most recent call last):
+        ...
+        ValueError: k must be an integer >= 1, got True
+    """
     if k is None and optional:
         return
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"{name} must be an int >= 1, got {k!r}")
+        raise ValueError(f"{name} must be an integer >= 1{' or None' if optional else ''}, "
+                         f"got {k!r}")
 
 
 def _validate(
@@ -467,7 +478,7 @@ def ndcg_at_k(
         >>> [round(v, 4) for v in ndcg.tolist()]
         [0.5307]
     """
-    _check_k(k)
+    check_k(k)
     r = _rank(scores, labels, mask, n_relevant, empty_target_action, ideal_width=k)
     return _empty(_ndcg(r, k, _ideal_prefix(r, k)), r.n_relevant, empty_target_action)
 
@@ -499,7 +510,7 @@ def precision_at_k(
         >>> [round(v, 4) for v in precision_at_k(scores, labels, mask, k=5).tolist()]  # 2 / 5
         [0.4]
     """
-    _check_k(k)
+    check_k(k)
     r = _rank(scores, labels, mask, n_relevant, empty_target_action)
     return _empty(_hits(r, k) / k, r.n_relevant, empty_target_action)
 
@@ -529,7 +540,7 @@ def recall_at_k(
         >>> recall_at_k(scores, labels, mask, k=3, n_relevant=torch.tensor([4])).tolist()
         [0.5]
     """
-    _check_k(k)
+    check_k(k)
     r = _rank(scores, labels, mask, n_relevant, empty_target_action)
     return _empty(_hits(r, k) / r.n_relevant, r.n_relevant, empty_target_action)
 
@@ -557,7 +568,7 @@ def success_at_k(
         >>> [success_at_k(scores, labels, mask, k=k).tolist() for k in (2, 3)]
         [[0.0], [1.0]]
     """
-    _check_k(k)
+    check_k(k)
     r = _rank(scores, labels, mask, n_relevant, empty_target_action)
     return _empty((_hits(r, k) > 0).to(r.rel.dtype), r.n_relevant, empty_target_action)
 
@@ -586,7 +597,7 @@ def reciprocal_rank(
         >>> [reciprocal_rank(scores, labels, mask, k=k).tolist() for k in (None, 1)]
         [[0.5], [0.0]]
     """
-    _check_k(k, optional=True)
+    check_k(k, optional=True)
     r = _rank(scores, labels, mask, n_relevant, empty_target_action)
     return _empty(_rr(r, k), r.n_relevant, empty_target_action)
 
@@ -621,7 +632,7 @@ def average_precision(
         >>> [round(v, 4) for v in ap.tolist()]
         [0.4167]
     """
-    _check_k(k, optional=True)
+    check_k(k, optional=True)
     r = _rank(scores, labels, mask, n_relevant, empty_target_action)
     return _empty(_ap(r, k), r.n_relevant, empty_target_action)
 
@@ -667,7 +678,7 @@ def ranking_metrics(
     parsed = [parse_metric(m) for m in metrics]
     ks = tuple(ks)
     for k in ks:
-        _check_k(k, name="each k in ks")
+        check_k(k, name="each k in ks")
     k_max = max(ks) if ks and "ndcg" in metrics else 0
     r = _rank(scores, labels, mask, n_relevant, empty_target_action, ideal_width=k_max)
     ideal = _ideal_prefix(r, k_max) if k_max else None

@@ -27,8 +27,8 @@ from torchmetrics import Metric
 
 from tagtorch.metrics.functional import (
     EmptyTargetAction,
-    _check_k,
     average_precision,
+    check_k,
     dcg_at_k,
     ndcg_at_k,
     precision_at_k,
@@ -83,7 +83,7 @@ class RankingMetric(Metric):
         **kwargs: object,
     ) -> None:
         super().__init__(**kwargs)
-        _check_k(k, optional=not self.requires_k)
+        check_k(k, optional=not self.requires_k)
         if empty_target_action not in ("skip", "neg", "pos", "error"):
             raise ValueError(f"unknown empty_target_action {empty_target_action!r}")
         self.k = k

@@ -46,8 +46,9 @@ from tagtorch.data.text import TextProcessor
 from tagtorch.errors import UnreadableFileError
 from tagtorch.itemrec.base import ItemRanker, user_scores
 from tagtorch.itemrec.data import AGGREGATES, ItemRecData, TagProfile
+from tagtorch.metrics.functional import check_k
 from tagtorch.serving.artifact import open_artifact, reading, write_artifact
-from tagtorch.serving.requests import check_batch, check_id, check_k
+from tagtorch.serving.requests import check_batch, check_id
 from tagtorch.storage import (
     check_codes,
     check_strings,

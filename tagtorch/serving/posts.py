@@ -40,11 +40,12 @@ from tagtorch.data.ragged import Ragged
 from tagtorch.data.splits import p_core
 from tagtorch.data.text import TextProcessor
 from tagtorch.errors import UnreadableFileError
+from tagtorch.metrics.functional import check_k
 from tagtorch.posts.base import PostRanker, recommend
 from tagtorch.posts.data import PostData, Posts, posts_from_assignments, posts_of
 from tagtorch.serving.artifact import open_artifact, reading, write_artifact
 from tagtorch.serving.journal import JOURNAL_FILE, Journal, compact_journal, encode_record, replay
-from tagtorch.serving.requests import MAX_ID_CHARS, check_batch, check_id, check_k
+from tagtorch.serving.requests import MAX_ID_CHARS, check_batch, check_id
 from tagtorch.serving.tags import Recommendations
 from tagtorch.storage import check_strings, model_folder, read_json, write_json
 

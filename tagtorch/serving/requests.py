@@ -8,25 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["MAX_ID_CHARS", "MAX_QUERIES", "check_batch", "check_id", "check_k"]
+__all__ = ["MAX_ID_CHARS", "MAX_QUERIES", "check_batch", "check_id"]
 
 MAX_ID_CHARS = 1000
 """Longest user, resource or item id, or tag, accepted (characters)."""
 MAX_QUERIES = 10_000
 """Most queries (or posts) accepted in one batch."""
-
-
-def check_k(k: Any) -> None:
-    """Refuses a ``k`` that is not an integer >= 1 (booleans included).
-
-    Example:
-        >>> check_k(True)
-        Traceback (most recent call last):
-        ...
-        ValueError: k must be an integer >= 1, got True
-    """
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"k must be an integer >= 1, got {k!r}")
 
 
 def check_batch(count: int, what: str = "queries") -> None:

@@ -41,6 +41,7 @@ from tagtorch.data.ragged import Ragged
 from tagtorch.data.splits import TagQueries, split_input_gold
 from tagtorch.data.terms import TermIndex
 from tagtorch.data.text import TextProcessor
+from tagtorch.metrics.functional import check_k
 from tagtorch.rankers.base import BaseRanker
 from tagtorch.serving.artifact import open_artifact, reading, write_artifact
 from tagtorch.serving.journal import (
@@ -50,7 +51,6 @@ from tagtorch.serving.journal import (
     encode_record,
     replay,
 )
-from tagtorch.serving.requests import check_k
 from tagtorch.serving.schema import MAX_TAGS, MAX_TEXT_CHARS
 from tagtorch.storage import (
     check_codes,
