@@ -47,7 +47,7 @@ from tagtorch.evaluation.runs import (
 from tagtorch.evaluation.stats import paired_test
 from tagtorch.evaluation.task import Outcomes, SeededTask
 from tagtorch.evaluation.trec import qrels_lines, ranked_lines
-from tagtorch.metrics.functional import TAGREC_FAMILIES
+from tagtorch.metrics.functional import TAGREC_FAMILIES, parse_key
 from tagtorch.posts.base import PostRanker
 from tagtorch.posts.data import SPLITS, PostData, personalized_split
 from tagtorch.posts.metrics import f1_randomization_p_value, mean_metrics, post_metrics
@@ -237,12 +237,12 @@ def target_tests(per_object: pd.DataFrame, method: str, baselines: Sequence[str]
     for baseline in [b for b in baselines if b in present]:
         for metric in measures:
             if metric.startswith("tagrec_f1@"):
-                k = metric.split("@")[1]
+                k = parse_key(metric)[1]
                 pair = [(np.nan_to_num(wide[m, f"tagrec_recall@{k}"].to_numpy()),
                          np.nan_to_num(wide[m, f"tagrec_precision@{k}"].to_numpy()))
                         for m in (method, baseline)]
-                f1 = [mean_metrics({"tagrec_recall@k": r, "tagrec_precision@k": p}
-                                   )["tagrec_f1@k"] for r, p in pair]
+                f1 = [mean_metrics({f"tagrec_recall@{k}": r, f"tagrec_precision@{k}": p}
+                                   )[f"tagrec_f1@{k}"] for r, p in pair]
                 p_value = f1_randomization_p_value((pair[0][0], pair[1][0]),
                                                    (pair[0][1], pair[1][1]), n_resamples, seed)
                 a, b, test = f1[0], f1[1], "randomization (F1 of means)"

@@ -25,7 +25,7 @@ import pandas as pd
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from tagtorch.metrics.functional import ranking_metrics
+from tagtorch.metrics.functional import parse_key, ranking_metrics
 from tagtorch.storage import atomic_write
 
 Grid = Mapping[str, Sequence[Any]]
@@ -92,10 +92,13 @@ def metric_cutoff(metric: str) -> tuple[str, int]:
         >>> metric_cutoff("ndcg@5"), metric_cutoff("p@3"), metric_cutoff("mrr")
         (('ndcg', 5), ('precision', 3), ('mrr', 1))
     """
-    family, _, k = metric.partition("@")
-    if family in _FAMILIES and k.isdigit() and int(k) >= 1:
-        return _FAMILIES[family], int(k)
-    if metric in ("mrr", "map") or (family in ("mrr", "map") and k.isdigit() and int(k) >= 1):
+    try:
+        family, k = parse_key(metric)  # the one grammar of metric names
+    except ValueError:
+        family, k = "", None
+    if family in _FAMILIES and k is not None:
+        return _FAMILIES[family], k
+    if family in ("mrr", "map"):
         return metric, 1
     raise ValueError(f"unknown validation metric {metric!r}: use ndcg@K, p@K, r@K, s@K, mrr, "
                      "map, mrr@K or map@K")

@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from tagtorch.data.ragged import Ragged
-from tagtorch.metrics.functional import ranking_metrics
+from tagtorch.metrics.functional import parse_key, ranking_metrics
 
 __all__ = ["f1_randomization_p_value", "mean_metrics", "post_metrics"]
 
@@ -132,7 +132,7 @@ def mean_metrics(values: dict[str, np.ndarray]) -> dict[str, float]:
              for name, v in values.items()}
     for name in list(means):
         if name.startswith("tagrec_recall@"):
-            k = name.split("@")[1]
+            k = parse_key(name)[1]
             r, p = means[name], means.get(f"tagrec_precision@{k}", 0.0)
             means[f"tagrec_f1@{k}"] = 2.0 * r * p / (r + p) if r + p > 0 else 0.0
     return means
