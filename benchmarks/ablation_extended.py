@@ -128,7 +128,7 @@ def main() -> None:
     ranker_config = OmegaConf.to_container(cfg.model[args.method], resolve=True)
     folksonomy = instantiate(cfg.text).apply(instantiate(cfg.data))
     terms = TermIndex.from_folksonomy(folksonomy)
-    splits = instantiate(cfg.task.protocol).splits(folksonomy)
+    splits = instantiate(cfg.task).splits(folksonomy)
     sources = {name: change for name, change in SOURCES.items()
                if any(settings.get(key) not in (None, False, 0) for key in change)}
 

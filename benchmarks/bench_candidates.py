@@ -603,7 +603,7 @@ def bench_heavy(args: argparse.Namespace) -> list[dict[str, float]]:
             table = Path(tmp) / f"heavy{n_tags}.tsv"
             n_rows = heavy_file(table, n_tags, args)
             command = [sys.executable, "-m", "tagtorch.train", "data=tabular",
-                       f"data.path={table}", "logger=none", "task.protocol.cache=false",
+                       f"data.path={table}", "logger=none", "task.cache=false",
                        f"hydra.run.dir={tmp}/run{n_tags}"]
             start = time.perf_counter()
             log_file = Path(tmp) / f"run{n_tags}.log"

@@ -9,8 +9,8 @@ refactor, each from its own checkout):
 
 Usage (each run from its own checkout, no cache, one fold)::
 
-    python -m tagtorch.train +experiment=latre_lastfm 'task.protocol.folds=[0]' \\
-        task.protocol.cache=false logger=none hydra.run.dir=/tmp/before
+    python -m tagtorch.train +experiment=latre_lastfm 'task.folds=[0]' \\
+        task.cache=false logger=none hydra.run.dir=/tmp/before
     ... the same at the other commit, hydra.run.dir=/tmp/after
     python benchmarks/check_identical.py /tmp/before /tmp/after
 

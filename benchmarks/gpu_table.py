@@ -130,7 +130,7 @@ def _sweep(device: str, dry: bool, folder: Path) -> list[str]:
     on_device = (["hydra.launcher.gpus_per_job=0.5", "trainer=gpu", "hydra.sweeper.devices=[0]",
                   "hydra.sweeper.trials_per_device=2"] if device == "cuda"
                  else ["hydra.launcher.gpus_per_job=0", "trainer=cpu", "hydra.sweeper.n_jobs=2"])
-    size = (["hydra.sweeper.n_trials=2", "trainer.max_epochs=1", "task.protocol.folds=[0]"]
+    size = (["hydra.sweeper.n_trials=2", "trainer.max_epochs=1", "task.folds=[0]"]
             if dry else ["data=lastfm", "hydra.sweeper.n_trials=8"])
     return [sys.executable, "-m", "tagtorch.train", "-m", "hparams_search=lambdarank",
             "hydra/launcher=tagtorch_ray", "logger=none", *on_device, *size,

@@ -18,8 +18,8 @@ give identical results. A model is given by its config name (``conf/model/NAME.y
 config mapping (with ``_target_``), or as an unfitted model object, whose constructor settings
 (:meth:`~tagtorch.settings.SignatureSettings.settings`) become its config; ``candidates=`` takes
 a tag recommender's candidate generator the same three ways. Keyword settings go
-to the task (``folds=[0]`` is ``task.protocol.folds=[0]`` for tag recommendation, ``seeds=[0]``
-is ``task.seeds=[0]`` for the others); ``overrides`` takes any command-line override as is.
+to the task (``folds=[0]`` is ``task.folds=[0]`` for tag recommendation, ``seeds=[0]``
+``task.seeds=[0]`` for the seeded tasks); ``overrides`` takes any command-line override as is.
 
 Layer: above ``train`` and ``serving`` (nothing in the package imports it).
 """
@@ -277,12 +277,9 @@ def _set_candidates(cfg: DictConfig, candidates: CandidatesSpec | None) -> None:
 
 
 def _set_task_settings(cfg: DictConfig, task: str, settings: Mapping[str, Any]) -> None:
-    """Sets ``task.protocol.KEY`` (tag recommendation) or ``task.KEY``; refuses unknown keys."""
-    nodes = [cfg.task.protocol] if task == "tagrec" else []
-    nodes.append(cfg.task)
+    """Sets ``task.KEY`` of every setting given by keyword; refuses unknown keys."""
     for key, value in settings.items():
-        node = next((n for n in nodes if key in n), None)
-        if node is None:
-            known = sorted({str(k) for n in nodes for k in n if k != "_target_"})
+        if key not in cfg.task:
+            known = sorted(str(k) for k in cfg.task if k != "_target_")
             raise ValueError(f"{key!r} is not a setting of task={task}: one of {known}")
-        node[key] = value
+        cfg.task[key] = value

@@ -30,7 +30,7 @@ A node with a ``_target_`` (the task, the data, each method) may hold only setti
 function takes (unless it takes ``**kwargs``): another key is an error naming it and the
 settings taken, before anything is built.
 
-``task.protocol.backend`` (where the protocol's parallel jobs run) must be one of
+``task.backend`` (where the protocol's parallel jobs run) must be one of
 :data:`tagtorch.engines.BACKENDS`: ``processes``, ``dask`` or ``ray`` (a tree model's
 ``backend``, its library, is the model's own setting).
 
@@ -389,9 +389,9 @@ of integers >= 1, e.g. [5] or [1,5,10]
     """
     container = _resolved(cfg)
     _check_seed("seed", container.get("seed", 0))
-    protocol = (container.get("task") or {}).get("protocol")
-    if isinstance(protocol, dict) and "backend" in protocol:  # not a tree model's library
-        _check_backend("task.protocol.backend", protocol["backend"])
+    task = container.get("task") or {}
+    if "backend" in task:  # where the protocol's jobs run (not a tree model's library)
+        _check_backend("task.backend", task["backend"])
     for group in CHECKED_GROUPS:
         _check_keys(group, container.get(group))
         for key, name, value in _walk(container.get(group), group):

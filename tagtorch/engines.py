@@ -2,7 +2,7 @@
 
 The protocol's parallel work (each fold's candidate sets, then every (fold, method) pair) is
 written once with ``joblib.Parallel``; :func:`joblib_engine` chooses the engine that runs it,
-by configuration (``task.protocol.backend``, ``task.protocol.address``), off by default:
+by configuration (``task.backend``, ``task.address``), off by default:
 
 - ``"processes"``: joblib's own worker processes on this machine (loky);
 - ``"dask"``: the workers of a Dask cluster, ``distributed.Client(address)``; without an
@@ -198,7 +198,7 @@ def ray_init(address: str | None = None, num_cpus: int | None = None,
 @contextlib.contextmanager
 def joblib_engine(backend: str = "processes", address: str | None = None,
                   n_workers: int | None = None, connect_timeout: float = CONNECT_TIMEOUT,
-                  key: str = "task.protocol.address") -> Iterator[None]:
+                  key: str = "task.address") -> Iterator[None]:
     """Runs the ``joblib.Parallel`` calls of the block on ``backend``.
 
     Args:

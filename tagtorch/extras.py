@@ -17,7 +17,7 @@ __all__ = ["EXTRAS", "MissingExtraError", "MissingModule", "require_extra"]
 EXTRAS = {
     "serve": ("python -m tagtorch.serve", "fastapi, uvicorn"),
     "sweep": ("hparams_search (Optuna sweeps)", "optuna"),
-    "scale": ("task.protocol.backend=dask|ray and the Ray launcher", "dask[distributed], ray"),
+    "scale": ("task.backend=dask|ray and the Ray launcher", "dask[distributed], ray"),
 }
 """Extra -> (the feature that needs it, what it installs)."""
 

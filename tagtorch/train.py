@@ -4,13 +4,13 @@ Examples:
     python -m tagtorch.train                          # LATRE+wTS on synthetic data
     python -m tagtorch.train +experiment=latre_lastfm # the same on HetRec LastFM-2k
     python -m tagtorch.train data=movielens task=describe
-    python -m tagtorch.train logger=csv task.protocol.folds=[0]
+    python -m tagtorch.train logger=csv task.folds=[0]
 
 ``train`` (and so Hydra's ``main``) returns the value of the configured ``optimized_metric`` (a
 float, as in lightning-hydra-template), so that a sweep (``python -m tagtorch.train -m ...``
 with an Optuna sweeper) can optimize it: ``METRIC`` is the first method's mean over the folds
 (seeds) of ``METRIC`` in ``results.csv``, ``METHOD/METRIC`` that method's. ``null`` takes the
-task's default: the first method's ``ndcg@K`` (K the first of ``task.protocol.ks``) for tag
+task's default: the first method's ``ndcg@K`` (K the first of ``task.ks``) for tag
 recommendation, the first method's ``val_dcg@10`` for item recommendation and its
 ``val_{task.tune_metric}`` for resource ranking (scores on held-out training posts: tune on
 them, never on test); ``train`` returns None where
@@ -89,15 +89,14 @@ def _task_kind(cfg: DictConfig) -> str | None:
 def default_metric(cfg: DictConfig) -> str | None:
     """The task's metric to optimize when ``optimized_metric`` is null (None: it has none).
 
-    Tag recommendation: ``ndcg@K`` with K the first of ``task.protocol.ks``; item
+    Tag recommendation: ``ndcg@K`` with K the first of ``task.ks``; item
     recommendation: ``val_dcg@10``, resource ranking ``val_{task.tune_metric}`` (validation
     scores, never a test figure).
     """
     kind = _task_kind(cfg)
     if kind == "tagrec":
-        protocol = cfg.task.get("protocol") or cfg.task  # task=letor: ks and metrics on the task
-        if "ndcg" in list(protocol.metrics):
-            return f"ndcg@{protocol.ks[0]}"
+        if "ndcg" in list(cfg.task.metrics):  # tag recommendation and LETOR
+            return f"ndcg@{cfg.task.ks[0]}"
         return None
     if kind == "resources":
         return f"val_{cfg.task.get('tune_metric', 'mrr@10')}"
@@ -133,25 +132,24 @@ def is_test_metric(cfg: DictConfig, metric: str) -> bool:
 
     Validation metrics are the ``val_*`` scores (item recommendation's ``val_dcg@10``,
     resource ranking's ``val_{tune_metric}``) and, for tag recommendation with
-    ``task.protocol.evaluate_on=validation``, every metric (T is never read). Timings
+    ``task.evaluate_on=validation``, every metric (T is never read). Timings
     (:func:`~tagtorch.evaluation.report.is_timing_metric`) are no test figures either. Every
     other metric (NDCG, P, MAP, candidate recall, ... of a run that evaluates on T or the test
     posts) is.
 
     Example:
         >>> task = "tagtorch.evaluation.tag_recommendation.TagRecommendationTask"
-        >>> cfg = OmegaConf.create({"task": {"_target_": task,
-        ...                                  "protocol": {"evaluate_on": "test"}}})
+        >>> cfg = OmegaConf.create({"task": {"_target_": task, "evaluate_on": "test"}})
         >>> is_test_metric(cfg, "ndcg@5"), is_test_metric(cfg, "fit_seconds")
         (True, False)
-        >>> cfg.task.protocol.evaluate_on = "validation"
+        >>> cfg.task.evaluate_on = "validation"
         >>> is_test_metric(cfg, "ndcg@5")
         False
     """
     if metric.startswith("val_") or is_timing_metric(metric):
         return False
     if _task_kind(cfg) == "tagrec":
-        return cfg.task.protocol.get("evaluate_on", "test") == "test"
+        return cfg.task.get("evaluate_on", "test") == "test"
     return True
 
 
@@ -170,7 +168,7 @@ def check_sweep_metric(cfg: DictConfig) -> None:
     if metric is None or not is_test_metric(cfg, metric):
         return
     kind = _task_kind(cfg)
-    instead = ("set task.protocol.evaluate_on=validation (learn on part of V, score the rest)"
+    instead = ("set task.evaluate_on=validation (learn on part of V, score the rest)"
                if kind == "tagrec" else f"optimize {default_metric(cfg)} (or null)")
     named = repr(metric) if name is not None else f"null (the task's default, {metric!r})"
     raise ConfigError("optimized_metric", name,
@@ -229,7 +227,7 @@ def run_task(cfg: DictConfig, raw: Folksonomy | LetorData | None = None) -> Any:
     with atomic_write(output_dir / "config.yaml") as partial:
         OmegaConf.save(cfg, partial, resolve=True)
 
-    if OmegaConf.select(cfg, "text.cache") or OmegaConf.select(cfg, "task.protocol.cache"):
+    if OmegaConf.select(cfg, "text.cache") or OmegaConf.select(cfg, "task.cache"):
         log.info("%s", describe_caches(user_cache_dir()))  # where they live, how large
     if raw is None:
         log.info("loading data: %s", cfg.data._target_)

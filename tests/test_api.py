@@ -44,7 +44,7 @@ def test_evaluate_gives_what_the_command_line_gives(folk, tmp_path):
     res = tt.evaluate("tagrec", folk, models=models, folds=[0], output_dir=tmp_path / "api")
     cli = run_task(compose_cfg(tmp_path / "cli", [
         "data.n_objects=300", "model=[latre_wts,rf]", "model.rf.n_trees=10",
-        "model.rf.n_leaves=7", "task.protocol.folds=[0]"]))
+        "model.rf.n_leaves=7", "task.folds=[0]"]))
     pd.testing.assert_frame_equal(quality(res.results), quality(cli.results), check_exact=True)
     assert res.folder == tmp_path / "api" and (res.folder / "report.md").read_text() == res.report
     assert list(res.means("ndcg@5").index) == ["latre_wts", "rf"]
@@ -60,7 +60,7 @@ def test_a_candidate_generator_is_given_one_way_as_object_mapping_or_name(folk, 
                         output_dir=tmp_path / str(i))
             for i, given in enumerate([generator, generator.config()])]
     cli = run_task(compose_cfg(tmp_path / "cli", [
-        "data.n_objects=300", "model=[latre_wts]", "task.protocol.folds=[0]",
+        "data.n_objects=300", "model=[latre_wts]", "task.folds=[0]",
         "candidates.max_rule_candidates=7", "candidates.device=cpu"]))
     default = tt.evaluate("tagrec", folk, models=["latre_wts"], folds=[0], candidates="latre",
                           output_dir=tmp_path / "default")

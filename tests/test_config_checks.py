@@ -20,16 +20,16 @@ def test_every_shipped_configuration_passes(tmp_path, experiment):
 
 
 @pytest.mark.parametrize("overrides, key, expected", [
-    (["task.protocol.ks=[0]"], "task.protocol.ks", "integers >= 1"),
-    (["task.protocol.ks=[]"], "task.protocol.ks", "non-empty list"),
-    (["task.protocol.ks=5"], "task.protocol.ks", "list of integers"),
-    (["task.protocol.metrics=[ndcg,bleu]"], "task.protocol.metrics", "metric names"),
+    (["task.ks=[0]"], "task.ks", "integers >= 1"),
+    (["task.ks=[]"], "task.ks", "non-empty list"),
+    (["task.ks=5"], "task.ks", "list of integers"),
+    (["task.metrics=[ndcg,bleu]"], "task.metrics", "metric names"),
     (["model.latre_wts.k=0"], "model.latre_wts.k", "integer >= 1"),
     (["model.latre_wts.k=2.5"], "model.latre_wts.k", "integer >= 1"),
-    (["task.protocol.batch_size=0"], "task.protocol.batch_size", "integer >= 1"),
-    (["task.protocol.batch_size=many"], "task.protocol.batch_size", "integer >= 1"),
-    (["task.protocol.device=tpu"], "task.protocol.device", "'auto', 'cpu', 'cuda'"),
-    (["task.protocol.n_jobs=0"], "task.protocol.n_jobs", "non-zero integer"),
+    (["task.batch_size=0"], "task.batch_size", "integer >= 1"),
+    (["task.batch_size=many"], "task.batch_size", "integer >= 1"),
+    (["task.device=tpu"], "task.device", "'auto', 'cpu', 'cuda'"),
+    (["task.n_jobs=0"], "task.n_jobs", "non-zero integer"),
     (["model=rf", "model.rf.n_jobs=two"], "model.rf.n_jobs", "non-zero integer"),
     (["model=lambdarank", "optimizer.lr=-0.1"], "model.lambdarank.optimizer.lr", "lr"),
     (["model=lambdarank", "optimizer.lr=0"], "model.lambdarank.optimizer.lr", "> 0"),
@@ -52,11 +52,11 @@ def test_every_shipped_configuration_passes(tmp_path, experiment):
      "an item model"),
     (["data=tabular"], "data.path", "a value"),
     (["seed=abc"], "seed", "an integer"),
-    (["task.protocol.backend=bogus"], "task.protocol.backend", "['processes', 'dask', 'ray']"),
+    (["task.backend=bogus"], "task.backend", "['processes', 'dask', 'ray']"),
     (["model=xtred_rf"], "candidates.diversity", "candidates=latre_diverse"),
     (["+experiment=extended_lastfm", "method_candidates.rf_extended=extnded"],
      "method_candidates.rf_extended", "a name of candidate_sets ['extended']"),
-    (["task.protocol.significance.test=permutation"], "task.protocol.significance",
+    (["task.significance.test=permutation"], "task.significance",
      "randomization"),
     (["task=itemrec", "model=dorank", "task.significance.n_resamples=0"],
      "task.significance", "n_resamples: an integer >= 1"),
@@ -75,7 +75,7 @@ def test_bad_settings_are_named_before_any_work(tmp_path, overrides, key, expect
 
 @NO_GPU
 @pytest.mark.parametrize("overrides, key", [
-    (["task.protocol.device=cuda"], "task.protocol.device"),
+    (["task.device=cuda"], "task.device"),
     (["candidates.device=cuda:0"], "candidates.device"),
     (["model=lambdarank", "trainer=gpu"], "model.lambdarank.trainer.accelerator"),
     (["task=itemrec", "model=pitf", "trainer.accelerator=gpu"], "model.pitf.trainer.accelerator"),
@@ -99,20 +99,20 @@ def run_cli(tmp_path, *overrides):
 def test_the_command_line_shows_one_line_and_exits_2_before_loading_data(tmp_path):
     # the data file does not exist: the ks error comes first, so nothing was loaded
     done = run_cli(tmp_path, "data=tabular", f"data.path={tmp_path}/none.tsv",
-                   "task.protocol.ks=[0,5]")
+                   "task.ks=[0,5]")
     assert done.returncode == 2, done.stderr[-2000:]
     assert "Traceback" not in done.stderr
-    assert "error: config key task.protocol.ks=[0, 5]: expected" in done.stderr
+    assert "error: config key task.ks=[0, 5]: expected" in done.stderr
     assert "loading data" not in done.stderr + done.stdout
     assert not (tmp_path / "config.yaml").exists()
 
 
 def test_an_unknown_backend_is_one_line_and_exit_2_before_loading_data(tmp_path):
-    done = run_cli(tmp_path, "task.protocol.backend=bogus")
+    done = run_cli(tmp_path, "task.backend=bogus")
     assert done.returncode == 2, done.stderr[-2000:]
     assert "Traceback" not in done.stderr
     assert done.stderr.splitlines()[-1] == (
-        "error: config key task.protocol.backend='bogus': expected one of "
+        "error: config key task.backend='bogus': expected one of "
         "['processes', 'dask', 'ray'] (where the parallel jobs run)")
     assert "loading data" not in done.stderr + done.stdout
 

@@ -190,7 +190,7 @@ def test_an_address_where_no_cluster_listens_is_a_config_error_within_its_timeou
         pass
     assert time.monotonic() - start < 10
     message = str(info.value)
-    assert message.startswith(f"config key task.protocol.address={address!r}: expected"), message
+    assert message.startswith(f"config key task.address={address!r}: expected"), message
     assert "answers within 1 s" in message and "\n" not in message
 
 
@@ -201,10 +201,10 @@ def test_the_command_line_names_an_unreachable_cluster_in_one_line(tmp_path, bac
     address = f"{'tcp://' if backend == 'dask' else ''}127.0.0.1:{free_port()}"
     done = subprocess.run(
         [sys.executable, "-m", "tagtorch.train", "logger=none", f"hydra.run.dir={tmp_path}",
-         "data.n_objects=300", "task.protocol.folds=[0]", f"task.protocol.backend={backend}",
-         f"task.protocol.address={address}"],
+         "data.n_objects=300", "task.folds=[0]", f"task.backend={backend}",
+         f"task.address={address}"],
         cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stderr[-3000:]
     assert "Traceback" not in done.stderr
     assert done.stderr.splitlines()[-1].startswith(
-        f"error: config key task.protocol.address='{address}': expected the address of a")
+        f"error: config key task.address='{address}': expected the address of a")

@@ -74,9 +74,9 @@ def check_against_ranx(folder: Path, fold: int, whole: bool) -> int:
 
 
 def test_tag_recommendation_run_files_rescore_with_ranx(tmp_path):
-    cfg = compose_cfg(tmp_path, ["data.n_objects=400", "task.protocol.folds=[0]",
-                                 "model=[sum,latre_wts]", "task.protocol.cache=false",
-                                 "task.protocol.online_objects=0", "text=none"])
+    cfg = compose_cfg(tmp_path, ["data.n_objects=400", "task.folds=[0]",
+                                 "model=[sum,latre_wts]", "task.cache=false",
+                                 "task.online_objects=0", "text=none"])
     run_task(cfg)
     assert check_against_ranx(tmp_path, fold=0, whole=True) > 0
 

@@ -37,10 +37,10 @@ def fake_run(folder, methods, folds, seed, config=DEFAULT_CONFIG):
 
 
 def test_merge_of_folds_and_methods_matches_direct_statistics(tmp_path):
-    config = {"data": {"name": "x"}, "task": {"protocol": {"n_folds": 5, "n_jobs": 1}}}
+    config = {"data": {"name": "x"}, "task": {"n_folds": 5, "n_jobs": 1}}
     a = fake_run(tmp_path / "a", ["base", "gp"], [0, 1, 2], seed=0, config=config)
     b = fake_run(tmp_path / "b", ["base"], [3, 4], seed=1,
-                 config={**config, "task": {"protocol": {"n_folds": 5, "n_jobs": 2}}})
+                 config={**config, "task": {"n_folds": 5, "n_jobs": 2}})
     report = merge_runs([tmp_path / "a", tmp_path / "b"], tmp_path / "m")
     out = tmp_path / "m"
     assert report == (out / "report.md").read_text()

@@ -44,8 +44,8 @@ def test_every_search_composes_with_its_method_and_a_valid_space(name):
     assert cfg.search_method in cfg.model
     space, _ = distributions(dict(cfg.hydra.sweeper.params))
     assert space and all(key.split(".")[0] in cfg for key in space)
-    if "protocol" in cfg.task:  # tag recommendation: tuned on V, never on T
-        assert cfg.task.protocol.evaluate_on == "validation"
+    if "evaluate_on" in cfg.task:  # tag recommendation: tuned on V, never on T
+        assert cfg.task.evaluate_on == "validation"
     check_sweep_metric(cfg)  # a validation objective: the sweeper accepts it
 
 
@@ -94,7 +94,7 @@ def sweep(folder: Path, *extra: str, n_trials: int = 3) -> subprocess.CompletedP
     """The real sweep command on a small synthetic folksonomy, one fold."""
     return subprocess.run(
         [sys.executable, "-m", "tagtorch.train", "-m", "hparams_search=lambdamart",
-         "data.n_objects=500", "logger=none", "task.protocol.folds=[0]",
+         "data.n_objects=500", "logger=none", "task.folds=[0]",
          "candidates.max_rule_candidates=30", "model.lambdamart.n_iterations=choice(10,20)",
          f"hydra.sweeper.n_trials={n_trials}", f"hydra.sweep.dir={folder}",
          f"paths.checkpoint_dir={folder}/checkpoints", *extra],
@@ -109,7 +109,7 @@ def test_a_sweep_writes_its_outputs_and_resumes_where_it_stopped(tmp_path):
     assert list(trials["number"]) == [0, 1] and set(trials["state"]) == {"COMPLETE"}
     best = yaml.safe_load((tmp_path / "best.yaml").read_text())
     assert best["value"] == pytest.approx(trials["value"].max())
-    assert "task.protocol.evaluate_on=test" in best["rerun_on_test"]
+    assert "task.evaluate_on=test" in best["rerun_on_test"]
     assert "choice(" not in best["rerun_on_test"]
     for name in ["optimization_history.png", "param_importances.png",
                  "parallel_coordinate.png"]:
@@ -127,12 +127,12 @@ def test_a_sweep_writes_its_outputs_and_resumes_where_it_stopped(tmp_path):
 
 @pytest.mark.integration
 def test_a_sweep_on_a_test_metric_is_refused_in_one_line_before_any_trial(tmp_path):
-    done = sweep(tmp_path, "task.protocol.evaluate_on=test", n_trials=1)
+    done = sweep(tmp_path, "task.evaluate_on=test", n_trials=1)
     assert done.returncode == 2, done.stderr[-3000:]
     assert "Traceback" not in done.stderr
     assert done.stderr.splitlines()[-1] == (
         "error: config key optimized_metric='lambdamart/ndcg@5': expected a validation metric "
-        "in a sweep: 'ndcg@5' is a test metric; set task.protocol.evaluate_on=validation "
+        "in a sweep: 'ndcg@5' is a test metric; set task.evaluate_on=validation "
         "(learn on part of V, score the rest)")
     assert "loading data" not in done.stderr + done.stdout
     assert not (tmp_path / "optuna.db").exists() and not (tmp_path / "0").exists()
@@ -146,7 +146,7 @@ def test_a_sweep_on_a_test_metric_is_refused_in_one_line_before_any_trial(tmp_pa
     (["task=resources", "model=bm25", "optimized_metric=s@1"], "optimize val_mrr@10"),
     (["task=resources", "model=bm25"], None),  # null: val_mrr@10
     (["hparams_search=lambdamart", "optimized_metric=null",
-      "task.protocol.evaluate_on=test"], "null (the task's default, 'ndcg@5') is a test"),
+      "task.evaluate_on=test"], "null (the task's default, 'ndcg@5') is a test"),
     (["hparams_search=lambdamart", "optimized_metric=lambdamart/candidate_recall"], None),
 ])
 def test_a_sweep_metric_is_a_validation_metric(tmp_path, overrides, refused):
@@ -190,7 +190,7 @@ def test_a_neural_trial_reports_its_epochs_and_is_pruned(tmp_path):
         value=1.0, intermediate_values={step: 1.0 for step in range(100)}))
     trial = study.ask()
     cfg = compose_cfg(tmp_path, ["model=lambdarank", "data.n_objects=300",
-                                 "task.protocol.folds=[0]", "trainer.max_epochs=3",
+                                 "task.folds=[0]", "trainer.max_epochs=3",
                                  "candidates.max_rule_candidates=30"])
     with pytest.raises(optuna.TrialPruned), trial_of({"storage": url, "study": "s",
                                                       "trial": trial.number}):

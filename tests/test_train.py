@@ -78,7 +78,7 @@ def reference_scores(run: Path, qrels: Path, k: int = 5) -> dict[str, float]:
 
 
 def test_trec_files_rescore_to_the_reported_figures(tmp_path):
-    cfg = compose_cfg(tmp_path, ["data.n_objects=600", "task.protocol.folds=[0,1]"])
+    cfg = compose_cfg(tmp_path, ["data.n_objects=600", "task.folds=[0,1]"])
     result = run_task(cfg)
     per_object = result.per_object.pivot_table(index=["fold", "object"], columns="metric",
                                                values="value")
@@ -102,7 +102,7 @@ def test_describe_task_prints_statistics_and_split_sizes(tmp_path, capsys):
 
 def test_synthetic_experiment_runs(tmp_path):
     cfg = compose_cfg(tmp_path, ["+experiment=synthetic_sum", "data.n_objects=400",
-                                 "task.protocol.folds=[0]"])
+                                 "task.folds=[0]"])
     result = run_task(cfg)
     assert set(result.results["fold"]) == {0}
 
@@ -110,7 +110,7 @@ def test_synthetic_experiment_runs(tmp_path):
 @pytest.mark.parametrize("experiment", ["lastfm_sum", "movielens_sum"])
 def test_real_data_experiment_one_fold(tmp_path, data_dir, experiment):
     cfg = compose_cfg(tmp_path, [f"+experiment={experiment}", f"paths.data_dir={data_dir}",
-                                 "task.protocol.folds=[0]", "task.protocol.trec=false"])
+                                 "task.folds=[0]", "task.trec=false"])
     result = run_task(cfg)
     ndcg = result.results.query("metric == 'ndcg@5'")["value"].iloc[0]
     assert 0.05 < ndcg < 0.9
@@ -129,10 +129,10 @@ def test_full_sum_experiment_on_real_data(tmp_path, data_dir, experiment, low, h
 
 
 def test_folds_and_methods_in_parallel_processes_give_the_same_results(tmp_path):
-    settings = ["data.n_objects=300", "task.protocol.folds=[0,1]", "model=[latre_wts,sum]",
-                "task.protocol.online_objects=0", "task.protocol.cache=false"]
+    settings = ["data.n_objects=300", "task.folds=[0,1]", "model=[latre_wts,sum]",
+                "task.online_objects=0", "task.cache=false"]
     serial = run_task(compose_cfg(tmp_path / "serial", settings))
-    parallel = run_task(compose_cfg(tmp_path / "parallel", [*settings, "task.protocol.n_jobs=2"]))
+    parallel = run_task(compose_cfg(tmp_path / "parallel", [*settings, "task.n_jobs=2"]))
     assert set(serial.results["method"]) == {"latre_wts", "sum"}
     quality = ~serial.results["metric"].str.contains("ms_|seconds")
     left = serial.results[quality].reset_index(drop=True)
@@ -146,8 +146,8 @@ def test_folds_and_methods_in_parallel_processes_give_the_same_results(tmp_path)
 def test_an_interrupted_run_resumes_from_its_finished_pieces(tmp_path, monkeypatch):
     from tagtorch.evaluation import runs, tag_recommendation
 
-    settings = ["data.n_objects=300", "task.protocol.folds=[0,1]", "model=[latre_wts,sum]",
-                "task.protocol.online_objects=0", "task.protocol.cache=false"]
+    settings = ["data.n_objects=300", "task.folds=[0,1]", "model=[latre_wts,sum]",
+                "task.online_objects=0", "task.cache=false"]
     monkeypatch.setattr(runs.RunPieces, "clear", lambda self: None)  # as if interrupted
     first = run_task(compose_cfg(tmp_path, settings))
     pieces = tmp_path / "pieces"
@@ -164,7 +164,7 @@ def test_an_interrupted_run_resumes_from_its_finished_pieces(tmp_path, monkeypat
         return original(self, ready, name, *args, **kwargs)
 
     monkeypatch.setattr(tag_recommendation.TagRecommendationProtocol, "_run_method", counting)
-    resumed = run_task(compose_cfg(tmp_path, [*settings, "task.protocol.resume=true"]))
+    resumed = run_task(compose_cfg(tmp_path, [*settings, "task.resume=true"]))
     assert calls == [(1, "sum")]
     quality = ~first.results["metric"].str.contains("ms_|seconds")  # timings are measured anew
     pd.testing.assert_frame_equal(first.results[quality], resumed.results[quality])
@@ -174,12 +174,12 @@ def test_an_interrupted_run_resumes_from_its_finished_pieces(tmp_path, monkeypat
     monkeypatch.setattr(runs.RunPieces, "clear", lambda self: None)
     run_task(compose_cfg(tmp_path, settings))
     calls.clear()
-    run_task(compose_cfg(tmp_path, [*settings, "task.protocol.resume=true",
+    run_task(compose_cfg(tmp_path, [*settings, "task.resume=true",
                                  "model.sum.feature=sum_l"]))
     assert sorted(calls) == [(0, "sum"), (1, "sum")]
     # and so is every piece of other data
     calls.clear()
-    run_task(compose_cfg(tmp_path, [*settings, "task.protocol.resume=true", "data.n_objects=301",
+    run_task(compose_cfg(tmp_path, [*settings, "task.resume=true", "data.n_objects=301",
                                  "model.sum.feature=sum_l"]))
     assert len(calls) == 4
 
@@ -187,15 +187,15 @@ def test_an_interrupted_run_resumes_from_its_finished_pieces(tmp_path, monkeypat
 def test_a_parallel_run_resumes_too(tmp_path, monkeypatch):
     from tagtorch.evaluation import runs
 
-    settings = ["data.n_objects=300", "task.protocol.folds=[0,1]", "model=[latre_wts,sum]",
-                "task.protocol.online_objects=0", "task.protocol.cache=false",
-                "task.protocol.n_jobs=2"]
+    settings = ["data.n_objects=300", "task.folds=[0,1]", "model=[latre_wts,sum]",
+                "task.online_objects=0", "task.cache=false",
+                "task.n_jobs=2"]
     monkeypatch.setattr(runs.RunPieces, "clear", lambda self: None)
     first = run_task(compose_cfg(tmp_path, settings))
     for name in ["fold0.sum.json.gz", "fold1.latre_wts.json.gz"]:
         (tmp_path / "pieces" / name).unlink()
     monkeypatch.undo()
-    resumed = run_task(compose_cfg(tmp_path, [*settings, "task.protocol.resume=true"]))
+    resumed = run_task(compose_cfg(tmp_path, [*settings, "task.resume=true"]))
     quality = ~first.results["metric"].str.contains("ms_|seconds")
     pd.testing.assert_frame_equal(first.results[quality], resumed.results[quality])
     assert not (tmp_path / "pieces").exists()
@@ -203,8 +203,8 @@ def test_a_parallel_run_resumes_too(tmp_path, monkeypatch):
 
 def test_train_returns_the_optimized_metric(tmp_path):
     """The mean over folds of the configured metric, as in results.csv; the default likewise."""
-    settings = ["data.n_objects=300", "task.protocol.folds=[0,1]", "model=[latre_wts,sum]",
-                "task.protocol.online_objects=0", "task.protocol.cache=false"]
+    settings = ["data.n_objects=300", "task.folds=[0,1]", "model=[latre_wts,sum]",
+                "task.online_objects=0", "task.cache=false"]
     value = train(compose_cfg(tmp_path, [*settings, "optimized_metric=sum/map"]))
     results = pd.read_csv(tmp_path / "results.csv")
     maps = results.query("method == 'sum' and metric == 'map'")["value"].tolist()
@@ -248,5 +248,5 @@ def test_a_run_that_uses_caches_logs_where_they_live_and_their_size(tmp_path, mo
     caplog.clear()
     with caplog.at_level("INFO", logger="tagtorch.train"):
         run_task(compose_cfg(tmp_path / "b", ["task=describe", "data.n_objects=200",
-                                              "text=none", "task.protocol.cache=false"]))
+                                              "text=none", "task.cache=false"]))
     assert not [m for m in caplog.messages if m.startswith("caches:")]

@@ -150,8 +150,8 @@ def tag_recommendation_folds(
     if portion == 0:
         raise DataCheckError(
             folksonomy.name, f"{len(chosen)} objects with >= {min_tags} tags cannot fill "
-            f"{n_folds} folds", "lower task.protocol.min_tags (objects with fewer tags are "
-            "dropped) or task.protocol.n_folds, or use a larger dataset")
+            f"{n_folds} folds", "lower task.min_tags (objects with fewer tags are "
+            "dropped) or task.n_folds, or use a larger dataset")
     if len(chosen) % n_folds:
         log.info("dropped %d objects so that the %d portions have equal size (%d)",
                  len(chosen) % n_folds, n_folds, portion)

@@ -17,28 +17,25 @@ from tagtorch.settings import ModelTask
 from tagtorch.storage import atomic_write
 
 
-class DescribeTask:
+class DescribeTask(TagRecommendationProtocol):
     """Prints a dataset's statistics and the sizes of the protocol's folds.
 
-    Args:
-        protocol: the protocol whose splits are described.
+    Its settings are tag recommendation's (:class:`TagRecommendationProtocol`), whose splits it
+    describes.
     """
 
     model_tasks: ClassVar[tuple[ModelTask, ...]] = ()  # no model is used
     """The tasks of the models this task runs (read by the config checks)."""
 
-    def __init__(self, protocol: TagRecommendationProtocol) -> None:
-        self.protocol = protocol
-
     def run(self, folksonomy: Folksonomy, cfg: DictConfig, output_dir: Path,
             loggers: Sequence[MetricLogger] = ()) -> dict[str, object]:
         """Prints and writes ``describe.json`` with the statistics and split sizes."""
         stats: dict[str, object] = dict(folksonomy.describe())
-        sizes = fold_sizes(folksonomy, self.protocol)
+        sizes = fold_sizes(folksonomy, self)
         print(f"# {folksonomy.name}\n")
         print(pd.Series(stats, dtype=object).to_string())
-        print(f"\n## {self.protocol.n_folds}-fold D/V/T splits "
-              f"(objects with >= {self.protocol.min_tags} tags)\n")
+        print(f"\n## {self.n_folds}-fold D/V/T splits "
+              f"(objects with >= {self.min_tags} tags)\n")
         print(sizes.to_string(index=False))
         stats["folds"] = sizes.to_dict(orient="records")
         with atomic_write(output_dir / "describe.json") as partial:

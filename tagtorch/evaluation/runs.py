@@ -12,7 +12,7 @@ chart of NDCG@k, and the TREC files ``qrels.trec`` and ``run.METHOD.trec``
 (:mod:`tagtorch.evaluation.trec`). Every file is written whole or not at all
 (:func:`tagtorch.storage.atomic_write`).
 
-A comparison split over several runs (some folds with ``task.protocol.folds=[3,4]``, some
+A comparison split over several runs (some folds with ``task.folds=[3,4]``, some
 methods with a subset of ``model=[...]``, or an interrupted run finished by another) is joined
 by :func:`merge_runs` into one folder with the same files, as one run over all those folds and
 methods would have written them::
@@ -103,9 +103,9 @@ class EvaluationResult:
 
 #: Settings a merged run's folders must share (dotted paths into their ``config.yaml``).
 SHARED_SETTINGS = (
-    "data", "text", "candidates", "task.protocol.n_folds", "task.protocol.input_fraction",
-    "task.protocol.min_tags", "task.protocol.sample_size", "task.protocol.seed",
-    "task.protocol.ks", "task.protocol.metrics",
+    "data", "text", "candidates", "task.n_folds", "task.input_fraction",
+    "task.min_tags", "task.sample_size", "task.seed",
+    "task.ks", "task.metrics",
 )
 _RESULT_COLUMNS = ["method", "fold", "metric", "value"]
 _OBJECT_COLUMNS = ["method", "fold", "object", "metric", "value"]

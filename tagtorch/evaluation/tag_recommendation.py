@@ -800,29 +800,24 @@ def fold_sizes(folksonomy: Folksonomy, protocol: TagRecommendationProtocol) -> p
     } for f in protocol.splits(folksonomy)])
 
 
-class TagRecommendationTask:
+class TagRecommendationTask(TagRecommendationProtocol):
     """Evaluates the configured rankers (``model``: method name -> ranker config) by the protocol.
 
-    The first method is the baseline of the significance tests; candidates come from
-    ``candidates``, or, for a method named in ``method_candidates`` (method -> set name), from
-    that set of ``candidate_sets`` (name -> generator config; e.g. the paper's features and
-    the extended set in one run, ``+experiment=extended_lastfm``).
-
-    Args:
-        protocol: the D/V/T evaluation protocol.
+    Its settings are the protocol's (:class:`TagRecommendationProtocol`), under ``task`` as
+    every task's are. The first method is the baseline of the significance tests; candidates
+    come from ``candidates``, or, for a method named in ``method_candidates`` (method -> set
+    name), from that set of ``candidate_sets`` (name -> generator config; e.g. the paper's
+    features and the extended set in one run, ``+experiment=extended_lastfm``).
     """
 
     model_tasks: ClassVar[tuple[ModelTask, ...]] = ("tagrec",)
     """The tasks of the models this task runs (read by the config checks)."""
 
-    def __init__(self, protocol: TagRecommendationProtocol) -> None:
-        self.protocol = protocol
-
     def run(self, folksonomy: Folksonomy, cfg: DictConfig, output_dir: Path,
             loggers: Sequence[MetricLogger] = ()) -> EvaluationResult:
         """Runs the protocol; returns its result (the run folder holds the report)."""
         configs = methods_of(cfg)
-        result = self.protocol.evaluate(
+        result = self.evaluate(
             folksonomy,
             candidates=instantiate(cfg.candidates),
             rankers={name: partial(instantiate, config) for name, config in configs.items()},
