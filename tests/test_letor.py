@@ -100,6 +100,7 @@ def test_files_above_the_size_limit_are_refused(tmp_path):
         read_letor(path, max_bytes=100)
 
 
+@pytest.mark.integration
 def test_the_export_command_writes_the_folds_candidate_sets(tmp_path):
     import subprocess
     import sys

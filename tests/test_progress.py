@@ -56,6 +56,7 @@ def _output(code: str | list[str], terminal: bool) -> str:
     return b"".join(chunks).decode(errors="replace")
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("code, shown", [(GRID, "grid:"), (LIGHTGBM, "MART:")])
 def test_a_bar_on_a_terminal_and_none_in_a_log(code, shown):
     on_terminal = _output(code, terminal=True)
@@ -63,6 +64,7 @@ def test_a_bar_on_a_terminal_and_none_in_a_log(code, shown):
     assert shown not in _output(code, terminal=False)
 
 
+@pytest.mark.integration
 def test_a_lightning_fit_shows_its_epochs_on_a_terminal(tmp_path):
     shown = _output(["-m", "tagtorch.train", "task=itemrec", "model=dorank", "data.n_objects=300",
                      "task.p=2", "task.seeds=[0]", "trainer.max_epochs=2", "model.dorank.rank=4",

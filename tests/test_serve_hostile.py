@@ -127,6 +127,7 @@ def test_a_foreign_host_header_is_refused(guarded):
                      ).status_code == 200
 
 
+@pytest.mark.integration
 def test_writes_are_off_by_default_and_absent_when_read_only(fitted, tmp_path):
     folder = copy_of(fitted, tmp_path)
     process, url = start_server(folder, token=False)

@@ -31,6 +31,7 @@ def compose_cfg(tmp_path: Path, overrides: list[str]):
     return cfg
 
 
+@pytest.mark.integration
 def test_default_job_runs_end_to_end(tmp_path):
     """`python -m tagtorch.train` as a user runs it, with the logger off."""
     done = subprocess.run(
