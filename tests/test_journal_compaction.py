@@ -187,3 +187,55 @@ def test_journal_segments_are_read_in_number_order(tmp_path):
             encode_record([post(user)]))
     journal.append(encode_record([post("now")]))
     assert [batch[0]["user"] for _, batch in journal.read()] == ["two", "ten", "now"]
+
+
+def test_a_rotation_whose_folder_sync_fails_leaves_a_readable_journal(tmp_path, monkeypatch):
+    """Review: the rename done, the fsync of the folder failing: the next append extended the
+    fresh file with NUL bytes up to the old length, and the next start refused the journal."""
+    journal = Journal(tmp_path / "journal.jsonl")
+    journal.append(encode_record([post("first")]))
+
+    def failing(folder):
+        raise OSError(5, "simulated EIO")
+
+    monkeypatch.setattr("tagtorch.serving.journal.sync_folder", failing)
+    with pytest.raises(OSError, match="EIO"):
+        journal.rotate()
+    monkeypatch.undo()
+    journal.append(encode_record([post("second")]))
+    assert (tmp_path / "journal.jsonl").read_bytes().startswith(b'{"posts"')
+    assert [batch[0]["user"] for _, batch in Journal(tmp_path / "journal.jsonl").read()] == [
+        "first", "second"]
+
+
+def test_unapplied_records_are_written_again_in_one_flush(tmp_path, monkeypatch):
+    """Review: one fsync per unapplied record under the queue's lock stalled every request."""
+    journal = Journal(tmp_path / "journal.jsonl")
+    records = [encode_record([post(f"u{i}")]) for i in range(50)]
+    for record in records:
+        journal.append(record)
+    flushes = []
+    real = os.fsync
+    monkeypatch.setattr("tagtorch.serving.journal.os.fsync",
+                        lambda fd: (flushes.append(fd), real(fd)))
+    journal.rotate(records[-20:])
+    assert len(flushes) <= 3  # the folder, the fresh journal (and its folder entry)
+    assert len(journal_lines(tmp_path)) == 20
+
+
+def test_an_unended_last_line_of_the_wrong_schema_is_an_error_naming_it(folder):
+    """Review: whole JSON of the wrong schema without its newline was dropped as a torn tail."""
+    (folder / "journal.jsonl").write_text(json.dumps({"posts": [post("fine")]}) + "\n"
+                                          + json.dumps({"posts": [{"user": "u"}]}))
+    with pytest.raises(UnreadableFileError, match=r"journal\.jsonl:2: not a valid record"):
+        PostRecommender.load(folder)
+
+
+def test_a_new_segment_is_numbered_after_the_highest(tmp_path):
+    """Review: with only segment 5 left, the next was numbered 2 and replayed first."""
+    (tmp_path / "journal.compacting-5.jsonl").write_bytes(encode_record([post("five")]))
+    journal = Journal(tmp_path / "journal.jsonl")
+    journal.append(encode_record([post("later")]))
+    journal.rotate()
+    assert (tmp_path / "journal.compacting-6.jsonl").exists()
+    assert [batch[0]["user"] for _, batch in journal.read()] == ["five", "later"]

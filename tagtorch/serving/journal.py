@@ -122,9 +122,8 @@ class Journal:
 
     def segments(self) -> list[Path]:
         """The segments a compaction moved aside and the data does not hold yet, oldest first."""
-        found = [(int(match.group(1)), entry) for entry in self.path.parent.iterdir()
-                 if (match := _SEGMENT.fullmatch(entry.name))]
-        return [entry for _, entry in sorted(found)]
+        found = [entry for entry in self.path.parent.iterdir() if _SEGMENT.fullmatch(entry.name)]
+        return sorted(found, key=_segment_number)
 
     def read(self) -> list[tuple[str, list[dict[str, Any]]]]:
         """The journaled batches, oldest first, each with its ``"file:line"``.
@@ -147,7 +146,8 @@ class Journal:
             JournalWriteError: the record is not stored (its partial bytes are cut).
             UnreadableFileError: the journal is a symbolic link, or unreadable.
         """
-        if self._end is None:
+        size = self.path.stat().st_size if self.path.exists() else 0
+        if self._end is None or size < self._end:  # not read yet, or replaced meanwhile
             _, self._end, self._unended = _read_file(self.path)
         _refuse_link(self.path)
         end = self._end
@@ -190,15 +190,20 @@ class Journal:
         """
         _refuse_link(self.path)
         if self.path.exists() and self.path.stat().st_size:
-            number = len(self.segments()) + 1
-            while self.path.with_name(f"{_SEGMENT_STEM}{number}.jsonl").exists():
-                number += 1
-            os.replace(self.path, self.path.with_name(f"{_SEGMENT_STEM}{number}.jsonl"))
+            numbers = [_segment_number(entry) for entry in self.segments()]
+            target = self.path.with_name(f"{_SEGMENT_STEM}{max(numbers, default=0) + 1}.jsonl")
+            os.replace(self.path, target)
+            self._end, self._unended = 0, False  # the journal is new from here, whatever follows
             sync_folder(self.path.parent)
         self._end, self._unended = 0, False
-        for record in unapplied:
-            self.append(record)
+        if unapplied:
+            self.append(b"".join(unapplied))  # one write, one fsync, under the writers' lock
         return bool(self.segments())
+
+
+def _segment_number(path: Path) -> int:
+    """The number N of a segment ``journal.compacting-N.jsonl``."""
+    return int(path.name.removeprefix(_SEGMENT_STEM).removesuffix(".jsonl"))
 
 
 def _refuse_link(path: Path) -> None:
@@ -222,12 +227,13 @@ def _read_file(path: Path) -> tuple[list[tuple[str, list[dict[str, Any]]]], int,
         for number, line in enumerate(handle, 1):
             where = f"{path}:{number}"
             if not line.endswith(b"\n"):
-                try:  # a whole record without its newline is a record; else a torn write
-                    batches.append((where, _decode_record(line, where)))
-                except UnreadableFileError:
+                try:  # whole JSON without its newline is a record (checked); else a torn write
+                    json.loads(line.decode("utf-8"))
+                except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
                     log.warning("%s: an incomplete last record (a write cut short, never "
                                 "acknowledged) is left out", where)
                     break
+                batches.append((where, _decode_record(line, where)))
                 end, unended = end + len(line), True
                 break
             end += len(line)
