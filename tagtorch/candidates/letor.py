@@ -40,6 +40,7 @@ import torch
 from sklearn.datasets import dump_svmlight_file, load_svmlight_file
 
 from tagtorch.candidates.candidate_set import CandidateSet
+from tagtorch.metrics.functional import check_k
 from tagtorch.storage import atomic_write
 
 __all__ = ["MAX_LETOR_BYTES", "LetorData", "load_letor", "read_letor", "write_letor",
@@ -106,11 +107,9 @@ def _query_ids(sidecar: Path, n_lines: int, max_bytes: int) -> np.ndarray:
 def _check_limits(max_bytes: int, max_features: int, max_list_length: int | None,
                   max_padding: float) -> None:
     """Refuses a reader's limit that is not a number of its kind, naming it."""
-    for name, value in (("max_bytes", max_bytes), ("max_features", max_features),
-                        ("max_list_length", 1 if max_list_length is None else max_list_length)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be an integer >= 1"
-                             f"{' or None' if name == 'max_list_length' else ''}, got {value!r}")
+    check_k(max_bytes, "max_bytes")
+    check_k(max_features, "max_features")
+    check_k(max_list_length, "max_list_length", optional=True)
     if isinstance(max_padding, bool) or not isinstance(max_padding, int | float) or not (
             math.isfinite(max_padding) and max_padding > 0):
         raise ValueError(f"max_padding must be a finite number > 0, got {max_padding!r}")

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import pandas as pd
@@ -59,6 +60,8 @@ class SeededTask(SignatureSettings):
     resume: bool
     trec: bool
     significance: Significance
+    tune: Mapping[str, Any] = MappingProxyType({})
+    """Per method, its grid (a task that tunes sets it; the pieces are keyed by it)."""
 
     def take_shared(self, seeds: Sequence[int], significance: Mapping[str, Any] | None
                     ) -> None:
@@ -158,9 +161,8 @@ class SeededTask(SignatureSettings):
         """
         protocol = [*self.protocol(), self.trec, self.seeds[0] if self.trec else None]
         fingerprint = data.fingerprint()
-        tune = getattr(self, "tune", {})
         return {name: json.dumps({"data": fingerprint, "method": config, "protocol": protocol,
-                                  "tune": tune.get(name)}, sort_keys=True, default=str)
+                                  "tune": self.tune.get(name)}, sort_keys=True, default=str)
                 for name, config in models.items()}
 
     def report(self, output_dir: Path, whole: MethodOutcome, models: Mapping[str, Any],
