@@ -56,11 +56,11 @@ _WHITESPACE = np.array([ord(c) for c in " \t\r\x0b\x0c"], dtype=np.uint32)
 COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz")
 _SEPARATOR_NAMES = {"\t": "tab", ",": "comma", ";": "semicolon", "|": "pipe", " ": "space"}
 ASSIGNMENT_KEYS = ("user", "object", "tag", "timestamp")
-#: Valid range of each date field read by :func:`local_time_seconds` (years: the whole years
-#: that pandas' nanosecond timestamps cover).
 #: The Unix seconds of the dates pandas can hold (years 1677 to 2262), the range of a time.
 SECONDS_RANGE = (int(pd.Timestamp.min.ceil("s").timestamp()),
                  int(pd.Timestamp.max.floor("s").timestamp()))
+#: Valid range of each date field read by :func:`local_time_seconds` (years: the whole years
+#: that pandas' nanosecond timestamps cover).
 _DATE_RANGES = {"year": (1678, 2261), "month": (1, 12), "day": (1, 31), "hour": (0, 23),
                 "minute": (0, 59), "second": (0, 59)}
 
