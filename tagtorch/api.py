@@ -14,10 +14,12 @@
 These functions compose the same configuration ``python -m tagtorch.train`` composes (the
 ``conf/`` tree: one source of truth for every default), with the logger off, and run it through
 the same :func:`tagtorch.train.run_task`: for identical settings the API and the command line
-give identical results. A model is given by its config name (``conf/model/NAME.yaml``), by a
-config mapping (with ``_target_``), or as an unfitted model object, whose constructor settings
-(:meth:`~tagtorch.settings.SignatureSettings.settings`) become its config; ``candidates=`` takes
-a tag recommender's candidate generator the same three ways. Keyword settings go
+give identical results. A model is given by its config name (``tagtorch/conf/model/NAME.yaml``),
+by a config mapping (with ``_target_``), or as an unfitted model object, which is handed to the
+task as it is (:class:`~tagtorch.evaluation.runs.GivenObjects`: each fit builds a fresh copy
+from its constructor arguments as given, a factory included; its settings are only recorded in
+the run's ``config.yaml``); ``candidates=`` takes a tag recommender's candidate generator the
+same three ways. Keyword settings go
 to the task (``folds=[0]`` is ``task.folds=[0]`` for tag recommendation, ``seeds=[0]``
 ``task.seeds=[0]`` for the seeded tasks); ``overrides`` takes any command-line override as is.
 
@@ -36,7 +38,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from tagtorch.candidates.letor import LetorData, load_letor
 from tagtorch.data.folksonomy import Folksonomy
-from tagtorch.evaluation.runs import EvaluationResult
+from tagtorch.evaluation.runs import EvaluationResult, GivenObjects
 from tagtorch.serving import AnyRecommender, Recommender
 from tagtorch.settings import MODEL_TASKS, SignatureSettings
 
@@ -186,7 +188,7 @@ def evaluate(task: str, data: Folksonomy | LetorData | str | Path,
         if spec is not None:
             cfg.model = {key: _model_config(cfg, key, value) for key, value in spec.items()}
         _set_task_settings(cfg, task, settings)
-    return _run(cfg, data)
+    return _run(cfg, data, _given(spec or {}, candidates))
 
 
 def fit(data: Folksonomy | str | Path, model: ModelSpec, *,
@@ -220,15 +222,24 @@ def fit(data: Folksonomy | str | Path, model: ModelSpec, *,
         cfg.model = {name: _model_config(cfg, name, model)}
         cfg.task.output = cfg.paths.output_dir
         _set_task_settings(cfg, "fit", settings)
-    (folder,) = _run(cfg, data)
+    (folder,) = _run(cfg, data, _given({name: model}, candidates))
     return Recommender.load(folder)
 
 
-def _run(cfg: DictConfig, data: Folksonomy | LetorData | str | Path) -> Any:
+def _run(cfg: DictConfig, data: Folksonomy | LetorData | str | Path,
+         given: GivenObjects) -> Any:
     from tagtorch.train import run_task
 
     raw = data if isinstance(data, Folksonomy | LetorData) else load(data)
-    return run_task(cfg, raw=raw)
+    return run_task(cfg, raw=raw, given=given)
+
+
+def _given(models: Mapping[str, ModelSpec], candidates: CandidatesSpec | None) -> GivenObjects:
+    """The objects among the models and candidates given, handed to the task as they are."""
+    return GivenObjects(
+        models={key: value for key, value in models.items()
+                if isinstance(value, SignatureSettings)},
+        candidates=candidates if isinstance(candidates, SignatureSettings) else None)
 
 
 def _model_spec(models: Sequence[str] | Mapping[str, ModelSpec] | None
@@ -248,7 +259,12 @@ def _model_config(cfg: DictConfig, key: str, model: ModelSpec) -> Any:
 
 
 def _given_config(what: str, given: Mapping[str, Any] | SignatureSettings) -> dict[str, Any]:
-    """A config mapping as given, or an unfitted object's ``config()`` (plain values only)."""
+    """A config mapping as given, or the record of an unfitted object's settings.
+
+    The record is the object's ``config()`` with each value that is not plain JSON (a factory,
+    say) written as its ``repr``: the run's ``config.yaml`` shows it, and the object itself is
+    what the task builds from (:class:`~tagtorch.evaluation.runs.GivenObjects`).
+    """
     if isinstance(given, Mapping):
         if "_target_" not in given:
             raise ValueError(f"{what}: a config mapping needs a _target_")
@@ -256,13 +272,8 @@ def _given_config(what: str, given: Mapping[str, Any] | SignatureSettings) -> di
     if not isinstance(given, SignatureSettings):
         raise TypeError(f"{what}: expected a config name, a config mapping or an unfitted "
                         f"tagtorch object, got {type(given).__name__}")
-    config = given.config()
-    try:
-        json.dumps(config)
-    except TypeError:
-        raise ValueError(f"{what}: its settings are not plain values (a factory?); give it by "
-                         "config name or as a config mapping instead") from None
-    return config
+    recorded: dict[str, Any] = json.loads(json.dumps(given.config(), default=repr))
+    return recorded
 
 
 def _candidate_overrides(candidates: CandidatesSpec | None) -> list[str]:

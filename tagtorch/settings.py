@@ -122,5 +122,5 @@ class SignatureSettings:
         return {"_target_": f"{cls.__module__}.{cls.__qualname__}", **self.settings()}
 
     def unfitted(self, **changes: Any) -> Self:
-        """A new, unfitted instance with the same settings, ``changes`` applied on top."""
-        return type(self)(**{**self.settings(), **changes})
+        """A new, unfitted instance with the same settings as given, ``changes`` on top."""
+        return type(self)(**{**self._init_args, **changes})

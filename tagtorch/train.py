@@ -55,7 +55,7 @@ from tagtorch.data.download import user_cache_dir
 from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.errors import ConfigError, DataCheckError, DataFormatError, UnreadableFileError
 from tagtorch.evaluation.report import is_timing_metric
-from tagtorch.evaluation.runs import EvaluationResult
+from tagtorch.evaluation.runs import EvaluationResult, GivenObjects
 from tagtorch.serving.fit import FitTask
 from tagtorch.storage import atomic_write
 from tagtorch.sweeps import trial_of
@@ -205,12 +205,15 @@ def metric_value(results: pd.DataFrame, name: str) -> float:
     return float(rows["value"].mean())
 
 
-def run_task(cfg: DictConfig, raw: Folksonomy | LetorData | None = None) -> Any:
+def run_task(cfg: DictConfig, raw: Folksonomy | LetorData | None = None,
+             given: GivenObjects | None = None) -> Any:
     """Loads the data, normalizes its text, and runs the configured task.
 
     Args:
         cfg: the composed configuration (``conf/train.yaml``).
         raw: the folksonomy as loaded, in place of ``cfg.data`` (:func:`tagtorch.evaluate`).
+        given: model objects (and a candidate generator) that the task builds from instead of
+            their configs, which then only record them (:func:`tagtorch.evaluate`).
 
     Returns:
         What the task returns: an :class:`~tagtorch.evaluation.runs.EvaluationResult` for the
@@ -248,7 +251,9 @@ def run_task(cfg: DictConfig, raw: Folksonomy | LetorData | None = None) -> Any:
             if not isinstance(folksonomy, Folksonomy) or not isinstance(raw, Folksonomy):
                 raise ConfigError("data", cfg.data.get("_target_"), "a folksonomy: task=fit "
                                   "fits a recommender of tags or items, not of LETOR lists")
-            return task.run(folksonomy, cfg, output_dir, loggers, raw=raw)
+            return task.run(folksonomy, cfg, output_dir, loggers, raw=raw, given=given)
+        if given is not None:
+            return task.run(folksonomy, cfg, output_dir, loggers, given=given)
         return task.run(folksonomy, cfg, output_dir, loggers)
     finally:
         for logger in loggers:

@@ -140,3 +140,59 @@ def test_every_recommender_kind_is_exported():
     from tagtorch.serving import PostRecommender
 
     assert tt.PostRecommender is PostRecommender and "PostRecommender" in tt.__all__
+
+
+def test_a_model_object_is_handed_through_not_rebuilt_from_a_config(tmp_path):
+    """Issue 53: a model object went object -> config -> object, so a setting that is no plain
+    value (a lambda factory) was refused; now each fit builds from the object's own arguments.
+
+    The reference is the factory itself: it is called once per fit with the data's feature
+    count, which no config can do, and the user's object stays unfitted."""
+    import tagtorch as tt
+    from tagtorch.candidates.letor import write_synthetic_letor
+    from tagtorch.rankers.neural import ListScorer, NeuralRanker
+    from test_neural import cpu_trainer
+
+    folder = write_synthetic_letor(tmp_path / "letor", queries=30, features=5, seed=1)
+    calls: list[int] = []
+
+    def scorer(n_features: int) -> ListScorer:
+        calls.append(n_features)
+        return ListScorer(n_features, hidden=(3,))
+
+    ranker = NeuralRanker(scorer=scorer, trainer=cpu_trainer(2), holdout_fraction=0.5)
+    result = tt.evaluate("letor", folder, models={"mlp": ranker}, output_dir=tmp_path / "run")
+    assert calls == [5] and ranker.scorer is None  # built once, from a copy of the object
+    assert set(result.results.method) == {"mlp"}
+    config = (tmp_path / "run" / "config.yaml").read_text()
+    assert "_target_: tagtorch.rankers.neural.NeuralRanker" in config
+    assert "scorer: <function" in config.replace("'", "")  # recorded as its repr
+
+
+def _bll_c():
+    from tagtorch.posts.baselines import BaseLevelLearning
+
+    return BaseLevelLearning(d=0.7, beta=0.5)
+
+
+def _bm25():
+    from tagtorch.resources.bm25 import BM25
+
+    return BM25(k1=2.0, b=0.5, device="cpu")
+
+
+@pytest.mark.parametrize(("task", "name", "make", "overrides", "settings"), [
+    ("posts", "bll_c", _bll_c, ["model.bll_c.d=0.7"], {"seeds": [0]}),
+    ("resources", "bm25", _bm25,
+     ["model.bm25.k1=2.0", "model.bm25.b=0.5", "model.bm25.device=cpu", "~task.tune.bm25",
+      "task.min_user_objects=5"], {"seeds": [0], "min_user_objects": 5}),
+])
+def test_a_seeded_task_takes_model_objects_as_the_command_line_takes_settings(
+        folk, tmp_path, task, name, make, overrides, settings):
+    """Issue 53: the seeded tasks build a given object's copy (no config) and give what the
+    command line gives for the same settings."""
+    res = tt.evaluate(task, folk, models={name: make()}, output_dir=tmp_path / "api",
+                      overrides=[o for o in overrides if o.startswith("~")], **settings)
+    cli = run_task(compose_cfg(tmp_path / "cli", [
+        f"task={task}", "data.n_objects=300", f"model=[{name}]", "task.seeds=[0]", *overrides]))
+    pd.testing.assert_frame_equal(quality(res.results), quality(cli.results), check_exact=True)

@@ -50,7 +50,6 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 import torch
-from hydra.utils import instantiate
 
 from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.evaluation.plots import plot_learning_curves
@@ -63,7 +62,6 @@ from tagtorch.evaluation.tuning import (
     choose,
     grid_points,
     setting_text,
-    with_settings,
 )
 from tagtorch.itemrec.base import ItemRanker, dcg_at_k, score_queries
 from tagtorch.itemrec.data import ItemRecData, item_recommendation_data
@@ -163,18 +161,18 @@ class ItemRecommendationTask(SeededTask):
                                         split=self.split, query=self.query,
                                         aggregate=self.aggregate)
 
-    def _make(self, node: Mapping[str, Any], name: str, dataset: str,
-              seed: int) -> tuple[ItemRanker, Path | None]:
-        """Builds a model; factorization models get the seed and their checkpoint folder."""
-        params = dict(node)
+    def _make(self, node: Mapping[str, Any], name: str, dataset: str, seed: int,
+              point: Mapping[str, Any]) -> tuple[ItemRanker, Path | None]:
+        """Builds a model at a grid point; factor models get the seed and a checkpoint folder."""
+        changes: dict[str, Any] = dict(point)
         folder = None
         if self.checkpoint_dir is not None:
             folder = self.checkpoint_dir / "itemrec" / dataset / name / f"seed{seed}"
-        if "checkpoint_dir" in params:
-            params["checkpoint_dir"] = str(folder) if folder is not None else None
-        if "seed" in params:
-            params["seed"] = seed
-        return instantiate(params), folder
+        if "checkpoint_dir" in node:
+            changes["checkpoint_dir"] = str(folder) if folder is not None else None
+        if "seed" in node:
+            changes["seed"] = seed
+        return self.given.build(name, node, changes), folder
 
     def split_seed(self, data: Folksonomy, seed: int, previous: Any,
               models: Mapping[str, Any]) -> ItemRecData:
@@ -226,7 +224,7 @@ class ItemRecommendationTask(SeededTask):
         grid = grid_points(self.tune.get(name, {}))
         for point in progress(grid, f"seed {seed}, {name}: grid", unit="setting",
                               enabled=len(grid) > 1):
-            model, folder = self._make(with_settings(node, point), name, folksonomy.name, seed)
+            model, folder = self._make(node, name, folksonomy.name, seed, point)
             start = time.perf_counter()
             model.fit(data)
             seconds = time.perf_counter() - start

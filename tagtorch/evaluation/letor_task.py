@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
-from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from tagtorch.candidates.candidate_set import CandidateSet
@@ -33,6 +32,7 @@ from tagtorch.candidates.letor import LetorData
 from tagtorch.evaluation.report import Significance, markdown_report
 from tagtorch.evaluation.runs import (
     EvaluationResult,
+    GivenObjects,
     MethodOutcome,
     MetricLogger,
     methods_of,
@@ -78,12 +78,17 @@ class LetorTask:
         self.significance = Significance.of(significance)
 
     def run(self, data: LetorData, cfg: DictConfig, output_dir: Path | None,
-            loggers: Sequence[MetricLogger] = ()) -> EvaluationResult:
-        """Runs every method of ``cfg.model`` on ``data``; returns (and writes) the result."""
+            loggers: Sequence[MetricLogger] = (), given: GivenObjects | None = None
+            ) -> EvaluationResult:
+        """Runs every method of ``cfg.model`` on ``data``; returns (and writes) the result.
+
+        ``given``: ranker objects to build from instead of their configs (the Python API).
+        """
         if not isinstance(data, LetorData):
             raise TypeError("task=letor reads a LETOR dataset: data=letor data.path=FOLDER")
         configs = methods_of(cfg)
-        outcomes = [self.evaluate(name, partial(instantiate, config), data)
+        given = given or GivenObjects()
+        outcomes = [self.evaluate(name, partial(given.build, name, config), data)
                     for name, config in configs.items()]
         whole = MethodOutcome.merge(outcomes)
         whole.log(loggers, step=0)

@@ -36,7 +36,6 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 import torch
-from hydra.utils import instantiate
 
 from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.evaluation.report import holm
@@ -175,7 +174,7 @@ class PersonalizedTagTask(SeededTask):
         seeded = "seed" in node
         if not seeded and self._fixed_split and (self.seeds[0], name) in done:
             return _relabelled(done[self.seeds[0], name], seed)
-        model: PostRanker = instantiate({**node, "seed": seed} if seeded else dict(node))
+        model: PostRanker = self.given.build(name, node, {"seed": seed} if seeded else {})
         start = time.perf_counter()
         model.fit(data)
         fit_seconds = time.perf_counter() - start

@@ -37,12 +37,11 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import numpy as np
 import pandas as pd
 import torch
-from hydra.utils import instantiate
 
 from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.data.splits import post_filter
@@ -218,11 +217,10 @@ class ResourceRankingTask(SeededTask):
 
     # -- one method on one seed -----------------------------------------------------------
 
-    def _make(self, node: Mapping[str, Any], seed: int, **settings: Any) -> ResourceRanker:
-        params = {**node, **settings}
-        if "seed" in params:
-            params["seed"] = seed
-        return instantiate(params)
+    def _make(self, name: str, node: Mapping[str, Any], seed: int,
+              settings: Mapping[str, Any]) -> ResourceRanker:
+        changes = {**settings, **({"seed": seed} if "seed" in node else {})}
+        return cast(ResourceRanker, self.given.build(name, node, changes))
 
     def _run_method(self, data: Folksonomy, split: ResourceSplit, seed: int, name: str,
                     node: Mapping[str, Any]) -> MethodOutcome:
@@ -239,7 +237,7 @@ class ResourceRankingTask(SeededTask):
                 model = fitted.with_scoring(**settings)
             else:
                 fit_start = time.perf_counter()
-                model = self._make(node, seed, **settings).fit(split.documents, split.n_words)
+                model = self._make(name, node, seed, settings).fit(split.documents, split.n_words)
                 fitted, fit_seconds = model, time.perf_counter() - fit_start
             score = self._validate(model, split)
             rows.append({"method": name, "seed": seed, "setting": json.dumps(settings),

@@ -44,22 +44,26 @@ import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
 import torch
 import yaml
+from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from tagtorch.cache import code_fingerprint
 from tagtorch.evaluation.plots import plot_comparison
 from tagtorch.evaluation.report import Significance, markdown_report
 from tagtorch.evaluation.trec import run_file_names
+from tagtorch.evaluation.tuning import with_settings
+from tagtorch.settings import SignatureSettings
 from tagtorch.storage import atomic_write
 
-__all__ = ["EvaluationResult", "MethodOutcome", "MetricLogger", "RunPieces", "merge_runs",
-           "methods_of", "write_run"]
+__all__ = ["EvaluationResult", "GivenObjects", "MethodOutcome", "MetricLogger", "RunPieces",
+           "merge_runs", "methods_of", "write_run"]
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +133,39 @@ def methods_of(cfg: Any) -> dict[str, Any]:
         raise ValueError("no model to evaluate")
     return configs
 
+
+
+@dataclass(frozen=True)
+class GivenObjects:
+    """Unfitted objects the Python API hands to a run as they are, beside their configs.
+
+    :func:`tagtorch.evaluate` and :func:`tagtorch.fit` take model objects and a tag
+    recommender's candidate generator. Their configs (``cfg.model.NAME``, ``cfg.candidates``)
+    only record the settings (``config.yaml``, the keys of resume pieces); every fit builds its
+    model from the object (:meth:`build`: its constructor arguments as given, so a factory stays
+    the callable it was), never from the recorded config.
+
+    Attributes:
+        models: method name -> an unfitted model.
+        candidates: the unfitted candidate generator of ``cfg.candidates`` (None: the config's).
+    """
+
+    models: Mapping[str, SignatureSettings] = field(default_factory=dict)
+    candidates: SignatureSettings | None = None
+
+    def build(self, name: str, config: Mapping[str, Any],
+              settings: Mapping[str, Any] = MappingProxyType({})) -> Any:
+        """A new unfitted model of method ``name``, with dotted ``settings`` on top.
+
+        Args:
+            name: the method.
+            config: its config node (built when no object was given for it).
+            settings: what the task sets (a grid point, the seed, a checkpoint folder).
+        """
+        given = self.models.get(name)
+        if given is not None:
+            return given.unfitted(**with_settings(given.init_args, settings))
+        return instantiate(with_settings(config, settings))
 
 class MetricLogger(Protocol):
     """What an evaluation needs of a Lightning logger."""

@@ -62,6 +62,7 @@ from tagtorch.evaluation.report import Significance, markdown_report
 from tagtorch.evaluation.runs import (
     DEFAULT_SET,
     EvaluationResult,
+    GivenObjects,
     MethodOutcome,
     MetricLogger,
     RunPieces,
@@ -191,6 +192,8 @@ class TagRecommendationProtocol(SignatureSettings):
     address: str | None
     task_objects: int | None
     tune_metric: str
+    given: GivenObjects = GivenObjects()
+    """Ranker objects the Python API hands through (tuning builds its grid points from them)."""
 
     def __init__(
         self,
@@ -512,7 +515,7 @@ class TagRecommendationProtocol(SignatureSettings):
         rows = []
         for point in progress(grid_points(self.tune[name]),
                               f"fold {ready.fold.fold}, {name}: grid", unit="setting"):
-            ranker = cast(Ranker, instantiate(with_settings(config, point)))
+            ranker = cast(Ranker, self.given.build(name, config, point))
             ranker.fit(learn, None)
             scores, _ = self._score(ranker, held_out)
             rows.append({"method": name, "fold": ready.fold.fold, "setting": setting_text(point),
@@ -523,7 +526,7 @@ class TagRecommendationProtocol(SignatureSettings):
         chosen = grid_points(self.tune[name])[int(np.flatnonzero(tuning["chosen"])[0])]
         log.info("fold %d, %s: chose %s on V's held-out %g (%s)", ready.fold.fold, name,
                  setting_text(chosen), self.tune_fraction, self.tune_metric)
-        return partial(instantiate, with_settings(config, chosen)), tuning
+        return partial(self.given.build, name, config, chosen), tuning
 
     @property
     def validating(self) -> bool:
@@ -814,13 +817,21 @@ class TagRecommendationTask(TagRecommendationProtocol):
     """The tasks of the models this task runs (read by the config checks)."""
 
     def run(self, folksonomy: Folksonomy, cfg: DictConfig, output_dir: Path,
-            loggers: Sequence[MetricLogger] = ()) -> EvaluationResult:
-        """Runs the protocol; returns its result (the run folder holds the report)."""
+            loggers: Sequence[MetricLogger] = (), given: GivenObjects | None = None
+            ) -> EvaluationResult:
+        """Runs the protocol; returns its result (the run folder holds the report).
+
+        ``given``: ranker objects and a candidate generator to build from instead of their
+        configs (the Python API).
+        """
+        self.given = given or GivenObjects()
         configs = methods_of(cfg)
         result = self.evaluate(
             folksonomy,
-            candidates=instantiate(cfg.candidates),
-            rankers={name: partial(instantiate, config) for name, config in configs.items()},
+            candidates=cast(CandidateGenerator,
+                            self.given.candidates or instantiate(cfg.candidates)),
+            rankers={name: partial(self.given.build, name, config)
+                     for name, config in configs.items()},
             ranker_configs=configs,
             output_dir=output_dir,
             loggers=loggers,

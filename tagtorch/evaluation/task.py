@@ -33,6 +33,7 @@ from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.evaluation.report import Significance
 from tagtorch.evaluation.runs import (
     EvaluationResult,
+    GivenObjects,
     MethodOutcome,
     MetricLogger,
     RunPieces,
@@ -62,6 +63,8 @@ class SeededTask(SignatureSettings):
     significance: Significance
     tune: Mapping[str, Any] = MappingProxyType({})
     """Per method, its grid (a task that tunes sets it; the pieces are keyed by it)."""
+    given: GivenObjects = GivenObjects()
+    """The run's model objects handed through by the Python API (:meth:`run` sets them)."""
 
     def take_shared(self, seeds: Sequence[int], significance: Mapping[str, Any] | None
                     ) -> None:
@@ -120,12 +123,21 @@ class SeededTask(SignatureSettings):
         return self.trec and seed == self.seeds[0]
 
     def run(self, folksonomy: Folksonomy, cfg: DictConfig, output_dir: Path,
-            loggers: Sequence[MetricLogger] = ()) -> EvaluationResult:
+            loggers: Sequence[MetricLogger] = (), given: GivenObjects | None = None
+            ) -> EvaluationResult:
         """Evaluates every method on every seed; writes the run folder and its report.
+
+        Args:
+            folksonomy: the data, its text normalized.
+            cfg: the run's configuration (``cfg.model``: the methods).
+            output_dir: the run folder.
+            loggers: metric loggers, sent each seed's means.
+            given: model objects to build from instead of their configs (the Python API).
 
         Returns:
             The run's results (``fold`` is the seed), per-query values, report and folder.
         """
+        self.given = given or GivenObjects()
         models = methods_of(cfg)
         data = self.prepare(folksonomy)
         output_dir.mkdir(parents=True, exist_ok=True)

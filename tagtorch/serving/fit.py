@@ -15,15 +15,16 @@ as the evaluation does.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar, cast
 
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from tagtorch.candidates.latre import LatreCandidates
 from tagtorch.data.folksonomy import Folksonomy
-from tagtorch.evaluation.runs import DEFAULT_SET, MetricLogger, methods_of
+from tagtorch.evaluation.runs import DEFAULT_SET, GivenObjects, MetricLogger, methods_of
 from tagtorch.itemrec.data import AGGREGATES, QUERY_KINDS
 from tagtorch.posts.base import PostRanker
 from tagtorch.rankers.base import BaseRanker
@@ -72,12 +73,15 @@ class FitTask:
         self.p, self.split, self.query, self.aggregate = p, split, query, aggregate
 
     def run(self, folksonomy: Folksonomy, cfg: DictConfig, output_dir: Path,
-            loggers: Sequence[MetricLogger] = (), raw: Folksonomy | None = None) -> list[Path]:
+            loggers: Sequence[MetricLogger] = (), raw: Folksonomy | None = None,
+            given: GivenObjects | None = None) -> list[Path]:
         """Fits and writes one artifact per method; returns their folders.
 
         ``raw`` is the folksonomy as loaded (its tags as written are the display names);
-        default: ``cfg.data`` loaded again.
+        default: ``cfg.data`` loaded again. ``given``: model objects and a candidate generator
+        to build from instead of their configs (the Python API).
         """
+        given = given or GivenObjects()
         processor = instantiate(cfg.text) if cfg.get("text") is not None else None
         if processor is None:
             raise ValueError("task=fit needs the text pipeline (text=porter): new objects' "
@@ -96,14 +100,15 @@ class FitTask:
                                  f"(candidate_sets: {sorted(set(sets) - {DEFAULT_SET})})")
             info = {"method": name, "candidate_set": used,
                     "config": OmegaConf.to_container(cfg, resolve=True)}
-            model = instantiate(config)
+            model = given.build(name, config)
             recommender: TagRecommender | ItemRecommender | PostRecommender
             if isinstance(model, PostRanker):
                 recommender = PostRecommender.fit(folksonomy, processor, model, display=display,
                                                   p=self.p, info=info)
             elif isinstance(model, BaseRanker):
                 recommender = TagRecommender.fit(
-                    folksonomy, processor, instantiate(sets[used]), model, display=display,
+                    folksonomy, processor, self._candidates(sets, used, given), model,
+                    display=display,
                     val_fraction=self.val_fraction, input_fraction=self.input_fraction,
                     min_tags=self.min_tags, seed=self.seed, info=info)
                 log.info("%s: fitted on %d D objects and %d V objects", name,
@@ -120,3 +125,13 @@ class FitTask:
             print(f"{name}: {folder}")
             folders.append(folder)
         return folders
+
+    @staticmethod
+    def _candidates(sets: Mapping[str, Any], used: str, given: GivenObjects) -> LatreCandidates:
+        """The unfitted candidate generator of set ``used``: the object given, else its config."""
+        if used == DEFAULT_SET and given.candidates is not None:
+            if not isinstance(given.candidates, LatreCandidates):
+                raise TypeError(f"candidates: a tag recommender fits a LatreCandidates, got "
+                                f"{type(given.candidates).__name__}")
+            return given.candidates.unfitted()
+        return cast(LatreCandidates, instantiate(sets[used]))
