@@ -26,19 +26,26 @@ _EXPORTS = {
     "EvaluationResult": "tagtorch.evaluation.runs", "Folksonomy": "tagtorch.data.folksonomy",
     "Recommender": "tagtorch.serving", "TagRecommender": "tagtorch.serving",
     "ItemRecommender": "tagtorch.serving", "PostRecommender": "tagtorch.serving",
+    "ResourceRecommender": "tagtorch.serving",
     "LetorData": "tagtorch.candidates.letor",
 }
 
 __all__ = ["EvaluationResult", "Folksonomy", "ItemRecommender", "LetorData", "PostRecommender",
-           "Recommender", "TagRecommender", "__version__", "compose", "datasets", "evaluate",
-           "fit", "load"]
+           "Recommender", "ResourceRecommender", "TagRecommender", "__version__", "compose",
+           "datasets", "evaluate", "fit", "load"]
 
 if TYPE_CHECKING:
     from tagtorch.api import compose, datasets, evaluate, fit, load
     from tagtorch.candidates.letor import LetorData
     from tagtorch.data.folksonomy import Folksonomy
     from tagtorch.evaluation.runs import EvaluationResult
-    from tagtorch.serving import ItemRecommender, PostRecommender, Recommender, TagRecommender
+    from tagtorch.serving import (
+        ItemRecommender,
+        PostRecommender,
+        Recommender,
+        ResourceRecommender,
+        TagRecommender,
+    )
 
 
 def __getattr__(name: str) -> Any:

@@ -8,7 +8,7 @@
     res = tt.evaluate("tagrec", folk, models=["latre_wts", "lambdamart"], folds=[0])
     print(res.report)                                 # mean ± 95% CI, paired tests
     res.results, res.per_object                       # results.csv, per_object.csv.gz
-    rec = tt.fit(folk, "lambdamart")                  # a TagRecommender (or Item-, PostRecommender)
+    rec = tt.fit(folk, "lambdamart")                  # a TagRecommender (Item-, Post-, Resource-)
     rec.recommend_tags(["grunge", "90s"], title="Nevermind", k=5)
 
 These functions compose the same configuration ``python -m tagtorch.train`` composes (the
@@ -199,7 +199,9 @@ def fit(data: Folksonomy | str | Path, model: ModelSpec, *,
 
     A tag ranker becomes a :class:`~tagtorch.serving.TagRecommender`, an item model an
     :class:`~tagtorch.serving.ItemRecommender`, a post ranker (``bll_c``, ``folkrank``,
-    ``hybrid_lambdamart``, ...) a :class:`~tagtorch.serving.PostRecommender`; each is saved
+    ``hybrid_lambdamart``, ...) a :class:`~tagtorch.serving.PostRecommender`, a resource ranker
+    (``bm25``, ``smatch``, ``bayeslm``, ``lda_resources``) a
+    :class:`~tagtorch.serving.ResourceRecommender`; each is saved
     under ``output_dir`` (default: a new temporary folder), the folder
     ``python -m tagtorch.serve`` and :meth:`Recommender.load
     <tagtorch.serving.Recommender.load>` take.

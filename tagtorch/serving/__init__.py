@@ -1,4 +1,4 @@
-"""Fitted recommenders as artifacts (tags for objects or posts, items for users), their loader."""
+"""Fitted recommenders as artifacts of every kind, and the loader that opens any of them."""
 
 from __future__ import annotations
 
@@ -8,13 +8,16 @@ from typing import TypeAlias
 from tagtorch.errors import UnreadableFileError
 from tagtorch.serving.items import ItemRecommendations, ItemRecommender
 from tagtorch.serving.posts import PostRecommender
+from tagtorch.serving.resources import ResourceRecommendations, ResourceRecommender
 from tagtorch.serving.tags import Recommendations, TagRecommender
 from tagtorch.storage import MANIFEST_FILE, class_name, read_json
 
 __all__ = ["AnyRecommender", "ItemRecommendations", "ItemRecommender", "PostRecommender",
-           "Recommendations", "Recommender", "TagRecommender"]
+           "Recommendations", "Recommender", "ResourceRecommendations", "ResourceRecommender",
+           "TagRecommender"]
 
-AnyRecommender: TypeAlias = TagRecommender | ItemRecommender | PostRecommender
+AnyRecommender: TypeAlias = (TagRecommender | ItemRecommender | PostRecommender
+                             | ResourceRecommender)
 """Whichever kind of recommender an artifact holds."""
 
 
@@ -23,11 +26,13 @@ class Recommender:
 
     A tag recommender (:class:`TagRecommender`) answers ``recommend_tags`` for an object, a
     personalized one (:class:`PostRecommender`) ``recommend_tags`` for a user's post of a
-    resource, an item recommender (:class:`ItemRecommender`) ``recommend_items``.
+    resource, an item recommender (:class:`ItemRecommender`) ``recommend_items``, a resource
+    recommender (:class:`ResourceRecommender`) ``recommend_resources`` for a tag query.
     """
 
-    kinds: tuple[type[TagRecommender] | type[ItemRecommender] | type[PostRecommender], ...] = (
-        TagRecommender, ItemRecommender, PostRecommender)
+    kinds: tuple[type[TagRecommender] | type[ItemRecommender] | type[PostRecommender]
+                 | type[ResourceRecommender], ...] = (
+        TagRecommender, ItemRecommender, PostRecommender, ResourceRecommender)
 
     @classmethod
     def load(cls, path: str | Path) -> AnyRecommender:

@@ -6,10 +6,12 @@ Examples:
     python -m tagtorch.recommend FOLDER --csv objects.csv --json
     python -m tagtorch.recommend checkpoints/recommenders/lastfm-dorank --user 2 --tag rock
     python -m tagtorch.recommend checkpoints/recommenders/movielens-bll_c --user 75 --resource 353
+    python -m tagtorch.recommend checkpoints/recommenders/lastfm-bm25 --tags grunge,90s
 
 A tag recommender takes an object (``--tags``, ``--title``, ``--description``, ``--text``); an
 item recommender takes a user (``--user``, and ``--tag`` for the items of one tag); a
-personalized tag recommender takes a post (``--user``, ``--resource``, ``--time``). One query
+personalized tag recommender takes a post (``--user``, ``--resource``, ``--time``); a resource
+recommender a tag query (``--tags``; its CSV a ``tags`` column). One query
 prints a table; ``--json`` prints JSON for scripts (one query: an object; ``--csv``: a list,
 one entry per row). A tag recommender's CSV has a ``tags`` column (tags separated by commas)
 and a column per text field; an item recommender's CSV has ``user`` and ``tag`` columns, a
@@ -37,9 +39,11 @@ from pathlib import Path
 from tagtorch.errors import UnreadableFileError
 from tagtorch.serving import (
     ItemRecommendations,
+    ItemRecommender,
     PostRecommender,
     Recommendations,
     Recommender,
+    ResourceRecommendations,
     TagRecommender,
 )
 
@@ -211,21 +215,41 @@ def queries_of(args: argparse.Namespace) -> list[dict[str, object]]:
     return [{"user": args.user, "tag": args.tag}]
 
 
-def item_table(result: ItemRecommendations) -> str:
-    """Item recommendations as a table of items, titles and scores (or the reason).
+def resource_queries_of(args: argparse.Namespace) -> list[list[str]]:
+    """A resource recommender's tag queries: the CSV's ``tags`` column, or ``--tags``."""
+    if any(v is not None for v in (args.user, args.tag, args.resource, args.time, args.title,
+                                   args.description)) or args.text:
+        raise ValueError("this one recommends resources for a tag query: --tags only (or a "
+                         "--csv with a 'tags' column)")
+    if args.csv:
+        rows = csv_rows(args.csv)
+        if rows and "tags" not in rows[0]:
+            raise ValueError(f"{args.csv}: no 'tags' column")
+        return [split_tags(row["tags"]) for row in rows]
+    if not args.tags:
+        raise ValueError("a resource recommender needs --tags (the query, separated by commas)")
+    return [split_tags(args.tags)]
+
+
+def ranked_table(result: ItemRecommendations | ResourceRecommendations) -> str:
+    """Items or resources as a table of ids, titles and scores (or the reason).
 
     Every string is shown through :func:`printable` (control characters escaped).
     """
-    if not result.items:
-        return f"no recommendation: {printable(result.reason or '')}"
-    items = [(printable(item), score) for item, score in result.items]
+    what = "item" if isinstance(result, ItemRecommendations) else "resource"
+    ranked = result.items if isinstance(result, ItemRecommendations) else result.resources
+    left = getattr(result, "unknown_tags", [])
+    tail = [f"unknown tags (left out): {printable(', '.join(left))}"] if left else []
+    if not ranked:
+        return "\n".join([f"no recommendation: {printable(result.reason or '')}", *tail])
+    rows = [(printable(name), score) for name, score in ranked]
     titles = [printable(title) for title in result.titles]
-    width = max(len("item"), *(len(item) for item, _ in items))
+    width = max(len(what), *(len(name) for name, _ in rows))
     title_width = min(40, max(len("title"), *(len(t) for t in titles)))
-    lines = [f"{'item':<{width}}  {'title':<{title_width}}  score"]
-    lines += [f"{item:<{width}}  {title[:title_width]:<{title_width}}  {score:.4f}"
-              for (item, score), title in zip(items, titles, strict=True)]
-    return "\n".join(lines)
+    lines = [f"{what:<{width}}  {'title':<{title_width}}  score"]
+    lines += [f"{name:<{width}}  {title[:title_width]:<{title_width}}  {score:.4f}"
+              for (name, score), title in zip(rows, titles, strict=True)]
+    return "\n".join([*lines, *tail])
 
 
 def table(result: Recommendations) -> str:
@@ -251,7 +275,7 @@ def table(result: Recommendations) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs the command; returns the exit status."""
     args = parse_args(argv)
-    results: list[Recommendations | ItemRecommendations]
+    results: list[Recommendations | ItemRecommendations | ResourceRecommendations]
     try:
         recommender = Recommender.load(Path(args.path))
         if isinstance(recommender, TagRecommender):
@@ -260,9 +284,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif isinstance(recommender, PostRecommender):
             k = 5 if args.k is None else args.k
             results = [*recommender.recommend_tags_batch(post_queries_of(args), k=k)]
-        else:
+        elif isinstance(recommender, ItemRecommender):
             k = 10 if args.k is None else args.k
             results = [*recommender.recommend_items_batch(queries_of(args), k=k)]
+        else:
+            k = 10 if args.k is None else args.k
+            results = [*recommender.recommend_resources_batch(resource_queries_of(args), k=k)]
     except (ValueError, UnreadableFileError, FileNotFoundError) as error:
         print(f"error: {printable(str(error))}", file=sys.stderr)
         return 2
@@ -273,7 +300,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for i, result in enumerate(results):
             if args.csv:
                 print(f"# row {i}")
-            print(item_table(result) if isinstance(result, ItemRecommendations)
-                  else table(result))
+            print(table(result) if isinstance(result, Recommendations)
+                  else ranked_table(result))
     return 0
 

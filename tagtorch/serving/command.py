@@ -171,7 +171,8 @@ def open_folder(folder: Path, writes: bool, rule_cache: int) -> AnyRecommender:
         finish_compaction(folder)
         check_writable(folder)
     recommender = Recommender.load(folder)
-    if writes and not isinstance(recommender, ItemRecommender) and recommender.compact():
+    if writes and isinstance(recommender, TagRecommender | PostRecommender) \
+            and recommender.compact():
         log.info("%s: the journaled posts written into the data", folder)
     if isinstance(recommender, TagRecommender):
         recommender.rule_cache = rule_cache
@@ -179,8 +180,10 @@ def open_folder(folder: Path, writes: bool, rule_cache: int) -> AnyRecommender:
         recommender.rule_cache = rule_cache  # and empties the cache
     elif isinstance(recommender, PostRecommender):
         recommender.recommend_tags(user="warm-up", resource="warm-up")  # a newcomer's answer
-    else:
+    elif isinstance(recommender, ItemRecommender):
         recommender.recommend_items(user=recommender.users[0])
+    else:
+        recommender.recommend_resources(recommender.tags[:1])
     return recommender
 
 
@@ -207,7 +210,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{args.path}: the data holds every journaled post")
         return 0
     queue = None
-    if not isinstance(recommender, ItemRecommender) and settings.takes_posts:
+    if isinstance(recommender, TagRecommender | PostRecommender) and settings.takes_posts:
         queue = PostQueue(recommender, args.max_new_tags_per_request, args.max_new_tags,
                           args.max_pending_posts, args.apply_interval, args.compact_after)
     log.info("serving %s on http://%s:%d (writes: %s)", args.path, args.host, args.port,

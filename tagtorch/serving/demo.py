@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import html
 
-from tagtorch.serving import AnyRecommender, PostRecommender, TagRecommender
+from tagtorch.serving import AnyRecommender, PostRecommender, ResourceRecommender, TagRecommender
 
 __all__ = ["DEMO_PAGE", "demo_page"]
 
@@ -79,6 +79,14 @@ def demo_page(recommender: AnyRecommender) -> str:
         return DEMO_PAGE.format(what="tags", inputs=inputs, body=body, k=5,
                                 endpoint="/v1/tags", columns='["tag", "score"]',
                                 about=f"{method} fitted on {data}: tags for a user's post.")
+    if isinstance(recommender, ResourceRecommender):
+        inputs = '<label>Tags, separated by commas <input id="tags" name="tags"></label>'
+        body = ('{tags: value("tags").split(",").map(t => t.trim()).filter(t => t), '
+                'k: Number(value("k"))}')
+        return DEMO_PAGE.format(what="resources", inputs=inputs, body=body, k=10,
+                                endpoint="/v1/resources",
+                                columns='["resource", "title", "score"]',
+                                about=f"{method} fitted on {data}: resources for a tag query.")
     inputs = ('<label>User <input id="user" name="user"></label>\n'
               '<label>Tag (optional) <input id="tag" name="tag"></label>')
     body = '{user: value("user"), tag: value("tag") || null, k: Number(value("k"))}'

@@ -6,16 +6,19 @@ writes ``{task.output}/{dataset}-{method}/`` (default ``checkpoints/recommenders
 model (``model=dorank``, ``pitf``, ...) is fitted on the data's p-core instead
 (:class:`ItemRecommender`), a post ranker (``model=bll_c``, ``folkrank``, ``hybrid_lambdamart``,
 ...) on every post of the p-core (:class:`PostRecommender`: tags for a user's post of a
-resource). With several methods, one folder each; ``Recommender.load`` opens
-either kind. A tag ranker named in ``method_candidates`` is fitted with that set of
-``candidate_sets`` (``+experiment=extended_lastfm task=fit search_method=lambdarank_extended``),
-as the evaluation does.
+resource), a resource ranker (``model=bm25``, ``smatch``, ``bayeslm``, ``lda_resources``) on
+the tag documents of every resource (:class:`ResourceRecommender`: resources for a tag query).
+With several methods, one folder each; ``Recommender.load`` opens every kind. A tag ranker
+named in ``method_candidates`` is fitted with that set of ``candidate_sets``
+(``+experiment=extended_lastfm task=fit search_method=lambdarank_extended``), as the evaluation
+does.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar, cast
 
@@ -24,12 +27,16 @@ from omegaconf import DictConfig, OmegaConf
 
 from tagtorch.candidates.latre import LatreCandidates
 from tagtorch.data.folksonomy import Folksonomy
+from tagtorch.data.text import TextProcessor
 from tagtorch.evaluation.runs import DEFAULT_SET, GivenObjects, MetricLogger, methods_of
 from tagtorch.itemrec.data import AGGREGATES, QUERY_KINDS
 from tagtorch.posts.base import PostRanker
 from tagtorch.rankers.base import BaseRanker
+from tagtorch.resources.base import ResourceRanker
+from tagtorch.serving import AnyRecommender
 from tagtorch.serving.items import ItemRecommender
 from tagtorch.serving.posts import PostRecommender
+from tagtorch.serving.resources import ResourceRecommender
 from tagtorch.serving.tags import TagRecommender, display_names
 from tagtorch.settings import ModelTask
 
@@ -37,7 +44,7 @@ log = logging.getLogger(__name__)
 
 
 class FitTask:
-    """Fits each configured method into a :class:`TagRecommender` or :class:`ItemRecommender`.
+    """Fits each configured method into the recommender of its kind (module docstring).
 
     Args:
         output: the folder the artifacts go under (``DATASET-METHOD/`` each).
@@ -52,8 +59,8 @@ class FitTask:
         aggregate: item models: requests without a tag, ``"profile"`` or ``"max"``.
     """
 
-    model_tasks: ClassVar[tuple[ModelTask, ...]] = ("tagrec", "itemrec", "posts")  # one each
-    """The tasks of the models this task runs (read by the config checks)."""
+    model_tasks: ClassVar[tuple[ModelTask, ...]] = ("tagrec", "itemrec", "posts", "resources")
+    """The tasks of the models this task runs, one recommender kind each (the config checks)."""
 
     def __init__(self, output: str | Path = "checkpoints/recommenders",
                  val_fraction: float = 0.2, input_fraction: float = 0.5, min_tags: int = 2,
@@ -101,30 +108,39 @@ class FitTask:
             info = {"method": name, "candidate_set": used,
                     "config": OmegaConf.to_container(cfg, resolve=True)}
             model = given.build(name, config)
-            recommender: TagRecommender | ItemRecommender | PostRecommender
-            if isinstance(model, PostRanker):
-                recommender = PostRecommender.fit(folksonomy, processor, model, display=display,
-                                                  p=self.p, info=info)
-            elif isinstance(model, BaseRanker):
-                recommender = TagRecommender.fit(
-                    folksonomy, processor, self._candidates(sets, used, given), model,
-                    display=display,
-                    val_fraction=self.val_fraction, input_fraction=self.input_fraction,
-                    min_tags=self.min_tags, seed=self.seed, info=info)
-                log.info("%s: fitted on %d D objects and %d V objects", name,
-                         recommender.info["d_objects"], recommender.info["v_objects"])
-            else:
-                recommender = ItemRecommender.fit(
-                    folksonomy, processor, model, display=display, titles=titles, p=self.p,
-                    val_fraction=self.val_fraction, split=self.split, query=self.query,
-                    aggregate=self.aggregate, seed=self.seed, info=info)
-                log.info("%s: fitted on the %d-core (%d users, %d items, %d tags)", name,
-                         self.p, recommender.info["users"], recommender.info["items"],
-                         recommender.info["tags"])
+            recommender = self._fit(folksonomy, processor, model, display, titles, info,
+                                    partial(self._candidates, sets, used, given))
             folder = recommender.save(self.output / f"{folksonomy.name}-{name}")
             print(f"{name}: {folder}")
             folders.append(folder)
         return folders
+
+    def _fit(self, folksonomy: Folksonomy, processor: TextProcessor, model: Any,
+             display: list[str], titles: Mapping[str, str], info: dict[str, Any],
+             candidates: Callable[[], LatreCandidates]) -> AnyRecommender:
+        """The recommender of ``model``'s kind, fitted on ``folksonomy``."""
+        name = info["method"]
+        if isinstance(model, PostRanker):
+            return PostRecommender.fit(folksonomy, processor, model, display=display, p=self.p,
+                                       info=info)
+        if isinstance(model, ResourceRanker):
+            return ResourceRecommender.fit(folksonomy, processor, model, display=display,
+                                           titles=titles, info=info)
+        if isinstance(model, BaseRanker):
+            tags = TagRecommender.fit(
+                folksonomy, processor, candidates(), model, display=display,
+                val_fraction=self.val_fraction, input_fraction=self.input_fraction,
+                min_tags=self.min_tags, seed=self.seed, info=info)
+            log.info("%s: fitted on %d D objects and %d V objects", name,
+                     tags.info["d_objects"], tags.info["v_objects"])
+            return tags
+        items = ItemRecommender.fit(
+            folksonomy, processor, model, display=display, titles=titles, p=self.p,
+            val_fraction=self.val_fraction, split=self.split, query=self.query,
+            aggregate=self.aggregate, seed=self.seed, info=info)
+        log.info("%s: fitted on the %d-core (%d users, %d items, %d tags)", name, self.p,
+                 items.info["users"], items.info["items"], items.info["tags"])
+        return items
 
     @staticmethod
     def _candidates(sets: Mapping[str, Any], used: str, given: GivenObjects) -> LatreCandidates:

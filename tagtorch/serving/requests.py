@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["MAX_ID_CHARS", "MAX_QUERIES", "check_batch", "check_id"]
+__all__ = ["MAX_ID_CHARS", "MAX_QUERIES", "MAX_QUERY_TAGS", "check_batch", "check_id"]
 
 MAX_ID_CHARS = 1000
 """Longest user, resource or item id, or tag, accepted (characters)."""
 MAX_QUERIES = 10_000
 """Most queries (or posts) accepted in one batch."""
+MAX_QUERY_TAGS = 1000
+"""Most tags in one tag query of a resource recommender."""
 
 
 def check_batch(count: int, what: str = "queries") -> None:

@@ -17,11 +17,11 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
-from tagtorch.serving.requests import MAX_ID_CHARS
+from tagtorch.serving.requests import MAX_ID_CHARS, MAX_QUERY_TAGS
 
 __all__ = ["MAX_K", "MAX_POSTS", "MAX_TAGS", "MAX_TEXT_CHARS", "MAX_TEXT_FIELDS", "ItemRequest",
-           "ItemResponse", "Post", "PostBatch", "ScoredItem", "ScoredTag", "TagRequest",
-           "TagResponse"]
+           "ItemResponse", "Post", "PostBatch", "ResourceRequest", "ResourceResponse",
+           "ScoredItem", "ScoredResource", "ScoredTag", "TagRequest", "TagResponse"]
 
 MAX_TEXT_CHARS = 100_000
 """Longest text field accepted per object (characters)."""
@@ -190,6 +190,30 @@ class ItemResponse(BaseModel):
     """The recommended items, best first."""
 
     items: list[ScoredItem]
+    reason: str | None = Field(None, description="why the list is empty")
+
+
+class ResourceRequest(_Strict):
+    """A tag query to rank resources for."""
+
+    tags: list[Name] = Field(min_length=1, max_length=MAX_QUERY_TAGS,
+                             description="the query's tags (raw strings)")
+    k: int = Field(10, ge=1, le=MAX_K, description="how many resources to return")
+
+
+class ScoredResource(BaseModel):
+    """A ranked resource."""
+
+    resource: str
+    title: str
+    score: float
+
+
+class ResourceResponse(BaseModel):
+    """The resources that best answer the query, best first, and the tags left out."""
+
+    resources: list[ScoredResource]
+    unknown_tags: list[str]
     reason: str | None = Field(None, description="why the list is empty")
 
 

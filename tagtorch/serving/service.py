@@ -17,6 +17,9 @@ Endpoints (schemas on the OpenAPI page, ``/docs``; a one-page demo form at ``/``
 - ``POST /v1/items`` (item recommenders): ``{"user": ..., "tag": null, "k": 10}`` ->
   ``{"items": [{"item", "title", "score"}], "reason"}`` (:meth:`ItemRecommender
   .recommend_items`);
+- ``POST /v1/resources`` (resource recommenders): ``{"tags": [...], "k": 10}`` ->
+  ``{"resources": [{"resource", "title", "score"}], "unknown_tags", "reason"}``
+  (:meth:`~tagtorch.serving.resources.ResourceRecommender.recommend_resources`);
 - ``GET /health`` and ``GET /v1/info`` (kind, method, data, fingerprint, tagtorch version,
   writes, posts pending).
 
@@ -61,6 +64,7 @@ from tagtorch.serving import (
     AnyRecommender,
     ItemRecommender,
     PostRecommender,
+    ResourceRecommender,
     TagRecommender,
 )
 from tagtorch.serving.demo import demo_page
@@ -73,6 +77,8 @@ from tagtorch.serving.schema import (
     ItemRequest,
     ItemResponse,
     PostBatch,
+    ResourceRequest,
+    ResourceResponse,
     TagRequest,
     TagResponse,
 )
@@ -96,6 +102,9 @@ def _wrong_kind(recommender: AnyRecommender) -> JSONResponse:
         return JSONResponse({"detail": "this service holds a personalized tag recommender: "
                                        "POST /v1/tags with user and resource (and /v1/posts)"},
                             404)
+    if isinstance(recommender, ResourceRecommender):
+        return JSONResponse({"detail": "this service holds a resource recommender: POST "
+                                       "/v1/resources"}, 404)
     return JSONResponse({"detail": "this service holds an item recommender: POST /v1/items"},
                         404)
 
@@ -178,7 +187,7 @@ def _posts_route(app: FastAPI, recommender: AnyRecommender,
     async def posts(request: PostBatch) -> Any:
         # on the loop, like recommendations: checking and journaling a batch is short
         # (tens of microseconds a post and one fsync), and a thread hop costs more
-        if isinstance(recommender, ItemRecommender):
+        if not isinstance(recommender, TagRecommender | PostRecommender):
             return _wrong_kind(recommender)
         if queue is None:
             return JSONResponse({"detail": "writes are off: start the service with "
@@ -198,7 +207,8 @@ def _posts_route(app: FastAPI, recommender: AnyRecommender,
 def _described(recommender: AnyRecommender, settings: ServiceSettings,
                queue: PostQueue | None) -> dict[str, Any]:
     """``GET /v1/info``: what the service holds, its writes and the posts pending."""
-    kind = {TagRecommender: "tags", PostRecommender: "posts"}.get(type(recommender), "items")
+    kind = {TagRecommender: "tags", PostRecommender: "posts",
+            ResourceRecommender: "resources"}.get(type(recommender), "items")
     described = {"kind": kind,
                  "method": recommender.info.get("method"), "data": recommender.info.get("data"),
                  "fingerprint": recommender.info.get("fingerprint"),
@@ -213,6 +223,9 @@ def _described(recommender: AnyRecommender, settings: ServiceSettings,
         return {**described, "p": recommender.info.get("p"), "users": len(recommender.users),
                 "resources": len(recommender.resources), "tags": len(recommender.tags),
                 "pending_posts": 0 if queue is None else queue.pending}
+    if isinstance(recommender, ResourceRecommender):
+        return {**described, "resources": len(recommender.resources),
+                "tags": len(recommender.tags)}
     return {**described, **{key: recommender.info.get(key)
                             for key in ("p", "users", "items", "tags")}}
 
@@ -228,8 +241,8 @@ def create_app(recommender: AnyRecommender,
         queue: takes posts (None: writes are off or read-only).
     """
     settings = settings or ServiceSettings()
-    kind = {TagRecommender: "tags", PostRecommender: "tags for posts"}.get(type(recommender),
-                                                                          "items")
+    kind = {TagRecommender: "tags", PostRecommender: "tags for posts",
+            ResourceRecommender: "resources for tag queries"}.get(type(recommender), "items")
     app = FastAPI(title="tagtorch", version=__version__,
                   description=f"Recommendation of {kind} by a fitted tagtorch recommender.")
     _guarded(app, settings)
@@ -251,7 +264,7 @@ def create_app(recommender: AnyRecommender,
               responses={422: {"description": "input the recommender refuses"},
                          413: {"description": "body too large"}})
     async def tags(request: TagRequest) -> Any:
-        if isinstance(recommender, ItemRecommender):
+        if not isinstance(recommender, TagRecommender | PostRecommender):
             return _wrong_kind(recommender)
         try:
             if isinstance(recommender, PostRecommender):
@@ -278,4 +291,21 @@ def create_app(recommender: AnyRecommender,
             return JSONResponse({"detail": _refusal(error)}, 422)
         return JSONResponse(result.as_dict())
 
+    _resources_route(app, recommender)
     return app
+
+
+def _resources_route(app: FastAPI, recommender: AnyRecommender) -> None:
+    """``POST /v1/resources``: resources for a tag query (a resource recommender's)."""
+
+    @app.post("/v1/resources", response_model=ResourceResponse,
+              responses={422: {"description": "input the recommender refuses"},
+                         404: {"description": "the service holds another kind"}})
+    async def resources(request: ResourceRequest) -> Any:
+        if not isinstance(recommender, ResourceRecommender):
+            return _wrong_kind(recommender)
+        try:
+            result = recommender.recommend_resources(request.tags, k=request.k)
+        except ValueError as error:
+            return JSONResponse({"detail": _refusal(error)}, 422)
+        return JSONResponse(result.as_dict())
