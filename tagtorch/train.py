@@ -55,8 +55,7 @@ from tagtorch.data.download import user_cache_dir
 from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.errors import ConfigError, DataCheckError, DataFormatError, UnreadableFileError
 from tagtorch.evaluation.report import is_timing_metric
-from tagtorch.evaluation.runs import EvaluationResult, GivenObjects
-from tagtorch.serving.fit import FitTask
+from tagtorch.evaluation.runs import EvaluationResult, GivenObjects, Task
 from tagtorch.storage import atomic_write
 from tagtorch.sweeps import trial_of
 
@@ -246,15 +245,11 @@ def run_task(cfg: DictConfig, raw: Folksonomy | LetorData | None = None,
         logger.log_hyperparams(params)
 
     task = instantiate(cfg.task, _convert_="all")
+    if not isinstance(task, Task):
+        raise ConfigError("task._target_", cfg.task.get("_target_"),
+                          "a task (tagtorch.evaluation.runs.Task)")
     try:
-        if isinstance(task, FitTask):  # it shows the tags and titles as loaded
-            if not isinstance(folksonomy, Folksonomy) or not isinstance(raw, Folksonomy):
-                raise ConfigError("data", cfg.data.get("_target_"), "a folksonomy: task=fit "
-                                  "fits a recommender of tags or items, not of LETOR lists")
-            return task.run(folksonomy, cfg, output_dir, loggers, raw=raw, given=given)
-        if given is not None:
-            return task.run(folksonomy, cfg, output_dir, loggers, given=given)
-        return task.run(folksonomy, cfg, output_dir, loggers)
+        return task.run(folksonomy, cfg, output_dir, loggers, raw=raw, given=given)
     finally:
         for logger in loggers:
             logger.finalize("success")

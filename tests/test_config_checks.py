@@ -44,7 +44,6 @@ def test_every_shipped_configuration_passes(tmp_path, experiment):
     (["model.latre_wts._target_=tagtorch.itemrec.base.ItemRanker"], "model.latre_wts._target_",
      "states its task"),
     (["model=bm25"], "model.bm25._target_", "a tag ranker"),
-    (["task=fit", "model=bm25"], "model.bm25._target_", "for task=fit"),
     (["task=posts", "model=bm25"], "model.bm25._target_", "a post ranker"),
     (["task=posts", "model=bm25"], "model.bm25._target_", "task=posts, one of apr, bll, bll_c"),
     (["task=resources", "model=bm25", "task.metrics=[mrr@0]"], "task.metrics", "mrr@K"),
@@ -168,3 +167,24 @@ def test_a_trec_switch_takes_only_true_or_false(tmp_path, value):
     cfg.task.trec = value
     with pytest.raises(ConfigError, match=r"task\.trec=.*expected true or false"):
         check_config(cfg)
+
+
+@pytest.mark.parametrize("task", sorted(p.stem for p in (ROOT / "tagtorch" / "conf" / "task")
+                                        .glob("*.yaml")))
+def test_every_task_has_the_one_shape(tmp_path, task):
+    """Issue 53: every shipped task is a ``Task`` whose ``run`` takes the same arguments as the
+    base's (``run_task`` calls each one way), and states the kinds of model it runs."""
+    import inspect
+
+    from hydra.utils import instantiate
+
+    from tagtorch.evaluation.runs import Task
+    from tagtorch.settings import MODEL_TASKS
+
+    cfg = compose_cfg(tmp_path, [f"task={task}"] + (["data=letor", "data.path=."]
+                                                     if task == "letor" else []))
+    made = instantiate(cfg.task, _convert_="all")
+    assert isinstance(made, Task)
+    names = list(inspect.signature(type(made).run).parameters)
+    assert names[-2:] == ["raw", "given"] and len(names) == 7  # self, data, cfg, out, loggers
+    assert set(made.model_tasks) <= set(MODEL_TASKS)

@@ -5,19 +5,19 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pandas as pd
 from omegaconf import DictConfig
 
 from tagtorch.data.folksonomy import Folksonomy
-from tagtorch.evaluation.runs import MetricLogger
+from tagtorch.evaluation.runs import GivenObjects, MetricLogger, Task
 from tagtorch.evaluation.tag_recommendation import TagRecommendationProtocol, fold_sizes
 from tagtorch.settings import ModelTask
 from tagtorch.storage import atomic_write
 
 
-class DescribeTask(TagRecommendationProtocol):
+class DescribeTask(TagRecommendationProtocol, Task):
     """Prints a dataset's statistics and the sizes of the protocol's folds.
 
     Its settings are tag recommendation's (:class:`TagRecommendationProtocol`), whose splits it
@@ -28,8 +28,13 @@ class DescribeTask(TagRecommendationProtocol):
     """The tasks of the models this task runs (read by the config checks)."""
 
     def run(self, folksonomy: Folksonomy, cfg: DictConfig, output_dir: Path,
-            loggers: Sequence[MetricLogger] = ()) -> dict[str, object]:
-        """Prints and writes ``describe.json`` with the statistics and split sizes."""
+            loggers: Sequence[MetricLogger] = (), *, raw: Any = None,
+            given: GivenObjects | None = None) -> dict[str, object]:
+        """Prints and writes ``describe.json`` with the statistics and split sizes.
+
+        The arguments are every task's (:meth:`Task.run <tagtorch.evaluation.runs.Task.run>`);
+        no model is fitted.
+        """
         stats: dict[str, object] = dict(folksonomy.describe())
         sizes = fold_sizes(folksonomy, self)
         print(f"# {folksonomy.name}\n")

@@ -35,6 +35,7 @@ from tagtorch.evaluation.runs import (
     GivenObjects,
     MethodOutcome,
     MetricLogger,
+    Task,
     methods_of,
     write_run,
 )
@@ -48,7 +49,7 @@ log = logging.getLogger(__name__)
 __all__ = ["LetorTask"]
 
 
-class LetorTask:
+class LetorTask(Task):
     """Fits every configured tag ranker on a LETOR dataset's lists and compares them.
 
     Args:
@@ -78,11 +79,12 @@ class LetorTask:
         self.significance = Significance.of(significance)
 
     def run(self, data: LetorData, cfg: DictConfig, output_dir: Path | None,
-            loggers: Sequence[MetricLogger] = (), given: GivenObjects | None = None
-            ) -> EvaluationResult:
+            loggers: Sequence[MetricLogger] = (), *, raw: Any = None,
+            given: GivenObjects | None = None) -> EvaluationResult:
         """Runs every method of ``cfg.model`` on ``data``; returns (and writes) the result.
 
-        ``given``: ranker objects to build from instead of their configs (the Python API).
+        The arguments are every task's (:meth:`Task.run <tagtorch.evaluation.runs.Task.run>`);
+        without ``output_dir`` nothing is written.
         """
         if not isinstance(data, LetorData):
             raise TypeError("task=letor reads a LETOR dataset: data=letor data.path=FOLDER")

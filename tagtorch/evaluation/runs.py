@@ -45,7 +45,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 import pandas as pd
@@ -59,11 +59,11 @@ from tagtorch.evaluation.plots import plot_comparison
 from tagtorch.evaluation.report import Significance, markdown_report
 from tagtorch.evaluation.trec import run_file_names
 from tagtorch.evaluation.tuning import with_settings
-from tagtorch.settings import SignatureSettings
+from tagtorch.settings import ModelTask, SignatureSettings
 from tagtorch.storage import atomic_write
 
 __all__ = ["EvaluationResult", "GivenObjects", "MethodOutcome", "MetricLogger", "RunPieces",
-           "merge_runs", "methods_of", "write_run"]
+           "Task", "merge_runs", "methods_of", "write_run"]
 
 log = logging.getLogger(__name__)
 
@@ -173,6 +173,37 @@ class MetricLogger(Protocol):
     def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
         """Logs scalar metrics."""
         ...
+
+
+class Task:
+    """The one shape of every task (``cfg.task``): what :func:`tagtorch.train.run_task` runs.
+
+    Each task (tag recommendation, item recommendation, resource ranking, personalized tags,
+    LETOR, ``fit``, ``describe``) states the kinds of model it runs and is run one way, by
+    :meth:`run`; the seeded tasks share one loop (:class:`tagtorch.evaluation.task
+    .SeededTask`).
+    """
+
+    model_tasks: ClassVar[tuple[ModelTask, ...]] = ()
+    """The kinds of model the task runs (the config checks read it; empty: none)."""
+
+    def run(self, data: Any, cfg: Any, output_dir: Path, loggers: Sequence[MetricLogger] = (),
+            *, raw: Any = None, given: GivenObjects | None = None) -> Any:
+        """Runs the task on ``data`` (its text normalized) and writes ``output_dir``.
+
+        Args:
+            data: the folksonomy (its text normalized by ``cfg.text``), or a LETOR dataset.
+            cfg: the run's configuration (``cfg.model``: the methods).
+            output_dir: the run folder.
+            loggers: metric loggers (each fold's or seed's means).
+            raw: the data as loaded, before its text was normalized (``task=fit`` shows its
+                tags and titles as written; the others leave it).
+            given: model objects to build from instead of their configs (the Python API).
+
+        Returns:
+            The task's result: an :class:`EvaluationResult` for an evaluation.
+        """
+        raise NotImplementedError
 
 
 @dataclass

@@ -66,6 +66,7 @@ from tagtorch.evaluation.runs import (
     MethodOutcome,
     MetricLogger,
     RunPieces,
+    Task,
     methods_of,
     write_run,
 )
@@ -803,7 +804,7 @@ def fold_sizes(folksonomy: Folksonomy, protocol: TagRecommendationProtocol) -> p
     } for f in protocol.splits(folksonomy)])
 
 
-class TagRecommendationTask(TagRecommendationProtocol):
+class TagRecommendationTask(TagRecommendationProtocol, Task):
     """Evaluates the configured rankers (``model``: method name -> ranker config) by the protocol.
 
     Its settings are the protocol's (:class:`TagRecommendationProtocol`), under ``task`` as
@@ -817,12 +818,12 @@ class TagRecommendationTask(TagRecommendationProtocol):
     """The tasks of the models this task runs (read by the config checks)."""
 
     def run(self, folksonomy: Folksonomy, cfg: DictConfig, output_dir: Path,
-            loggers: Sequence[MetricLogger] = (), given: GivenObjects | None = None
-            ) -> EvaluationResult:
+            loggers: Sequence[MetricLogger] = (), *, raw: Any = None,
+            given: GivenObjects | None = None) -> EvaluationResult:
         """Runs the protocol; returns its result (the run folder holds the report).
 
-        ``given``: ranker objects and a candidate generator to build from instead of their
-        configs (the Python API).
+        The arguments are every task's (:meth:`Task.run <tagtorch.evaluation.runs.Task.run>`);
+        ``given`` may hold the candidate generator too.
         """
         self.given = given or GivenObjects()
         configs = methods_of(cfg)

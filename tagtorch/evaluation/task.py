@@ -37,6 +37,7 @@ from tagtorch.evaluation.runs import (
     MethodOutcome,
     MetricLogger,
     RunPieces,
+    Task,
     methods_of,
     write_run,
 )
@@ -50,7 +51,7 @@ Outcomes = Mapping[tuple[int, str], MethodOutcome]
 """Finished outcomes by ``(seed, method)``."""
 
 
-class SeededTask(SignatureSettings):
+class SeededTask(SignatureSettings, Task):
     """The run of a seeded task (module docstring); subclasses fill in its steps.
 
     A subclass's constructor takes ``seeds``, ``resume``, ``significance`` and ``trec`` among
@@ -123,16 +124,11 @@ class SeededTask(SignatureSettings):
         return self.trec and seed == self.seeds[0]
 
     def run(self, folksonomy: Folksonomy, cfg: DictConfig, output_dir: Path,
-            loggers: Sequence[MetricLogger] = (), given: GivenObjects | None = None
-            ) -> EvaluationResult:
+            loggers: Sequence[MetricLogger] = (), *, raw: Any = None,
+            given: GivenObjects | None = None) -> EvaluationResult:
         """Evaluates every method on every seed; writes the run folder and its report.
 
-        Args:
-            folksonomy: the data, its text normalized.
-            cfg: the run's configuration (``cfg.model``: the methods).
-            output_dir: the run folder.
-            loggers: metric loggers, sent each seed's means.
-            given: model objects to build from instead of their configs (the Python API).
+        The arguments are every task's (:meth:`Task.run <tagtorch.evaluation.runs.Task.run>`).
 
         Returns:
             The run's results (``fold`` is the seed), per-query values, report and folder.

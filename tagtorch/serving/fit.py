@@ -28,7 +28,8 @@ from omegaconf import DictConfig, OmegaConf
 from tagtorch.candidates.latre import LatreCandidates
 from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.data.text import TextProcessor
-from tagtorch.evaluation.runs import DEFAULT_SET, GivenObjects, MetricLogger, methods_of
+from tagtorch.errors import ConfigError
+from tagtorch.evaluation.runs import DEFAULT_SET, GivenObjects, MetricLogger, Task, methods_of
 from tagtorch.itemrec.data import AGGREGATES, QUERY_KINDS
 from tagtorch.posts.base import PostRanker
 from tagtorch.rankers.base import BaseRanker
@@ -43,7 +44,7 @@ from tagtorch.settings import ModelTask
 log = logging.getLogger(__name__)
 
 
-class FitTask:
+class FitTask(Task):
     """Fits each configured method into the recommender of its kind (module docstring).
 
     Args:
@@ -80,14 +81,20 @@ class FitTask:
         self.p, self.split, self.query, self.aggregate = p, split, query, aggregate
 
     def run(self, folksonomy: Folksonomy, cfg: DictConfig, output_dir: Path,
-            loggers: Sequence[MetricLogger] = (), raw: Folksonomy | None = None,
+            loggers: Sequence[MetricLogger] = (), *, raw: Any = None,
             given: GivenObjects | None = None) -> list[Path]:
         """Fits and writes one artifact per method; returns their folders.
 
-        ``raw`` is the folksonomy as loaded (its tags as written are the display names);
-        default: ``cfg.data`` loaded again. ``given``: model objects and a candidate generator
-        to build from instead of their configs (the Python API).
+        The arguments are every task's (:meth:`Task.run <tagtorch.evaluation.runs.Task.run>`):
+        ``raw``, the folksonomy as loaded, gives the display names (its tags as written) and
+        titles (default: ``cfg.data`` loaded again).
+
+        Raises:
+            ConfigError: the data is not a folksonomy (a LETOR dataset).
         """
+        if not isinstance(folksonomy, Folksonomy) or not isinstance(raw, Folksonomy | None):
+            raise ConfigError("data", cfg.data.get("_target_"), "a folksonomy: task=fit fits a "
+                              "recommender of tags, items or resources, not of LETOR lists")
         given = given or GivenObjects()
         processor = instantiate(cfg.text) if cfg.get("text") is not None else None
         if processor is None:
