@@ -148,10 +148,11 @@ def test_a_model_object_is_handed_through_not_rebuilt_from_a_config(tmp_path):
 
     The reference is the factory itself: it is called once per fit with the data's feature
     count, which no config can do, and the user's object stays unfitted."""
+    from test_neural import cpu_trainer
+
     import tagtorch as tt
     from tagtorch.candidates.letor import write_synthetic_letor
     from tagtorch.rankers.neural import ListScorer, NeuralRanker
-    from test_neural import cpu_trainer
 
     folder = write_synthetic_letor(tmp_path / "letor", queries=30, features=5, seed=1)
     calls: list[int] = []

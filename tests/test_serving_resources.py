@@ -93,7 +93,7 @@ def test_the_folder_reads_back_and_refuses_an_altered_vocabulary(fitted, tmp_pat
     names = json.loads(vocabulary.read_text())
     names["resources"] = names["resources"][:-1]
     vocabulary.write_text(json.dumps(names))
-    with pytest.raises(UnreadableFileError, match="vocabulary.json"):
+    with pytest.raises(UnreadableFileError, match=r"vocabulary\.json"):
         tt.Recommender.load(folder)
 
 
