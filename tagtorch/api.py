@@ -39,6 +39,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from tagtorch.candidates.letor import LetorData, load_letor
 from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.evaluation.runs import EvaluationResult, GivenObjects
+from tagtorch.rankers.base import BaseRanker, load_ranker
 from tagtorch.serving import AnyRecommender, Recommender
 from tagtorch.settings import MODEL_TASKS, SignatureSettings
 
@@ -191,10 +192,10 @@ def evaluate(task: str, data: Folksonomy | LetorData | str | Path,
     return _run(cfg, data, _given(spec or {}, candidates))
 
 
-def fit(data: Folksonomy | str | Path, model: ModelSpec, *,
+def fit(data: Folksonomy | LetorData | str | Path, model: ModelSpec, *,
         candidates: CandidatesSpec | None = None, experiment: str | None = None,
         output_dir: str | Path | None = None, overrides: Sequence[str] = (),
-        **settings: Any) -> AnyRecommender:
+        **settings: Any) -> AnyRecommender | BaseRanker:
     """Fits a recommender on all of ``data`` (``task=fit``) and returns it, ready to serve.
 
     A tag ranker becomes a :class:`~tagtorch.serving.TagRecommender`, an item model an
@@ -204,10 +205,12 @@ def fit(data: Folksonomy | str | Path, model: ModelSpec, *,
     :class:`~tagtorch.serving.ResourceRecommender`; each is saved
     under ``output_dir`` (default: a new temporary folder), the folder
     ``python -m tagtorch.serve`` and :meth:`Recommender.load
-    <tagtorch.serving.Recommender.load>` take.
+    <tagtorch.serving.Recommender.load>` take. On a LETOR dataset (:func:`load` of a LETOR
+    folder) a tag ranker is fitted on its ``train`` part (``vali`` for early stopping) and
+    returned; its folder is read back by :func:`tagtorch.rankers.base.load_ranker`.
 
     Args:
-        data: a folksonomy from :func:`load`, or what :func:`load` takes.
+        data: a folksonomy or a LETOR dataset from :func:`load`, or what :func:`load` takes.
         model: a config name, a config mapping or an unfitted model object.
         candidates: a tag ranker's candidate generator (as in :func:`evaluate`).
         experiment: a shipped experiment to start from (its candidates, text, settings).
@@ -216,7 +219,9 @@ def fit(data: Folksonomy | str | Path, model: ModelSpec, *,
         **settings: ``task=fit`` settings (``val_fraction``, ``seed``, ``p``, ...).
     """
     name = model if isinstance(model, str) else "model"
-    cfg = compose(["task=fit", *([f"+experiment={experiment}"] if experiment else []),
+    raw = data if isinstance(data, Folksonomy | LetorData) else load(data)
+    letor = ["data=letor", "data.path=."] if isinstance(raw, LetorData) else []
+    cfg = compose(["task=fit", *letor, *([f"+experiment={experiment}"] if experiment else []),
                    *([f"model={model}"] if isinstance(model, str) else []),
                    *_candidate_overrides(candidates), *overrides], output_dir)
     with open_dict(cfg):
@@ -224,8 +229,8 @@ def fit(data: Folksonomy | str | Path, model: ModelSpec, *,
         cfg.model = {name: _model_config(cfg, name, model)}
         cfg.task.output = cfg.paths.output_dir
         _set_task_settings(cfg, "fit", settings)
-    (folder,) = _run(cfg, data, _given({name: model}, candidates))
-    return Recommender.load(folder)
+    (folder,) = _run(cfg, raw, _given({name: model}, candidates))
+    return load_ranker(folder) if isinstance(raw, LetorData) else Recommender.load(folder)
 
 
 def _run(cfg: DictConfig, data: Folksonomy | LetorData | str | Path,

@@ -197,3 +197,26 @@ def test_a_seeded_task_takes_model_objects_as_the_command_line_takes_settings(
     cli = run_task(compose_cfg(tmp_path / "cli", [
         f"task={task}", "data.n_objects=300", f"model=[{name}]", "task.seeds=[0]", *overrides]))
     pd.testing.assert_frame_equal(quality(res.results), quality(cli.results), check_exact=True)
+
+
+def test_fit_on_a_letor_dataset_returns_the_fitted_ranker(tmp_path):
+    """Issue 53: ``tt.fit`` covers LETOR too: a tag ranker fitted on the train part (vali for
+    early stopping), saved, read back by ``load_ranker`` from its manifest's class. The
+    reference is the same ranker class fitted directly on the same parts."""
+    import torch
+
+    from tagtorch.candidates.letor import write_synthetic_letor
+    from tagtorch.rankers.base import load_ranker
+    from tagtorch.rankers.trees import LambdaMARTRanker
+
+    folder = write_synthetic_letor(tmp_path / "letor", queries=40, features=5, seed=2)
+    data = tt.load(folder)
+    fitted = tt.fit(data, LambdaMARTRanker(n_iterations=8, n_leaves=7),
+                    output_dir=tmp_path / "out")
+    direct = LambdaMARTRanker(n_iterations=8, n_leaves=7).fit(data.train, data.vali)
+    assert isinstance(fitted, LambdaMARTRanker)
+    assert torch.equal(fitted.score(data.test), direct.score(data.test))
+    again = load_ranker(next((tmp_path / "out").glob("*-model")))
+    assert torch.equal(again.score(data.test), direct.score(data.test))
+    with pytest.raises(ValueError, match="a tag ranker"):
+        tt.fit(data, "bm25", output_dir=tmp_path / "bad")

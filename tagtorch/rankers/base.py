@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar, Protocol, Self, runtime_checkable
+from typing import Any, ClassVar, Protocol, Self, cast, runtime_checkable
 
 import torch
 
@@ -33,12 +33,14 @@ from tagtorch.settings import ModelTask, SignatureSettings
 from tagtorch.storage import (
     MANIFEST_FILE,
     model_folder,
+    read_json,
     read_manifest,
     saved_entries,
+    trusted_class,
     write_manifest,
 )
 
-__all__ = ["BaseRanker", "Ranker", "check_feature_names"]
+__all__ = ["BaseRanker", "Ranker", "check_feature_names", "load_ranker"]
 
 
 @runtime_checkable
@@ -191,3 +193,20 @@ class BaseRanker(SignatureSettings):
         ranker.feature_names_ = None if names is None else tuple(names)
         ranker._load_files(folder, manifest)
         return ranker
+
+
+def load_ranker(path: str | Path) -> BaseRanker:
+    """Reads a saved tag ranker of any class: the one its manifest names, from ``tagtorch.rankers``.
+
+    Raises:
+        UnreadableFileError: no manifest, a class outside ``tagtorch.rankers`` or not a
+            ranker, or what the class's own :meth:`BaseRanker.load` refuses.
+    """
+    where = Path(path) / MANIFEST_FILE
+    manifest = read_json(where, ("class",))
+    try:
+        cls = trusted_class(str(manifest["class"]), ("tagtorch.rankers.",), (BaseRanker,),
+                            f"{where}: class")
+    except ValueError as error:
+        raise UnreadableFileError(str(error)) from None
+    return cast(type[BaseRanker], cls).load(path)

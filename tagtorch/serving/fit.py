@@ -26,6 +26,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from tagtorch.candidates.latre import LatreCandidates
+from tagtorch.candidates.letor import LetorData
 from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.data.text import TextProcessor
 from tagtorch.errors import ConfigError
@@ -89,12 +90,19 @@ class FitTask(Task):
         ``raw``, the folksonomy as loaded, gives the display names (its tags as written) and
         titles (default: ``cfg.data`` loaded again).
 
+        A LETOR dataset (``data=letor``) fits each tag ranker on its ``train`` part (``vali``
+        for early stopping) and writes the ranker's own folder
+        (:func:`~tagtorch.rankers.base.load_ranker` reads it).
+
         Raises:
-            ConfigError: the data is not a folksonomy (a LETOR dataset).
+            ConfigError: the data is neither a folksonomy nor a LETOR dataset, or a LETOR
+                dataset is given a model that is not a tag ranker.
         """
+        if isinstance(folksonomy, LetorData):
+            return self._fit_letor(folksonomy, cfg, given or GivenObjects())
         if not isinstance(folksonomy, Folksonomy) or not isinstance(raw, Folksonomy | None):
-            raise ConfigError("data", cfg.data.get("_target_"), "a folksonomy: task=fit fits a "
-                              "recommender of tags, items or resources, not of LETOR lists")
+            raise ConfigError("data", cfg.data.get("_target_"), "a folksonomy or a LETOR "
+                              "dataset")
         given = given or GivenObjects()
         processor = instantiate(cfg.text) if cfg.get("text") is not None else None
         if processor is None:
@@ -148,6 +156,21 @@ class FitTask(Task):
         log.info("%s: fitted on the %d-core (%d users, %d items, %d tags)", name, self.p,
                  items.info["users"], items.info["items"], items.info["tags"])
         return items
+
+    def _fit_letor(self, data: LetorData, cfg: DictConfig, given: GivenObjects) -> list[Path]:
+        """Each tag ranker fitted on a LETOR dataset's ``train`` part, saved as its folder."""
+        folders = []
+        for name, config in methods_of(cfg).items():
+            ranker = given.build(name, config)
+            if not isinstance(ranker, BaseRanker):
+                raise ConfigError(f"model.{name}._target_", config.get("_target_"),
+                                  "a tag ranker: a LETOR dataset's lists are ranked by one")
+            ranker.fit(data.train, data.vali)
+            folder = self.output / f"{data.name}-{name}"
+            ranker.save(folder)
+            print(f"{name}: {folder}")
+            folders.append(folder)
+        return folders
 
     @staticmethod
     def _candidates(sets: Mapping[str, Any], used: str, given: GivenObjects) -> LatreCandidates:
