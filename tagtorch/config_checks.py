@@ -294,7 +294,7 @@ def task_kinds(cfg: Any) -> tuple[ModelTask, ...]:
 
     Example:
         >>> task_kinds({"task": {"_target_": "tagtorch.serving.fit.FitTask"}})
-        ('tagrec', 'itemrec', 'posts')
+        ('tagrec', 'itemrec', 'posts', 'resources')
         >>> task_kinds({"task": {"_target_": "tagtorch.evaluation.describe.DescribeTask"}})
         ()
     """
