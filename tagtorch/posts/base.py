@@ -52,6 +52,29 @@ def value_at(scores: PostScores, rows: np.ndarray, cols: np.ndarray) -> np.ndarr
     return np.asarray(scores[rows, cols], dtype=np.float64).ravel()
 
 
+def _contenders(scores: np.ndarray, k: int, block: int = 4096) -> sp.csr_matrix:
+    """The finite entries of dense ``[Q, T]`` scores that may be among a row's ``k`` best.
+
+    An entry below the row's ``k``-th best finite score never is, whatever the tie keys, so
+    only those at least that high are kept (ties at the ``k``-th score included): the sort that
+    follows takes ``O(Q k)`` entries instead of all ``Q T``, and the extra memory is one block
+    of rows at a time.
+    """
+    n_rows, width = scores.shape
+    rows, cols = [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)]
+    for start in range(0, n_rows, block):
+        part = scores[start:start + block]
+        finite = np.isfinite(part)
+        if width > k:
+            kth = np.partition(np.where(finite, part, -np.inf), width - k, axis=1)[:, width - k]
+            finite &= part >= kth[:, None]
+        r, c = np.nonzero(finite)  # row-major: the CSR order
+        rows.append(r + start)
+        cols.append(c)
+    r, c = np.concatenate(rows), np.concatenate(cols)
+    return sp.csr_matrix((scores[r, c], (r, c)), shape=scores.shape)
+
+
 def recommend(scores: PostScores, k: int = 10, ties: PostScores | None = None) -> np.ndarray:
     """``[Q, k]`` each row's ``k`` best tags, ``-1`` after fewer.
 
@@ -71,8 +94,7 @@ def recommend(scores: PostScores, k: int = 10, ties: PostScores | None = None) -
         array([[1, 2, 0]])
     """
     if isinstance(scores, np.ndarray):
-        finite = np.nonzero(np.isfinite(scores))  # row-major: the CSR order
-        scores = sp.csr_matrix((scores[finite], finite), shape=scores.shape)
+        scores = _contenders(scores, k)
     else:
         scores = scores.tocsr()
         if not scores.has_canonical_format:  # summed on a copy: the caller's stays as it was

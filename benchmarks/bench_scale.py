@@ -1,0 +1,267 @@
+"""Every task end to end at growing sizes: seconds per stage, peak memory, growth exponents.
+
+Each (task, size) runs in a fresh process, as a user runs it: the synthetic folksonomy
+generated (power-law users, resources and tags, timestamps; ``scaled_config``), its text
+normalized, then the task's evaluation of one split (seed 0 or fold 0) with its report, through
+:func:`tagtorch.train.run_task`. A size counts posts (``user, resource`` pairs) for the post
+tasks, the objects for tag recommendation (the protocol's unit). Per run it prints the seconds
+of each stage (generate, text, the split and report as ``rest``, and each method's fit and
+scoring), the peak resident memory of the process, and between consecutive sizes the growth
+exponent ``log(t2 / t1) / log(n2 / n1)`` of each stage (1: linear; above 1.2 is flagged).
+
+The targets of issue 54 are checked at their size (a million posts, a million objects): a
+measured run there gives PASS or MISS; a run that stops below it extrapolates the last
+exponent and says so (``PASS*``/``MISS*``: an estimate, not a measurement).
+
+Usage::
+
+    python benchmarks/bench_scale.py --quick                  # two small sizes, < 15 min
+    python benchmarks/bench_scale.py --tasks posts --sizes 10000 100000 1000000
+    python benchmarks/bench_scale.py --plot docs/figures/scale.png --json outputs/scale.json
+
+Run it alone: the times are wall-clock seconds on a shared machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+POST_BASELINES = "mp,mp_u,mp_r,mp_ur,cf,apr,folkrank,girp,girptm,bll,bll_c"
+"""TagRec's baselines but LDA (``conf/model``)."""
+
+TASKS: dict[str, list[str]] = {
+    "posts": ["task=posts", "text=none", f"model=[{POST_BASELINES}]"],
+    "hybrid": ["task=posts", "text=none", "model=[hybrid_lambdamart]"],
+    "tagrec": ["task=tagrec", "model=[latre_wts,lambdamart]", "task.folds=[0]",
+               "task.cache=false"],
+    "resources": ["task=resources", "text=none", "model=[smatch,bm25,bayeslm,lda_resources]",
+                  "task.min_user_objects=5"],
+    "itemrec": ["task=itemrec", "text=none",
+                "model=[tag_popularity,two_dimensional,ease_tags,pitf,dorank_plus]"],
+}
+"""The command-line overrides of each task's run (one seed or fold, no TREC files)."""
+
+SEEDED = {"posts", "hybrid", "resources", "itemrec"}
+POSTS_PER_OBJECT = 6
+"""Distinct posts per object the generator makes at scale (6.0 at 20,000 objects, with 2.3 tags
+a post): a size in posts asks for ``size / 6`` objects; the posts made are counted."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """A target of issue 54: a stage of a task under a limit at a size."""
+
+    name: str
+    task: str
+    size: int
+    key: str  # "total", "peak_gb" or "ms_per_query:METHOD"
+    limit: float
+
+
+TARGETS = [
+    Target("posts, TagRec's baselines but LDA: < 10 min", "posts", 1_000_000, "total", 600),
+    Target("posts, TagRec's baselines: peak < 8 GB", "posts", 1_000_000, "peak_gb", 8),
+    Target("posts, hybrid_lambdamart fit + evaluation < 15 min", "hybrid", 1_000_000, "total",
+           900),
+    Target("posts, FolkRank <= 5 ms per test post", "posts", 1_000_000,
+           "ms_per_query:folkrank", 5),
+    Target("tagrec, latre_wts + lambdamart, 1 fold < 30 min", "tagrec", 1_000_000, "total",
+           1800),
+    Target("tagrec, peak < 12 GB", "tagrec", 1_000_000, "peak_gb", 12),
+    Target("resources, SMatch/BM25/BayesLM/LDA < 30 min", "resources", 1_000_000, "total", 1800),
+]
+
+
+def run_one(task: str, size: int, seed: int) -> dict[str, Any]:
+    """One (task, size) in this process: stage seconds and the peak memory."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
+    from hydra.utils import instantiate
+    from omegaconf import open_dict
+
+    from tagtorch.api import compose
+    from tagtorch.data.synthetic import generate_folksonomy, scaled_config
+    from tagtorch.train import run_task
+
+    n_objects = size if task == "tagrec" else max(200, size // POSTS_PER_OBJECT)
+    folder = Path(tempfile.mkdtemp(prefix=f"scale_{task}_"))
+    unit = "task.folds=[0]" if task == "tagrec" else f"task.seeds=[{seed}]"
+    cfg = compose([*TASKS[task], unit, "task.trec=false", f"data.n_objects={n_objects}"],
+                  folder)
+    stages: dict[str, float] = {}
+    start = time.perf_counter()
+    raw = generate_folksonomy(**scaled_config(n_objects), seed=seed, progress=True)
+    stages["generate"] = time.perf_counter() - start
+    start = time.perf_counter()
+    data = instantiate(cfg.text).apply(raw) if cfg.get("text") is not None else raw
+    stages["text"] = time.perf_counter() - start
+    with open_dict(cfg):
+        cfg.text = None  # applied above, timed apart
+    start = time.perf_counter()
+    result = run_task(cfg, raw=data)
+    stages["task"] = time.perf_counter() - start
+    posts = int(raw.assignments[["user", "object"]].drop_duplicates().shape[0])
+    return {"task": task, "size": raw.n_objects if task == "tagrec" else posts,
+            "asked": size, "objects": raw.n_objects, "posts": posts,
+            "assignments": raw.n_assignments, "stages": stages,
+            "methods": _method_times(result.results, result.per_object),
+            "peak_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}
+
+
+def _method_times(results: Any, per_object: Any) -> dict[str, dict[str, float]]:
+    """Per method: fit seconds, scoring ms per query and the queries scored."""
+    times: dict[str, dict[str, float]] = {}
+    for method, rows in results.groupby("method", sort=False):
+        values = rows.groupby("metric")["value"].mean()
+        queries = per_object.loc[per_object["method"] == method, "object"].nunique()
+        times[str(method)] = {"fit_s": float(values.get("fit_seconds", math.nan)),
+                              "ms_per_query": float(values.get("ms_model", math.nan)),
+                              "queries": int(queries)}
+    return times
+
+
+def measured(run: dict[str, Any], key: str) -> float:
+    """A run's value of a target key (seconds, GB or ms)."""
+    if key == "total":
+        return float(sum(run["stages"].values()))
+    if key == "peak_gb":
+        return float(run["peak_gb"])
+    method = key.split(":", 1)[1]
+    return float(run["methods"].get(method, {}).get("ms_per_query", math.nan))
+
+
+def exponent(small: dict[str, Any], large: dict[str, Any], key: str) -> float:
+    """``log(v2 / v1) / log(n2 / n1)`` of a key between two runs of a task."""
+    a, b = measured(small, key), measured(large, key)
+    if not (a > 0 and b > 0) or small["size"] == large["size"]:
+        return math.nan
+    return math.log(b / a) / math.log(large["size"] / small["size"])
+
+
+def target_lines(runs: list[dict[str, Any]]) -> list[str]:
+    """One line per target: PASS or MISS at its size, starred when extrapolated."""
+    lines = []
+    for target in TARGETS:
+        own = sorted((r for r in runs if r["task"] == target.task), key=lambda r: r["size"])
+        if not own:
+            lines.append(f"SKIP   {target.name} (task not run)")
+            continue
+        last = own[-1]
+        value, star = measured(last, target.key), ""
+        if last["size"] < target.size:
+            if len(own) < 2:
+                lines.append(f"SKIP   {target.name} (one size: no exponent to extrapolate)")
+                continue
+            power = exponent(own[-2], last, target.key)
+            value *= (target.size / last["size"]) ** power
+            star = f"* (extrapolated from {last['size']:,} with exponent {power:.2f})"
+        verdict = "PASS" if value <= target.limit else "MISS"
+        lines.append(f"{verdict}{star[:1]:<2} {target.name}: {value:,.1f} "
+                     f"(limit {target.limit:,g}){star[1:]}")
+    return lines
+
+
+def table(runs: list[dict[str, Any]]) -> str:
+    """A markdown table: per run its sizes, stage seconds, peak memory and exponents."""
+    lines = ["| task | size | posts | assignments | generate s | text s | task s | peak GB | "
+             "exponent (task s) | methods: fit s / ms per query |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    previous: dict[str, dict[str, Any]] = {}
+    for run in runs:
+        s = run["stages"]
+        before = previous.get(run["task"])
+        power = exponent_of_stage(before, run, "task") if before else math.nan
+        flag = " (superlinear)" if power > 1.2 else ""
+        methods = "; ".join(f"{m} {t['fit_s']:.1f} / {t['ms_per_query']:.2f}"
+                            for m, t in run["methods"].items())
+        lines.append(f"| {run['task']} | {run['size']:,} | {run['posts']:,} | "
+                     f"{run['assignments']:,} | {s['generate']:.1f} | {s['text']:.1f} | "
+                     f"{s['task']:.1f} | {run['peak_gb']:.2f} | "
+                     f"{'' if math.isnan(power) else f'{power:.2f}'}{flag} | {methods} |")
+        previous[run["task"]] = run
+    return "\n".join(lines)
+
+
+def exponent_of_stage(small: dict[str, Any], large: dict[str, Any], stage: str) -> float:
+    """The growth exponent of one stage's seconds between two runs."""
+    a, b = small["stages"][stage], large["stages"][stage]
+    if not (a > 0 and b > 0):
+        return math.nan
+    return math.log(b / a) / math.log(large["size"] / small["size"])
+
+
+def plot(runs: list[dict[str, Any]], path: Path) -> None:
+    """Log-log: each task's seconds against its size, with the linear slope beside."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(7, 4.5))
+    for task in dict.fromkeys(r["task"] for r in runs):
+        own = sorted((r for r in runs if r["task"] == task), key=lambda r: r["size"])
+        axis.plot([r["size"] for r in own], [measured(r, "total") for r in own], "o-",
+                  label=task)
+    sizes = [r["size"] for r in runs]
+    axis.set_xscale("log")
+    axis.set_yscale("log")
+    axis.set_xlabel("size (posts; objects for tagrec)")
+    axis.set_ylabel("seconds, end to end")
+    axis.set_title(f"tagtorch end to end by size ({min(sizes):,} to {max(sizes):,})")
+    axis.legend()
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=120)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", nargs="*", default=list(TASKS), choices=list(TASKS))
+    parser.add_argument("--sizes", type=int, nargs="*", default=[10_000, 100_000, 1_000_000])
+    parser.add_argument("--quick", action="store_true",
+                        help="two small sizes, every task (5,000 and 50,000 posts; 1,000 and "
+                             "5,000 objects for tagrec): < 15 min")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", type=Path, help="append each run as a JSON line here")
+    parser.add_argument("--plot", type=Path, help="write the log-log figure here")
+    parser.add_argument("--one", nargs=2, metavar=("TASK", "SIZE"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one is not None:
+        print(json.dumps(run_one(args.one[0], int(args.one[1]), args.seed)))
+        return
+    runs = []
+    for task in args.tasks:
+        sizes = sorted(args.sizes)
+        if args.quick:
+            sizes = [1_000, 5_000] if task == "tagrec" else [5_000, 50_000]
+        for size in sizes:
+            command = [sys.executable, __file__, "--one", task, str(size), "--seed",
+                       str(args.seed)]
+            done = subprocess.run(command, stdout=subprocess.PIPE, text=True)
+            if done.returncode != 0:
+                print(f"{task} at {size:,}: exit {done.returncode}", flush=True)
+                continue
+            run = json.loads(done.stdout.strip().splitlines()[-1])
+            runs.append(run)
+            print(f"{task} at {run['size']:,}: {measured(run, 'total'):.1f} s, peak "
+                  f"{run['peak_gb']:.2f} GB", flush=True)
+            if args.json is not None:
+                with args.json.open("a") as out:
+                    out.write(json.dumps(run) + "\n")
+    print(table(runs))
+    print("\n".join(target_lines(runs)))
+    if args.plot is not None and runs:
+        plot(runs, args.plot)
+
+
+if __name__ == "__main__":
+    main()
