@@ -71,6 +71,7 @@ import scipy.sparse as sp
 
 from tagtorch.posts.base import PostRanker
 from tagtorch.posts.data import PostData, Posts
+from tagtorch.progress import progress
 
 __all__ = ["FolkRank", "tagrec_left_out"]
 
@@ -265,8 +266,10 @@ class FolkRank(PostRanker):
             rows, cols = np.nonzero(tagrec_left_out(out[part], self.top_k))
             return np.stack([rows + start, cols])
 
+        starts = range(0, len(posts), size)
         with ThreadPoolExecutor(jobs) as pool:
-            left_out = list(pool.map(run, range(0, len(posts), size)))
+            left_out = list(progress(pool.map(run, starts), "APR" if self.adapted else "FolkRank",
+                                     unit="batch", total=len(starts), enabled=len(starts) > 1))
         return out, np.concatenate([np.zeros((2, 0), dtype=np.int64), *left_out], axis=1)
 
     def score(self, posts: Posts) -> np.ndarray:
