@@ -5,7 +5,9 @@
 - :class:`DataFormatError`: a data file does not have the expected layout (the loaders);
 - :class:`DataCheckError`: data that cannot support a task as configured (the splits);
 - :class:`UnreadableFileError`: a file that cannot be read safely (:mod:`tagtorch.storage`,
-  artifacts, journals).
+  artifacts, journals);
+- :class:`TooLargeError`: a model that would not fit in this machine's memory, refused before it
+  allocates (:func:`tagtorch.devices.check_memory`).
 
 A missing optional dependency is :class:`tagtorch.extras.MissingExtraError`.
 """
@@ -14,7 +16,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["ConfigError", "DataCheckError", "DataFormatError", "UnreadableFileError"]
+__all__ = ["ConfigError", "DataCheckError", "DataFormatError", "TooLargeError",
+           "UnreadableFileError"]
 
 
 class ConfigError(ValueError):
@@ -89,3 +92,20 @@ class DataCheckError(ValueError):
 
 class UnreadableFileError(ValueError):
     """A file that cannot be read safely (corrupt, foreign or not what its manifest says)."""
+
+
+class TooLargeError(ValueError):
+    """A computation refused before it allocates: it would not fit in this machine's memory.
+
+    Example:
+        >>> print(TooLargeError("EASE", 3 * 2**40, 24 * 2**30, "its items x items matrices",
+        ...                     "use a factor model"))  # doctest: +NORMALIZE_WHITESPACE
+        EASE needs about 3,072.0 GiB for its items x items matrices, more than the 24.0 GiB
+        this machine has; use a factor model
+    """
+
+    def __init__(self, what: str, needed: float, available: float, reason: str,
+                 alternative: str) -> None:
+        self.needed, self.available = needed, available
+        super().__init__(f"{what} needs about {needed / 2**30:,.1f} GiB for {reason}, more than "
+                         f"the {available / 2**30:,.1f} GiB this machine has; {alternative}")

@@ -441,3 +441,22 @@ def test_ensemble_per_user_queries_weigh_the_members_per_user_forms(user_data):
             expected[u] += weight * float(std > 0) * torch.from_numpy(
                 (s[u] - mean) / (std if std > 0 else 1.0)).float()
     torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("name", ["ease.EASE", "itemknn.ItemKNN", "rp3beta.RP3Beta"])
+def test_an_item_item_model_too_large_for_memory_is_refused_before_allocating(name):
+    """Issue 54: at MovieLens-25M's tag size (tens of thousands of items) the dense items x
+    items matrices exceed memory; the model refuses in one line naming the reason and the
+    alternative, before anything is allocated (a data with no arrays would fail otherwise)."""
+    import importlib
+    from types import SimpleNamespace
+
+    from tagtorch.devices import memory_bytes
+    from tagtorch.errors import TooLargeError
+
+    module, cls = name.split(".")
+    model = getattr(importlib.import_module(f"tagtorch.itemrec.{module}"), cls)(tags=True)
+    items = int((memory_bytes() / 4) ** 0.5) + 1  # 4 bytes a pair would already not fit
+    huge = SimpleNamespace(n_users=10, n_items=items, n_tags=5, train=None)
+    with pytest.raises(TooLargeError, match=r"x [\d,]+ items\).*factor model"):
+        model.fit(huge)

@@ -41,6 +41,8 @@ class EASE(ItemItemModel):
 
     regularization: float
     _forwards_kwargs = True
+    bytes_per_item_pair = 36.0
+    """The float64 Gram matrix, LAPACK's copy, its inverse, the weights, then float32."""
 
     def __init__(self, regularization: float = 250.0, **kwargs: Any) -> None:
         if regularization <= 0:

@@ -33,6 +33,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from tagtorch.devices import check_memory
 from tagtorch.itemrec.base import profile_mix
 from tagtorch.itemrec.baselines import ArrayModel
 from tagtorch.itemrec.data import ItemRecData, TagProfile
@@ -100,6 +101,10 @@ class ItemItemModel(ArrayModel):
     """Per-user queries: ``sum_t P(t | u) s(u, i, t)``, the user's query vector with their tag
     profile (the score is linear in ``q``; :func:`tagtorch.itemrec.base.user_scores`)."""
 
+    bytes_per_item_pair: ClassVar[float] = 8.0
+    """Bytes of working memory per ``(item, item)`` pair while fitting: ``W`` in float32 and one
+    more such matrix (a subclass that needs more says so)."""
+
     def __init__(self, tags: bool = False, tag_weight: float = 1.0, device: str = "cpu") -> None:
         if tag_weight < 0:
             raise ValueError(f"tag_weight must be >= 0, got {tag_weight}")
@@ -113,7 +118,17 @@ class ItemItemModel(ArrayModel):
         raise NotImplementedError
 
     def fit(self, data: ItemRecData) -> Self:
-        """Computes ``W`` from the training posts (and their tags, in the tag-aware form)."""
+        """Computes ``W`` from the training posts (and their tags, in the tag-aware form).
+
+        Raises:
+            TooLargeError: the dense matrices would not fit in memory (before any is made).
+        """
+        rows = data.n_users + (data.n_tags if self.tags else 0)
+        check_memory(4.0 * rows * data.n_items + self.bytes_per_item_pair * data.n_items ** 2,
+                     type(self).__name__, f"its dense matrices ({rows:,} rows x "
+                     f"{data.n_items:,} items, and {data.n_items:,} x {data.n_items:,} items)",
+                     "fewer items (a higher task.p) or a factor model (pitf, dorank_plus, "
+                     "two_dimensional), whose memory grows with the items, not their square")
         interactions = interaction_matrix(data, self.tags).to(self.device)
         weights = self.item_weights(interactions)
         weights.fill_diagonal_(0.0)

@@ -46,6 +46,8 @@ class ItemKNN(ItemItemModel):
     neighbours: int | None
     shrink: float
     _forwards_kwargs = True
+    bytes_per_item_pair = 45.0
+    """float64 products and similarities, the neighbours' sort (values and indices), a mask."""
 
     def __init__(self, neighbours: int | None = 100, shrink: float = 10.0, **kwargs: Any) -> None:
         if neighbours is not None and neighbours < 1:

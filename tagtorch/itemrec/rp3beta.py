@@ -49,6 +49,8 @@ class RP3Beta(ItemItemModel):
     beta: float
     neighbours: int | None
     _forwards_kwargs = True
+    bytes_per_item_pair = 45.0
+    """float64 products and similarities, the neighbours' sort (values and indices), a mask."""
 
     def __init__(self, alpha: float = 1.0, beta: float = 0.5, neighbours: int | None = 100,
                  **kwargs: Any) -> None:
