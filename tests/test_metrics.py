@@ -577,3 +577,41 @@ def test_metric_names_with_a_cut_off() -> None:
     for bad in ("mrr@0", "ndcg@5", "mrr@", "auc"):
         with pytest.raises(ValueError, match="unknown metric"):
             parse_metric(bad)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_cut_metrics_of_long_lists_with_ties_equal_a_plain_sort(seed):
+    """Issue 54: with every metric cut (``s@k``, ``mrr@10``, ...) only the first places are
+    found (no whole-list sort, which grew as queries x candidates); the values must be those
+    of a plain stable sort (ties by candidate position, padding last)."""
+    import math
+
+    from tagtorch.metrics.functional import ranking_metrics
+
+    rng = np.random.default_rng(seed)
+    b, length = 40, 300
+    scores = torch.from_numpy(rng.integers(0, 6, size=(b, length)).astype(np.float32))
+    labels = torch.from_numpy((rng.random((b, length)) < 0.02).astype(np.float32))
+    mask = torch.from_numpy(rng.random((b, length)) < 0.9)
+    mask[0, 5:] = False  # a list shorter than the cut
+    got = ranking_metrics(scores, labels, mask, ks=(1, 5, 10),
+                          metrics=("ndcg", "precision", "recall", "success", "mrr@10",
+                                   "map@10"), empty_target_action="neg")
+    for row in range(b):
+        real = [i for i in range(length) if mask[row, i]]
+        order = sorted(real, key=lambda i: (-float(scores[row, i]), i))
+        rel = [float(labels[row, i]) for i in order]
+        n_rel = sum(float(labels[row, i]) for i in real)
+        for k in (1, 5, 10):
+            hits = sum(rel[:k])
+            dcg = sum(g / math.log2(p + 2) for p, g in enumerate(rel[:k]))
+            idcg = sum(1 / math.log2(p + 2) for p in range(int(min(n_rel, k))))
+            expected = {f"p@{k}": hits / k, f"r@{k}": hits / n_rel if n_rel else 0.0,
+                        f"s@{k}": float(hits > 0), f"ndcg@{k}": dcg / idcg if idcg else 0.0}
+            for key, value in expected.items():
+                assert float(got[key][row]) == pytest.approx(value, abs=1e-6), (row, key)
+        first = next((p + 1 for p, g in enumerate(rel[:10]) if g), None)
+        assert float(got["mrr@10"][row]) == pytest.approx(1 / first if first else 0.0)
+        precisions = [sum(rel[:p + 1]) / (p + 1) for p in range(min(10, len(rel))) if rel[p]]
+        ap = sum(precisions) / min(n_rel, 10) if n_rel else 0.0
+        assert float(got["map@10"][row]) == pytest.approx(ap, abs=1e-6), row

@@ -376,8 +376,13 @@ def _rank(
     n_relevant: Tensor | None,
     empty_target_action: str,
     ideal_width: int = 0,
+    depth: int | None = None,
 ) -> _Ranked:
-    """Validates inputs and sorts every list once (stable, padding last)."""
+    """Validates inputs and sorts every list once (stable, padding last).
+
+    ``depth``: only the first ``depth`` places are needed (every metric has a cut-off), found
+    by :func:`top_rank_order` without sorting whole lists (the same places as a full sort).
+    """
     scores, labels_f, n_rel, n_present = _validate(
         scores, labels, mask, n_relevant, empty_target_action
     )
@@ -386,8 +391,10 @@ def _rank(
         labels_f = labels_f.new_zeros((labels_f.shape[0], 1))
         mask = mask.new_zeros((mask.shape[0], 1))
     dtype, device = labels_f.dtype, labels_f.device
-    gains = labels_f.gather(-1, rank_order(scores, mask))
     length = scores.shape[1]
+    order = (top_rank_order(scores, mask, depth) if depth is not None and depth < length
+             else rank_order(scores, mask))
+    gains = labels_f.gather(-1, order)
     width = max(length, length + ideal_width)
     positions = torch.arange(1, width + 1, device=device, dtype=dtype)
     discount = dcg_discount(positions)
@@ -396,7 +403,7 @@ def _rank(
         rel=(gains > 0).to(dtype),
         n_relevant=n_rel.to(dtype),
         discount=discount,
-        ranks=positions[:length],
+        ranks=positions[:gains.shape[1]],
         labels=labels_f,
         n_missing=n_rel - n_present,
     )
@@ -680,7 +687,11 @@ def ranking_metrics(
     for k in ks:
         check_k(k, name="each k in ks")
     k_max = max(ks) if ks and "ndcg" in metrics else 0
-    r = _rank(scores, labels, mask, n_relevant, empty_target_action, ideal_width=k_max)
+    cuts = [cut for name, cut in parsed if name in ("mrr", "map")]
+    cuts += list(ks) if any(name not in ("mrr", "map") for name, _ in parsed) else []
+    depth = None if None in cuts or not cuts else max(c for c in cuts if c is not None)
+    r = _rank(scores, labels, mask, n_relevant, empty_target_action, ideal_width=k_max,
+              depth=depth)
     ideal = _ideal_prefix(r, k_max) if k_max else None
     out: dict[str, Tensor] = {}
     for (name, cut), key in zip(parsed, metrics, strict=True):
