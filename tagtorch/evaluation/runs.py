@@ -333,9 +333,9 @@ class RunPieces:
                  "means": outcome.means, "run_lines": outcome.run_lines,
                  "per_object": [_frame_to_json(frame) for frame in outcome.per_object],
                  "curves": [_frame_to_json(frame) for frame in outcome.curves]}
-        with atomic_write(self._path(fold, name)) as partial, \
-                gzip.open(partial, "wt", encoding="utf-8") as out:
-            json.dump(piece, out, default=_json_scalar)
+        text = json.dumps(piece, default=_json_scalar, separators=(",", ":"))
+        with atomic_write(self._path(fold, name)) as partial:  # fast gzip: a piece is transient
+            partial.write_bytes(gzip.compress(text.encode("utf-8"), compresslevel=1))
 
     def read(self, fold: int, name: str) -> MethodOutcome | None:
         """The kept outcome; None if there is none, it is unreadable, or its settings differ."""
