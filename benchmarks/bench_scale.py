@@ -228,8 +228,8 @@ def main() -> None:
     parser.add_argument("--tasks", nargs="*", default=list(TASKS), choices=list(TASKS))
     parser.add_argument("--sizes", type=int, nargs="*", default=[10_000, 100_000, 1_000_000])
     parser.add_argument("--quick", action="store_true",
-                        help="two small sizes, every task (5,000 and 50,000 posts; 1,000 and "
-                             "5,000 objects for tagrec): < 15 min")
+                        help="two small sizes, every task (10,000 and 100,000 posts; 5,000 "
+                             "and 25,000 objects for tagrec): < 15 min")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, help="append each run as a JSON line here")
     parser.add_argument("--plot", type=Path, help="write the log-log figure here")
@@ -242,7 +242,7 @@ def main() -> None:
     for task in args.tasks:
         sizes = sorted(args.sizes)
         if args.quick:
-            sizes = [1_000, 5_000] if task == "tagrec" else [5_000, 50_000]
+            sizes = [5_000, 25_000] if task == "tagrec" else [10_000, 100_000]
         for size in sizes:
             command = [sys.executable, __file__, "--one", task, str(size), "--seed",
                        str(args.seed)]
