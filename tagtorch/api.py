@@ -246,7 +246,8 @@ def _given(models: Mapping[str, ModelSpec], candidates: CandidatesSpec | None) -
     return GivenObjects(
         models={key: value for key, value in models.items()
                 if isinstance(value, SignatureSettings)},
-        candidates=candidates if isinstance(candidates, SignatureSettings) else None)
+        candidates=candidates if isinstance(candidates, SignatureSettings) else None,
+        caller_data=True)
 
 
 def _model_spec(models: Sequence[str] | Mapping[str, ModelSpec] | None

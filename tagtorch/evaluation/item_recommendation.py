@@ -111,6 +111,10 @@ class ItemRecommendationTask(SeededTask):
             choices in ``tuning.csv`` and the report). Seeds draw different splits, so a
             setting read on one seed's validation posts, some of them another seed's test
             posts, is never reused across seeds.
+        backend: where each (seed, method) is fitted and evaluated: ``processes`` (here) or
+            the workers of a ``dask`` or ``ray`` cluster (:meth:`~tagtorch.evaluation.task.
+            SeededTask.take_shared`).
+        address: that cluster's scheduler (None: a local cluster, started for the run).
     """
 
     model_tasks: ClassVar[tuple[ModelTask, ...]] = ("itemrec",)
@@ -143,8 +147,10 @@ class ItemRecommendationTask(SeededTask):
         resume: bool = False,
         significance: Mapping[str, Any] | None = None,
         tune: Mapping[str, Grid] | None = None,
+        backend: str = "processes",
+        address: str | None = None,
     ) -> None:
-        self.take_shared(seeds, significance)
+        self.take_shared(seeds, significance, backend, address)
         if trec_depth < 1:
             raise ValueError(f"trec_depth must be >= 1 (trec=false writes no TREC files), got "
                              f"{trec_depth}")

@@ -76,6 +76,10 @@ class PersonalizedTagTask(SeededTask):
             Significance`).
         targets: ``{method, baselines, measures}``: the method the run is about, tested against
             each baseline on each metric of ``measures`` (``targets.csv``; None: no such table).
+        backend: where each (seed, method) is fitted and evaluated: ``processes`` (here) or
+            the workers of a ``dask`` or ``ray`` cluster (:meth:`~tagtorch.evaluation.task.
+            SeededTask.take_shared`).
+        address: that cluster's scheduler (None: a local cluster, started for the run).
     """
 
     model_tasks: ClassVar[tuple[ModelTask, ...]] = ("posts",)
@@ -94,8 +98,9 @@ class PersonalizedTagTask(SeededTask):
                  ks: Sequence[int] = (1, 3, 5, 10), depth: int = 10,
                  precision_divisor: str = "k", trec: bool = True, resume: bool = False,
                  significance: Mapping[str, Any] | None = None,
-                 targets: Mapping[str, Any] | None = None) -> None:
-        self.take_shared(seeds, significance)
+                 targets: Mapping[str, Any] | None = None, backend: str = "processes",
+                 address: str | None = None) -> None:
+        self.take_shared(seeds, significance, backend, address)
         if split not in SPLITS:
             raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
         if not ks or min(ks) < 1 or max(ks) > depth:

@@ -97,6 +97,10 @@ class ResourceRankingTask(SeededTask):
         significance: the report's paired tests, ``{test: ttest|wilcoxon|randomization|both,
             n_resamples, seed}`` (:class:`~tagtorch.evaluation.report.Significance`; None: the
             paired t-test).
+        backend: where each (seed, method) is fitted and evaluated: ``processes`` (here) or
+            the workers of a ``dask`` or ``ray`` cluster (:meth:`~tagtorch.evaluation.task.
+            SeededTask.take_shared`).
+        address: that cluster's scheduler (None: a local cluster, started for the run).
     """
 
     model_tasks: ClassVar[tuple[ModelTask, ...]] = ("resources",)
@@ -134,8 +138,10 @@ class ResourceRankingTask(SeededTask):
         resume: bool = False,
         figure_setting: str | None = None,
         significance: Mapping[str, Any] | None = None,
+        backend: str = "processes",
+        address: str | None = None,
     ) -> None:
-        self.take_shared(seeds, significance)
+        self.take_shared(seeds, significance, backend, address)
         if split not in SPLITS:
             raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
         if trec_depth < 1:

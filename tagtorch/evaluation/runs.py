@@ -148,10 +148,13 @@ class GivenObjects:
     Attributes:
         models: method name -> an unfitted model.
         candidates: the unfitted candidate generator of ``cfg.candidates`` (None: the config's).
+        caller_data: whether the caller handed the data over (the Python API) rather than
+            ``cfg.data`` describing it: a cluster's workers then get it from this process.
     """
 
     models: Mapping[str, SignatureSettings] = field(default_factory=dict)
     candidates: SignatureSettings | None = None
+    caller_data: bool = False
 
     def build(self, name: str, config: Mapping[str, Any],
               settings: Mapping[str, Any] = MappingProxyType({})) -> Any:

@@ -26,10 +26,12 @@ from types import MappingProxyType
 from typing import Any
 
 import pandas as pd
-from omegaconf import DictConfig
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
 from tagtorch.data.folksonomy import Folksonomy
+from tagtorch.engines import BACKENDS, joblib_engine
 from tagtorch.evaluation.report import Significance
 from tagtorch.evaluation.runs import (
     EvaluationResult,
@@ -45,7 +47,7 @@ from tagtorch.evaluation.trec import run_file_names
 from tagtorch.evaluation.tuning import split_tuning, write_tuning
 from tagtorch.settings import SignatureSettings
 
-__all__ = ["SeededTask", "tuning_notes"]
+__all__ = ["SeededTask", "shard_outcome", "tuning_notes"]
 
 Outcomes = Mapping[tuple[int, str], MethodOutcome]
 """Finished outcomes by ``(seed, method)``."""
@@ -67,17 +69,27 @@ class SeededTask(SignatureSettings, Task):
     given: GivenObjects = GivenObjects()
     """The run's model objects handed through by the Python API (:meth:`run` sets them)."""
 
-    def take_shared(self, seeds: Sequence[int], significance: Mapping[str, Any] | None
-                    ) -> None:
+    backend: str = "processes"
+    address: str | None = None
+
+    def take_shared(self, seeds: Sequence[int], significance: Mapping[str, Any] | None,
+                    backend: str = "processes", address: str | None = None) -> None:
         """Checks and keeps the settings every seeded task has.
 
+        ``backend``: where the (seed, method) fits run: ``"processes"`` here, one after
+        another; ``"dask"`` or ``"ray"`` on a cluster's workers (:meth:`run`), ``address`` the
+        cluster's (None: a local cluster of this machine's cores, started for the run).
+
         Raises:
-            ValueError: no seed.
+            ValueError: no seed, or an unknown backend.
         """
         if not seeds:
             raise ValueError("no seed to evaluate")
+        if backend not in BACKENDS:
+            raise ValueError(f"task.backend must be one of {BACKENDS}, got {backend!r}")
         self.seeds = list(seeds)
         self.significance = Significance.of(significance)
+        self.backend, self.address = backend, address
 
     # -- what a task says -------------------------------------------------------------------
 
@@ -130,6 +142,12 @@ class SeededTask(SignatureSettings, Task):
 
         The arguments are every task's (:meth:`Task.run <tagtorch.evaluation.runs.Task.run>`).
 
+        With ``backend`` ``dask`` or ``ray``, every unfinished (seed, method) is one job on the
+        cluster's workers (:func:`shard_outcome`): each worker reads the data itself from
+        ``cfg.data`` (a path every worker sees; data handed over by the Python API is sent from
+        here instead), splits the seed and fits and evaluates the method; this process splits
+        each seed only for its TREC qrels and report. The results are those of one process.
+
         Returns:
             The run's results (``fold`` is the seed), per-query values, report and folder.
         """
@@ -142,6 +160,7 @@ class SeededTask(SignatureSettings, Task):
         qrels: list[str] | None = None
         summaries: dict[int, Mapping[str, Any]] = {}
         split = None
+        todo: list[tuple[int, str]] = []
         for seed in tqdm(self.seeds, desc="seeds", unit="seed"):
             if not self.needs_split(seed, all((seed, name) in done for name in models)):
                 continue
@@ -152,15 +171,40 @@ class SeededTask(SignatureSettings, Task):
             if self.writes_trec(seed):
                 qrels = self.qrels(split)
             for name, node in models.items():
-                if (seed, name) not in done:
-                    done[seed, name] = self.outcome(data, split, seed, name, node, done)
-                    pieces.write(seed, name, done[seed, name])
+                if (seed, name) in done:
+                    continue
+                if self.backend != "processes":
+                    todo.append((seed, name))
+                    continue
+                done[seed, name] = self.outcome(data, split, seed, name, node, done)
+                pieces.write(seed, name, done[seed, name])
+        for (seed, name), outcome in zip(todo, self._on_cluster(todo, models, cfg, folksonomy),
+                                         strict=True):
+            done[seed, name] = outcome
+            pieces.write(seed, name, outcome)
         for seed in self.seeds:
             MethodOutcome.merge([done[seed, name] for name in models]).log(loggers, step=seed)
         whole = MethodOutcome.merge([done[seed, name] for seed in self.seeds for name in models])
         result = self.write(data, models, whole, qrels, summaries, output_dir)
         pieces.clear()
         return result
+
+    def _on_cluster(self, todo: Sequence[tuple[int, str]], models: Mapping[str, Any],
+                    cfg: DictConfig, folksonomy: Folksonomy) -> list[MethodOutcome]:
+        """The outcomes of ``todo``'s (seed, method) pairs, one job each on the cluster."""
+        if not todo:
+            return []
+        from joblib import Parallel, delayed
+
+        sent = folksonomy if self.given.caller_data else None
+        data_config = OmegaConf.to_container(cfg.data, resolve=True)
+        text_config = (OmegaConf.to_container(cfg.text, resolve=True)
+                       if cfg.get("text") is not None else None)
+        with joblib_engine(self.backend, self.address):
+            return list(Parallel(n_jobs=-1)(
+                delayed(shard_outcome)(self, seed, name, models[name], data_config,
+                                       text_config, sent)
+                for seed, name in todo))
 
     def piece_keys(self, data: Folksonomy, models: Mapping[str, Any]) -> dict[str, str]:
         """Per method, everything its outcome on a seed depends on, as one JSON string.
@@ -198,3 +242,26 @@ def tuning_notes(output_dir: Path, whole: MethodOutcome, on: str
     """
     tuning, curves = split_tuning(whole.curves)
     return write_tuning(output_dir, tuning, "seed", on), curves
+
+
+def shard_outcome(task: SeededTask, seed: int, name: str, node: Mapping[str, Any],
+                  data_config: Any, text_config: Any, data: Folksonomy | None
+                  ) -> MethodOutcome:
+    """One (seed, method) job on a worker: the data read and normalized here, split, scored.
+
+    Args:
+        task: the task (its settings; its given model objects travel with it).
+        seed: the seed.
+        name: the method.
+        node: its config.
+        data_config: ``cfg.data``, instantiated here when ``data`` is None (the worker reads
+            the files itself: a path it sees, or the seeded generator).
+        text_config: ``cfg.text`` (None: no normalization).
+        data: the data as the caller handed it (the Python API), already normalized.
+    """
+    if data is None:
+        raw = instantiate(data_config)
+        data = instantiate(text_config).apply(raw) if text_config is not None else raw
+    prepared = task.prepare(data)
+    split = task.split_seed(prepared, seed, None, {name: node})
+    return task.outcome(prepared, split, seed, name, node, {})
