@@ -48,8 +48,18 @@ TASKS: dict[str, list[str]] = {
                   "task.min_user_objects=5"],
     "itemrec": ["task=itemrec", "text=none",
                 "model=[tag_popularity,two_dimensional,ease_tags,pitf,dorank_plus]"],
+    "posts_dask": ["task=posts", "text=none", f"model=[{POST_BASELINES}]", "task.seeds=[0,1]",
+                   "task.split=random", "task.backend=dask"],
+    "posts_1proc": ["task=posts", "text=none", f"model=[{POST_BASELINES}]", "task.seeds=[0,1]",
+                    "task.split=random"],
 }
-"""The command-line overrides of each task's run (one seed or fold, no TREC files)."""
+"""The command-line overrides of each task's run (one seed or fold, no TREC files).
+
+``posts_dask`` shards two seeds' (seed, method) fits over a local Dask cluster of two worker
+processes (one thread each; each worker reads the data itself), ``posts_1proc`` runs the same in
+one process: the side by side of 1 and 2 workers, with each worker's peak memory."""
+
+WORKERS = 2
 
 SEEDED = {"posts", "hybrid", "resources", "itemrec"}
 POSTS_PER_OBJECT = 6
@@ -95,8 +105,16 @@ def run_one(task: str, size: int, seed: int) -> dict[str, Any]:
     n_objects = size if task == "tagrec" else max(200, size // POSTS_PER_OBJECT)
     folder = Path(tempfile.mkdtemp(prefix=f"scale_{task}_"))
     unit = "task.folds=[0]" if task == "tagrec" else f"task.seeds=[{seed}]"
-    cfg = compose([*TASKS[task], unit, "task.trec=false", f"data.n_objects={n_objects}"],
-                  folder)
+    overrides = [*TASKS[task], "task.trec=false", f"data.n_objects={n_objects}",
+                 f"data.n_users={scaled_config(n_objects)['n_users']}",
+                 f"data.n_tags={scaled_config(n_objects)['n_tags']}",
+                 f"data.n_topics={scaled_config(n_objects)['n_topics']}"]
+    if not any(o.startswith("task.seeds=") for o in overrides):
+        overrides.append(unit)
+    cluster = _local_cluster() if task.endswith("_dask") else None
+    if cluster is not None:
+        overrides.append(f"task.address={cluster.scheduler_address}")
+    cfg = compose(overrides, folder)
     stages: dict[str, float] = {}
     start = time.perf_counter()
     raw = generate_folksonomy(**scaled_config(n_objects), seed=seed, progress=True)
@@ -109,12 +127,32 @@ def run_one(task: str, size: int, seed: int) -> dict[str, Any]:
     start = time.perf_counter()
     result = run_task(cfg, raw=data)
     stages["task"] = time.perf_counter() - start
+    workers_gb = _worker_peaks(cluster) if cluster is not None else []
     posts = int(raw.assignments[["user", "object"]].drop_duplicates().shape[0])
-    return {"task": task, "size": raw.n_objects if task == "tagrec" else posts,
+    return {"workers_peak_gb": workers_gb,
+            "task": task, "size": raw.n_objects if task == "tagrec" else posts,
             "asked": size, "objects": raw.n_objects, "posts": posts,
             "assignments": raw.n_assignments, "stages": stages,
             "methods": _method_times(result.results, result.per_object),
             "peak_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}
+
+
+def _local_cluster() -> Any:
+    """A local Dask cluster of :data:`WORKERS` worker processes, one thread each."""
+    from distributed import LocalCluster
+
+    return LocalCluster(n_workers=WORKERS, threads_per_worker=1, processes=True,
+                        dashboard_address=None)
+
+
+def _worker_peaks(cluster: Any) -> list[float]:
+    """Each worker process's peak resident memory (GB), then the cluster closed."""
+    from distributed import Client
+
+    with Client(cluster) as client:
+        peaks = client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20)
+    cluster.close()
+    return [round(float(v), 2) for v in peaks.values()]
 
 
 def _method_times(results: Any, per_object: Any) -> dict[str, dict[str, float]]:
@@ -183,9 +221,12 @@ def table(runs: list[dict[str, Any]]) -> str:
         flag = " (superlinear)" if power > 1.2 else ""
         methods = "; ".join(f"{m} {t['fit_s']:.1f} / {t['ms_per_query']:.2f}"
                             for m, t in run["methods"].items())
+        workers = run.get("workers_peak_gb") or []
+        peak = f"{run['peak_gb']:.2f}" + (f" (workers {', '.join(map(str, workers))})"
+                                           if workers else "")
         lines.append(f"| {run['task']} | {run['size']:,} | {run['posts']:,} | "
                      f"{run['assignments']:,} | {s['generate']:.1f} | {s['text']:.1f} | "
-                     f"{s['task']:.1f} | {run['peak_gb']:.2f} | "
+                     f"{s['task']:.1f} | {peak} | "
                      f"{'' if math.isnan(power) else f'{power:.2f}'}{flag} | {methods} |")
         previous[run["task"]] = run
     return "\n".join(lines)
