@@ -329,3 +329,19 @@ def test_a_given_split_is_evaluated_exactly(tmp_path):
     posts = {f"q{folk.users.tolist().index(u) * folk.n_objects + folk.objects.tolist().index(o)}"
              for u, o in marked.itertuples(index=False)}
     assert queries == posts
+
+
+def test_tuning_scores_a_seeded_sample_of_at_most_tune_queries(tmp_path):
+    """Issue 54 (ours, for scale): a grid scores at most ``tune_queries`` validation queries,
+    a subset of the split's own drawn with the seed; the test queries are untouched."""
+    cfg = compose_cfg(tmp_path, ["task=resources", "data.n_objects=600", "text=none",
+                                 "task.min_user_objects=5", "task.tune_queries=40"])
+    task = instantiate(cfg.task, _convert_="all")
+    data = task.prepare(instantiate(cfg.data))
+    full = resource_ranking_data(data, task.test_fraction, task.val_fraction, 3, task.split)
+    sampled = task.split_seed(data, 3, None, {})
+    assert len(full.val) > 40 and len(sampled.val) == 40
+    assert set(sampled.val.ids) < set(full.val.ids)
+    assert np.array_equal(sampled.test.ids, full.test.ids)
+    again = task.split_seed(data, 3, None, {})
+    assert np.array_equal(again.val.ids, sampled.val.ids)  # the seed's own sample

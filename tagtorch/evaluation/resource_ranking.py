@@ -14,7 +14,11 @@ chosen model (already fitted on those documents) is then evaluated on test. A gr
 that only enter the scoring (a model's ``scoring_settings``, e.g. the mixing weights of
 ``lda_lm``) fits once and rescores. Every method reports
 its validation score (``val_{tune_metric}``), the value to optimize in a sweep. The grid, each
-setting's validation score and the choices are written to ``tuning.csv``.
+setting's validation score and the choices are written to ``tuning.csv``. Ours, for scale: a
+grid scores at most ``tune_queries`` validation queries (a sample drawn with the seed; 5,000 by
+default, more than HetRec's splits have), since every query ranks every resource and the
+grids repeat that once per setting: at 352k posts tuning on all 30k validation queries took most
+of the run.
 
 The run folder holds, like every tagtorch evaluation (:func:`~.runs.write_run`): ``results.csv``,
 ``per_object.csv.gz`` (per query; ``object`` is the query's TREC id ``q{post key}``, the post
@@ -36,6 +40,7 @@ import logging
 import math
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar, cast
 
@@ -86,6 +91,7 @@ class ResourceRankingTask(SeededTask):
         tune: per method, a grid of settings chosen on the validation queries (grids of
             methods that are not run are ignored).
         tune_metric: the validation metric that chooses.
+        tune_queries: the most validation queries a grid scores (a seeded sample; None: all).
         batch_size: queries scored per block (memory: ``batch_size x n_objects`` scores).
         trec: write the first seed's qrels and run files (TREC format).
         trec_depth: objects per query in the TREC run files.
@@ -131,6 +137,7 @@ class ResourceRankingTask(SeededTask):
         metrics: Sequence[str] = ("success", "mrr@10"),
         tune: Mapping[str, Mapping[str, Sequence[Any]]] | None = None,
         tune_metric: str = "mrr@10",
+        tune_queries: int | None = 5000,
         batch_size: int = 256,
         trec: bool = True,
         trec_depth: int = 100,
@@ -142,6 +149,8 @@ class ResourceRankingTask(SeededTask):
         address: str | None = None,
     ) -> None:
         self.take_shared(seeds, significance, backend, address)
+        if tune_queries is not None and tune_queries < 1:
+            raise ValueError(f"task.tune_queries must be >= 1 or null, got {tune_queries}")
         if split not in SPLITS:
             raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
         if trec_depth < 1:
@@ -166,6 +175,11 @@ class ResourceRankingTask(SeededTask):
         """One seed's split; the first is checked before any fitting (:meth:`_check_split`)."""
         split = resource_ranking_data(data, self.test_fraction, self.val_fraction, seed,
                                       self.split)
+        if self.tune_queries is not None and len(split.val) > self.tune_queries:
+            rows = np.sort(np.random.default_rng(seed).choice(len(split.val), self.tune_queries,
+                                                              replace=False))
+            split = replace(split, val=split.val.take(rows),
+                            counts={**split.counts, "val_tuning": self.tune_queries})
         if seed == self.seeds[0]:
             self._check_split(data, split, models)
         return split
@@ -190,7 +204,7 @@ class ResourceRankingTask(SeededTask):
     def protocol(self) -> list[Any]:
         """The settings every outcome depends on."""
         return [self.test_fraction, self.val_fraction, self.ks, self.metrics, self.tune_metric,
-                self.trec_depth]
+                self.trec_depth, self.tune_queries]
 
     def write(self, data: Folksonomy, models: Mapping[str, Any], whole: MethodOutcome,
               qrels: list[str] | None, summaries: Mapping[int, Mapping[str, Any]],
