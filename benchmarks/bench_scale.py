@@ -253,6 +253,10 @@ def plot(runs: list[dict[str, Any]], path: Path) -> None:
         axis.plot([r["size"] for r in own], [measured(r, "total") for r in own], "o-",
                   label=task)
     sizes = [r["size"] for r in runs]
+    low, high = min(sizes), max(sizes)
+    start = min(measured(r, "total") for r in runs if r["size"] == low)
+    axis.plot([low, high], [start, start * high / low], "k--", linewidth=0.8,
+              label="linear (slope 1)")
     axis.set_xscale("log")
     axis.set_yscale("log")
     axis.set_xlabel("size (posts; objects for tagrec)")
