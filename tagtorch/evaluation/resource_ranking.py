@@ -119,6 +119,7 @@ class ResourceRankingTask(SeededTask):
     min_user_objects: int
     min_tag_uses: int
     tune_metric: str
+    tune_queries: int | None
     batch_size: int
     trec_depth: int
     resume: bool
