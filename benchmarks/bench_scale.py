@@ -270,7 +270,10 @@ def plot(runs: list[dict[str, Any]], path: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tasks", nargs="*", default=list(TASKS), choices=list(TASKS))
+    parser.add_argument("--tasks", nargs="*", choices=list(TASKS),
+                        default=["posts", "hybrid", "tagrec", "resources", "itemrec"],
+                        help="default: every task once (posts_1proc and posts_dask, the 1 vs 2 "
+                             "workers pair, on request)")
     parser.add_argument("--sizes", type=int, nargs="*", default=[10_000, 100_000, 1_000_000])
     parser.add_argument("--quick", action="store_true",
                         help="two small sizes, every task (10,000 and 100,000 posts; 5,000 "
