@@ -219,15 +219,15 @@ class ResourceRecommender:
             raise ValueError(f"{where}: expected a list of tags, got {type(query).__name__}")
         if len(query) > MAX_QUERY_TAGS:
             raise ValueError(f"{where}: {len(query):,} tags; at most {MAX_QUERY_TAGS:,}")
-        codes: list[int] = []
+        codes: dict[int, None] = {}  # distinct, in the query's order
         for tag in query:
             check_id(where, "tag", tag)
             code = self.tag_codes.get(self.processor.normalize_tag(tag))
             if code is None:
                 result.unknown_tags.append(tag)
-            elif code not in codes:
-                codes.append(code)
+            else:
+                codes[code] = None
         if not codes:
             result.reason = (f"none of the query's tags is among the {len(self.tags):,} tags "
                              "of the recommender's data" if query else "the query has no tag")
-        return codes
+        return list(codes)
