@@ -19,9 +19,18 @@ time of
   RankNet, NeuralNDCG; :mod:`allrank_oracle`), on the same batches: a plain loop over the same
   scorer, so the two columns differ only by the loss.
 
+``--scale`` is issue 54's row at MSLR-WEB30K's size: the generator's rows at its shape
+(``--queries 18919 --documents 114``: 2.2M training and 1.1M test documents, 136 features) held
+in memory, and each of LightGBM's lambdarank called directly (on the flat arrays, as a user of
+LightGBM holds them), tagtorch's λ-MART (on the padded lists a tagtorch user holds) and one
+epoch of the neural ranker (LambdaRank loss) run in a fresh process: fit seconds, the resident
+memory sampled during the fit (the data held included) and the process's peak, test NDCG@10,
+and the λ-MART / LightGBM ratios against the targets (time at most 1.2x, peak at most 1.5x).
+
 Usage::
 
     python benchmarks/bench_letor.py                      # synthetic, 2,000 training queries
+    python benchmarks/bench_letor.py --scale --queries 18919 --documents 114 --iterations 100
     python benchmarks/bench_letor.py --data MSLR-WEB10K/Fold1 --epochs 5
     python benchmarks/bench_letor.py --data tests/fixtures/lightgbm_lambdarank \
         --train rank.train --test rank.test      # LightGBM's own example (no vali file)
@@ -31,18 +40,30 @@ from __future__ import annotations
 
 import argparse
 import functools
+import json
 import logging
+import resource
+import subprocess
+import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytorch_lightning as pl
 import torch
 
 from tagtorch.candidates.candidate_set import CandidateSet
-from tagtorch.candidates.letor import LetorData, load_letor, write_synthetic_letor
+from tagtorch.candidates.letor import (
+    LetorData,
+    letor_lists,
+    load_letor,
+    synthetic_letor_parts,
+    write_synthetic_letor,
+)
 from tagtorch.losses import get_loss
 from tagtorch.metrics.functional import ndcg_at_k
 from tagtorch.rankers.neural import ListScorer, NeuralRanker
@@ -152,6 +173,100 @@ def against_allrank(data: LetorData, epochs: int) -> list[tuple[str, float, tupl
     return rows
 
 
+SCALE_JOBS = ("lightgbm", "lambdamart", "neural")
+"""``--scale``'s fits, each in a fresh process."""
+
+
+class RssPeak:
+    """The largest resident memory of this process sampled every 20 ms inside ``with``."""
+
+    def __init__(self) -> None:
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        process = psutil.Process()
+        while not self._stop.is_set():
+            self.peak = max(self.peak, process.memory_info().rss)
+            self._stop.wait(0.02)
+
+    def __enter__(self) -> RssPeak:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def scale_job(job: str, queries: int, documents: int, iterations: int) -> dict[str, float]:
+    """One of :data:`SCALE_JOBS` in this process: fit seconds, fit and process peak, NDCG@10."""
+    import lightgbm
+
+    start = time.perf_counter()
+    parts = {part: (qids, grades, x) for part, qids, grades, x
+             in synthetic_letor_parts(queries, 136, documents) if part != "vali"}
+    made = time.perf_counter() - start
+    (qids, grades, x), test_rows = parts.pop("train"), parts.pop("test")
+    test = letor_lists(*test_rows)
+    if job == "lightgbm":
+        model = lightgbm.LGBMRanker(objective="lambdarank", n_estimators=iterations, num_leaves=31,
+                                    learning_rate=0.1, min_child_samples=20, verbose=-1,
+                                    lambdarank_truncation_level=10, random_state=0)
+        group = np.unique(qids, return_counts=True)[1]
+        with RssPeak() as memory:
+            start = time.perf_counter()
+            model.fit(x, grades, group=group)
+            seconds = time.perf_counter() - start
+        scores = torch.zeros(test.mask.shape)
+        scores[test.mask] = torch.from_numpy(model.predict(test.features[test.mask].numpy())
+                                             ).float()
+    else:
+        train = letor_lists(qids, grades, x)
+        del qids, grades, x
+        ranker: LambdaMARTRanker | NeuralRanker = LambdaMARTRanker(
+            n_iterations=iterations, n_leaves=31, learning_rate=0.1, min_leaf_size=20)
+        if job == "neural":
+            trainer = functools.partial(pl.Trainer, max_epochs=1, accelerator="cpu",
+                                        enable_progress_bar=False, logger=False,
+                                        enable_model_summary=False, enable_checkpointing=False)
+            ranker = NeuralRanker(loss="lambdarank", trainer=trainer, patience=None, batch_size=64)
+        with RssPeak() as memory:
+            start = time.perf_counter()
+            ranker.fit(train)
+            seconds = time.perf_counter() - start
+        scores = ranker.score(test)
+    return {"generate_s": made, "fit_s": seconds, "fit_peak_gb": memory.peak / 2**30,
+            "peak_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+            "ndcg@10": ndcg(scores, test)[1]}
+
+
+def scale_table(queries: int, documents: int, iterations: int) -> None:
+    """Runs each of :data:`SCALE_JOBS` in a fresh process and prints the row and its ratios."""
+    print(f"synthetic LETOR, {queries} training and {queries // 2} test queries, "
+          f"{documents} documents a query on average, 136 features; {iterations} trees\n")
+    header = f"{'fit':<36} {'seconds':>9} {'fit peak GB':>12} {'peak GB':>8} {'NDCG@10':>8}"
+    print(header)
+    print("-" * len(header))
+    runs = {}
+    for job in SCALE_JOBS:
+        done = subprocess.run([sys.executable, __file__, "--job", job, "--queries", str(queries),
+                               "--documents", str(documents), "--iterations", str(iterations)],
+                              check=True, capture_output=True, text=True)
+        runs[job] = json.loads(done.stdout.strip().splitlines()[-1])
+        name = {"lightgbm": "LightGBM lambdarank, direct", "lambdamart": "tagtorch λ-MART",
+                "neural": "tagtorch NeuralRanker, 1 epoch"}[job]
+        row = runs[job]
+        print(f"{name:<36} {row['fit_s']:>9.1f} {row['fit_peak_gb']:>12.2f} "
+              f"{row['peak_gb']:>8.2f} {row['ndcg@10']:>8.4f}", flush=True)
+    ours, theirs = runs["lambdamart"], runs["lightgbm"]
+    for what, key, limit in (("time", "fit_s", 1.2), ("fit peak", "fit_peak_gb", 1.5)):
+        ratio = ours[key] / theirs[key]
+        print(f"{'PASS' if ratio <= limit else 'MISS'}  λ-MART / LightGBM {what}: "
+              f"{ratio:.2f}x (target <= {limit}x)")
+
+
 def main() -> None:
     """Prints the table (module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -163,7 +278,16 @@ def main() -> None:
     parser.add_argument("--documents", type=int, default=60, help="synthetic mean list length")
     parser.add_argument("--iterations", type=int, default=300, help="boosting iterations")
     parser.add_argument("--epochs", type=int, default=5, help="neural epochs")
+    parser.add_argument("--scale", action="store_true",
+                        help="the fresh-process row at --queries/--documents (module docstring)")
+    parser.add_argument("--job", choices=SCALE_JOBS, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.job:
+        print(json.dumps(scale_job(args.job, args.queries, args.documents, args.iterations)))
+        return
+    if args.scale:
+        scale_table(args.queries, args.documents, args.iterations)
+        return
     logging.getLogger("pytorch_lightning").setLevel(logging.ERROR)
     logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
     with tempfile.TemporaryDirectory() as scratch:

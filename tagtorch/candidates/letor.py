@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -43,8 +44,8 @@ from tagtorch.candidates.candidate_set import CandidateSet
 from tagtorch.metrics.functional import check_k
 from tagtorch.storage import atomic_write
 
-__all__ = ["MAX_LETOR_BYTES", "LetorData", "load_letor", "read_letor", "write_letor",
-           "write_synthetic_letor"]
+__all__ = ["MAX_LETOR_BYTES", "LetorData", "letor_lists", "load_letor", "read_letor",
+           "synthetic_letor_parts", "write_letor", "write_synthetic_letor"]
 
 MAX_LETOR_BYTES = 1 << 32
 """The largest LETOR file :func:`read_letor` reads (4 GiB)."""
@@ -158,21 +159,62 @@ def read_letor(path: str | Path, max_bytes: int = MAX_LETOR_BYTES, max_features:
     if n_features > max_features:
         raise ValueError(f"{path}: {n_features} features, more than the {max_features} allowed")
     _check_values(path, labels, matrix)
-    starts = np.flatnonzero(np.r_[True, queries[1:] != queries[:-1]])
-    if len(np.unique(queries)) != len(starts):
-        raise ValueError(f"{path}: the lines of a query must be contiguous")
-    rows = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(queries)]))
-    positions = np.arange(len(rows)) - starts[rows]
+    try:
+        starts, rows, positions = _list_positions(queries)
+    except ValueError as error:
+        raise ValueError(f"{path}: {error}") from None
     if max_list_length is not None:
         kept = positions < max_list_length
         rows, positions, labels, matrix = rows[kept], positions[kept], labels[kept], matrix[kept]
     _check_padding(path, size, len(starts), int(positions.max()) + 1, n_features, max_padding)
+    return _padded(queries[starts], rows, positions, labels, matrix.toarray(),
+                   _feature_names(path, n_features))
+
+
+def letor_lists(queries: np.ndarray, labels: np.ndarray, features: np.ndarray,
+                feature_names: tuple[str, ...] | None = None) -> CandidateSet:
+    """Padded lists of LETOR rows held in memory, one per query in row order.
+
+    Args:
+        queries: ``[N]`` each row's query id (a query's rows contiguous).
+        labels: ``[N]`` graded relevance labels.
+        features: ``[N, F]`` feature values (float32).
+        feature_names: the ``F`` names (default: ``1`` to ``F``, as in a LETOR file).
+
+    Raises:
+        ValueError: a query whose rows are not contiguous, or lengths that disagree.
+    """
+    if not len(queries) == len(labels) == len(features):
+        raise ValueError(f"queries, labels and features must have one row each, got "
+                         f"{len(queries)}, {len(labels)} and {len(features)}")
+    starts, rows, positions = _list_positions(np.asarray(queries))
+    names = feature_names or tuple(str(i) for i in range(1, features.shape[1] + 1))
+    return _padded(np.asarray(queries)[starts], rows, positions, np.asarray(labels),
+                   np.asarray(features, dtype=np.float32), names)
+
+
+def _list_positions(queries: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(each query's first row, each row's list, each row's position in it)``.
+
+    Raises:
+        ValueError: a query whose rows are not contiguous.
+    """
+    starts = np.flatnonzero(np.r_[True, queries[1:] != queries[:-1]])
+    if len(np.unique(queries)) != len(starts):
+        raise ValueError("the lines of a query must be contiguous")
+    rows = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(queries)]))
+    return starts, rows, np.arange(len(rows)) - starts[rows]
+
+
+def _padded(query_ids: np.ndarray, rows: np.ndarray, positions: np.ndarray, labels: np.ndarray,
+            features: np.ndarray, names: tuple[str, ...]) -> CandidateSet:
+    """The ``[B, L, F]`` lists of flat rows; ``n_relevant`` counts each list's labels above 0."""
     label_values = torch.from_numpy(labels.astype(np.float32))
-    n_relevant = np.bincount(rows, label_values.numpy() > 0, len(starts)).astype(np.int64)
+    n_relevant = np.bincount(rows, label_values.numpy() > 0, len(query_ids)).astype(np.int64)
     return CandidateSet.from_flat(
-        torch.from_numpy(queries[starts].astype(np.int64)), torch.from_numpy(rows),
-        torch.from_numpy(positions), torch.from_numpy(matrix.toarray()), label_values,
-        torch.from_numpy(n_relevant), _feature_names(path, n_features))
+        torch.from_numpy(query_ids.astype(np.int64)), torch.from_numpy(rows),
+        torch.from_numpy(positions), torch.from_numpy(features), label_values,
+        torch.from_numpy(n_relevant), names)
 
 
 def _check_padding(path: Path, size: int, n_queries: int, longest: int, n_features: int,
@@ -261,22 +303,48 @@ def write_synthetic_letor(folder: str | Path, queries: int = 200, features: int 
                           mean_documents: int = 60, seed: int = 0) -> Path:
     """Writes a LETOR dataset with MSLR-WEB10K's layout: ``train``, ``vali`` and ``test`` files.
 
-    The generator (stated, for benchmarks and tests): ``features`` uniform features per document
-    (136: MSLR's), ``1 + Poisson(mean_documents - 1)`` documents per query, and a grade 0-4 per
-    document from a hidden score, a random linear function of the features plus a random
-    pairwise interaction of the first ten (all, when fewer) and Gaussian noise, cut at its
-    quantiles 50/75/90/97% (MSLR's grades are about that skewed). ``queries`` training queries,
-    a quarter as many for validation, half as many for test; query ids distinct across the
-    files.
+    The rows of :func:`synthetic_letor_parts` (its generator is stated there); query ids
+    distinct across the files.
 
     Returns:
         The folder (its ``train.txt``, ``vali.txt``, ``test.txt``).
     """
+    parts = synthetic_letor_parts(queries, features, mean_documents, seed)
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    for part, qids, grades, x in parts:
+        with atomic_write(folder / f"{part}.txt") as partial, partial.open("wb") as out:
+            dump_svmlight_file(x, grades, out, query_id=qids, zero_based=False,
+                               comment=f"synthetic LETOR, MSLR-WEB10K layout, seed {seed}")
+    return folder
+
+
+def synthetic_letor_parts(queries: int = 200, features: int = 136, mean_documents: int = 60,
+                          seed: int = 0) -> Iterator[tuple[str, np.ndarray, np.ndarray,
+                                                           np.ndarray]]:
+    """A synthetic LETOR dataset's parts, one at a time: ``(part, qids, grades, features)``.
+
+    The generator (stated, for benchmarks and tests): ``features`` uniform float32 features per
+    document (136: MSLR's), ``1 + Poisson(mean_documents - 1)`` documents per query, and a
+    grade 0-4 per document from a hidden score, a random linear function of the features plus a
+    random pairwise interaction of the first ten (all, when fewer) and Gaussian noise, cut at
+    its quantiles 50/75/90/97% (MSLR's grades are about that skewed). ``queries`` training
+    queries (``train``), a quarter as many for ``vali``, half as many for ``test``; query ids
+    numbered on from 1 across the parts. MSLR-WEB30K's shape: ``queries=18_919``,
+    ``mean_documents=114`` (3.8M documents in all).
+
+    Raises:
+        ValueError: a count below 1.
+    """
     if min(queries, features, mean_documents) < 1:
         raise ValueError(f"queries, features and mean_documents must be >= 1, got {queries}, "
                          f"{features}, {mean_documents}")
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    return _synthetic_parts(queries, features, mean_documents, seed)
+
+
+def _synthetic_parts(queries: int, features: int, mean_documents: int,
+                     seed: int) -> Iterator[tuple[str, np.ndarray, np.ndarray, np.ndarray]]:
+    """:func:`synthetic_letor_parts`' generator, its counts checked."""
     rng = np.random.default_rng(seed)
     linear = rng.normal(size=features)
     first = min(10, features)  # the interacting features: the first ten (all, when fewer)
@@ -291,7 +359,4 @@ def write_synthetic_letor(folder: str | Path, queries: int = 200, features: int 
         grades = np.searchsorted(np.quantile(hidden, [0.5, 0.75, 0.9, 0.97]), hidden)
         qids = np.repeat(np.arange(next_id, next_id + count), sizes)
         next_id += count
-        with atomic_write(folder / f"{part}.txt") as partial, partial.open("wb") as out:
-            dump_svmlight_file(x, grades, out, query_id=qids, zero_based=False,
-                               comment=f"synthetic LETOR, MSLR-WEB10K layout, seed {seed}")
-    return folder
+        yield part, qids, grades, x
