@@ -7,7 +7,13 @@ import pytest
 import torch
 
 from tagtorch.candidates.candidate_set import CandidateSet
-from tagtorch.candidates.letor import read_letor, write_letor, write_synthetic_letor
+from tagtorch.candidates.letor import (
+    letor_lists,
+    read_letor,
+    synthetic_letor_parts,
+    write_letor,
+    write_synthetic_letor,
+)
 
 
 def random_lists(seed: int = 0) -> CandidateSet:
@@ -211,3 +217,32 @@ def test_a_readers_limit_that_is_not_a_number_of_its_kind_is_refused(tmp_path, s
     path.write_text("1 qid:1 1:0.5\n0 qid:1 1:0.1\n")
     with pytest.raises(ValueError, match=f"{setting} must be"):
         read_letor(path, **{setting: value})
+
+
+def test_rows_in_memory_pad_into_lists_by_hand():
+    queries = np.array([5, 5, 9, 7, 7, 7])
+    labels = np.array([1, 0, 2, 0, 0, 3])
+    features = np.arange(12, dtype=np.float32).reshape(6, 2)
+    lists = letor_lists(queries, labels, features)
+    assert lists.objects.tolist() == [5, 9, 7]
+    assert lists.mask.tolist() == [[True, True, False], [True, False, False], [True] * 3]
+    assert lists.labels[lists.mask].tolist() == [1, 0, 2, 0, 0, 3]
+    assert lists.features[2, 2].tolist() == [10.0, 11.0]
+    assert lists.features[1, 1:].abs().sum() == 0  # padding
+    assert lists.n_relevant.tolist() == [1, 1, 1]
+    assert tuple(lists.feature_names) == ("1", "2")
+    with pytest.raises(ValueError, match="contiguous"):
+        letor_lists(np.array([5, 9, 5]), labels[:3], features[:3])
+    with pytest.raises(ValueError, match="one row each"):
+        letor_lists(queries, labels[:2], features)
+
+
+def test_the_generators_rows_are_what_its_files_hold(tmp_path):
+    write_synthetic_letor(tmp_path, queries=6, features=4, mean_documents=5, seed=2)
+    for part, qids, grades, x in synthetic_letor_parts(6, 4, 5, seed=2):
+        read = read_letor(tmp_path / f"{part}.txt")
+        held = letor_lists(qids, grades, x)
+        assert torch.equal(read.objects, held.objects)
+        assert torch.equal(read.mask, held.mask)
+        assert torch.equal(read.features, held.features)
+        assert torch.equal(read.labels, held.labels)

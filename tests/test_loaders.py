@@ -25,7 +25,7 @@ from tagtorch.data.loaders import (
     load_movielens_csv,
     load_table,
 )
-from tagtorch.data.loaders.reading import read_delimited
+from tagtorch.data.loaders.reading import _line_layout, read_delimited
 from tagtorch.errors import DataFormatError
 
 FIXTURES = Path(__file__).parent / "fixtures" / "loaders"
@@ -863,3 +863,23 @@ def test_a_headerless_position_beyond_the_lines_fields_is_a_located_error(tmp_pa
     with pytest.raises(DataFormatError, match=rf"^{path}, line 1: expected a field at the "
                                               r"0-based position\(s\) \['3'\].*found 2 field"):
         load_table(path, {"user": 0, "object": 1, "tag": 3}, header=False)
+
+
+def plain_line_layout(content: str, sep: str) -> tuple[list[int], list[bool]]:
+    """Per line (split on ``\\n``, a final empty piece dropped): separators, and blank or not."""
+    lines = content.split("\n")
+    if lines[-1] == "":
+        lines = lines[:-1]
+    whitespace = set(" \t\r\x0b\x0c") - {sep}
+    return [line.count(sep) for line in lines], [set(line) <= whitespace for line in lines]
+
+
+@pytest.mark.parametrize("sep", [";", ",", "\t", " ", "|", "\u00a7"])
+def test_the_line_layout_of_any_text_equals_a_line_by_line_count(sep):
+    """The vectorized layout (UTF-8 bytes for an ASCII separator) against a plain loop."""
+    rng = np.random.default_rng(0)
+    alphabet = [*"ab;,\t \n\r\x0b\x0c|\u00a7\u00e9\u2028\u00a0", "\U0001f600"]
+    for _ in range(2000):
+        text = "".join(rng.choice(alphabet, size=int(rng.integers(0, 30))))
+        counts, blank = _line_layout(text, sep)
+        assert (counts.tolist(), blank.tolist()) == plain_line_layout(text, sep), repr(text)

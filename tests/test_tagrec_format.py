@@ -330,3 +330,52 @@ def test_a_field_over_128_kib_on_line_1_is_an_error_naming_the_line(tmp_path, li
         message = str(caught.value)
         assert ", line 1: expected fields of at most 131,072 characters" in message
         assert str(path.name) in message and "\n" not in message
+
+
+def plain_tag_rows(lines: list[str]) -> list[tuple[str, str, str]]:
+    """``(user, resource, tag)`` in file order, one tag at a time, as TagRec's reader plus ours."""
+    rows = []
+    for line in lines:
+        user, resource, _, tags = (field.strip('"') for field in line.split('";"')[:4])
+        seen = set()
+        for raw in tags.split(","):
+            tag = decode_percent(raw).strip().lower()
+            if tag and (user, resource, tag) not in seen:
+                seen.add((user, resource, tag))
+                rows.append((user, resource, tag))
+    return rows
+
+
+def test_tags_read_once_per_distinct_text_equal_a_tag_by_tag_reading(tmp_path):
+    """The reader decodes each distinct raw tag once: the same rows as one tag at a time."""
+    rng = np.random.default_rng(4)
+    forms = ["Rock", " rock", "r%6Fck", "ROCK ", "c%252b%252b", "C%2B%2B", "", " ", "jazz",
+             "Jazz%20", "a%2Cb", "100%", "caf%C3%A9", "CAF%C3%89"]
+    lines = [f'"u{rng.integers(5)}";"r{i}";"{i}";"'
+             + ",".join(rng.choice(forms, size=rng.integers(1, 6))) + '"' for i in range(300)]
+    path = tmp_path / "x.txt"
+    path.write_text("\n".join(lines) + "\n")
+    folk = load_tagrec(path)
+    table = folk.assignments.sort_values(SOURCE_ORDER)
+    read = [(folk.users[u], folk.objects[o], folk.tags[t])
+            for u, o, t in table[["user", "object", "tag"]].itertuples(index=False)]
+    assert read == plain_tag_rows(lines)
+
+
+def test_a_repeated_bad_tag_is_named_at_its_first_line(tmp_path):
+    path = tmp_path / "t.txt"
+    path.write_text('"u";"r";"5";"fine,ok"\n"u";"r2";"6";"ok"\n"u";"r3";"7";"ok,a%00b"\n'
+                    '"u";"r4";"8";"a%00b"\n')
+    with pytest.raises(DataFormatError, match=r"line 3: expected tags without control"):
+        load_tagrec(path)
+
+
+def test_a_resources_categories_are_its_first_field_with_text(tmp_path):
+    """Fields of whitespace only (Python's, ``\\x1c`` included) are skipped, per resource."""
+    path = tmp_path / "c.txt"
+    path.write_text('"u1";"r1";"1";"a";" "\n"u2";"r1";"2";"b";"\x1c"\n"u3";"r2";"3";"c";"x_0.5"\n'
+                    '"u4";"r1";"4";"d";"Jazz_0.25,pop"\n"u5";"r1";"5";"e";"rock"\n')
+    folk = load_tagrec(path)
+    rows = {(folk.objects[o], folk.category_names[c], w if w == w else None)
+            for o, c, w in folk.categories.itertuples(index=False)}
+    assert rows == {("r1", "jazz", 0.25), ("r1", "pop", None), ("r2", "x", 0.5)}

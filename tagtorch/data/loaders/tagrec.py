@@ -49,6 +49,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from tagtorch.data.folksonomy import MISSING_TIME, SOURCE_ORDER, Folksonomy
 from tagtorch.data.loaders.reading import (
@@ -139,36 +141,47 @@ def _field_names(path: Path, encoding: str) -> tuple[str, ...]:
     return TAGREC_FIELDS[:count]
 
 
-def _post_tags(table: RawTable, lowercase: bool, url_decode: bool) -> tuple[list[str], np.ndarray]:
+def _post_tags(table: RawTable, lowercase: bool,
+               url_decode: bool) -> tuple[np.ndarray, np.ndarray]:
     """Each post's tags (split, decoded, trimmed, lower-cased) and the post of each tag.
+
+    Split in Arrow; each *distinct* raw tag is decoded, trimmed and lower-cased once, and the
+    tags are references to those strings (no Python string per tag).
 
     Raises:
         DataFormatError: a tag that holds a control character or a line or paragraph
-            separator (raw or percent-decoded: NUL, ESC, U+2028), naming the line.
+            separator (raw or percent-decoded: NUL, ESC, U+2028), naming the first line.
     """
-    tags: list[str] = []
-    posts: list[int] = []
-    for post, field in enumerate(table.frame["tags"].to_numpy(dtype=object)):
-        for tag in str(field).split(","):
-            tag = (decode_percent(tag) if url_decode else tag).strip()
-            if _CONTROL.search(tag):
-                raise table.error(post, "tags without control characters or line separators",
-                                  repr(tag[:80]))
-            if tag:
-                tags.append(tag.lower() if lowercase else tag)
-                posts.append(post)
-    return tags, np.asarray(posts, dtype=np.int64)
+    fields = pa.array(table.frame["tags"].astype(str).to_numpy(dtype=object), type=pa.string())
+    split = pc.split_pattern(fields, ",")
+    posts = np.repeat(np.arange(len(fields)), pc.list_value_length(split).to_numpy())
+    encoded = pc.dictionary_encode(pc.list_flatten(split))
+    indices = encoded.indices.to_numpy()
+    trimmed = [(decode_percent(tag) if url_decode else tag).strip()
+               for tag in encoded.dictionary.to_pylist()]
+    bad = [code for code, tag in enumerate(trimmed) if _CONTROL.search(tag)]
+    if bad:
+        first = int(np.flatnonzero(np.isin(indices, bad))[0])
+        raise table.error(int(posts[first]), "tags without control characters or line separators",
+                          repr(trimmed[indices[first]][:80]))
+    distinct = np.empty(len(trimmed), dtype=object)
+    distinct[:] = [tag.lower() if lowercase else tag for tag in trimmed]
+    kept = np.array([tag != "" for tag in trimmed], dtype=bool)[indices]
+    return distinct[indices[kept]], posts[kept]
 
 
 def _categories(table: RawTable, objects: pd.Series, lowercase: bool) -> pd.DataFrame | None:
     """``object, category, weight`` rows: each resource's first non-empty category field."""
     if "categories" not in table.frame:
         return None
+    fields = table.frame["categories"].astype("string")
+    codes, distinct = pd.factorize(fields)  # each distinct field checked once
+    filled = np.flatnonzero(np.array([bool(str(text).strip()) for text in distinct],
+                                     dtype=bool)[codes])
+    firsts = filled[~pd.Index(objects.to_numpy()[filled]).duplicated()]  # per resource
     rows: dict[str, list[tuple[str, float]]] = {}
-    for position, (obj, field) in enumerate(zip(
-            objects, table.frame["categories"].to_numpy(dtype=object), strict=True)):
-        if obj in rows or not str(field).strip():
-            continue
+    for position in firsts.tolist():
+        obj, field = objects.iloc[position], fields.iloc[position]
         pairs = []
         for item in str(field).split(","):
             match = _WEIGHT.match(item.strip())
