@@ -211,3 +211,19 @@ def test_a_ranker_built_by_hydra_saves_and_loads(tmp_path, scheduler):
     assert loaded.init_args["scorer"].keywords["hidden"] == [64, 64]
     assert loaded.init_args["optimizer"].func is torch.optim.SGD
     assert (loaded.init_args["scheduler"] is None) == (scheduler == "none")
+
+
+@pytest.mark.parametrize("normalization", ["log1p_zscore", "zscore"])
+def test_the_normalizer_fitted_in_chunks_equals_one_pass_over_all_rows(monkeypatch,
+                                                                       normalization):
+    """Chunks of a few lists (memory bounded) give torch's mean and population std."""
+    monkeypatch.setattr("tagtorch.rankers.neural._CHUNK_VALUES", 40)
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(97, 13, 3, generator=generator) * 50 + 7
+    mask = torch.rand(97, 13, generator=generator) < 0.6
+    fitted = FeatureNormalizer(3, normalization).fit(x, mask)
+    real = x[mask].double()
+    if normalization == "log1p_zscore":
+        real = real.sign() * real.abs().log1p()
+    torch.testing.assert_close(fitted.mean, real.mean(0).float())
+    torch.testing.assert_close(fitted.std, real.std(0, unbiased=False).float())

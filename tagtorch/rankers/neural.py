@@ -23,7 +23,7 @@ import logging
 import math
 import tempfile
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, Self
 
@@ -40,6 +40,9 @@ from tagtorch.losses import get_loss
 from tagtorch.metrics.retrieval import NDCG
 from tagtorch.rankers.base import BaseRanker, check_feature_names
 from tagtorch.storage import load_tensors, plain_json, save_tensors, trusted_class
+
+_CHUNK_VALUES = 1 << 22
+"""Feature values per chunk of :meth:`FeatureNormalizer.fit` (32 MiB in float64)."""
 
 log = logging.getLogger(__name__)
 
@@ -90,13 +93,30 @@ class FeatureNormalizer(nn.Module):
         """Fits the statistics on ``features [B, L, F]`` where ``mask [B, L]`` is True."""
         if self.normalization == "none":
             return self
-        real = self._squash(features[mask].double())
-        if len(real) == 0:
+        count = int(mask.sum())
+        if count == 0:
             raise ValueError("no real candidate to fit the feature normalization on")
-        std = real.std(0, unbiased=False)
-        self.mean.copy_(real.mean(0))
+        mean = torch.zeros(features.shape[-1], dtype=torch.float64)
+        for chunk in self._real_chunks(features, mask):
+            mean += chunk.sum(0) / count
+        squares = torch.zeros_like(mean)
+        for chunk in self._real_chunks(features, mask):
+            squares += ((chunk - mean) ** 2).sum(0)
+        std = (squares / count).sqrt()
+        self.mean.copy_(mean)
         self.std.copy_(torch.where(std > 1e-12, std, torch.ones_like(std)))
         return self
+
+    def _real_chunks(self, features: Tensor, mask: Tensor) -> Iterator[Tensor]:
+        """The squashed real rows in float64, a few million values at a time.
+
+        :meth:`fit` passes over them twice (the mean, then the squared deviations): memory
+        bounded whatever the data's size, where one float64 copy of MSLR-WEB30K's training
+        rows and its squashing took 10 GB.
+        """
+        step = max(1, _CHUNK_VALUES // max(1, features.shape[1] * features.shape[2]))
+        for begin in range(0, len(features), step):
+            yield self._squash(features[begin:begin + step][mask[begin:begin + step]].double())
 
     def forward(self, features: Tensor, mask: Tensor) -> Tensor:
         """``[B, L, F]`` normalized features, 0 at padding."""
