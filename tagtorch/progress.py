@@ -11,13 +11,13 @@ Layer 0 (no tagtorch import).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any, TypeVar
 
 import pytorch_lightning as pl
 from tqdm.auto import tqdm
 
-__all__ = ["EpochBar", "progress"]
+__all__ = ["EpochBar", "batch_ranges", "progress"]
 
 T = TypeVar("T")
 
@@ -34,6 +34,21 @@ def progress(iterable: Iterable[T] | None, desc: str, unit: str = "it",
     """
     return tqdm(iterable, desc=desc, unit=unit, total=total, leave=False,
                 disable=None if enabled else True, dynamic_ncols=True, **settings)
+
+
+def batch_ranges(total: int, batch_size: int, desc: str,
+                 unit: str = "query") -> Iterator[tuple[int, int]]:
+    """``(start, stop)`` of ``range(total)`` in batches, with a bar counting ``unit``s.
+
+    Example:
+        >>> list(batch_ranges(5, 2, "scoring"))
+        [(0, 2), (2, 4), (4, 5)]
+    """
+    with progress(None, desc, unit=unit, total=total, enabled=total > batch_size) as bar:
+        for start in range(0, total, batch_size):
+            stop = min(start + batch_size, total)
+            yield start, stop
+            bar.update(stop - start)
 
 
 class EpochBar(pl.Callback):

@@ -54,7 +54,7 @@ from tagtorch.config_checks import (
 from tagtorch.data.download import user_cache_dir
 from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.errors import ConfigError, DataCheckError, DataFormatError, UnreadableFileError
-from tagtorch.evaluation.report import is_timing_metric
+from tagtorch.evaluation.report import headline_section, is_timing_metric
 from tagtorch.evaluation.runs import EvaluationResult, GivenObjects, Task
 from tagtorch.storage import atomic_write
 from tagtorch.sweeps import trial_of
@@ -274,7 +274,7 @@ def train(cfg: DictConfig) -> float | None:
     """
     result = run_task(cfg)
     if isinstance(result, EvaluationResult):
-        print(result.report)  # the command line shows the report; the API returns it
+        print(closing_lines(result))  # the command line ends with them; the API returns all
     results = getattr(result, "results", result)
     if not isinstance(results, pd.DataFrame):
         return None
@@ -292,6 +292,19 @@ def train(cfg: DictConfig) -> float | None:
             return None
     log.info("optimized_metric %s: %s", name or default, value)
     return value
+
+
+def closing_lines(result: EvaluationResult) -> str:
+    """What the command prints at its end: the report's best-first table and where it lies.
+
+    The table of :func:`~tagtorch.evaluation.report.headline_table` (the whole report when it
+    has none, e.g. one method), then the paths of ``report.md`` and of the figure.
+    """
+    lines = [headline_section(result.report) or result.report.rstrip()]
+    if result.folder is not None:
+        lines += ["", f"report: {result.folder / 'report.md'}"]
+        lines += [f"figure: {figure}" for figure in sorted(result.folder.glob("*@*.png"))]
+    return "\n".join(lines)
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="train")

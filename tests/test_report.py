@@ -3,7 +3,15 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from tagtorch.evaluation.report import holm, markdown_report, significance, summarize
+from tagtorch.evaluation.report import (
+    Significance,
+    headline_section,
+    headline_table,
+    holm,
+    markdown_report,
+    significance,
+    summarize,
+)
 
 
 def make_results():
@@ -249,3 +257,67 @@ def test_tag_recommendation_reports_each_methods_candidate_coverage():
     assert got["narrow", "no_candidates"] > 0  # the case is not trivial
     assert got["narrow", "no_gold_candidates"] > got["wide", "no_gold_candidates"]
     assert "## Candidate coverage" in result.report
+
+
+def three_methods() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per-object values of three methods on two folds of four queries, and fold means."""
+    rng = np.random.default_rng(3)
+    values = {"weak": rng.random(8) * 0.3, "best": 0.4 + rng.random(8) * 0.5,
+              "middle": 0.2 + rng.random(8) * 0.4}
+    per_object = pd.DataFrame([{"method": m, "fold": i // 4, "object": f"q{i % 4}",
+                                "metric": "ndcg@10", "value": v[i]}
+                               for m, v in values.items() for i in range(8)])
+    results = per_object.groupby(["method", "fold", "metric"], sort=False, as_index=False
+                                 )["value"].mean()
+    return results, per_object
+
+
+def test_the_headline_ranks_best_first_with_tests_against_the_best_by_hand():
+    results, per_object = three_methods()
+    lines = headline_table(summarize(results), per_object, "ndcg@10", Significance())
+    table = [line.split(" | ") for line in "\n".join(lines).splitlines()
+             if line.startswith("| ") and "rank" not in line]
+    assert [row[1] for row in table] == ["best", "middle", "weak"]
+    wide = per_object.pivot_table(index=["fold", "object"], columns="method", values="value")
+    p = {m: stats.ttest_rel(wide[m], wide["best"]).pvalue for m in ("middle", "weak")}
+    low, high = sorted(p, key=p.get)  # Holm over two comparisons, by hand
+    holm_of = {low: min(1.0, 2 * p[low])}
+    holm_of[high] = min(1.0, max(holm_of[low], p[high]))
+    for row in table[1:]:
+        assert float(row[4].rstrip(" |")) == pytest.approx(holm_of[row[1]], rel=1e-2)
+        difference = (wide[row[1]] - wide["best"]).mean()
+        assert float(row[3]) == pytest.approx(difference, abs=1e-4)
+    assert table[0][3] == "–"
+
+
+def test_the_report_opens_with_the_headline_and_the_section_reads_back():
+    results, per_object = three_methods()
+    report = markdown_report(results, per_object, title="t", headline_metric="ndcg@10")
+    section = headline_section(report)
+    assert section.startswith("## Best first by ndcg@10")
+    assert section.splitlines()[-1].startswith("| 3 | weak |")
+    assert report.index(section) < report.index("## Paired")
+    assert headline_section(markdown_report(results, per_object, title="t")) == ""
+
+
+def test_a_long_figure_title_stays_inside_the_figure(tmp_path, monkeypatch):
+    """The card's figure had its title cut at both edges."""
+    from tagtorch.evaluation import plots
+
+    seen = []
+    save = plots._save
+
+    def check(fig, path):
+        fig.canvas.draw()
+        box = fig.get_suptitle() and fig._suptitle.get_window_extent()
+        assert fig.axes[0].get_window_extent().y1 < box.y0  # no overlap with the bars
+        seen.append((box.x0, box.x1, box.y1, fig.bbox.width, fig.bbox.height))
+        return save(fig, path)
+
+    monkeypatch.setattr(plots, "_save", check)
+    results, _ = three_methods()
+    title = ("ndcg@10: Tag-based item recommendation on the 5-core of HetRec 2011 Last.fm "
+             "(5 seeds as folds), per-user queries")
+    plots.plot_comparison(results, "ndcg@10", tmp_path / "f.png", title=title)
+    x0, x1, top, width, height = seen[0]
+    assert x0 >= 0 and x1 <= width and top <= height

@@ -251,3 +251,18 @@ def test_a_run_that_uses_caches_logs_where_they_live_and_their_size(tmp_path, mo
         run_task(compose_cfg(tmp_path / "b", ["task=describe", "data.n_objects=200",
                                               "text=none", "task.cache=false"]))
     assert not [m for m in caplog.messages if m.startswith("caches:")]
+
+
+def test_the_command_ends_with_the_best_first_table_and_the_report_path(tmp_path, capsys):
+    cfg = compose_cfg(tmp_path, ["task=itemrec", "text=none", "data.n_objects=300", "task.p=2",
+                                 "model=[tag_popularity,global_popularity,two_dimensional]",
+                                 "task.seeds=[0,1]"])
+    train(cfg)
+    out = capsys.readouterr().out.strip().splitlines()
+    start = next(i for i, line in enumerate(out) if line.startswith("## Best first by ndcg@10"))
+    rows = [line.split(" | ") for line in out[start:] if line.startswith("| ")][1:]
+    results = pd.read_csv(tmp_path / "results.csv")
+    means = results[results["metric"] == "ndcg@10"].groupby("method")["value"].mean()
+    assert [row[1] for row in rows] == list(means.sort_values(ascending=False, kind="stable").index)
+    assert out[-2] == f"report: {tmp_path / 'report.md'}"
+    assert out[-1] == f"figure: {tmp_path / 'ndcg@10.png'}" and Path(out[-1][8:]).is_file()

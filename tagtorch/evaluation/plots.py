@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -14,6 +15,9 @@ import pandas as pd
 
 from tagtorch.evaluation.report import summarize
 from tagtorch.storage import atomic_write
+
+TITLE_WIDTH = 64
+"""Characters per line of a figure's title (a longer one wraps: the figure is 6.4 inches wide)."""
 
 
 def _save(fig: plt.Figure, path: str | Path) -> Path:
@@ -59,7 +63,7 @@ def plot_comparison(results: pd.DataFrame, metric: str, path: str | Path,
     for y, (mean, half) in enumerate(zip(summary["mean"], summary["ci"], strict=True)):
         ax.text(mean + half, y, f"  {mean:.3f}", va="center", fontsize=8)
     ax.set_xlabel(f"{metric} ({whiskers})")
-    ax.set_title(title or metric)
+    fig.suptitle(textwrap.fill(title or metric, TITLE_WIDTH), fontsize=10)  # on the figure
     ax.set_xlim(0, min(1.0, float((summary["mean"] + summary["ci"]).max()) * 1.25))
     fig.tight_layout()
     return _save(fig, path)

@@ -169,16 +169,23 @@ def markdown_report(
     confidence: float = 0.95,
     significance: Significance | Mapping[str, Any] | None = None,
     average_folds: bool = False,
+    headline_metric: str | None = None,
 ) -> str:
     """A markdown report: tables of ``mean ± half-width`` per method and metric.
 
-    Quality metrics, timings (:func:`is_timing_metric`) and the candidate coverage
-    (:data:`COVERAGE_METRICS`) get one table each. With two or more methods and per-object
-    values, a table per test of ``significance`` (:class:`Significance`; default: the
-    paired t-test) compares every pair of methods, Holm-corrected, with Cohen's ``d_z``. A
-    half-width over one fold (seed) is ``n/a``.
+    With ``headline_metric`` (a metric of ``results``), it opens with :func:`headline_table`
+    (the section :func:`headline_section` reads back). Quality metrics, timings
+    (:func:`is_timing_metric`) and the candidate coverage (:data:`COVERAGE_METRICS`) get one
+    table each. With two or more methods and per-object values, a table per test of
+    ``significance`` (:class:`Significance`; default: the paired t-test) compares every pair
+    of methods, Holm-corrected, with Cohen's ``d_z``. A half-width over one fold (seed) is
+    ``n/a``.
     """
     summary = summarize(results, confidence)
+    settings = Significance.of(significance)
+    headline = ([] if headline_metric is None or headline_metric not in set(summary["metric"])
+                else ["", *headline_table(summary, per_object, headline_metric, settings,
+                                          average_folds)])
     is_timing = summary["metric"].map(is_timing_metric)
     is_coverage = summary["metric"].isin(COVERAGE_METRICS)
     n_folds = int(summary["folds"].max()) if len(summary) else 0
@@ -188,6 +195,7 @@ def markdown_report(
         f"Mean ± half-width of the {confidence:.0%} confidence interval (t distribution) over "
         + (f"{n_folds} folds." if n_folds != 1 else
            "1 fold: one value gives no interval (n/a)."),
+        *headline,
         "",
         *quality_tables(summary[~is_timing & ~is_coverage]),
     ]
@@ -202,10 +210,67 @@ def markdown_report(
                   _coverage_table(results)]
     methods = list(dict.fromkeys(results["method"]))
     if per_object is not None and len(methods) > 1:
-        settings = Significance.of(significance)
         for method in settings.methods:
             lines += ["", *paired_test_table(per_object, method, settings, average_folds)]
     return "\n".join([*lines, "", version_line()]) + "\n"
+
+
+HEADLINE = "## Best first by "
+"""The heading that opens :func:`headline_table`'s section (:func:`headline_section`)."""
+
+
+def headline_table(summary: pd.DataFrame, per_object: pd.DataFrame | None, metric: str,
+                   settings: Significance, average_folds: bool = False) -> list[str]:
+    """The methods best first by ``metric``: mean ± half-width and the paired test to the best.
+
+    Each other method's mean difference to the best and the p-value of the first test of
+    ``settings`` on the per-object values (pairs as in :func:`significance`), Holm-corrected
+    over these comparisons with the best only (not every pair, as the report's full tables).
+
+    Returns:
+        The section's lines: heading, a sentence, the markdown table.
+    """
+    rows = summary[summary["metric"] == metric].sort_values("mean", ascending=False,
+                                                            kind="stable")
+    best = str(rows["method"].iloc[0])
+    test = settings.methods[0]
+    differences, p_values = {}, {}
+    if per_object is not None and len(rows) > 1:
+        values = per_object[per_object["metric"] == metric]
+        if average_folds:
+            values = values.assign(fold=0)
+        wide = values.pivot_table(index=["fold", "object"], columns="method", values="value",
+                                  dropna=False)
+        for other in rows["method"].iloc[1:]:
+            x, y = wide[other].to_numpy(), wide[best].to_numpy()
+            if int((~(np.isnan(x) | np.isnan(y))).sum()) < 2:
+                continue  # no two queries in common (run on different folds): no test
+            result = paired_test(x, y, method=test, n_resamples=settings.n_resamples,
+                                 seed=settings.seed)
+            differences[other], p_values[other] = result.mean_difference, result.p_value
+    adjusted = dict(zip(p_values, holm(list(p_values.values())), strict=True))
+    table = pd.DataFrame({
+        "rank": range(1, len(rows) + 1), "method": rows["method"].to_numpy(),
+        metric: [interval_cell(m, c) for m, c in zip(rows["mean"], rows["ci"], strict=True)],
+        "minus best": [f"{differences[m]:+.4f}" if m in differences else "–"
+                       for m in rows["method"]],
+        "p (Holm)": [f"{adjusted[m]:.2e}" if m in adjusted else "–" for m in rows["method"]]})
+    return [f"{HEADLINE}{metric}", "",
+            f"Paired {test} of each method against the best ({best}) on the per-query values"
+            + (" (each query's mean over the folds)" if average_folds else "")
+            + ", Holm-corrected over these comparisons.", "", _markdown_table(table)]
+
+
+def headline_section(report: str) -> str:
+    """The :func:`headline_table` section of a report ("" when it has none)."""
+    start = report.find(HEADLINE)
+    if start < 0:
+        return ""
+    lines = report[start:].splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    last = next((i for i in range(first, len(lines)) if not lines[i].startswith("|")),
+                len(lines))
+    return "\n".join(lines[:last])
 
 
 def version_line() -> str:

@@ -60,7 +60,7 @@ from tagtorch.evaluation.task import Outcomes, SeededTask, tuning_notes
 from tagtorch.evaluation.trec import qrels_lines, scored_lines
 from tagtorch.evaluation.tuning import grid_points
 from tagtorch.metrics.functional import ranking_metrics
-from tagtorch.progress import progress
+from tagtorch.progress import batch_ranges, progress
 from tagtorch.resources.base import ResourceRanker
 from tagtorch.resources.data import (
     SPLITS,
@@ -335,8 +335,9 @@ class ResourceRankingTask(SeededTask):
         lines: list[str] | None = [] if write_trec else None
         candidates = torch.as_tensor(split.candidates)
         seconds = 0.0
-        for first in range(0, len(queries), self.batch_size):
-            block = queries.take(np.arange(first, min(first + self.batch_size, len(queries))))
+        for first, stop in batch_ranges(len(queries), self.batch_size,
+                                        f"{name or type(model).__name__}: queries"):
+            block = queries.take(np.arange(first, stop))
             start = time.perf_counter()
             scores = model.score(block.words).cpu()
             seconds += time.perf_counter() - start

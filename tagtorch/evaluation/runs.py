@@ -423,8 +423,9 @@ def write_run(output_dir: str | Path, results: pd.DataFrame, per_object: pd.Data
         per_object: columns ``method, fold, object, metric, value`` (``object``: the query
             id of the TREC run files).
         title: the report's title.
-        plot_metric: the metric of the bar chart (``METRIC.png``); default: the ``ndcg@K``
-            of ``results`` with the largest ``K`` (no chart without one).
+        plot_metric: the metric of the bar chart (``METRIC.png``) and of the report's opening
+            table, methods best first (:func:`~tagtorch.evaluation.report.headline_table`);
+            default: the ``ndcg@K`` of ``results`` with the largest ``K`` (none without one).
         qrels: the lines of ``qrels.trec`` (None: no file).
         runs: run file name (:func:`~tagtorch.evaluation.trec.run_file_names`) -> its lines
             (None: no run files).
@@ -439,8 +440,12 @@ def write_run(output_dir: str | Path, results: pd.DataFrame, per_object: pd.Data
     """
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
+    if plot_metric is None:  # the deepest NDCG, as the tasks plot it
+        cutoffs = [int(m[5:]) for m in dict.fromkeys(results["metric"].astype(str))
+                   if re.fullmatch(r"ndcg@\d+", m)]
+        plot_metric = f"ndcg@{max(cutoffs)}" if cutoffs else None
     report = markdown_report(results, per_object, title=title, average_folds=average_folds,
-                             significance=significance)
+                             significance=significance, headline_metric=plot_metric)
     if notes:
         report += "\n## Notes\n\n" + "\n\n".join(notes) + "\n"
     with atomic_write(out / "results.csv") as partial:
@@ -456,10 +461,6 @@ def write_run(output_dir: str | Path, results: pd.DataFrame, per_object: pd.Data
     for name, lines in trec.items():
         with atomic_write(out / name) as partial, open(partial, "w") as handle:
             handle.writelines(lines)
-    if plot_metric is None:  # the deepest NDCG, as the tasks plot it
-        cutoffs = [int(m[5:]) for m in dict.fromkeys(results["metric"].astype(str))
-                   if re.fullmatch(r"ndcg@\d+", m)]
-        plot_metric = f"ndcg@{max(cutoffs)}" if cutoffs else None
     if plot_metric is not None:
         plot_comparison(results, plot_metric, out / f"{plot_metric}.png",
                         title=f"{plot_metric}: {title}")

@@ -161,7 +161,8 @@ class SeededTask(SignatureSettings, Task):
         summaries: dict[int, Mapping[str, Any]] = {}
         split = None
         todo: list[tuple[int, str]] = []
-        for seed in tqdm(self.seeds, desc="seeds", unit="seed"):
+        bar = tqdm(total=len(self.seeds) * len(models) - len(done), desc="fits", unit="fit")
+        for seed in self.seeds:
             if not self.needs_split(seed, all((seed, name) in done for name in models)):
                 continue
             split = self.split_seed(data, seed, split, models)
@@ -176,8 +177,11 @@ class SeededTask(SignatureSettings, Task):
                 if self.backend != "processes":
                     todo.append((seed, name))
                     continue
+                bar.set_description(f"seed {seed}, {name}")
                 done[seed, name] = self.outcome(data, split, seed, name, node, done)
                 pieces.write(seed, name, done[seed, name])
+                bar.update(1)
+        bar.close()
         for (seed, name), outcome in zip(todo, self._on_cluster(todo, models, cfg, folksonomy),
                                          strict=True):
             done[seed, name] = outcome

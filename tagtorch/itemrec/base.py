@@ -47,6 +47,7 @@ from tagtorch.itemrec.lean import (
 from tagtorch.lightning_fit import epoch_mean, fit_best
 from tagtorch.metrics import functional
 from tagtorch.metrics.retrieval import DCG
+from tagtorch.progress import batch_ranges
 from tagtorch.settings import ModelTask, SignatureSettings
 from tagtorch.storage import (
     atomic_write,
@@ -257,8 +258,8 @@ def score_queries(ranker: ItemRanker, queries: Queries, n_items: int, n_tags: in
                   batch_size: int = 1024,
                   ) -> Iterator[tuple[np.ndarray, Tensor, Tensor, Tensor]]:
     """Scores queries in batches: yields ``(rows, scores, labels, mask)``, each ``[b, I]``."""
-    for start in range(0, len(queries), batch_size):
-        rows = np.arange(start, min(start + batch_size, len(queries)))
+    for start, stop in batch_ranges(len(queries), batch_size, f"{type(ranker).__name__}: queries"):
+        rows = np.arange(start, stop)
         labels, mask = queries.batch(rows, n_items)
         with torch.no_grad():
             scores = query_scores(ranker, queries, rows, n_items, n_tags).float().cpu()
