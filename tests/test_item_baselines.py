@@ -12,6 +12,7 @@ import functools
 import warnings
 
 import numpy as np
+import pandas as pd
 import pytest
 import pytorch_lightning as pl
 import scipy.sparse
@@ -460,3 +461,27 @@ def test_an_item_item_model_too_large_for_memory_is_refused_before_allocating(na
     huge = SimpleNamespace(n_users=10, n_items=items, n_tags=5, train=None)
     with pytest.raises(TooLargeError, match=r"x [\d,]+ items\).*factor model"):
         model.fit(huge)
+
+
+def test_an_ensemble_takes_the_runs_fits_of_its_members_with_equal_results(tmp_path,
+                                                                             monkeypatch):
+    """Issue 55: the ensembles refitted their members' grids; a member fitted by the run with
+    the same settings and grid is taken as it is, and the ensemble's values do not change."""
+    from tagtorch.api import compose
+    from tagtorch.itemrec.ease import EASE
+    from tagtorch.train import run_task
+
+    fits = []
+    fit = EASE.fit
+    monkeypatch.setattr(EASE, "fit", lambda self, data: fits.append(1) or fit(self, data))
+    base = ["task=itemrec", "text=none", "data.n_objects=300", "task.p=2", "task.seeds=[0]",
+            "+itemrec@task.tune=baseline_tune", "task.trec=false"]
+    run = run_task(compose([*base, "model=[ease_tags,two_dimensional,baseline_ensemble]"],
+                           tmp_path / "run"))
+    assert len(fits) == 4  # ease_tags' grid, fitted once for the run and its ensemble
+    fits.clear()
+    alone = run_task(compose([*base, "model=[baseline_ensemble]"], tmp_path / "alone"))
+    assert len(fits) == 4
+    ours = run.per_object[run.per_object["method"] == "baseline_ensemble"]
+    pd.testing.assert_frame_equal(ours.reset_index(drop=True),
+                                  alone.per_object.reset_index(drop=True))

@@ -65,6 +65,7 @@ from tagtorch.evaluation.tuning import (
 )
 from tagtorch.itemrec.base import ItemRanker, dcg_at_k, score_queries
 from tagtorch.itemrec.data import ItemRecData, item_recommendation_data
+from tagtorch.itemrec.ensemble import ItemEnsemble
 from tagtorch.metrics.functional import ranking_metrics
 from tagtorch.progress import progress
 from tagtorch.settings import ModelTask
@@ -159,6 +160,10 @@ class ItemRecommendationTask(SeededTask):
         self.metrics = tuple(metrics)
         self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir else None
         self.tune = check_grids(tune, "tune")
+        self._kept_fits: dict[str, tuple[ItemRanker, dict[str, Any], dict[str, Any]]] = {}
+        """This seed's fits of the methods an ensemble of the run lists as members: ``{name:
+        (model, grid, point)}`` (:meth:`ItemEnsemble.reuse`)."""
+        self._ensemble_members: set[str] = set()
 
     def seed_data(self, folksonomy: Folksonomy, seed: int) -> ItemRecData:
         """The split of one seed."""
@@ -182,7 +187,11 @@ class ItemRecommendationTask(SeededTask):
 
     def split_seed(self, data: Folksonomy, seed: int, previous: Any,
               models: Mapping[str, Any]) -> ItemRecData:
-        """The split of one seed (:meth:`seed_data`)."""
+        """The split of one seed (:meth:`seed_data`); the fits an ensemble may reuse reset."""
+        self._kept_fits = {}
+        self._ensemble_members = {member for node in models.values()
+                                  if str(node.get("_target_", "")).endswith(".ItemEnsemble")
+                                  for member in node.get("members", {})}
         return self.seed_data(data, seed)
 
     def qrels(self, split: ItemRecData) -> list[str]:
@@ -231,6 +240,9 @@ class ItemRecommendationTask(SeededTask):
         for point in progress(grid, f"seed {seed}, {name}: grid", unit="setting",
                               enabled=len(grid) > 1):
             model, folder = self._make(node, name, folksonomy.name, seed, point)
+            if isinstance(model, ItemEnsemble):
+                log.info("seed %d, %s: reuses the run's fits of %s", seed, name,
+                         model.reuse(self._kept_fits) or "no member")
             start = time.perf_counter()
             model.fit(data)
             seconds = time.perf_counter() - start
@@ -238,9 +250,11 @@ class ItemRecommendationTask(SeededTask):
             rows.append({"method": name, "seed": seed, "setting": setting_text(point),
                          "val_dcg@10": score})
             if best is None or score > best[0]:  # the first of equal scores is kept
-                best = (score, model, folder, seconds)
+                best = (score, model, folder, seconds, point)
         assert best is not None  # a grid has at least one point
-        _, model, folder, fit_seconds = best
+        _, model, folder, fit_seconds, chosen = best
+        if name in self._ensemble_members:  # an ensemble of this run may take it as it is
+            self._kept_fits[name] = (model, self.tune.get(name, {}), chosen)
         tuning = choose(rows, "val_dcg@10") if name in self.tune else None
         if folder is not None:
             model.save(folder / "model")

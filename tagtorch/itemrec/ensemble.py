@@ -16,7 +16,10 @@ weights ``w_m`` are chosen on the validation queries (DCG@10, the project's earl
 score) from ``weight_grid`` for every member (all combinations; the first of equal scores in
 grid order is kept; at least one weight is positive). Before that, each member's own settings
 are chosen on the same validation queries from ``member_grids`` (every point fitted; four per
-member in the experiments, the budget every baseline gets). Nothing in it reads a test query.
+member in the experiments, the budget every baseline gets). A member that the run has fitted
+already, with the same settings and the same grid chosen the same way (the item task's
+``tune``), is taken as it is instead (:meth:`ItemEnsemble.reuse`): the same model, fitted
+once. Nothing in it reads a test query.
 Per-user queries score each member's per-user form (:func:`~tagtorch.itemrec.base.user_scores`
 with the ``"profile"`` aggregation, or the member's own), standardized the same way.
 
@@ -98,6 +101,17 @@ def standardized(scores: Tensor, mask: Tensor | None = None) -> Tensor:
     return torch.where(spread > 0, centred / spread.clamp_min(1e-12), torch.zeros_like(centred))
 
 
+def _same_settings(a: ItemRanker, b: ItemRanker) -> bool:
+    """Whether two models have the same class and settings.
+
+    Their configs are compared as JSON, objects such as a trainer factory by their repr.
+    """
+    if not isinstance(a, SignatureSettings) or not isinstance(b, SignatureSettings):
+        return False
+    return json.dumps(a.config(), sort_keys=True, default=repr) == json.dumps(
+        b.config(), sort_keys=True, default=repr)
+
+
 def _points(grid: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
     """The cartesian product of a ``{setting: values}`` grid (one empty point without one)."""
     names = list(grid)
@@ -111,7 +125,7 @@ class ItemEnsemble(SignatureSettings):
     Args:
         members: ``{name: config}``, each config a ``_target_`` item model and its settings.
         member_grids: ``{name: {setting: [values]}}``, each member's settings chosen on
-            validation DCG@10 (a member without a grid is fitted once).
+            validation DCG@10 (a member without a grid, or with None, is fitted once).
         weight_grid: the values each member's weight is chosen from.
         seed: given to every member that takes a ``seed`` (the task sets it per seed).
     """
@@ -128,7 +142,8 @@ class ItemEnsemble(SignatureSettings):
                  member_grids: Mapping[str, Mapping[str, Sequence[Any]]] | None = None,
                  weight_grid: Sequence[float] = (0.0, 0.25, 0.5, 1.0), seed: int = 0) -> None:
         self.members = plain_json(members)
-        self.member_grids = plain_json(member_grids or {})
+        self.member_grids = {name: plain_json(grid) for name, grid in (member_grids or {}).items()
+                             if grid is not None}  # null: none (a config's way to drop one)
         self.weight_grid = [float(w) for w in weight_grid]
         if not self.members:
             raise ValueError("members: at least one item model config")
@@ -143,6 +158,7 @@ class ItemEnsemble(SignatureSettings):
             trusted_class(config["_target_"], ("tagtorch.itemrec.",), (FactorModel, ArrayModel),
                           f"members.{name}")
         self.fitted_: dict[str, ItemRanker] = {}
+        self.reused_: dict[str, tuple[ItemRanker, dict[str, Any]]] = {}
         self.weights_: dict[str, float] = {}
         self.choices_: dict[str, dict[str, Any]] = {}
         self.sizes: tuple[int, int] | None = None
@@ -193,24 +209,62 @@ class ItemEnsemble(SignatureSettings):
             masks.append(mask)
         return torch.cat(scores), torch.cat(labels), torch.cat(masks)
 
+    def reuse(self, fitted: Mapping[str, tuple[ItemRanker, Mapping[str, Any], Mapping[str, Any]]]
+              ) -> list[str]:
+        """Takes members the run has fitted already, so that :meth:`fit` does not refit them.
+
+        Args:
+            fitted: ``{name: (model, grid, point)}``: a model fitted on the data :meth:`fit`
+                will get, at ``point`` of ``grid``, chosen by validation DCG@10 (the task's
+                tuning: the same validation queries and metric as the ensemble's own).
+
+        A model is taken for member ``name`` only when ``grid`` is the member's own grid and
+        the model's settings are those of the member at ``point`` (:meth:`_build`, compared
+        as their configs); fit then gives what fitting the member's grid would give (up to
+        equal validation scores, where either takes the first point).
+
+        Returns:
+            The members taken.
+        """
+        for name, (model, grid, point) in fitted.items():
+            if name not in self.members or dict(grid) != self.member_grids.get(name, {}):
+                continue
+            if _same_settings(model, self._build(name, point)):
+                self.reused_[name] = (model, dict(point))
+        return list(self.reused_)
+
+    def _member_choice(self, name: str, data: ItemRecData
+                       ) -> tuple[ItemRanker, dict[str, Any], Tensor, Tensor, Tensor]:
+        """A member at the best point of its grid, or the run's fit (:meth:`reuse`).
+
+        Returns:
+            The model, its point, its standardized validation scores, their labels and mask.
+        """
+        points = ([self.reused_[name][1]] if name in self.reused_
+                  else _points(self.member_grids.get(name, {})))
+        best = None
+        for point in points:
+            model = (self.reused_[name][0] if name in self.reused_
+                     else self._build(name, point).fit(data))
+            scores, labels, mask = self._validation_scores(model, data.val_queries)
+            value = float(dcg_at_k(scores, labels, mask, 10).mean())
+            log.info("ensemble member %s %s%s: validation DCG@10 %.4f", name,
+                     json.dumps(point), " (the run's fit)" if name in self.reused_ else "",
+                     value)
+            if best is None or value > best[0]:
+                best = (value, model, point, scores, labels, mask)
+        assert best is not None
+        return best[1:]
+
     def fit(self, data: ItemRecData) -> Self:
-        """Fits every member (its grid chosen on validation), then the weights."""
+        """Fits every member (its grid chosen on validation, or reused), then the weights."""
         self.sizes = (data.n_items, data.n_tags)
         self.known_ = data.user_items
         validation: dict[str, Tensor] = {}
         labels = mask = None
         for name in self.members:
-            best = None
-            for point in _points(self.member_grids.get(name, {})):
-                model = self._build(name, point).fit(data)
-                scores, labels, mask = self._validation_scores(model, data.val_queries)
-                value = float(dcg_at_k(scores, labels, mask, 10).mean())
-                log.info("ensemble member %s %s: validation DCG@10 %.4f", name,
-                         json.dumps(point), value)
-                if best is None or value > best[0]:
-                    best = (value, model, point, scores)
-            assert best is not None
-            _, self.fitted_[name], self.choices_[name], validation[name] = best
+            (self.fitted_[name], self.choices_[name], validation[name], labels,
+             mask) = self._member_choice(name, data)
         assert labels is not None and mask is not None
         self.weights_ = self._choose_weights(validation, labels, mask)
         log.info("ensemble weights %s", self.weights_)
