@@ -17,6 +17,7 @@ from tagtorch.serve import start_service
 from tagtorch.serving.tags import TagRecommender, display_names
 
 ROOT = Path(__file__).resolve().parents[1]
+os.environ.setdefault("TAGTORCH_TIMINGS", "off")  # no test writes the user's timing cache
 CANDIDATES = {"max_rule_candidates": 50, "device": "cpu"}
 
 

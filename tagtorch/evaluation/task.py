@@ -20,6 +20,8 @@ report and the ``trec`` switch.
 from __future__ import annotations
 
 import json
+import logging
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
@@ -43,11 +45,14 @@ from tagtorch.evaluation.runs import (
     methods_of,
     write_run,
 )
+from tagtorch.evaluation.timings import TimingLog, timing_key
 from tagtorch.evaluation.trec import run_file_names
 from tagtorch.evaluation.tuning import split_tuning, write_tuning
 from tagtorch.settings import SignatureSettings
 
 __all__ = ["SeededTask", "shard_outcome", "tuning_notes"]
+
+log = logging.getLogger(__name__)
 
 Outcomes = Mapping[tuple[int, str], MethodOutcome]
 """Finished outcomes by ``(seed, method)``."""
@@ -161,6 +166,9 @@ class SeededTask(SignatureSettings, Task):
         summaries: dict[int, Mapping[str, Any]] = {}
         split = None
         todo: list[tuple[int, str]] = []
+        timings, keys = TimingLog.default(), self.timing_keys(models)
+        self.announce(timings, [keys[name] for seed in self.seeds for name in models
+                                if (seed, name) not in done], data)
         bar = tqdm(total=len(self.seeds) * len(models) - len(done), desc="fits", unit="fit")
         for seed in self.seeds:
             if not self.needs_split(seed, all((seed, name) in done for name in models)):
@@ -178,7 +186,9 @@ class SeededTask(SignatureSettings, Task):
                     todo.append((seed, name))
                     continue
                 bar.set_description(f"seed {seed}, {name}")
+                start = time.perf_counter()
                 done[seed, name] = self.outcome(data, split, seed, name, node, done)
+                timings.record(keys[name], data.n_assignments, time.perf_counter() - start)
                 pieces.write(seed, name, done[seed, name])
                 bar.update(1)
         bar.close()
@@ -209,6 +219,25 @@ class SeededTask(SignatureSettings, Task):
                 delayed(shard_outcome)(self, seed, name, models[name], data_config,
                                        text_config, sent)
                 for seed, name in todo))
+
+    def timing_keys(self, models: Mapping[str, Any]) -> dict[str, str]:
+        """Per method, the key of its fits' seconds (:mod:`~tagtorch.evaluation.timings`)."""
+        return {name: timing_key(type(self).__name__, config, self.tune.get(name),
+                                 self.protocol())
+                for name, config in models.items()}
+
+    @staticmethod
+    def announce(timings: TimingLog, keys: Sequence[str], data: Folksonomy) -> None:
+        """Logs how long the pending fits should take, before the first one starts."""
+        if not keys:
+            return
+        seconds, unknown = timings.estimate(keys, data.n_assignments)
+        timed = len(keys) - unknown
+        log.info("%d fits to run; %s", len(keys), (
+            f"about {seconds / 60:.1f} min for the {timed} timed before on this machine "
+            f"(their nearest size, scaled to {data.n_assignments:,} tag assignments)"
+            if timed else "none timed before on this machine: no estimate yet")
+            + (f"; {unknown} never timed" if timed and unknown else ""))
 
     def piece_keys(self, data: Folksonomy, models: Mapping[str, Any]) -> dict[str, str]:
         """Per method, everything its outcome on a seed depends on, as one JSON string.

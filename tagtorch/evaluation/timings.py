@@ -1,0 +1,122 @@
+"""How long a run will take, said before its first fit: each (seed, method) fit's seconds kept.
+
+Every seeded run appends, for each (seed, method) it fits and evaluates, one JSON line to
+``timings.jsonl`` in the user cache folder (``$TAGTORCH_TIMINGS``: another file; ``off``: none):
+the method's key (its task, config, grid and protocol, hashed; not the data), the data's tag
+assignments and the wall seconds. Before its first fit, a run sums the estimate of each of its
+pending fits: the record of the same key nearest in size, scaled linearly to this data's size
+(some steps grow faster than linearly, ``docs/scale.md``: an estimate, said to be one). Fits
+never timed on this machine are counted apart.
+
+The file is a cache, read as untrusted: lines that are not such records are skipped, only its
+last :data:`READ_BYTES` are read, it is rewritten shorter past :data:`MAX_BYTES`, appends
+never follow a link (``O_NOFOLLOW``), and a failure to read or write it never stops a run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from tagtorch.data.download import user_cache_dir
+from tagtorch.storage import atomic_write
+
+__all__ = ["TimingLog", "timing_key"]
+
+READ_BYTES = 4 << 20
+"""The tail of the file an estimate reads."""
+MAX_BYTES = 16 << 20
+"""Past this size, a record rewrites the file as its last :data:`READ_BYTES`."""
+
+
+def timing_key(task: str, method: Any, tune: Any, protocol: Any) -> str:
+    """The key of a method's fits: its task, config, grid and protocol (not the data)."""
+    text = json.dumps([task, method, tune, protocol], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+class TimingLog:
+    """The ``timings.jsonl`` file of the module docstring (None: kept nowhere).
+
+    Example:
+        >>> import tempfile
+        >>> log = TimingLog(Path(tempfile.mkdtemp()) / "t.jsonl")
+        >>> log.record("k", 1000, 2.0)
+        >>> log.estimate(["k", "k", "other"], 2000)
+        (8.0, 1)
+    """
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+
+    @classmethod
+    def default(cls) -> TimingLog:
+        """``$TAGTORCH_TIMINGS`` (``off``: none), else ``timings.jsonl`` of the user cache."""
+        setting = os.environ.get("TAGTORCH_TIMINGS")
+        if setting == "off":
+            return cls(None)
+        return cls(Path(setting) if setting else user_cache_dir() / "timings.jsonl")
+
+    def record(self, key: str, size: int, seconds: float) -> None:
+        """Appends one fit's seconds at ``size`` tag assignments (best effort)."""
+        if self.path is None:
+            return
+        line = json.dumps({"key": key, "size": int(size), "seconds": float(seconds)}) + "\n"
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            handle = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW,
+                             0o600)
+            try:
+                os.write(handle, line.encode())
+            finally:
+                os.close(handle)
+            if self.path.stat().st_size > MAX_BYTES:
+                kept = self._tail()
+                with atomic_write(self.path) as partial:
+                    partial.write_text(kept)
+        except OSError:
+            return  # a cache: a run never fails on it
+
+    def _tail(self) -> str:
+        """The file's last :data:`READ_BYTES`, whole lines only ("" when unreadable)."""
+        if self.path is None:
+            return ""
+        try:
+            with open(self.path, "rb") as handle:
+                size = handle.seek(0, os.SEEK_END)
+                handle.seek(max(0, size - READ_BYTES))
+                text = handle.read(READ_BYTES).decode("utf-8", errors="replace")
+        except OSError:
+            return ""
+        return text if size <= READ_BYTES else text.partition("\n")[2]
+
+    def _records(self) -> dict[str, list[tuple[int, float]]]:
+        """``{key: [(size, seconds)]}`` of the readable records."""
+        records: dict[str, list[tuple[int, float]]] = {}
+        for line in self._tail().splitlines():
+            try:
+                row = json.loads(line)
+                key, size, seconds = str(row["key"]), int(row["size"]), float(row["seconds"])
+            except (ValueError, TypeError, KeyError):
+                continue
+            if size > 0 and math.isfinite(seconds) and seconds >= 0:
+                records.setdefault(key, []).append((size, seconds))
+        return records
+
+    def estimate(self, keys: Sequence[str], size: int) -> tuple[float, int]:
+        """Seconds for one fit of each key at ``size``, and how many keys have no record."""
+        records = self._records()
+        total, unknown = 0.0, 0
+        for key in keys:
+            if key not in records or size <= 0:
+                unknown += 1
+                continue
+            near, seconds = min(reversed(records[key]),
+                                key=lambda r: abs(math.log(r[0] / size)))  # latest of equals
+            total += seconds * size / near
+        return total, unknown

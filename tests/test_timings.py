@@ -1,0 +1,74 @@
+"""A seeded run says how long it will take before its first fit (tagtorch.evaluation.timings)."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from tagtorch.api import compose
+from tagtorch.evaluation.timings import TimingLog
+from tagtorch.train import run_task
+
+RUN = ["task=itemrec", "text=none", "data.n_objects=300", "task.p=2", "task.seeds=[0,1]",
+       "model=[tag_popularity,two_dimensional]", "task.trec=false"]
+
+
+def announced(caplog) -> str:
+    return next(r.getMessage() for r in caplog.records if "fits to run" in r.getMessage())
+
+
+def test_a_second_run_estimates_from_the_first_runs_seconds(tmp_path, monkeypatch, caplog):
+    path = tmp_path / "timings.jsonl"
+    monkeypatch.setenv("TAGTORCH_TIMINGS", str(path))
+    caplog.set_level(logging.INFO, logger="tagtorch.evaluation.task")
+    run_task(compose(RUN, tmp_path / "first"))
+    assert announced(caplog) == "4 fits to run; none timed before on this machine: no estimate yet"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    assert len(rows) == 4 and len({r["key"] for r in rows}) == 2
+    caplog.clear()
+    run_task(compose([*RUN, "task.seeds=[0,1,2]"], tmp_path / "second"))
+    latest = {r["key"]: r["seconds"] for r in rows}  # the same size: the latest record each
+    expected = 3 * sum(latest.values())
+    assert announced(caplog).startswith(f"6 fits to run; about {expected / 60:.1f} min for the 6")
+
+
+def test_the_estimate_scales_the_nearest_size_and_skips_what_is_not_a_record(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"key": "a", "size": 100, "seconds": 1.0}\nnot json\n{"key": "a"}\n'
+                    '{"key": "a", "size": 10000, "seconds": 50.0}\n'
+                    '{"key": "b", "size": -5, "seconds": 3.0}\n'
+                    '{"key": "a", "size": 100, "seconds": NaN}\n')
+    log = TimingLog(path)
+    assert log.estimate(["a"], 200) == (2.0, 0)  # 100 is nearer than 10000 in log size
+    assert log.estimate(["a"], 5000) == (25.0, 0)
+    assert log.estimate(["a", "b", "c"], 5000) == (25.0, 2)
+
+
+def test_a_record_never_writes_through_a_link_and_never_fails_the_run(tmp_path):
+    target = tmp_path / "precious.txt"
+    target.write_text("keep\n")
+    link = tmp_path / "timings.jsonl"
+    link.symlink_to(target)
+    TimingLog(link).record("k", 10, 1.0)
+    assert target.read_text() == "keep\n"
+    (tmp_path / "a-file").write_text("")
+    TimingLog(tmp_path / "a-file" / "t.jsonl").record("k", 10, 1.0)  # its folder is a file
+    assert TimingLog(None).estimate(["k"], 10) == (0.0, 1)
+
+
+def test_a_large_file_is_cut_to_its_tail(tmp_path, monkeypatch):
+    import tagtorch.evaluation.timings as timings
+
+    monkeypatch.setattr(timings, "MAX_BYTES", 400)
+    monkeypatch.setattr(timings, "READ_BYTES", 200)
+    log = TimingLog(tmp_path / "t.jsonl")
+    for i in range(20):
+        log.record(f"k{i}", 10, float(i))
+    text = (tmp_path / "t.jsonl").read_text()
+    assert len(text) <= 400 + 60 and '"k19"' in text and '"k0"' not in text
+    assert all(json.loads(line)["key"] for line in text.splitlines())
+
+
+def test_off_keeps_nothing(monkeypatch):
+    monkeypatch.setenv("TAGTORCH_TIMINGS", "off")
+    assert TimingLog.default().path is None
