@@ -37,7 +37,7 @@ import scipy.sparse as sp
 from sklearn.preprocessing import normalize
 
 from tagtorch.candidates.neighbours import incidence
-from tagtorch.posts.base import PostRanker
+from tagtorch.posts.base import PostRanker, recommend
 from tagtorch.posts.data import PostData, Posts, first_use
 
 __all__ = ["BaseLevelLearning", "MostPopular", "MostPopularUserResource", "counts_by",
@@ -128,6 +128,16 @@ class MostPopular(PostRanker):
     def tie_order(self, posts: Posts) -> sp.csr_matrix:
         """``[Q, W]`` TagRec's tag index: the later first appearance first (module docstring)."""
         return self.first_[np.zeros(len(posts), dtype=np.int64)]
+
+    def top_tags(self, posts: Posts, k: int) -> np.ndarray:
+        """``[Q, k]`` the one list of every post, ranked once and repeated.
+
+        Each row of :meth:`score` ranks to that list; sorting ``posts x tags`` equal rows took
+        338 ms at 1,861 posts.
+        """
+        one = recommend(sp.csr_matrix(self.counts_[None, :]), k,
+                        self.first_[np.zeros(1, dtype=np.int64)])
+        return np.repeat(one, len(posts), axis=0)
 
 
 class MostPopularUserResource(PostRanker):
