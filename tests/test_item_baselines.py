@@ -485,3 +485,23 @@ def test_an_ensemble_takes_the_runs_fits_of_its_members_with_equal_results(tmp_p
     ours = run.per_object[run.per_object["method"] == "baseline_ensemble"]
     pd.testing.assert_frame_equal(ours.reset_index(drop=True),
                                   alone.per_object.reset_index(drop=True))
+
+
+def test_a_model_refused_before_allocating_leaves_the_run_and_the_others_go_on(tmp_path,
+                                                                              monkeypatch):
+    """Issue 54: at 1.36M tag assignments EASE^R's refusal ended the whole run, so the factor
+    models after it never ran; now it is left out with a note and the others are reported."""
+    from tagtorch.api import compose
+    from tagtorch.errors import TooLargeError
+    from tagtorch.train import run_task
+
+    monkeypatch.setattr("tagtorch.devices.memory_bytes", lambda: 1000)  # nothing item-item fits
+    base = ["task=itemrec", "text=none", "data.n_objects=300", "task.p=2", "task.seeds=[0,1]",
+            "task.trec=false"]
+    result = run_task(compose([*base, "model=[ease_tags,tag_popularity,itemknn]"], tmp_path))
+    assert set(result.results["method"]) == {"tag_popularity"}
+    assert set(result.results["fold"]) == {0, 1}
+    assert "refused before allocating: `ease_tags`: EASE needs about" in result.report
+    assert "`itemknn`: ItemKNN needs about" in result.report
+    with pytest.raises(TooLargeError, match="EASE needs about"):
+        run_task(compose([*base, "model=[ease_tags]"], tmp_path / "none"))

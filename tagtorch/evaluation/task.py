@@ -34,6 +34,7 @@ from tqdm.auto import tqdm
 
 from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.engines import BACKENDS, joblib_engine
+from tagtorch.errors import TooLargeError
 from tagtorch.evaluation.report import Significance
 from tagtorch.evaluation.runs import (
     EvaluationResult,
@@ -76,6 +77,8 @@ class SeededTask(SignatureSettings, Task):
 
     backend: str = "processes"
     address: str | None = None
+    refused: dict[str, TooLargeError]
+    """The methods of the run that refused before allocating, and why (:meth:`_run_unit`)."""
 
     def take_shared(self, seeds: Sequence[int], significance: Mapping[str, Any] | None,
                     backend: str = "processes", address: str | None = None) -> None:
@@ -95,6 +98,7 @@ class SeededTask(SignatureSettings, Task):
         self.seeds = list(seeds)
         self.significance = Significance.of(significance)
         self.backend, self.address = backend, address
+        self.refused = {}
 
     # -- what a task says -------------------------------------------------------------------
 
@@ -157,6 +161,7 @@ class SeededTask(SignatureSettings, Task):
             The run's results (``fold`` is the seed), per-query values, report and folder.
         """
         self.given = given or GivenObjects()
+        self.refused = {}
         models = methods_of(cfg)
         data = self.prepare(folksonomy)
         output_dir.mkdir(parents=True, exist_ok=True)
@@ -186,22 +191,45 @@ class SeededTask(SignatureSettings, Task):
                     todo.append((seed, name))
                     continue
                 bar.set_description(f"seed {seed}, {name}")
-                start = time.perf_counter()
-                done[seed, name] = self.outcome(data, split, seed, name, node, done)
-                timings.record(keys[name], data.n_assignments, time.perf_counter() - start)
-                pieces.write(seed, name, done[seed, name])
+                self._run_unit(data, split, (seed, name, node), done, pieces,
+                               (timings, keys[name]))
                 bar.update(1)
         bar.close()
         for (seed, name), outcome in zip(todo, self._on_cluster(todo, models, cfg, folksonomy),
                                          strict=True):
             done[seed, name] = outcome
             pieces.write(seed, name, outcome)
+        models = {name: node for name, node in models.items() if name not in self.refused}
+        if not models:
+            raise next(iter(self.refused.values()))
         for seed in self.seeds:
             MethodOutcome.merge([done[seed, name] for name in models]).log(loggers, step=seed)
         whole = MethodOutcome.merge([done[seed, name] for seed in self.seeds for name in models])
         result = self.write(data, models, whole, qrels, summaries, output_dir)
         pieces.clear()
         return result
+
+    def _run_unit(self, data: Folksonomy, split: Any, unit: tuple[int, str, Mapping[str, Any]],
+                  done: dict[tuple[int, str], MethodOutcome], pieces: RunPieces,
+                  timing: tuple[TimingLog, str]) -> None:
+        """One (seed, method, config): its outcome kept, written and timed, or its refusal.
+
+        A method that refuses before allocating (:class:`~tagtorch.errors.TooLargeError`, e.g.
+        EASE^R's ``items x items`` matrices) leaves the run with one logged line and a note in
+        the report; the other methods go on.
+        """
+        seed, name, node = unit
+        if name in self.refused:
+            return
+        start = time.perf_counter()
+        try:
+            done[seed, name] = self.outcome(data, split, seed, name, node, done)
+        except TooLargeError as refusal:
+            self.refused[name] = refusal
+            log.warning("seed %d, %s: left out of the run: %s", seed, name, refusal)
+            return
+        timing[0].record(timing[1], data.n_assignments, time.perf_counter() - start)
+        pieces.write(seed, name, done[seed, name])
 
     def _on_cluster(self, todo: Sequence[tuple[int, str]], models: Mapping[str, Any],
                     cfg: DictConfig, folksonomy: Folksonomy) -> list[MethodOutcome]:
@@ -254,6 +282,8 @@ class SeededTask(SignatureSettings, Task):
                qrels: list[str] | None, title: str, plot_metric: str | None,
                notes: Sequence[str] = (), average_folds: bool = False) -> EvaluationResult:
         """Writes the results, per-query values, TREC files and report of the run folder."""
+        notes = [*notes, *(f"Left out of this run, refused before allocating: `{name}`: {why}"
+                           for name, why in self.refused.items())]
         results, per_object = whole.frames()
         runs = ({file: whole.run_lines[name]
                  for name, file in run_file_names(list(models)).items()}
