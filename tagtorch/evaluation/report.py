@@ -21,7 +21,7 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
-from tagtorch.evaluation.stats import TestMethod, confidence_interval, paired_test
+from tagtorch.evaluation.stats import PairedTest, TestMethod, confidence_interval, paired_test
 from tagtorch.version import __version__
 
 #: The candidate coverage of tag recommendation in ``results.csv``, per method and fold: the
@@ -138,20 +138,17 @@ def significance(per_object: pd.DataFrame, method: TestMethod = "ttest",
         adjusts over all pairs of one metric. Pairs of methods with fewer than two objects in
         common (evaluated on different folds) are left out.
     """
-    if average_folds:
-        per_object = per_object.assign(fold=0)  # pivot_table's mean averages the folds
-    wide = per_object.pivot_table(index=["fold", "object", "metric"], columns="method",
-                                  values="value", dropna=False)
+    wide = _paired_values(per_object, average_folds)
     methods = list(dict.fromkeys(per_object["method"]))
     rows: list[dict[str, Any]] = []
     for metric, group in wide.groupby(level="metric", sort=False):
         first = len(rows)
         for i, a in enumerate(methods):
             for b in methods[i + 1:]:
-                x, y = group[a].to_numpy(), group[b].to_numpy()
-                if int((~(np.isnan(x) | np.isnan(y))).sum()) < 2:
-                    continue  # no two objects in common (e.g. run on different folds)
-                test = paired_test(x, y, method=method, n_resamples=n_resamples, seed=seed)
+                test = _test_pair(group[a].to_numpy(), group[b].to_numpy(), method,
+                                  n_resamples, seed)
+                if test is None:
+                    continue
                 rows.append({"method_a": a, "method_b": b, "metric": metric,
                              "mean_difference": test.mean_difference, "d_z": test.effect_size,
                              "statistic": test.statistic, "p_value": test.p_value, "n": test.n})
@@ -160,6 +157,28 @@ def significance(per_object: pd.DataFrame, method: TestMethod = "ttest",
             row["p_holm"] = float(p)
     return pd.DataFrame(rows, columns=["method_a", "method_b", "metric", "mean_difference",
                                        "d_z", "statistic", "p_value", "p_holm", "n"])
+
+
+def _paired_values(per_object: pd.DataFrame, average_folds: bool) -> pd.DataFrame:
+    """Per-object values by ``(fold, object, metric)``, a column per method.
+
+    With ``average_folds``, one row per ``(object, metric)``: its mean over the folds.
+    """
+    if average_folds:
+        per_object = per_object.assign(fold=0)  # pivot_table's mean averages the folds
+    return per_object.pivot_table(index=["fold", "object", "metric"], columns="method",
+                                  values="value", dropna=False)
+
+
+def _test_pair(x: np.ndarray, y: np.ndarray, method: TestMethod, n_resamples: int,
+               seed: int) -> PairedTest | None:
+    """The paired test of two methods' values.
+
+    None when they have fewer than two objects in common (e.g. run on different folds).
+    """
+    if int((~(np.isnan(x) | np.isnan(y))).sum()) < 2:
+        return None
+    return paired_test(x, y, method=method, n_resamples=n_resamples, seed=seed)
 
 
 def markdown_report(
@@ -236,18 +255,12 @@ def headline_table(summary: pd.DataFrame, per_object: pd.DataFrame | None, metri
     test = settings.methods[0]
     differences, p_values = {}, {}
     if per_object is not None and len(rows) > 1:
-        values = per_object[per_object["metric"] == metric]
-        if average_folds:
-            values = values.assign(fold=0)
-        wide = values.pivot_table(index=["fold", "object"], columns="method", values="value",
-                                  dropna=False)
+        wide = _paired_values(per_object[per_object["metric"] == metric], average_folds)
         for other in rows["method"].iloc[1:]:
-            x, y = wide[other].to_numpy(), wide[best].to_numpy()
-            if int((~(np.isnan(x) | np.isnan(y))).sum()) < 2:
-                continue  # no two queries in common (run on different folds): no test
-            result = paired_test(x, y, method=test, n_resamples=settings.n_resamples,
-                                 seed=settings.seed)
-            differences[other], p_values[other] = result.mean_difference, result.p_value
+            result = _test_pair(wide[other].to_numpy(), wide[best].to_numpy(), test,
+                                settings.n_resamples, settings.seed)
+            if result is not None:
+                differences[other], p_values[other] = result.mean_difference, result.p_value
     adjusted = dict(zip(p_values, holm(list(p_values.values())), strict=True))
     table = pd.DataFrame({
         "rank": range(1, len(rows) + 1), "method": rows["method"].to_numpy(),

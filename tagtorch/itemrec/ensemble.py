@@ -240,17 +240,15 @@ class ItemEnsemble(SignatureSettings):
         Returns:
             The model, its point, its standardized validation scores, their labels and mask.
         """
-        points = ([self.reused_[name][1]] if name in self.reused_
-                  else _points(self.member_grids.get(name, {})))
+        reused = self.reused_.get(name)
+        points = [reused[1]] if reused else _points(self.member_grids.get(name, {}))
         best = None
         for point in points:
-            model = (self.reused_[name][0] if name in self.reused_
-                     else self._build(name, point).fit(data))
+            model = reused[0] if reused else self._build(name, point).fit(data)
             scores, labels, mask = self._validation_scores(model, data.val_queries)
             value = float(dcg_at_k(scores, labels, mask, 10).mean())
             log.info("ensemble member %s %s%s: validation DCG@10 %.4f", name,
-                     json.dumps(point), " (the run's fit)" if name in self.reused_ else "",
-                     value)
+                     json.dumps(point), " (the run's fit)" if reused else "", value)
             if best is None or value > best[0]:
                 best = (value, model, point, scores, labels, mask)
         assert best is not None
