@@ -71,6 +71,16 @@ class DataFormatError(ValueError):
             message += f", found {found}"
         super().__init__(message)
 
+    def shifted(self, lines: int) -> DataFormatError:
+        """The same error ``lines`` lines further down the file (a chunk's, in its file).
+
+        Example:
+            >>> str(DataFormatError("a.txt", "4 fields", "3", line=2).shifted(10))
+            'a.txt, line 12: expected 4 fields, found 3'
+        """
+        return DataFormatError(self.path, self.expected, self.found, row=self.row,
+                               line=None if self.line is None else self.line + lines)
+
 
 class DataCheckError(ValueError):
     """The data cannot support the task as configured.

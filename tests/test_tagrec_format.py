@@ -10,6 +10,7 @@ fingerprint. Damaged files fail with a DataFormatError naming the file and line.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import tempfile
 from pathlib import Path
 from urllib.parse import quote, unquote
@@ -22,6 +23,7 @@ from hypothesis import strategies as st
 from test_fuzz_loaders import FUZZ, check_outcome, weird_text
 
 from tagtorch.data.folksonomy import MISSING_TIME, SOURCE_ORDER, Folksonomy
+from tagtorch.data.loaders import tagrec
 from tagtorch.data.loaders.reading import decode_percent
 from tagtorch.data.loaders.tagrec import (
     last_post_per_user,
@@ -36,6 +38,18 @@ LINES = ['"u1";"r1";"100";"Java, EJB ,java,,c%252b%252b";"networks_0.6893,Social
          '"u2";"r1";"";"ejb";""',
          '"u1";"r2";"200";"x;y";"tagging"']
 
+
+
+@pytest.fixture(autouse=True, params=[None, 7], ids=["one-chunk", "7-byte-pieces"])
+def _chunks(request, monkeypatch):
+    """Every test twice: a file in one chunk, and in 7-byte pieces (a chunk a line or so).
+
+    The expected values are the hand-written ones either way: reading in chunks must change
+    nothing, line numbers in errors included.
+    """
+    if request.param is not None:
+        monkeypatch.setitem(globals(), "load_tagrec",
+                            functools.partial(tagrec.load_tagrec, chunk_bytes=request.param))
 
 
 def content(folk: Folksonomy) -> str:
@@ -140,6 +154,8 @@ def folksonomies(draw: st.DrawFn) -> Folksonomy:
                                                                        1_300_000_000])),
                          min_size=1, max_size=25))
     frame = pd.DataFrame(rows, columns=["user", "object", "tag", "timestamp"])
+    # one time per post: a TagRec line holds one (the writer's is the earliest assignment's)
+    frame["timestamp"] = frame.groupby(["user", "object"])["timestamp"].transform("first")
     objects = sorted(set(frame["object"]))
     texts = None
     if draw(st.booleans()):

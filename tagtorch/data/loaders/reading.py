@@ -34,11 +34,11 @@ import logging
 import lzma
 import re
 import zlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from difflib import get_close_matches
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import Any, BinaryIO, NoReturn, TypeGuard
 from urllib.parse import unquote
 
 import numpy as np
@@ -65,7 +65,7 @@ _DATE_RANGES = {"year": (1678, 2261), "month": (1, 12), "day": (1, 31), "hour": 
                 "minute": (0, 59), "second": (0, 59)}
 
 #: Compressed formats read transparently: (name, test on the first bytes, decompressing reader).
-_Reader = Callable[[io.BytesIO], io.BufferedIOBase]
+_Reader = Callable[[BinaryIO], io.BufferedIOBase]
 _COMPRESSIONS: tuple[tuple[str, Callable[[bytes], bool], _Reader], ...] = (
     ("gzip", lambda head: head.startswith(b"\x1f\x8b"),
      lambda raw: gzip.GzipFile(fileobj=raw)),
@@ -97,18 +97,21 @@ class RawTable:
         lines: ``[len(frame)]`` 1-based file line of each row, or None where lines are not
             meaningful (Parquet) or could not be mapped; messages then give 1-based rows.
         header: every column name of the file, in order (also those not read).
+        first_row: the file's data rows before ``frame``'s first (a chunk's table).
     """
 
     frame: pd.DataFrame
     path: Path
     lines: np.ndarray | None = None
     header: tuple[str, ...] = ()
+    first_row: int = 0
 
     def error(self, position: int, expected: str, found: str | None = None) -> DataFormatError:
         """A :class:`DataFormatError` located at the frame row ``position`` (0-based)."""
         if self.lines is not None:
             return DataFormatError(self.path, expected, found, line=int(self.lines[position]))
-        return DataFormatError(self.path, expected, found, row=position + 1)
+        return DataFormatError(self.path, expected, found,
+                               row=self.first_row + position + 1)
 
     def integers(self, column: str) -> np.ndarray:
         """Column ``column`` as int64, or a :class:`DataFormatError` at its first bad value.
@@ -251,41 +254,107 @@ def _read_bytes(path: Path) -> bytes:
             read (the message names it).
         DataFormatError: a broken compressed stream, or a binary format that is not text.
     """
+    return b"".join(_byte_pieces(path, None))
+
+
+def _byte_pieces(path: Path, piece_bytes: int | None) -> Iterator[bytes]:
+    """The file's (decompressed) bytes in pieces of ``piece_bytes``, or whole for None.
+
+    Raises: as :func:`_read_bytes`, when the piece that meets the problem is read.
+    """
     try:
-        with path.open("rb") as handle:
-            raw = handle.read()
+        handle = path.open("rb")
     except OSError as exc:
         raise _io_error(path, exc) from exc
-    head = raw[:16]
-    for name, matches, reader in _COMPRESSIONS:
-        if matches(head):
-            return _inflate(path, raw, name, reader)
-    for magic, what in _REFUSED:
-        if raw.startswith(magic):
-            raise DataFormatError(path, "a text file (plain, gzip, bzip2 or xz)", what)
-    if path.suffix.lower() in COMPRESSED_SUFFIXES:
-        log.info("%s has no %s header; reading it as plain text", path, path.suffix)
-    return raw
+    with handle:
+        head = _read_piece(path, handle, 16)
+        handle.seek(0)
+        for name, matches, reader in _COMPRESSIONS:
+            if matches(head):
+                yield from _inflated_pieces(path, reader(handle), name, piece_bytes)
+                return
+        for magic, what in _REFUSED:
+            if head.startswith(magic):
+                raise DataFormatError(path, "a text file (plain, gzip, bzip2 or xz)", what)
+        if path.suffix.lower() in COMPRESSED_SUFFIXES:
+            log.info("%s has no %s header; reading it as plain text", path, path.suffix)
+        while piece := _read_piece(path, handle, piece_bytes or -1):
+            yield piece
 
 
-def _inflate(path: Path, raw: bytes, name: str, reader: _Reader) -> bytes:
-    """The decompressed bytes, at most :data:`MAX_INFLATION` times ``raw`` (or 8 MiB).
+def is_compressed(path: str | Path) -> bool:
+    """Whether the file starts with a gzip, bzip2 or xz header (read decompressed)."""
+    try:
+        with Path(path).open("rb") as handle:
+            head = handle.read(16)
+    except OSError as exc:
+        raise _io_error(Path(path), exc) from exc
+    return any(matches(head) for _, matches, _ in _COMPRESSIONS)
+
+
+def _read_piece(path: Path, handle: BinaryIO, size: int) -> bytes:
+    try:
+        return handle.read(size)
+    except OSError as exc:
+        raise _io_error(path, exc) from exc
+
+
+def _inflated_pieces(path: Path, stream: io.BufferedIOBase, name: str,
+                     piece_bytes: int | None) -> Iterator[bytes]:
+    """The decompressed bytes, at most :data:`MAX_INFLATION` times the file (or 8 MiB).
 
     Raises:
         DataFormatError: a broken stream, or one inflating beyond the limit (read no further).
     """
-    limit = max(MAX_INFLATION * len(raw), _INFLATION_FLOOR)
-    try:
-        with reader(io.BytesIO(raw)) as stream:
-            data = stream.read(limit + 1)
-    except (OSError, EOFError, lzma.LZMAError, zlib.error, ValueError) as exc:
-        raise DataFormatError(path, f"a complete {name}-compressed stream",
-                              _short(str(exc) or type(exc).__name__)) from exc
-    if len(data) > limit:
-        raise DataFormatError(path, f"a {name}-compressed file inflating to at most "
-                              f"{MAX_INFLATION} times its {len(raw):,} bytes (or 8 MiB)",
-                              f"more than {limit:,} bytes (decompress it by hand to read it)")
-    return data
+    size = path.stat().st_size
+    limit = max(MAX_INFLATION * size, _INFLATION_FLOOR)
+    total = 0
+    with stream:
+        while True:
+            try:
+                piece = stream.read(piece_bytes or limit + 1)
+            except (OSError, EOFError, lzma.LZMAError, zlib.error, ValueError) as exc:
+                raise DataFormatError(path, f"a complete {name}-compressed stream",
+                                      _short(str(exc) or type(exc).__name__)) from exc
+            total += len(piece)
+            if total > limit:
+                raise DataFormatError(
+                    path, f"a {name}-compressed file inflating to at most {MAX_INFLATION} "
+                    f"times its {size:,} bytes (or 8 MiB)",
+                    f"more than {limit:,} bytes (decompress it by hand to read it)")
+            if not piece:
+                return
+            yield piece
+
+
+def _line_chunks(pieces: Iterable[bytes], quoting: bool) -> Iterator[bytes]:
+    """The bytes regrouped into whole lines: each cut after its last line feed outside quotes.
+
+    Outside quotes means after an even number of ``"`` (CSV doubles a quote inside a quoted
+    field), so that a quoted line break never splits a record. A chunk without such a line
+    feed grows with the next piece.
+    """
+    carry = b""
+    for piece in pieces:
+        buf = carry + piece if carry else piece
+        cut = _last_line_end(buf, quoting)
+        if cut == 0:
+            carry = buf
+            continue
+        yield buf[:cut]
+        carry = buf[cut:]
+    if carry:
+        yield carry
+
+
+def _last_line_end(buf: bytes, quoting: bool) -> int:
+    """The position after ``buf``'s last line feed outside CSV quotes (0 if none)."""
+    if not quoting or b'"' not in buf:
+        return buf.rfind(b"\n") + 1
+    codes = np.frombuffer(buf, dtype=np.uint8)
+    ends = np.flatnonzero(codes == 0x0A) + 1
+    outside = ends[np.searchsorted(np.flatnonzero(codes == 0x22), ends) % 2 == 0]
+    return int(outside[-1]) if len(outside) else 0
 
 
 def check_encoding(encoding: str, setting: str = "encoding") -> str:
@@ -307,12 +376,13 @@ codecs.register_error("tagtorch.latin1", _latin1_fallback)
 
 
 def _decode(raw: bytes, path: Path, encoding: str, fallback: str | None,
-            setting: str | None = None) -> str:
+            setting: str | None = None, start: bool = True) -> str:
     """Decodes ``raw``; undecodable bytes are an error, or read as Latin-1 with ``fallback``.
 
     ``fallback`` may only be ``"latin-1"``: each byte sequence that is not valid in
     ``encoding`` (not the whole file) is then read as Latin-1, with a logged warning.
-    ``setting`` names the option that sets the encoding, for the error message.
+    ``setting`` names the option that sets the encoding, for the error message; ``start``:
+    ``raw`` starts the file (a leading byte-order mark is dropped).
     """
     try:
         text = raw.decode(encoding)
@@ -332,7 +402,7 @@ def _decode(raw: bytes, path: Path, encoding: str, fallback: str | None,
         log.warning("%s, line %d: bytes that are not %s; each such byte is read as Latin-1",
                     path, line, encoding)
         text = raw.decode(encoding, errors="tagtorch.latin1")
-    return text.removeprefix("\ufeff")
+    return text.removeprefix("\ufeff") if start else text
 
 
 def _normalize_newlines(text: str) -> str:
@@ -519,44 +589,133 @@ def read_delimited(
             error.
         ValueError: ``sep`` or ``encoding`` is not valid.
     """
+    layout = TableLayout(sep, tuple(required), tuple(optional), tuple(integer), quoting,
+                     allow_empty, None if names is None else tuple(names))
+    return next(read_delimited_chunks(path, layout, encoding, fallback_encoding,
+                                      encoding_setting, chunk_bytes=None))
+
+
+CHUNK_BYTES = 32 << 20
+"""The bytes of text :func:`read_delimited_chunks` parses at a time (32 MiB: the parsed
+chunk's pandas strings take about 8 times that, whatever the file's size)."""
+
+
+@dataclass(frozen=True)
+class TableLayout:
+    """What :func:`read_delimited_chunks` reads (the arguments of :func:`read_delimited`)."""
+
+    sep: str
+    required: tuple[str, ...]
+    optional: tuple[str, ...] = ()
+    integer: tuple[str, ...] = ()
+    quoting: bool = False
+    allow_empty: bool = False
+    names: tuple[str, ...] | None = None
+
+
+def read_delimited_chunks(path: str | Path, layout: TableLayout, encoding: str = "utf-8",
+                          fallback_encoding: str | None = None,
+                          encoding_setting: str | None = None,
+                          chunk_bytes: int | None = CHUNK_BYTES,
+                          on_bytes: Callable[[int], object] | None = None) -> Iterator[RawTable]:
+    """:func:`read_delimited`'s table in consecutive pieces of about ``chunk_bytes`` of text.
+
+    Each piece holds whole records (cut after a line feed outside CSV quotes) and is checked
+    as the whole file is, its errors and :attr:`RawTable.lines` counting the file's lines;
+    memory grows with ``chunk_bytes``, not the file (None: the whole file, one table). An
+    encoding in which a line feed is not the byte 0x0A (UTF-16, UTF-32) is read whole.
+    Every table has the file's header columns; pieces without data rows yield nothing,
+    except a file without any (one empty table, where ``allow_empty`` accepts it).
+    ``on_bytes`` is called with each chunk's (decompressed) size once it is parsed (a bar).
+
+    Raises: as :func:`read_delimited`, when the piece that holds the problem is read.
+    """
     path = Path(path)
-    if len(sep) != 1 or sep in "\n\r\"":
+    if len(layout.sep) != 1 or layout.sep in "\n\r\"":
         raise ValueError(f"the separator must be one character other than a quote or a line "
-                         f"break, got {sep!r}")
+                         f"break, got {layout.sep!r}")
     encoding = check_encoding(encoding)
-    raw = _read_bytes(path)
-    content = _normalize_newlines(_decode(raw, path, encoding, fallback_encoding,
-                                          encoding_setting))
-    if content.strip() == "":
-        expected = (f"rows of {len(names)} fields" if names is not None
-                    else f"a header line with the columns {list(required)}")
-        raise DataFormatError(path, expected, "an empty file", line=1)
+    if "\n\"".encode(encoding) != b"\n\"":
+        chunk_bytes = None
+    header = None if layout.names is None else list(layout.names)
+    lines_before, rows, inked, table = 0, 0, False, None
+    pieces = _byte_pieces(path, chunk_bytes)
+    for raw in pieces if chunk_bytes is None else _line_chunks(pieces, layout.quoting):
+        try:
+            content = _checked_text(raw, path, encoding, fallback_encoding, encoding_setting,
+                                    start=lines_before == 0)
+            inked = inked or content.strip() != ""
+            has_header = header is None
+            if header is None:
+                header = _checked_header(content, layout, path)
+            table = _chunk_table(content, layout, header, has_header, lines_before, rows, path)
+        except DataFormatError as exc:
+            if lines_before == 0:
+                raise
+            raise exc.shifted(lines_before) from None
+        lines_before += content.count("\n")
+        if on_bytes is not None:
+            on_bytes(len(raw))
+        for column in layout.integer:
+            if column in table.frame.columns:
+                table.frame[column] = table.integers(column)
+        if len(table.frame):
+            rows += len(table.frame)
+            yield table
+    if rows == 0:
+        if table is None or not inked or not layout.allow_empty:
+            _refuse_empty(path, layout, inked)
+        else:
+            yield table
+
+
+def _checked_text(raw: bytes, path: Path, encoding: str, fallback: str | None,
+                  setting: str | None, start: bool) -> str:
+    """The decoded text, newlines normalized; a NUL character is a DataFormatError."""
+    content = _normalize_newlines(_decode(raw, path, encoding, fallback, setting, start))
     if "\x00" in content:
         line = content.count("\n", 0, content.index("\x00")) + 1
         raise DataFormatError(path, "text without NUL characters", "a NUL character (is this "
                               "a binary file, or text in another encoding?)", line=line)
-    header = (list(names) if names is not None
-              else _checked_header(content, sep, quoting, required, optional, path))
-    data_lines = _checked_field_counts(content, sep, quoting, len(header), allow_empty, path,
-                                       has_header=names is None)
-    wanted = list(required) + [c for c in optional if c in header and c not in required]
+    return content
+
+
+def _refuse_empty(path: Path, layout: TableLayout, inked: bool) -> NoReturn:
+    """The DataFormatError of a file without data rows (blank, or a header only)."""
+    if not inked:
+        expected = (f"rows of {len(layout.names)} fields" if layout.names is not None
+                    else f"a header line with the columns {list(layout.required)}")
+        raise DataFormatError(path, expected, "an empty file", line=1)
+    has_header = layout.names is None
+    raise DataFormatError(path, "data rows after the header line" if has_header
+                          else "data rows", "none", line=1 + int(has_header))
+
+
+def _chunk_table(content: str, layout: TableLayout, header: list[str], has_header: bool,
+                 lines_before: int, rows_before: int, path: Path) -> RawTable:
+    """One chunk's table (its lines counted from the chunk's start, then shifted)."""
+    data_lines = _checked_field_counts(content, layout, len(header), path, has_header)
+    wanted = list(layout.required) + [c for c in layout.optional
+                                      if c in header and c not in layout.required]
     columns = [c for c in header if c in wanted]
-    frame = _parse(content, sep, quoting, [header.index(c) for c in columns], path,
-                   has_header=names is None)
-    frame.columns = columns
-    lines: np.ndarray | None = data_lines.astype(np.int64)
+    if len(data_lines):
+        frame = _parse(content, layout.sep, layout.quoting, [header.index(c) for c in columns],
+                       path, has_header=has_header)
+        frame.columns = columns
+    else:
+        frame = pd.DataFrame({c: pd.Series([], dtype="string") for c in columns})
+    lines: np.ndarray | None = data_lines.astype(np.int64) + lines_before
     if len(frame) != len(data_lines):  # quoted line breaks: rows no longer match lines
         lines = None
-    table = RawTable(frame.reset_index(drop=True), path, lines, tuple(header))
-    for column in integer:
-        if column in frame.columns:
-            table.frame[column] = table.integers(column)
-    return table
+    return RawTable(frame.reset_index(drop=True), path, lines, tuple(header), rows_before)
 
 
-def _checked_header(content: str, sep: str, quoting: bool, required: Sequence[str],
-                    optional: Sequence[str], path: Path) -> list[str]:
-    """The header's column names; a missing or repeated column is a DataFormatError."""
+def _checked_header(content: str, layout: TableLayout, path: Path) -> list[str]:
+    """The header's column names; a blank file or a missing or repeated column is an error."""
+    if content.strip() == "":
+        _refuse_empty(path, layout, inked=False)
+    sep, quoting, required, optional = (layout.sep, layout.quoting, layout.required,
+                                        layout.optional)
     sep_name = _SEPARATOR_NAMES.get(sep, repr(sep))
     header_line = content.split("\n", 1)[0]
     header = csv_fields(header_line, sep, path, 1) if quoting else header_line.split(sep)
@@ -582,9 +741,10 @@ def _checked_header(content: str, sep: str, quoting: bool, required: Sequence[st
     return header
 
 
-def _checked_field_counts(content: str, sep: str, quoting: bool, n_fields: int,
-                          allow_empty: bool, path: Path, has_header: bool = True) -> np.ndarray:
-    """``[rows]`` 1-based file lines of the data rows; a wrong field count is an error."""
+def _checked_field_counts(content: str, layout: TableLayout, n_fields: int, path: Path,
+                          has_header: bool) -> np.ndarray:
+    """``[rows]`` 1-based lines (the chunk's) of the data rows; a wrong field count is an error."""
+    sep, quoting = layout.sep, layout.quoting
     sep_name = _SEPARATOR_NAMES.get(sep, repr(sep))
     # Field counts per line, vectorized over the characters of the decoded text.
     counts, blank = _line_layout(content, sep)
@@ -601,11 +761,8 @@ def _checked_field_counts(content: str, sep: str, quoting: bool, n_fields: int,
         if bad is not None:
             raise DataFormatError(
                 path, f"{n_fields} {sep_name}-separated fields" + (
-                    " as in the header" if has_header else ""),
+                    " as in the header" if layout.names is None else ""),
                 f"{bad[1]} field(s)", line=bad[0])
-    if len(data_lines) == 0 and not allow_empty:
-        raise DataFormatError(path, "data rows after the header line" if has_header
-                              else "data rows", "none", line=1 + skip)
     return data_lines
 
 

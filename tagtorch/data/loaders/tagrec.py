@@ -45,6 +45,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -54,15 +55,19 @@ import pyarrow.compute as pc
 
 from tagtorch.data.folksonomy import MISSING_TIME, SOURCE_ORDER, Folksonomy
 from tagtorch.data.loaders.reading import (
+    CHUNK_BYTES,
     RawTable,
+    TableLayout,
     check_seconds,
     csv_fields,
     decode_percent,
     first_line,
     first_record,
-    read_delimited,
+    is_compressed,
+    read_delimited_chunks,
 )
 from tagtorch.errors import DataFormatError
+from tagtorch.progress import progress
 from tagtorch.storage import atomic_write
 
 log = logging.getLogger(__name__)
@@ -170,33 +175,36 @@ def _post_tags(table: RawTable, lowercase: bool,
     return distinct[indices[kept]], posts[kept]
 
 
-def _categories(table: RawTable, objects: pd.Series, lowercase: bool) -> pd.DataFrame | None:
-    """``object, category, weight`` rows: each resource's first non-empty category field."""
+def _categories(table: RawTable, objects: np.ndarray, lowercase: bool,
+                open_rows: np.ndarray) -> tuple[pd.DataFrame | None, np.ndarray]:
+    """``object, category, weight`` rows from each resource's first non-empty category field.
+
+    Only the rows ``open_rows`` (``[rows]`` bool: resources given no field before) are looked
+    at; also returns the rows whose fields were read (one per resource).
+    """
     if "categories" not in table.frame:
-        return None
+        return None, np.zeros(0, dtype=np.int64)
     fields = table.frame["categories"].astype("string")
     codes, distinct = pd.factorize(fields)  # each distinct field checked once
     filled = np.flatnonzero(np.array([bool(str(text).strip()) for text in distinct],
-                                     dtype=bool)[codes])
-    firsts = filled[~pd.Index(objects.to_numpy()[filled]).duplicated()]  # per resource
-    rows: dict[str, list[tuple[str, float]]] = {}
-    for position in firsts.tolist():
-        obj, field = objects.iloc[position], fields.iloc[position]
-        pairs = []
-        for item in str(field).split(","):
+                                     dtype=bool)[codes] & open_rows)
+    firsts = filled[~pd.Index(objects[filled]).duplicated()]  # per resource
+    flat = []
+    for position, obj, field_text in zip(firsts.tolist(), objects[firsts].tolist(),
+                                         fields.to_numpy(dtype=object)[firsts].tolist(),
+                                         strict=True):
+        for item in str(field_text).split(","):
             match = _WEIGHT.match(item.strip())
             name, weight = (match.group(1), float(match.group(2))) if match else (
                 item.strip(), np.nan)
             if np.isinf(weight):
                 raise table.error(position, "a finite category weight", repr(item.strip()))
             if name:
-                pairs.append((name.lower() if lowercase else name, weight))
-        rows[obj] = pairs
-    flat = [(obj, name, weight) for obj, pairs in rows.items() for name, weight in pairs]
+                flat.append((obj, name.lower() if lowercase else name, weight))
     if not flat:
-        return None
+        return None, firsts
     frame = pd.DataFrame(flat, columns=["object", "category", "weight"])
-    return frame if frame["weight"].notna().any() else frame.drop(columns="weight")
+    return frame if frame["weight"].notna().any() else frame.drop(columns="weight"), firsts
 
 
 def _timestamps(table: RawTable) -> np.ndarray:
@@ -220,33 +228,93 @@ def _timestamps(table: RawTable) -> np.ndarray:
                          (text != "").to_numpy(dtype=bool))
 
 
-def _read_posts(path: Path, url_decode: bool, lowercase: bool, integer_ids: bool,
-                encoding: str) -> tuple[pd.DataFrame, pd.DataFrame | None, pd.DataFrame | None]:
-    """One TagRec file's assignments, texts (by resource) and categories."""
+class _Codes:
+    """A growing vocabulary: each distinct value's code, in order of first appearance."""
+
+    def __init__(self) -> None:
+        self.index: dict[object, int] = {}
+
+    def of(self, values: pd.Series | np.ndarray) -> np.ndarray:
+        """``[len(values)]`` codes (each distinct value looked up once)."""
+        positions, uniques = pd.factorize(pd.Series(values))
+        codes = np.fromiter((self.index.setdefault(value, len(self.index))
+                             for value in uniques.tolist()), dtype=np.int64, count=len(uniques))
+        return codes[positions]
+
+    def values(self) -> np.ndarray:
+        """``[codes]`` the values, as an object array (``values()[codes]`` are references)."""
+        out = np.empty(len(self.index), dtype=object)
+        out[:] = list(self.index)
+        return out
+
+
+@dataclass
+class _Posts:
+    """Files' assignments as codes into shared vocabularies, texts and categories by part."""
+
+    users: _Codes = field(default_factory=_Codes)
+    objects: _Codes = field(default_factory=_Codes)
+    tags: _Codes = field(default_factory=_Codes)
+    columns: list[tuple[np.ndarray, ...]] = field(default_factory=list)
+    texts: list[pd.DataFrame] = field(default_factory=list)
+    categories: list[pd.DataFrame] = field(default_factory=list)
+    categorized: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+
+    def add(self, table: RawTable, integer_ids: bool, lowercase: bool, url_decode: bool) -> int:
+        """Adds one chunk's posts; returns the number of its assignments."""
+        raw = [pd.Series(table.integers(column)) if integer_ids
+               else table.frame[column].astype("string").str.strip()
+               for column in ("user", "resource")]
+        seen = len(self.objects.index)
+        tags, posts = _post_tags(table, lowercase, url_decode)
+        users, objects = self.users.of(raw[0]), self.objects.of(raw[1])
+        self.columns.append((users[posts], objects[posts], self.tags.of(tags),
+                             _timestamps(table)[posts]))
+        fields = [f for f in ("title", "description") if f in table.frame]
+        first = ~pd.Index(objects).duplicated() & (objects >= seen)  # resources new here
+        if fields and first.any():
+            self.texts.append(table.frame.loc[first, fields].astype(str).set_axis(
+                raw[1].to_numpy(dtype=object)[first]))
+        self.categorized = np.concatenate(
+            (self.categorized, np.zeros(len(self.objects.index) - seen, dtype=bool)))
+        cats, read = _categories(table, raw[1].to_numpy(dtype=object), lowercase,
+                                 ~self.categorized[objects])
+        self.categorized[objects[read]] = True
+        if cats is not None:
+            self.categories.append(cats)
+        return len(posts)
+
+    def frame(self, start: int = 0, stop: int | None = None) -> pd.DataFrame:
+        """The assignments of chunks ``[start, stop)`` with raw ids (references)."""
+        parts = self.columns[start:stop]
+        user, obj, tag, seconds = (np.concatenate([part[i] for part in parts]) for i in range(4))
+        return pd.DataFrame({"user": self.users.values()[user],
+                             "object": self.objects.values()[obj],
+                             "tag": self.tags.values()[tag], "timestamp": seconds})
+
+
+def _read_posts(path: Path, posts: _Posts, options: dict[str, bool], encoding: str,
+                chunk_bytes: int | None) -> None:
+    """Adds one TagRec file's posts, a chunk of ``chunk_bytes`` at a time, with a bar."""
     names = _field_names(path, encoding)
-    table = read_delimited(path, ";", list(names), text=list(names), encoding=encoding,
-                           quoting=True, encoding_setting="data.encoding", names=names)
-    users, objects = (pd.Series(table.integers(column)) if integer_ids
-                      else table.frame[column].astype("string").str.strip()
-                      for column in ("user", "resource"))
-    tags, posts = _post_tags(table, lowercase, url_decode)
-    assignments = pd.DataFrame({"user": users.to_numpy(dtype=object)[posts],
-                                "object": objects.to_numpy(dtype=object)[posts], "tag": tags,
-                                "timestamp": _timestamps(table)[posts]})
-    if assignments.empty:
+    layout = TableLayout(";", names, quoting=True, names=names)
+    size = path.stat().st_size
+    assignments = 0
+    with progress(None, f"reading {path.name}", unit="B", unit_scale=True,
+                  total=None if is_compressed(path) else size,
+                  enabled=size > (chunk_bytes or size)) as bar:
+        for table in read_delimited_chunks(path, layout, encoding, None, "data.encoding",
+                                           chunk_bytes, on_bytes=bar.update):
+            assignments += posts.add(table, **options)
+    if assignments == 0:
         raise DataFormatError(path, "at least one post with a user, a resource and a tag",
                               "none")
-    fields = [f for f in ("title", "description") if f in table.frame]
-    texts = None
-    if fields:
-        texts = table.frame[fields].astype(str).assign(object=objects.to_numpy(dtype=object))
-        texts = texts.groupby("object", sort=False).first()
-    return assignments, texts, _categories(table, objects, lowercase)
 
 
 def load_tagrec(path: str | Path, name: str | None = None, url_decode: bool = True,
                 lowercase: bool = True, integer_ids: bool = False, encoding: str = "utf-8",
-                test_path: str | Path | None = None) -> Folksonomy:
+                test_path: str | Path | None = None,
+                chunk_bytes: int | None = CHUNK_BYTES) -> Folksonomy:
     """Loads a file in TagRec's format (module docstring) as a folksonomy.
 
     Args:
@@ -260,6 +328,9 @@ def load_tagrec(path: str | Path, name: str | None = None, url_decode: bool = Tr
         test_path: a given split's test file (``X_test.txt``, with ``path`` its
             ``X_train.txt``): its posts join the folksonomy and are marked as test
             (:attr:`Folksonomy.test_posts`, read by ``task.split=given``).
+        chunk_bytes: the text read and parsed at a time (None: each file whole): memory grows
+            with it and with the distinct users, resources and tags, and the posts' codes, not
+            with a Python object per post.
 
     Returns:
         The raw folksonomy: one assignment per (user, resource, tag), the post's timestamp;
@@ -271,20 +342,18 @@ def load_tagrec(path: str | Path, name: str | None = None, url_decode: bool = Tr
     """
     path = Path(path)
     files = [path, *([Path(test_path)] if test_path is not None else [])]
-    read = [_read_posts(file, url_decode, lowercase, integer_ids, encoding) for file in files]
-    assignments = pd.concat([posts for posts, _, _ in read], ignore_index=True)
+    posts, ends = _Posts(), []
+    options = {"integer_ids": integer_ids, "lowercase": lowercase, "url_decode": url_decode}
+    for file in files:
+        _read_posts(file, posts, options, encoding, chunk_bytes)
+        ends.append(len(posts.columns))
+    assignments = posts.frame()
     assignments[SOURCE_ORDER] = np.arange(len(assignments))  # TagRec reads lines in order
-    texts = [frame for _, frame, _ in read if frame is not None]
-    categories = [frame.assign(file=i) for i, (_, _, frame) in enumerate(read)
-                  if frame is not None]
-    test_posts = read[1][0][["user", "object"]] if test_path is not None else None
+    test_posts = posts.frame(ends[0])[["user", "object"]] if test_path is not None else None
     dataset = name or path.name.split(".")[0].removesuffix("_train") or path.name
-    cats = pd.concat(categories, ignore_index=True) if categories else None
-    if cats is not None:  # a resource's categories from the first file that gives them
-        cats = cats[cats["file"] == cats.groupby("object")["file"].transform("min")]
-    return Folksonomy.from_frame(assignments, pd.concat(texts) if texts else None,
-                                 None if cats is None else cats.drop(columns="file"),
-                                 name=dataset, test_posts=test_posts)
+    cats = pd.concat(posts.categories, ignore_index=True) if posts.categories else None
+    return Folksonomy.from_frame(assignments, pd.concat(posts.texts) if posts.texts else None,
+                                 cats, name=dataset, test_posts=test_posts)
 
 
 def tagrec_posts(folksonomy: Folksonomy) -> pd.DataFrame:
