@@ -92,8 +92,11 @@ TARGETS = [
 ]
 
 
-def run_one(task: str, size: int, seed: int) -> dict[str, Any]:
-    """One (task, size) in this process: stage seconds and the peak memory."""
+def run_one(task: str, size: int, seed: int, models: list[str] | None = None) -> dict[str, Any]:
+    """One (task, size) in this process: stage seconds and the peak memory.
+
+    ``models``: these models instead of the task's (``conf/model`` names).
+    """
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
     from hydra.utils import instantiate
     from omegaconf import open_dict
@@ -105,7 +108,9 @@ def run_one(task: str, size: int, seed: int) -> dict[str, Any]:
     n_objects = size if task == "tagrec" else max(200, size // POSTS_PER_OBJECT)
     folder = Path(tempfile.mkdtemp(prefix=f"scale_{task}_"))
     unit = "task.folds=[0]" if task == "tagrec" else f"task.seeds=[{seed}]"
-    overrides = [*TASKS[task], "task.trec=false", f"data.n_objects={n_objects}",
+    settings = [o if not (models and o.startswith("model=")) else f"model=[{','.join(models)}]"
+                for o in TASKS[task]]
+    overrides = [*settings, "task.trec=false", f"data.n_objects={n_objects}",
                  f"data.n_users={scaled_config(n_objects)['n_users']}",
                  f"data.n_tags={scaled_config(n_objects)['n_tags']}",
                  f"data.n_topics={scaled_config(n_objects)['n_topics']}"]
@@ -279,12 +284,14 @@ def main() -> None:
                         help="two small sizes, every task (10,000 and 100,000 posts; 5,000 "
                              "and 25,000 objects for tagrec): < 15 min")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--models", nargs="*",
+                        help="these models instead of each task's (conf/model names)")
     parser.add_argument("--json", type=Path, help="append each run as a JSON line here")
     parser.add_argument("--plot", type=Path, help="write the log-log figure here")
     parser.add_argument("--one", nargs=2, metavar=("TASK", "SIZE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one is not None:
-        print(json.dumps(run_one(args.one[0], int(args.one[1]), args.seed)))
+        print(json.dumps(run_one(args.one[0], int(args.one[1]), args.seed, args.models)))
         return
     runs = []
     for task in args.tasks:
@@ -293,7 +300,7 @@ def main() -> None:
             sizes = [5_000, 25_000] if task == "tagrec" else [10_000, 100_000]
         for size in sizes:
             command = [sys.executable, __file__, "--one", task, str(size), "--seed",
-                       str(args.seed)]
+                       str(args.seed), *(["--models", *args.models] if args.models else [])]
             done = subprocess.run(command, stdout=subprocess.PIPE, text=True)
             if done.returncode != 0:
                 print(f"{task} at {size:,}: exit {done.returncode}", flush=True)
