@@ -26,7 +26,9 @@ its own process so that its peak resident memory (``ru_maxrss``) is its own:
 - ``data``: drawing the triples and building the split (UTS sets, queries);
 - ``sampled``: one whole training epoch of Do-Rank with sampled negatives;
 - ``triples``: one epoch of the lean loop (``loop="lean"``, :mod:`tagtorch.itemrec.lean`)
-  for PITF and for Do-Rank+ with ``--scale-negatives`` draws shared per step, and beside them
+  for PITF, for Do-Rank+ with ``--scale-negatives`` draws shared per step (autograd, Adam)
+  and for Do-Rank+'s compiled kernel (plain SGD, ``--scale-kernel-negatives`` draws per
+  triple: :class:`~tagtorch.itemrec.dorank_plus.SampledDCG`), and beside them
   one epoch of implicit's BPR (the benchmark-only dependency; factors ``--rank``, all threads)
   on the training triples' distinct (user, item) pairs; training samples per second of each
   (a triple for ours, a (user, item) pair for implicit) and the ratio ours / implicit;
@@ -50,6 +52,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import resource
@@ -213,6 +216,10 @@ def triples_seconds(data: ItemRecData, args: argparse.Namespace,
     out = {"pitf_seconds": lean_epoch_seconds(PITF(**common), data, torch.device("cpu")),
            "plus_seconds": lean_epoch_seconds(
                DoRankPlus(negatives=args.scale_negatives, **common), data, device)}
+    sgd = functools.partial(torch.optim.SGD, lr=0.01)  # the compiled kernel (SampledDCG)
+    for n in args.scale_kernel_negatives:
+        out[f"kernel{n}_seconds"] = lean_epoch_seconds(
+            DoRankPlus(negatives=n, optimizer=sgd, **common), data, torch.device("cpu"))
     try:
         from implicit.cpu.bpr import BayesianPersonalizedRanking
     except ImportError:
@@ -314,6 +321,8 @@ def print_triples(r: dict[str, float], args: argparse.Namespace) -> None:
     """The ``triples`` part's rows: seconds and samples per second, and the ratio to implicit."""
     rows = [("PITF", r["pitf_seconds"], r["triples"]),
             (f"Do-Rank+ n={args.scale_negatives}", r["plus_seconds"], r["triples"])]
+    rows += [(f"Do-Rank+ kernel n={n}", r[f"kernel{n}_seconds"], r["triples"])
+             for n in args.scale_kernel_negatives]
     if "implicit_seconds" in r:
         rows.append(("implicit BPR", r["implicit_seconds"], r["implicit_samples"]))
     for name, seconds, samples in rows:
@@ -354,6 +363,8 @@ def parse_args() -> argparse.Namespace:
                         help="triples per step of the lean loop (Do-Rank+)")
     parser.add_argument("--scale-negatives", type=int, default=64,
                         help="Do-Rank+'s draws per step in the lean loop")
+    parser.add_argument("--scale-kernel-negatives", type=int, nargs="*", default=[1, 4],
+                        help="Do-Rank+'s draws per triple in its compiled kernel (plain SGD)")
     parser.add_argument("--scale-fast-sets", type=int, default=2048,
                         help="sets timed for the paper's fast learning at scale")
     parser.add_argument("--scale-fast-lean-sets", type=int, default=0,

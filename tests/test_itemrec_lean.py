@@ -173,6 +173,50 @@ def test_dorank_plus_triple_loss_matches_a_plain_loop_with_shared_draws():
     assert loss.item() == pytest.approx(expected, rel=1e-5)
 
 
+@pytest.mark.parametrize(("temperature", "power"), [(1.0, 0.0), (0.5, 1.0)])
+def test_dorank_plus_kernel_takes_sgd_steps_on_the_autograd_triple_loss(temperature, power):
+    """The compiled kernel (SampledDCG) against autograd of Do-Rank+'s own triple terms.
+
+    One triple against three draws, one of them an item its user tagged (weight 0): the loss
+    the kernel reports and every row after its step equal autograd's SGD step on
+    ``-1 / log2(2 + sum_j w_j sigmoid((s_j - s_i) / tau)) + lambda / 2 * penalty``.
+    """
+    from tagtorch.itemrec.dorank import smoothed_dcg_fast
+    from tagtorch.itemrec.dorank_plus import SampledDCG
+
+    data = random_data(n_items=30, n=120)
+    model = DoRankPlus(rank=3, loop="lean", negatives=3, negative_power=power,
+                       regularization=0.05, temperature=temperature,
+                       optimizer=functools.partial(torch.optim.SGD, lr=0.2))
+    torch.manual_seed(0)
+    model.build(data.n_users, data.n_items, data.n_tags)
+    with torch.no_grad():
+        model.item_bias.normal_()
+    epochs = model.lean_epochs(data, torch.device("cpu"))
+    assert isinstance(epochs, SampledDCG)
+    u, i, t = (int(v) for v in data.train[5])
+    tagged = {int(j) for j in data.train[data.train[:, 0] == u, 1]}
+    free = [j for j in range(data.n_items) if j not in tagged]
+    drawn = [free[0], i if i != free[0] else next(iter(tagged)), free[3]]
+    epochs.draw = lambda n: np.asarray([drawn] * n, dtype=np.int64)
+    counts = np.bincount(data.train[:, 1], minlength=data.n_items) + 1.0
+    q = torch.from_numpy(counts ** power / (counts ** power).sum())
+    weights = torch.tensor([0.0 if j in tagged else float(1 / (3 * q[j])) for j in drawn])
+    positive, against, penalty = model.triple_terms(
+        lambda table, index: table[index], torch.tensor([u]), torch.tensor([i]),
+        torch.tensor([t]), torch.tensor(drawn))
+    dcg = smoothed_dcg_fast(positive[:, None], torch.ones(1, 1, dtype=torch.bool), against,
+                            weights[None].float(), temperature)
+    loss = (-dcg + 0.5 * model.regularization * penalty).mean()
+    loss.backward()
+    tables = [p for p in model.parameters() if p.grad is not None]
+    expected = [(p - 0.2 * p.grad).detach().clone() for p in tables]
+    mean = epochs.run(torch.tensor([5]))
+    assert mean == pytest.approx(loss.item(), rel=1e-5)
+    for table, want in zip(tables, expected, strict=True):
+        torch.testing.assert_close(table.detach(), want, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("temperature", [1.0, 0.5])
 def test_fast_learning_gradients_match_autograd_of_the_set_loss(temperature):
     """The written-out gradient against autograd of Do-Rank's own fast-learning loss."""

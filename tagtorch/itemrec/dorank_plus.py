@@ -26,17 +26,20 @@ popularity (``negatives``, ``negative_power``: 0.361-0.364); smoothing temperatu
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
+import numba
+import numpy as np
 import torch
 from torch import Tensor, nn
 
 from tagtorch.itemrec.base import profile_mass, profile_mix
 from tagtorch.itemrec.data import ItemRecData, TagProfile
 from tagtorch.itemrec.dorank import DoRank, cp_scores
-from tagtorch.itemrec.lean import LeanEpochs, RowTake
+from tagtorch.itemrec.lean import LeanEpochs, RowOptimizer, RowTake
 
-__all__ = ["DoRankPlus"]
+__all__ = ["DoRankPlus", "SampledDCG"]
 
 
 class DoRankPlus(DoRank):
@@ -112,7 +115,10 @@ class DoRankPlus(DoRank):
     def lean_epochs(self, data: ItemRecData, device: torch.device) -> LeanEpochs:
         """``loop="lean"``: triples against sampled negatives.
 
-        Do-Rank's :class:`~tagtorch.itemrec.dorank.FastLearning` scores CP only.
+        With plain SGD as the ``optimizer`` setting, on the CPU and without the user-item
+        term, the compiled per-triple kernel (:class:`SampledDCG`); else autograd steps of
+        triples with shared draws (:class:`~tagtorch.itemrec.lean.AutogradTriples`). Do-Rank's
+        :class:`~tagtorch.itemrec.dorank.FastLearning` scores CP only.
 
         Raises:
             ValueError: with ``negatives = 0``.
@@ -120,6 +126,9 @@ class DoRankPlus(DoRank):
         if not self.negatives:
             raise ValueError("Do-Rank+ with loop='lean' ranks against sampled negatives: needs "
                              "negatives > 0")
+        optimizer = RowOptimizer.from_setting(self.init_args["optimizer"], [])
+        if not optimizer.adam and device.type == "cpu" and not self.user_item:
+            return SampledDCG(self, data, optimizer.lr)
         return super().lean_epochs(data, device)
 
     def triple_terms(self, take: RowTake, users: Tensor, items: Tensor, tags: Tensor,
@@ -140,3 +149,160 @@ class DoRankPlus(DoRank):
             against = against + user_rows @ take(self.user_item_items, drawn).T
             penalty = penalty + user_rows.square().sum(-1) + user_items.square().sum(-1)
         return positive, against, penalty
+
+
+class SampledDCG:
+    """Do-Rank+'s epochs under ``loop="lean"`` with plain SGD: a compiled per-triple kernel.
+
+    For each triple ``(u, i, t)`` of the epoch's order, ``negatives`` items ``j`` are drawn
+    (a seeded NumPy generator; probabilities ``q_j`` as :meth:`DoRank.draw_negatives`, from the
+    training counts to the power ``negative_power``); a draw that ``u`` tagged in training
+    weighs 0 (binary search in the user's sorted items), the others ``1 / (n q_j)``. One SGD
+    step then lowers the triple's loss of :meth:`DoRank.triple_loss` with those draws,
+    ``-1 / log2(2 + sum_j w_j sigmoid((s_j - s_i) / tau)) + lambda / 2 * |rows|^2`` (the rows of
+    :meth:`DoRankPlus.triple_terms`' penalty), its gradient written out: every row the triple
+    reads, the draws' item, bias and tag-item rows included. The draws are per triple (the
+    autograd loop shares a step's draws between its triples). Threads split the order and
+    update the shared factors without locks (Hogwild, as PITF's :class:`~tagtorch.itemrec.
+    pitf.LearnBPR`); ``numba.set_num_threads(1)`` makes a run reproducible.
+
+    Args:
+        model: the Do-Rank+ model (factors built, on the CPU, ``user_item=False``).
+        data: the split.
+        lr: the SGD learning rate.
+    """
+
+    BLOCK = 1 << 20
+    """Triples whose draws are made at once (``BLOCK x negatives`` indices in memory)."""
+
+    def __init__(self, model: DoRankPlus, data: ItemRecData, lr: float) -> None:
+        self.model, self.lr = model, lr
+        self.train = np.ascontiguousarray(data.train, dtype=np.int64)
+        self.units = len(self.train)
+        counts = np.bincount(self.train[:, 1], minlength=data.n_items)
+        weights = (counts + 1.0) ** model.negative_power
+        probabilities = weights / weights.sum()
+        self.cumulative = np.cumsum(probabilities)
+        self.draw_weight = 1.0 / (model.negatives * probabilities)
+        self.user_start = np.asarray(data.user_items.offsets, np.int64)
+        self.user_items = np.asarray(data.user_items.values, np.int64)
+        self.rng = np.random.default_rng(model.seed)
+
+    def draw(self, n: int) -> np.ndarray:
+        """``[n, negatives]`` items drawn with the probabilities ``q``."""
+        shape = (n, self.model.negatives)
+        if self.model.negative_power == 0:  # uniform: no search
+            return self.rng.integers(0, len(self.cumulative), shape)
+        drawn = np.searchsorted(self.cumulative, self.rng.random(shape))
+        return np.minimum(drawn, len(self.cumulative) - 1)
+
+    def run(self, order: Tensor) -> float:
+        """One epoch over ``train[order]``; the mean loss of its triples."""
+        m = self.model
+        tables = (m.user_factors, m.item_factors, m.tag_factors, m.item_bias,
+                  m.tag_item_tags, m.tag_item_items)
+        u, v, t, b, tp, w = (x.detach().numpy() for x in tables)  # views: updated in place
+        indices = order.cpu().numpy()
+        total = 0.0
+        for start in range(0, len(indices), self.BLOCK):
+            block = np.ascontiguousarray(indices[start:start + self.BLOCK])
+            total += _learn_sampled_dcg(block, self.train, self.draw(len(block)),
+                                        self.draw_weight, self.user_start, self.user_items,
+                                        u, v, t, b, tp, w, self.lr, m.regularization,
+                                        m.temperature,
+                                        numba.get_num_threads())
+        return total / max(len(indices), 1)
+
+
+@numba.njit(nogil=True, parallel=True, cache=True)
+def _learn_sampled_dcg(order: np.ndarray, train: np.ndarray, drawn: np.ndarray,
+                       draw_weight: np.ndarray, user_start: np.ndarray, user_items: np.ndarray,
+                       users: np.ndarray, items: np.ndarray, tags: np.ndarray, bias: np.ndarray,
+                       tag_items: np.ndarray, item_tags: np.ndarray, lr: float, reg: float,
+                       tau: float, n_chunks: int) -> float:  # pragma: no cover - compiled
+    """SGD on each triple of ``order`` against its draws (:class:`SampledDCG`); the loss sum.
+
+    ``items``/``tags``: the CP factors ``V``/``T``; ``tag_items``/``item_tags``: ``T'``/``W``.
+    """
+    n, draws, rank = len(order), drawn.shape[1], users.shape[1]
+    chunk = (n + n_chunks - 1) // n_chunks
+    sums = np.zeros(n_chunks)
+    for c in numba.prange(n_chunks):
+        slope, grads = np.empty(draws), np.empty((3, rank), dtype=users.dtype)
+        for k in range(c * chunk, min(n, (c + 1) * chunk)):
+            u, i, t = train[order[k], 0], train[order[k], 1], train[order[k], 2]
+            s_i, norms = _score(u, i, t, users, items, tags, bias, tag_items, item_tags, True)
+            ahead = 0.0
+            for m in range(draws):
+                j, slope[m] = drawn[k, m], 0.0
+                at = user_start[u] + np.searchsorted(user_items[user_start[u]:user_start[u + 1]], j)
+                if at < user_start[u + 1] and user_items[at] == j:
+                    continue  # u tagged j: weight 0
+                s_j = _score(u, j, t, users, items, tags, bias, tag_items, item_tags, False)[0]
+                z = 1.0 / (1.0 + math.exp(-max(min((s_j - s_i) / tau, 80.0), -80.0)))
+                ahead += draw_weight[j] * z
+                slope[m] = draw_weight[j] * z * (1.0 - z) / tau  # d ahead / d s_j
+            log_rank = math.log(2.0 + ahead)
+            sums[c] += -math.log(2.0) / log_rank + 0.5 * reg * norms
+            outer = math.log(2.0) / ((2.0 + ahead) * log_rank ** 2)  # d loss / d ahead
+            grads[:] = 0.0
+            for m in range(draws):  # the draws' rows; the query rows' gradients gathered
+                if slope[m] != 0.0:
+                    _step_draw(u, t, drawn[k, m], outer * slope[m], grads, users, items, tags,
+                               bias, tag_items, item_tags, lr)
+            _step_triple(u, i, t, -outer * slope.sum(), grads, users, items, tags, bias,
+                         tag_items, item_tags, lr, reg)
+    return sums.sum()
+
+
+@numba.njit(nogil=True, cache=True, fastmath=True)
+def _score(u: int, i: int, t: int, users: np.ndarray, items: np.ndarray, tags: np.ndarray,
+           bias: np.ndarray, tag_items: np.ndarray, item_tags: np.ndarray,
+           with_norms: bool) -> tuple[float, float]:  # pragma: no cover - compiled
+    """``s(u, i, t)`` and (``with_norms``) the squared norms of the rows it reads."""
+    score, norms = 0.0, 0.0
+    for f in range(users.shape[1]):
+        score += users[u, f] * tags[t, f] * items[i, f] + tag_items[t, f] * item_tags[i, f]
+    if with_norms:
+        for f in range(users.shape[1]):
+            norms += (users[u, f] ** 2 + tags[t, f] ** 2 + items[i, f] ** 2
+                      + tag_items[t, f] ** 2 + item_tags[i, f] ** 2)
+    return score + bias[i], norms + bias[i] ** 2
+
+
+@numba.njit(nogil=True, cache=True, fastmath=True)
+def _step_draw(u: int, t: int, j: int, e_j: float, grads: np.ndarray, users: np.ndarray,
+               items: np.ndarray, tags: np.ndarray, bias: np.ndarray, tag_items: np.ndarray,
+               item_tags: np.ndarray, lr: float) -> None:  # pragma: no cover - compiled
+    """A draw's SGD step (``e_j = d loss / d s_j``).
+
+    Adds its part of the gradients of ``U_u``, ``T_t`` and ``T'_t`` (from the rows before the
+    step) to ``grads``.
+    """
+    for f in range(users.shape[1]):
+        uf, tf, tpf, vj = users[u, f], tags[t, f], tag_items[t, f], items[j, f]
+        grads[0, f] += e_j * vj * tf
+        grads[1, f] += e_j * vj * uf
+        grads[2, f] += e_j * item_tags[j, f]
+        items[j, f] = vj - lr * e_j * uf * tf
+        item_tags[j, f] -= lr * e_j * tpf
+    bias[j] -= lr * e_j
+
+
+@numba.njit(nogil=True, cache=True, fastmath=True)
+def _step_triple(u: int, i: int, t: int, e_i: float, grads: np.ndarray, users: np.ndarray,
+                 items: np.ndarray, tags: np.ndarray, bias: np.ndarray, tag_items: np.ndarray,
+                 item_tags: np.ndarray, lr: float, reg: float) -> None:  # pragma: no cover
+    """The positive's and the query's SGD step (``e_i = d loss / d s_i``).
+
+    With the L2 terms and the draws' part of the query's gradients (``grads``).
+    """
+    for f in range(users.shape[1]):
+        uf, tf, vi = users[u, f], tags[t, f], items[i, f]
+        tpf, wi = tag_items[t, f], item_tags[i, f]
+        users[u, f] = uf - lr * (e_i * vi * tf + grads[0, f] + reg * uf)
+        tags[t, f] = tf - lr * (e_i * vi * uf + grads[1, f] + reg * tf)
+        tag_items[t, f] = tpf - lr * (e_i * wi + grads[2, f] + reg * tpf)
+        items[i, f] = vi - lr * (e_i * uf * tf + reg * vi)
+        item_tags[i, f] = wi - lr * (e_i * tpf + reg * wi)
+    bias[i] -= lr * (e_i + reg * bias[i])
