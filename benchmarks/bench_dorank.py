@@ -27,8 +27,8 @@ its own process so that its peak resident memory (``ru_maxrss``) is its own:
 - ``sampled``: one whole training epoch of Do-Rank with sampled negatives;
 - ``triples``: one epoch of the lean loop (``loop="lean"``, :mod:`tagtorch.itemrec.lean`)
   for PITF, for Do-Rank+ with ``--scale-negatives`` draws shared per step (autograd, Adam)
-  and for Do-Rank+'s compiled kernel (plain SGD, ``--scale-kernel-negatives`` draws per
-  triple: :class:`~tagtorch.itemrec.dorank_plus.SampledDCG`), and beside them
+  and for Do-Rank+'s compiled kernel (plain SGD and AdaGrad, ``--scale-kernel-negatives``
+  draws per triple: :class:`~tagtorch.itemrec.dorank_plus.SampledDCG`), and beside them
   one epoch of implicit's BPR (the benchmark-only dependency; factors ``--rank``, all threads)
   on the training triples' distinct (user, item) pairs; training samples per second of each
   (a triple for ours, a (user, item) pair for implicit) and the ratio ours / implicit;
@@ -216,10 +216,11 @@ def triples_seconds(data: ItemRecData, args: argparse.Namespace,
     out = {"pitf_seconds": lean_epoch_seconds(PITF(**common), data, torch.device("cpu")),
            "plus_seconds": lean_epoch_seconds(
                DoRankPlus(negatives=args.scale_negatives, **common), data, device)}
-    sgd = functools.partial(torch.optim.SGD, lr=0.01)  # the compiled kernel (SampledDCG)
-    for n in args.scale_kernel_negatives:
-        out[f"kernel{n}_seconds"] = lean_epoch_seconds(
-            DoRankPlus(negatives=n, optimizer=sgd, **common), data, torch.device("cpu"))
+    for rule in ("SGD", "Adagrad"):  # the compiled kernel (SampledDCG)
+        make = functools.partial(getattr(torch.optim, rule), lr=0.01)
+        for n in args.scale_kernel_negatives:
+            out[f"{rule}{n}_seconds"] = lean_epoch_seconds(
+                DoRankPlus(negatives=n, optimizer=make, **common), data, torch.device("cpu"))
     try:
         from implicit.cpu.bpr import BayesianPersonalizedRanking
     except ImportError:
@@ -321,8 +322,8 @@ def print_triples(r: dict[str, float], args: argparse.Namespace) -> None:
     """The ``triples`` part's rows: seconds and samples per second, and the ratio to implicit."""
     rows = [("PITF", r["pitf_seconds"], r["triples"]),
             (f"Do-Rank+ n={args.scale_negatives}", r["plus_seconds"], r["triples"])]
-    rows += [(f"Do-Rank+ kernel n={n}", r[f"kernel{n}_seconds"], r["triples"])
-             for n in args.scale_kernel_negatives]
+    rows += [(f"Do-Rank+ kernel {rule} n={n}", r[f"{rule}{n}_seconds"], r["triples"])
+             for rule in ("SGD", "Adagrad") for n in args.scale_kernel_negatives]
     if "implicit_seconds" in r:
         rows.append(("implicit BPR", r["implicit_seconds"], r["implicit_samples"]))
     for name, seconds, samples in rows:
@@ -364,7 +365,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--scale-negatives", type=int, default=64,
                         help="Do-Rank+'s draws per step in the lean loop")
     parser.add_argument("--scale-kernel-negatives", type=int, nargs="*", default=[1, 4],
-                        help="Do-Rank+'s draws per triple in its compiled kernel (plain SGD)")
+                        help="Do-Rank+'s draws per triple in its compiled kernel")
     parser.add_argument("--scale-fast-sets", type=int, default=2048,
                         help="sets timed for the paper's fast learning at scale")
     parser.add_argument("--scale-fast-lean-sets", type=int, default=0,

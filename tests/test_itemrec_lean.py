@@ -173,21 +173,24 @@ def test_dorank_plus_triple_loss_matches_a_plain_loop_with_shared_draws():
     assert loss.item() == pytest.approx(expected, rel=1e-5)
 
 
-@pytest.mark.parametrize(("temperature", "power"), [(1.0, 0.0), (0.5, 1.0)])
-def test_dorank_plus_kernel_takes_sgd_steps_on_the_autograd_triple_loss(temperature, power):
+@pytest.mark.parametrize(("temperature", "power", "rule"), [
+    (1.0, 0.0, "sgd"), (0.5, 1.0, "sgd"), (0.5, 1.0, "adagrad")])
+def test_dorank_plus_kernel_steps_on_the_autograd_triple_loss(temperature, power, rule):
     """The compiled kernel (SampledDCG) against autograd of Do-Rank+'s own triple terms.
 
     One triple against three draws, one of them an item its user tagged (weight 0): the loss
-    the kernel reports and every row after its step equal autograd's SGD step on
+    the kernel reports and every row after its step equal the step of torch's own SGD or
+    Adagrad on autograd's gradient of
     ``-1 / log2(2 + sum_j w_j sigmoid((s_j - s_i) / tau)) + lambda / 2 * penalty``.
     """
     from tagtorch.itemrec.dorank import smoothed_dcg_fast
     from tagtorch.itemrec.dorank_plus import SampledDCG
 
     data = random_data(n_items=30, n=120)
+    torch_rule = torch.optim.SGD if rule == "sgd" else torch.optim.Adagrad
     model = DoRankPlus(rank=3, loop="lean", negatives=3, negative_power=power,
                        regularization=0.05, temperature=temperature,
-                       optimizer=functools.partial(torch.optim.SGD, lr=0.2))
+                       optimizer=functools.partial(torch_rule, lr=0.2))
     torch.manual_seed(0)
     model.build(data.n_users, data.n_items, data.n_tags)
     with torch.no_grad():
@@ -210,7 +213,11 @@ def test_dorank_plus_kernel_takes_sgd_steps_on_the_autograd_triple_loss(temperat
     loss = (-dcg + 0.5 * model.regularization * penalty).mean()
     loss.backward()
     tables = [p for p in model.parameters() if p.grad is not None]
-    expected = [(p - 0.2 * p.grad).detach().clone() for p in tables]
+    reference = [nn.Parameter(p.detach().clone()) for p in tables]
+    for ref, p in zip(reference, tables, strict=True):
+        ref.grad = p.grad.clone()
+    torch_rule(reference, lr=0.2).step()
+    expected = [ref.detach() for ref in reference]
     mean = epochs.run(torch.tensor([5]))
     assert mean == pytest.approx(loss.item(), rel=1e-5)
     for table, want in zip(tables, expected, strict=True):

@@ -27,6 +27,7 @@ popularity (``negatives``, ``negative_power``: 0.361-0.364); smoothing temperatu
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numba
@@ -37,9 +38,9 @@ from torch import Tensor, nn
 from tagtorch.itemrec.base import profile_mass, profile_mix
 from tagtorch.itemrec.data import ItemRecData, TagProfile
 from tagtorch.itemrec.dorank import DoRank, cp_scores
-from tagtorch.itemrec.lean import LeanEpochs, RowOptimizer, RowTake
+from tagtorch.itemrec.lean import LeanEpochs, RowTake
 
-__all__ = ["DoRankPlus", "SampledDCG"]
+__all__ = ["DoRankPlus", "SampledDCG", "kernel_rule"]
 
 
 class DoRankPlus(DoRank):
@@ -115,8 +116,9 @@ class DoRankPlus(DoRank):
     def lean_epochs(self, data: ItemRecData, device: torch.device) -> LeanEpochs:
         """``loop="lean"``: triples against sampled negatives.
 
-        With plain SGD as the ``optimizer`` setting, on the CPU and without the user-item
-        term, the compiled per-triple kernel (:class:`SampledDCG`); else autograd steps of
+        With plain SGD or AdaGrad as the ``optimizer`` setting (:func:`kernel_rule`), on the
+        CPU and without the user-item term, the compiled per-triple kernel
+        (:class:`SampledDCG`); else autograd steps of
         triples with shared draws (:class:`~tagtorch.itemrec.lean.AutogradTriples`). Do-Rank's
         :class:`~tagtorch.itemrec.dorank.FastLearning` scores CP only.
 
@@ -126,9 +128,9 @@ class DoRankPlus(DoRank):
         if not self.negatives:
             raise ValueError("Do-Rank+ with loop='lean' ranks against sampled negatives: needs "
                              "negatives > 0")
-        optimizer = RowOptimizer.from_setting(self.init_args["optimizer"], [])
-        if not optimizer.adam and device.type == "cpu" and not self.user_item:
-            return SampledDCG(self, data, optimizer.lr)
+        rule = kernel_rule(self.init_args["optimizer"])
+        if rule is not None and device.type == "cpu" and not self.user_item:
+            return SampledDCG(self, data, *rule)
         return super().lean_epochs(data, device)
 
     def triple_terms(self, take: RowTake, users: Tensor, items: Tensor, tags: Tensor,
@@ -151,8 +153,36 @@ class DoRankPlus(DoRank):
         return positive, against, penalty
 
 
+def kernel_rule(make: Callable[..., torch.optim.Optimizer] | None) -> tuple[float, bool] | None:
+    """``(lr, adagrad)`` of an ``optimizer`` setting the compiled kernel runs, or None.
+
+    Plain :class:`torch.optim.SGD` (no momentum or weight decay) or :class:`torch.optim.Adagrad`
+    (no learning-rate decay, weight decay or initial accumulator, ``eps`` 1e-10: its update
+    exactly, per triple); other settings (Adam, the default) train by autograd steps.
+
+    Example:
+        >>> import functools
+        >>> kernel_rule(functools.partial(torch.optim.Adagrad, lr=0.1))
+        (0.1, True)
+        >>> kernel_rule(functools.partial(torch.optim.Adam, lr=0.1)) is None
+        True
+    """
+    if make is None:
+        return None
+    built = make([nn.Parameter(torch.zeros(1))])
+    settings = built.defaults
+    if type(built) is torch.optim.SGD and not settings.get("momentum") \
+            and not settings.get("weight_decay"):
+        return float(settings["lr"]), False
+    if type(built) is torch.optim.Adagrad and not settings.get("lr_decay") \
+            and not settings.get("weight_decay") \
+            and not settings.get("initial_accumulator_value") and settings["eps"] == 1e-10:
+        return float(settings["lr"]), True
+    return None
+
+
 class SampledDCG:
-    """Do-Rank+'s epochs under ``loop="lean"`` with plain SGD: a compiled per-triple kernel.
+    """Do-Rank+'s epochs under ``loop="lean"``, SGD or AdaGrad: a compiled per-triple kernel.
 
     For each triple ``(u, i, t)`` of the epoch's order, ``negatives`` items ``j`` are drawn
     (a seeded NumPy generator; probabilities ``q_j`` as :meth:`DoRank.draw_negatives`, from the
@@ -161,22 +191,29 @@ class SampledDCG:
     step then lowers the triple's loss of :meth:`DoRank.triple_loss` with those draws,
     ``-1 / log2(2 + sum_j w_j sigmoid((s_j - s_i) / tau)) + lambda / 2 * |rows|^2`` (the rows of
     :meth:`DoRankPlus.triple_terms`' penalty), its gradient written out: every row the triple
-    reads, the draws' item, bias and tag-item rows included. The draws are per triple (the
-    autograd loop shares a step's draws between its triples). Threads split the order and
+    reads, the draws' item, bias and tag-item rows included; or, with ``adagrad``, one step of
+    :class:`torch.optim.Adagrad` (per coordinate: ``G += g^2``, ``x -= lr g / (sqrt(G) +
+    1e-10)``; a coordinate a triple does not touch has gradient 0 and is left as it is, so the
+    per-triple updates are AdaGrad's exactly). The draws are per triple (the autograd loop
+    shares a step's draws between its triples). Threads split the order and
     update the shared factors without locks (Hogwild, as PITF's :class:`~tagtorch.itemrec.
     pitf.LearnBPR`); ``numba.set_num_threads(1)`` makes a run reproducible.
 
     Args:
         model: the Do-Rank+ model (factors built, on the CPU, ``user_item=False``).
         data: the split.
-        lr: the SGD learning rate.
+        lr: the learning rate.
+        adagrad: AdaGrad's update; False: plain SGD.
     """
 
     BLOCK = 1 << 20
     """Triples whose draws are made at once (``BLOCK x negatives`` indices in memory)."""
 
-    def __init__(self, model: DoRankPlus, data: ItemRecData, lr: float) -> None:
-        self.model, self.lr = model, lr
+    def __init__(self, model: DoRankPlus, data: ItemRecData, lr: float,
+                 adagrad: bool = False) -> None:
+        self.model, self.lr, self.adagrad = model, lr, adagrad
+        self.sums = [np.zeros(tuple(t.shape) if adagrad else (0,) * t.dim(), np.float32)
+                     for t in self.tables()]
         self.train = np.ascontiguousarray(data.train, dtype=np.int64)
         self.units = len(self.train)
         counts = np.bincount(self.train[:, 1], minlength=data.n_items)
@@ -196,20 +233,24 @@ class SampledDCG:
         drawn = np.searchsorted(self.cumulative, self.rng.random(shape))
         return np.minimum(drawn, len(self.cumulative) - 1)
 
+    def tables(self) -> tuple[Tensor, ...]:
+        """The factors the kernel updates: ``U, V, T, b, T', W``."""
+        m = self.model
+        return (m.user_factors, m.item_factors, m.tag_factors, m.item_bias, m.tag_item_tags,
+                m.tag_item_items)
+
     def run(self, order: Tensor) -> float:
         """One epoch over ``train[order]``; the mean loss of its triples."""
         m = self.model
-        tables = (m.user_factors, m.item_factors, m.tag_factors, m.item_bias,
-                  m.tag_item_tags, m.tag_item_items)
-        u, v, t, b, tp, w = (x.detach().numpy() for x in tables)  # views: updated in place
+        rows = tuple(x.detach().numpy() for x in self.tables())  # views: updated in place
         indices = order.cpu().numpy()
         total = 0.0
         for start in range(0, len(indices), self.BLOCK):
             block = np.ascontiguousarray(indices[start:start + self.BLOCK])
             total += _learn_sampled_dcg(block, self.train, self.draw(len(block)),
                                         self.draw_weight, self.user_start, self.user_items,
-                                        u, v, t, b, tp, w, self.lr, m.regularization,
-                                        m.temperature,
+                                        rows, tuple(self.sums), self.adagrad, self.lr,
+                                        m.regularization, m.temperature,
                                         numba.get_num_threads())
         return total / max(len(indices), 1)
 
@@ -217,49 +258,49 @@ class SampledDCG:
 @numba.njit(nogil=True, parallel=True, cache=True)
 def _learn_sampled_dcg(order: np.ndarray, train: np.ndarray, drawn: np.ndarray,
                        draw_weight: np.ndarray, user_start: np.ndarray, user_items: np.ndarray,
-                       users: np.ndarray, items: np.ndarray, tags: np.ndarray, bias: np.ndarray,
-                       tag_items: np.ndarray, item_tags: np.ndarray, lr: float, reg: float,
-                       tau: float, n_chunks: int) -> float:  # pragma: no cover - compiled
-    """SGD on each triple of ``order`` against its draws (:class:`SampledDCG`); the loss sum.
+                       rows: tuple[np.ndarray, ...], sums: tuple[np.ndarray, ...], adagrad: bool,
+                       lr: float, reg: float, tau: float,
+                       n_chunks: int) -> float:  # pragma: no cover - compiled
+    """SGD or AdaGrad on each triple of ``order`` against its draws (:class:`SampledDCG`).
 
-    ``items``/``tags``: the CP factors ``V``/``T``; ``tag_items``/``item_tags``: ``T'``/``W``.
+    ``rows``: ``U, V, T, b, T', W``; ``sums``: AdaGrad's sums of squares of each (empty for
+    SGD). Returns the loss sum.
     """
-    n, draws, rank = len(order), drawn.shape[1], users.shape[1]
+    n, draws, rank = len(order), drawn.shape[1], rows[0].shape[1]
     chunk = (n + n_chunks - 1) // n_chunks
-    sums = np.zeros(n_chunks)
+    losses = np.zeros(n_chunks)
     for c in numba.prange(n_chunks):
-        slope, grads = np.empty(draws), np.empty((3, rank), dtype=users.dtype)
+        slope, grads = np.empty(draws), np.empty((3, rank))
         for k in range(c * chunk, min(n, (c + 1) * chunk)):
             u, i, t = train[order[k], 0], train[order[k], 1], train[order[k], 2]
-            s_i, norms = _score(u, i, t, users, items, tags, bias, tag_items, item_tags, True)
+            s_i, norms = _score(u, i, t, rows, True)
             ahead = 0.0
             for m in range(draws):
                 j, slope[m] = drawn[k, m], 0.0
                 at = user_start[u] + np.searchsorted(user_items[user_start[u]:user_start[u + 1]], j)
                 if at < user_start[u + 1] and user_items[at] == j:
                     continue  # u tagged j: weight 0
-                s_j = _score(u, j, t, users, items, tags, bias, tag_items, item_tags, False)[0]
-                z = 1.0 / (1.0 + math.exp(-max(min((s_j - s_i) / tau, 80.0), -80.0)))
+                z = 1.0 / (1.0 + math.exp(-max(min((_score(u, j, t, rows, False)[0] - s_i) / tau,
+                                                   80.0), -80.0)))
                 ahead += draw_weight[j] * z
                 slope[m] = draw_weight[j] * z * (1.0 - z) / tau  # d ahead / d s_j
             log_rank = math.log(2.0 + ahead)
-            sums[c] += -math.log(2.0) / log_rank + 0.5 * reg * norms
+            losses[c] += -math.log(2.0) / log_rank + 0.5 * reg * norms
             outer = math.log(2.0) / ((2.0 + ahead) * log_rank ** 2)  # d loss / d ahead
             grads[:] = 0.0
             for m in range(draws):  # the draws' rows; the query rows' gradients gathered
                 if slope[m] != 0.0:
-                    _step_draw(u, t, drawn[k, m], outer * slope[m], grads, users, items, tags,
-                               bias, tag_items, item_tags, lr)
-            _step_triple(u, i, t, -outer * slope.sum(), grads, users, items, tags, bias,
-                         tag_items, item_tags, lr, reg)
-    return sums.sum()
+                    _step_draw(u, t, drawn[k, m], outer * slope[m], grads, rows, sums, adagrad,
+                               lr)
+            _step_triple(u, i, t, -outer * slope.sum(), grads, rows, sums, adagrad, lr, reg)
+    return losses.sum()
 
 
 @numba.njit(nogil=True, cache=True, fastmath=True)
-def _score(u: int, i: int, t: int, users: np.ndarray, items: np.ndarray, tags: np.ndarray,
-           bias: np.ndarray, tag_items: np.ndarray, item_tags: np.ndarray,
+def _score(u: int, i: int, t: int, rows: tuple[np.ndarray, ...],
            with_norms: bool) -> tuple[float, float]:  # pragma: no cover - compiled
     """``s(u, i, t)`` and (``with_norms``) the squared norms of the rows it reads."""
+    users, items, tags, bias, tag_items, item_tags = rows
     score, norms = 0.0, 0.0
     for f in range(users.shape[1]):
         score += users[u, f] * tags[t, f] * items[i, f] + tag_items[t, f] * item_tags[i, f]
@@ -270,39 +311,63 @@ def _score(u: int, i: int, t: int, users: np.ndarray, items: np.ndarray, tags: n
     return score + bias[i], norms + bias[i] ** 2
 
 
+@numba.njit(nogil=True, inline="always")
+def _update(table: np.ndarray, sums: np.ndarray, row: int, f: int, grad: float, lr: float,
+            adagrad: bool) -> None:  # pragma: no cover - compiled
+    """``table[row, f]``'s SGD or AdaGrad step on ``grad``."""
+    if adagrad:
+        sums[row, f] += grad * grad
+        table[row, f] -= lr * grad / (math.sqrt(sums[row, f]) + 1e-10)
+    else:
+        table[row, f] -= lr * grad
+
+
+@numba.njit(nogil=True, inline="always")
+def _update_bias(bias: np.ndarray, sums: np.ndarray, row: int, grad: float, lr: float,
+                 adagrad: bool) -> None:  # pragma: no cover - compiled
+    """``bias[row]``'s SGD or AdaGrad step on ``grad``."""
+    if adagrad:
+        sums[row] += grad * grad
+        bias[row] -= lr * grad / (math.sqrt(sums[row]) + 1e-10)
+    else:
+        bias[row] -= lr * grad
+
+
 @numba.njit(nogil=True, cache=True, fastmath=True)
-def _step_draw(u: int, t: int, j: int, e_j: float, grads: np.ndarray, users: np.ndarray,
-               items: np.ndarray, tags: np.ndarray, bias: np.ndarray, tag_items: np.ndarray,
-               item_tags: np.ndarray, lr: float) -> None:  # pragma: no cover - compiled
-    """A draw's SGD step (``e_j = d loss / d s_j``).
+def _step_draw(u: int, t: int, j: int, e_j: float, grads: np.ndarray,
+               rows: tuple[np.ndarray, ...], sums: tuple[np.ndarray, ...], adagrad: bool,
+               lr: float) -> None:  # pragma: no cover - compiled
+    """A draw's step (``e_j = d loss / d s_j``).
 
     Adds its part of the gradients of ``U_u``, ``T_t`` and ``T'_t`` (from the rows before the
     step) to ``grads``.
     """
+    users, items, tags, bias, tag_items, item_tags = rows
     for f in range(users.shape[1]):
         uf, tf, tpf, vj = users[u, f], tags[t, f], tag_items[t, f], items[j, f]
         grads[0, f] += e_j * vj * tf
         grads[1, f] += e_j * vj * uf
         grads[2, f] += e_j * item_tags[j, f]
-        items[j, f] = vj - lr * e_j * uf * tf
-        item_tags[j, f] -= lr * e_j * tpf
-    bias[j] -= lr * e_j
+        _update(items, sums[1], j, f, e_j * uf * tf, lr, adagrad)
+        _update(item_tags, sums[5], j, f, e_j * tpf, lr, adagrad)
+    _update_bias(bias, sums[3], j, e_j, lr, adagrad)
 
 
 @numba.njit(nogil=True, cache=True, fastmath=True)
-def _step_triple(u: int, i: int, t: int, e_i: float, grads: np.ndarray, users: np.ndarray,
-                 items: np.ndarray, tags: np.ndarray, bias: np.ndarray, tag_items: np.ndarray,
-                 item_tags: np.ndarray, lr: float, reg: float) -> None:  # pragma: no cover
-    """The positive's and the query's SGD step (``e_i = d loss / d s_i``).
+def _step_triple(u: int, i: int, t: int, e_i: float, grads: np.ndarray,
+                 rows: tuple[np.ndarray, ...], sums: tuple[np.ndarray, ...], adagrad: bool,
+                 lr: float, reg: float) -> None:  # pragma: no cover - compiled
+    """The positive's and the query's step (``e_i = d loss / d s_i``).
 
     With the L2 terms and the draws' part of the query's gradients (``grads``).
     """
+    users, items, tags, bias, tag_items, item_tags = rows
     for f in range(users.shape[1]):
         uf, tf, vi = users[u, f], tags[t, f], items[i, f]
         tpf, wi = tag_items[t, f], item_tags[i, f]
-        users[u, f] = uf - lr * (e_i * vi * tf + grads[0, f] + reg * uf)
-        tags[t, f] = tf - lr * (e_i * vi * uf + grads[1, f] + reg * tf)
-        tag_items[t, f] = tpf - lr * (e_i * wi + grads[2, f] + reg * tpf)
-        items[i, f] = vi - lr * (e_i * uf * tf + reg * vi)
-        item_tags[i, f] = wi - lr * (e_i * tpf + reg * wi)
-    bias[i] -= lr * (e_i + reg * bias[i])
+        _update(users, sums[0], u, f, e_i * vi * tf + grads[0, f] + reg * uf, lr, adagrad)
+        _update(tags, sums[2], t, f, e_i * vi * uf + grads[1, f] + reg * tf, lr, adagrad)
+        _update(tag_items, sums[4], t, f, e_i * wi + grads[2, f] + reg * tpf, lr, adagrad)
+        _update(items, sums[1], i, f, e_i * uf * tf + reg * vi, lr, adagrad)
+        _update(item_tags, sums[5], i, f, e_i * tpf + reg * wi, lr, adagrad)
+    _update_bias(bias, sums[3], i, e_i + reg * bias[i], lr, adagrad)
