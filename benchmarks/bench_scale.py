@@ -92,10 +92,12 @@ TARGETS = [
 ]
 
 
-def run_one(task: str, size: int, seed: int, models: list[str] | None = None) -> dict[str, Any]:
+def run_one(task: str, size: int, seed: int, models: list[str] | None = None,
+            settings: list[str] | None = None) -> dict[str, Any]:
     """One (task, size) in this process: stage seconds and the peak memory.
 
-    ``models``: these models instead of the task's (``conf/model`` names).
+    ``models``: these models instead of the task's (``conf/model`` names); ``settings``: more
+    command-line overrides (``model.pitf.loop=lean``).
     """
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
     from hydra.utils import instantiate
@@ -108,9 +110,9 @@ def run_one(task: str, size: int, seed: int, models: list[str] | None = None) ->
     n_objects = size if task == "tagrec" else max(200, size // POSTS_PER_OBJECT)
     folder = Path(tempfile.mkdtemp(prefix=f"scale_{task}_"))
     unit = "task.folds=[0]" if task == "tagrec" else f"task.seeds=[{seed}]"
-    settings = [o if not (models and o.startswith("model=")) else f"model=[{','.join(models)}]"
-                for o in TASKS[task]]
-    overrides = [*settings, "task.trec=false", f"data.n_objects={n_objects}",
+    chosen = [o if not (models and o.startswith("model=")) else f"model=[{','.join(models)}]"
+              for o in TASKS[task]]
+    overrides = [*chosen, *(settings or []), "task.trec=false", f"data.n_objects={n_objects}",
                  f"data.n_users={scaled_config(n_objects)['n_users']}",
                  f"data.n_tags={scaled_config(n_objects)['n_tags']}",
                  f"data.n_topics={scaled_config(n_objects)['n_topics']}"]
@@ -286,12 +288,15 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--models", nargs="*",
                         help="these models instead of each task's (conf/model names)")
+    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="more overrides of each run (model.pitf.loop=lean)")
     parser.add_argument("--json", type=Path, help="append each run as a JSON line here")
     parser.add_argument("--plot", type=Path, help="write the log-log figure here")
     parser.add_argument("--one", nargs=2, metavar=("TASK", "SIZE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one is not None:
-        print(json.dumps(run_one(args.one[0], int(args.one[1]), args.seed, args.models)))
+        print(json.dumps(run_one(args.one[0], int(args.one[1]), args.seed, args.models,
+                                 args.set)))
         return
     runs = []
     for task in args.tasks:
@@ -300,7 +305,8 @@ def main() -> None:
             sizes = [5_000, 25_000] if task == "tagrec" else [10_000, 100_000]
         for size in sizes:
             command = [sys.executable, __file__, "--one", task, str(size), "--seed",
-                       str(args.seed), *(["--models", *args.models] if args.models else [])]
+                       str(args.seed), *(["--models", *args.models] if args.models else []),
+                       *(["--set", *args.set] if args.set else [])]
             done = subprocess.run(command, stdout=subprocess.PIPE, text=True)
             if done.returncode != 0:
                 print(f"{task} at {size:,}: exit {done.returncode}", flush=True)
