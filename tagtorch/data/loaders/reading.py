@@ -331,30 +331,35 @@ def _line_chunks(pieces: Iterable[bytes], quoting: bool) -> Iterator[bytes]:
     """The bytes regrouped into whole lines: each cut after its last line feed outside quotes.
 
     Outside quotes means after an even number of ``"`` (CSV doubles a quote inside a quoted
-    field), so that a quoted line break never splits a record. A chunk without such a line
-    feed grows with the next piece.
+    field), so that a quoted line break never splits a record. Pieces without such a line feed
+    are held until one comes (a record longer than a piece, or an unclosed quote, makes a
+    chunk as long as it: memory then as for reading it whole); each byte is scanned once.
     """
-    carry = b""
+    held: list[bytes] = []
+    inside = False  # the held bytes end inside a quoted field
     for piece in pieces:
-        buf = carry + piece if carry else piece
-        cut = _last_line_end(buf, quoting)
+        cut, inside = _last_line_end(piece, quoting, inside)
         if cut == 0:
-            carry = buf
+            held.append(piece)
             continue
-        yield buf[:cut]
-        carry = buf[cut:]
-    if carry:
-        yield carry
+        yield b"".join([*held, piece[:cut]])
+        held = [piece[cut:]] if cut < len(piece) else []
+    if held:
+        yield b"".join(held)
 
 
-def _last_line_end(buf: bytes, quoting: bool) -> int:
-    """The position after ``buf``'s last line feed outside CSV quotes (0 if none)."""
-    if not quoting or b'"' not in buf:
-        return buf.rfind(b"\n") + 1
-    codes = np.frombuffer(buf, dtype=np.uint8)
+def _last_line_end(piece: bytes, quoting: bool, inside: bool) -> tuple[int, bool]:
+    """The position after ``piece``'s last line feed outside CSV quotes (0 if none).
+
+    Also whether the piece ends inside quotes; ``inside``: it starts inside them.
+    """
+    if not quoting or b'"' not in piece:
+        return (0 if inside else piece.rfind(b"\n") + 1), inside
+    codes = np.frombuffer(piece, dtype=np.uint8)
+    quotes = np.flatnonzero(codes == 0x22)
     ends = np.flatnonzero(codes == 0x0A) + 1
-    outside = ends[np.searchsorted(np.flatnonzero(codes == 0x22), ends) % 2 == 0]
-    return int(outside[-1]) if len(outside) else 0
+    outside = ends[(np.searchsorted(quotes, ends) + inside) % 2 == 0]
+    return (int(outside[-1]) if len(outside) else 0), bool((len(quotes) + inside) % 2)
 
 
 def check_encoding(encoding: str, setting: str = "encoding") -> str:
