@@ -52,6 +52,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+from tqdm.auto import tqdm
 
 from tagtorch.data.folksonomy import MISSING_TIME, SOURCE_ORDER, Folksonomy
 from tagtorch.data.loaders.reading import (
@@ -67,7 +68,6 @@ from tagtorch.data.loaders.reading import (
     read_delimited_chunks,
 )
 from tagtorch.errors import DataFormatError
-from tagtorch.progress import progress
 from tagtorch.storage import atomic_write
 
 log = logging.getLogger(__name__)
@@ -300,9 +300,11 @@ def _read_posts(path: Path, posts: _Posts, options: dict[str, bool], encoding: s
     layout = TableLayout(";", names, quoting=True, names=names)
     size = path.stat().st_size
     assignments = 0
-    with progress(None, f"reading {path.name}", unit="B", unit_scale=True,
-                  total=None if is_compressed(path) else size,
-                  enabled=size > (chunk_bytes or size)) as bar:
+    # tqdm itself, as the generator's bar: the data layer does not import tagtorch.progress
+    # (which brings Lightning); shown on a terminal only, removed when done
+    with tqdm(desc=f"reading {path.name}", unit="B", unit_scale=True, leave=False,
+              total=None if is_compressed(path) else size, dynamic_ncols=True,
+              disable=None if size > (chunk_bytes or size) else True) as bar:
         for table in read_delimited_chunks(path, layout, encoding, None, "data.encoding",
                                            chunk_bytes, on_bytes=bar.update):
             assignments += posts.add(table, **options)
