@@ -58,15 +58,15 @@ def test_lines_are_the_files_lines_in_every_chunk(tmp_path, chunk_bytes):
 
 @pytest.mark.parametrize("chunk_bytes", SIZES)
 @pytest.mark.parametrize(("bad", "message", "line"), [
-    ("1;2", r"3 semicolon-separated fields as in the header, found 2 field\(s\)", 208),
-    ("x;2;3", "an integer in column 'a'", 208),
+    ("1;2", r"3 semicolon-separated fields as in the header, found 2 field\(s\)", 100),
+    ("x;2;3", "an integer in column 'a'", 100),
     # an unclosed quote runs to the end of the file: named there, as when read whole
-    ('1;"2;3', "well-formed semicolon-separated text", 301),
+    ('1;"2;3', "well-formed semicolon-separated text", 151),
 ])
 def test_a_damaged_line_far_down_is_named_by_its_line(tmp_path, chunk_bytes, bad, message,
                                                       line):
-    lines = ["a;b;c"] + [f"{i};{i};{i}" for i in range(1, 300)]
-    lines.insert(207, bad)  # line 208 of the file's 301
+    lines = ["a;b;c"] + [f"{i};{i};{i}" for i in range(1, 150)]
+    lines.insert(99, bad)  # line 100 of the file's 151
     path = tmp_path / "table.csv"
     path.write_text("\n".join(lines) + "\n")
     layout = TableLayout(";", ("a", "b", "c"), integer=("a",), quoting=True)
@@ -120,7 +120,7 @@ def test_a_header_only_file_gives_one_empty_table_where_allowed(tmp_path, chunk_
 
 def test_a_bomb_is_refused_in_chunks_before_it_is_inflated(tmp_path):
     path = tmp_path / "bomb.dat"
-    path.write_bytes(bz2.compress(b"a\tb\n" + b"2\t5\n" * 4_000_000))
+    path.write_bytes(gzip.compress(b"a\tb\n" + b"2\t5\n" * 4_000_000, compresslevel=1))
     chunks = read_delimited_chunks(path, TableLayout("\t", ("a", "b")), chunk_bytes=1 << 16)
     read = 0
     with pytest.raises(DataFormatError, match="inflating to at most"):
