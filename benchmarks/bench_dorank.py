@@ -36,7 +36,8 @@ its own process so that its peak resident memory (``ru_maxrss``) is its own:
   the epoch's sets and scaled to the epoch (the output says so);
 - ``fast-lean``: the same fast learning under ``loop="lean"`` (its gradient written out,
   :class:`~tagtorch.itemrec.dorank.FastLearning`), on ``--scale-fast-lean-sets`` sets of the
-  epoch's seeded order (0: the whole epoch), scaled to the epoch when it is a sample;
+  epoch's seeded order (0: the whole epoch), scaled to the epoch when it is a sample, once for
+  each of ``--scale-fast-dtypes`` (float32, and bfloat16 scores and products) in one process;
 - ``top-k``: the top 10 items of per-user queries (profile aggregation), in blocks of users,
   timed on a seeded random sample of users and scaled to all users; beside it, implicit's
   ``recommend`` (same rank, items and known items filtered) on the same users, and the ratio
@@ -164,7 +165,8 @@ def scale_part(part: str, args: argparse.Namespace) -> dict[str, float]:
         out["seconds"], out["timed"] = epoch_seconds(
             DoRank(**common), data, device, max_sets=args.scale_fast_sets)
     elif part == "fast-lean":
-        out["seconds"], out["timed"] = fast_lean_seconds(data, args, device)
+        for dtype in args.scale_fast_dtypes:
+            out[f"{dtype}_seconds"], out["timed"] = fast_lean_seconds(data, args, device, dtype)
     elif part == "top-k":
         out.update(top_k_seconds(data, args, device))
     out["peak_rss_gib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
@@ -191,10 +193,12 @@ def lean_epoch_seconds(model: FactorModel, data: ItemRecData, device: torch.devi
     return time.perf_counter() - start
 
 
-def fast_lean_seconds(data: ItemRecData, args: argparse.Namespace,
-                      device: torch.device) -> tuple[float, float]:
-    """Seconds of fast learning under ``loop="lean"`` over a seeded order of sets; sets timed."""
-    model = DoRank(rank=args.rank, batch_size=args.scale_batch_size, loop="lean")
+def fast_lean_seconds(data: ItemRecData, args: argparse.Namespace, device: torch.device,
+                      dtype: str) -> tuple[float, float]:
+    """Seconds of fast learning under ``loop="lean"`` (``fast_dtype=dtype``) over a seeded
+    order of sets; sets timed."""
+    model = DoRank(rank=args.rank, batch_size=args.scale_batch_size, loop="lean",
+                   fast_dtype=dtype)
     torch.manual_seed(0)
     model.build(data.n_users, data.n_items, data.n_tags)
     model.to(device)
@@ -305,7 +309,10 @@ def run_scale(args: argparse.Namespace) -> None:
         elif part == "triples":
             print_triples(r, args)
             continue
-        elif part in ("fast", "fast-lean"):
+        elif part == "fast-lean":
+            print_fast_lean(r, args)
+            continue
+        elif part == "fast":
             seconds = r["seconds"] * r["sets"] / r["timed"]
             what = ("the whole epoch" if r["timed"] == r["sets"]
                     else f"{r['timed']:.0f} sets, scaled")
@@ -316,6 +323,15 @@ def run_scale(args: argparse.Namespace) -> None:
                 implicit = r["implicit_seconds"] * r["queries"] / r["timed"]
                 what += f"; implicit {implicit:.1f} s ({seconds / implicit:.2f}x)"
         print(f"{part:>8} {seconds:>10.1f} {what:>28} {r['peak_rss_gib']:>13.2f}", flush=True)
+
+
+def print_fast_lean(r: dict[str, float], args: argparse.Namespace) -> None:
+    """The ``fast-lean`` part's rows: an epoch's seconds for each ``fast_dtype``."""
+    timed = "the whole epoch" if r["timed"] == r["sets"] else f"{r['timed']:.0f} sets, scaled"
+    for dtype in args.scale_fast_dtypes:
+        seconds = r[f"{dtype}_seconds"] * r["sets"] / r["timed"]
+        print(f"fast-lean {seconds:>10.1f} {timed:>28} {r['peak_rss_gib']:>13.2f}  {dtype} "
+              f"({seconds / 3600:.2f} h an epoch)", flush=True)
 
 
 def print_triples(r: dict[str, float], args: argparse.Namespace) -> None:
@@ -370,6 +386,9 @@ def parse_args() -> argparse.Namespace:
                         help="sets timed for the paper's fast learning at scale")
     parser.add_argument("--scale-fast-lean-sets", type=int, default=0,
                         help="sets timed for fast learning under loop='lean' (0: all)")
+    parser.add_argument("--scale-fast-dtypes", nargs="+", default=["float32", "bfloat16"],
+                        choices=["float32", "bfloat16"],
+                        help="fast_dtype of each fast-lean run (one process, the same order)")
     parser.add_argument("--scale-users-scored", type=int, default=4096,
                         help="users whose top-k is timed at scale")
     parser.add_argument("--scale-top-k-block", type=int, default=256,

@@ -247,6 +247,38 @@ def test_fast_learning_gradients_match_autograd_of_the_set_loss(temperature):
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-7)
 
 
+def test_bfloat16_fast_learning_stays_near_the_float32_autograd_gradient():
+    """``fast_dtype="bfloat16"``: the same loss and gradient as autograd's in float32, to
+    bfloat16's rounding (8 bits of mantissa in the scores and the slopes)."""
+    data = random_data(n_items=300, n=1500)
+    model = DoRank(rank=8, loop="lean", regularization=0.02, fast_dtype="bfloat16", init_std=0.5)
+    torch.manual_seed(0)
+    model.build(data.n_users, data.n_items, data.n_tags)
+    model.data = data
+    epochs = model.lean_epochs(data, torch.device("cpu"))
+    epochs.block = 3
+    rows = np.arange(8)
+    loss, (users, tags, d_users, d_items, d_tags) = epochs.gradients(rows)
+    items, mask = data.train_sets.padded(rows)
+    expected = model.set_loss(users, tags, items, mask)
+    expected.backward()
+    assert loss == pytest.approx(expected.item(), rel=1e-2)
+    grad_u = torch.zeros_like(model.user_factors).index_add_(0, users, d_users)
+    grad_t = torch.zeros_like(model.tag_factors).index_add_(0, tags, d_tags)
+    for got, want in ((grad_u, model.user_factors.grad), (d_items, model.item_factors.grad),
+                      (grad_t, model.tag_factors.grad)):
+        assert float((got - want).norm() / want.norm()) < 0.03
+        assert float(torch.nn.functional.cosine_similarity(got.flatten(), want.flatten(),
+                                                          dim=0)) > 0.999
+
+
+def test_fast_dtype_is_checked():
+    with pytest.raises(ValueError, match="fast_dtype must be one of"):
+        DoRank(loop="lean", fast_dtype="float16")
+    with pytest.raises(ValueError, match="needs loop='lean' and negatives=0"):
+        DoRank(fast_dtype="bfloat16")
+
+
 def toy_fit_data() -> ItemRecData:
     from tagtorch.itemrec.data import item_recommendation_data
     from tests.test_itemrec import toy_folksonomy
