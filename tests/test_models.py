@@ -25,7 +25,7 @@ from test_train import compose_cfg
 
 from tagtorch.candidates.candidate_set import CandidateSet
 from tagtorch.candidates.latre import LatreCandidates
-from tagtorch.config_checks import model_kind
+from tagtorch.config_checks import drop_unselected_settings, model_kind
 from tagtorch.data.splits import tag_recommendation_folds
 from tagtorch.data.synthetic import generate_folksonomy
 from tagtorch.data.terms import TermIndex
@@ -166,6 +166,7 @@ def test_every_model_config_fits_scores_saves_and_loads(tmp_path, path, candidat
 @pytest.mark.parametrize("path", EXPERIMENTS, ids=[p.stem for p in EXPERIMENTS])
 def test_every_experiment_composes_and_instantiates(tmp_path, path):
     cfg = compose_cfg(tmp_path, [f"+experiment={path.stem}"])
+    drop_unselected_settings(cfg)  # as a run does: an inherited method's settings go
     task = {"ItemRecommendationTask": "itemrec", "ResourceRankingTask": "resources",
             "PersonalizedTagTask": "posts"}.get(
         cfg.task._target_.rsplit(".", 1)[-1], "tagrec")

@@ -100,6 +100,21 @@ class Ragged:
         np.cumsum(self._lengths_of(rows), out=offsets[1:])
         return Ragged(offsets, self.values[self.positions(rows)])
 
+    def padded(self, rows: np.ndarray, fill: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """``(values [b, P], mask [b, P])`` of ``rows``, padded with ``fill`` to the longest.
+
+        Example:
+            >>> values, mask = Ragged.from_lists([[5, 6], [], [7]]).padded(np.array([2, 0]))
+            >>> values.tolist(), mask.tolist()
+            ([[7, 0], [5, 6]], [[True, False], [True, True]])
+        """
+        lengths = self._lengths_of(np.asarray(rows, dtype=np.int64))
+        width = max(int(lengths.max()) if len(lengths) else 0, 1)
+        values = np.full((len(lengths), width), fill, dtype=self.values.dtype)
+        mask = np.arange(width)[None, :] < lengths[:, None]
+        values[mask] = self.values[self.positions(rows)]
+        return values, mask
+
     def positions(self, rows: np.ndarray) -> np.ndarray:
         """Indices into :attr:`values` of the entries of ``rows``, row after row.
 

@@ -104,13 +104,8 @@ class UserTagSets:
 
     def padded(self, rows: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
         """``(items [b, P], mask [b, P])`` of the sets at ``rows``, padded with item 0."""
-        part = self.items.take(rows)
-        lengths = part.lengths
-        width = max(int(lengths.max()) if len(lengths) else 0, 1)
-        items = np.zeros((len(rows), width), dtype=np.int64)
-        mask = np.arange(width)[None, :] < lengths[:, None]
-        items[mask] = part.values
-        return torch.from_numpy(items), torch.from_numpy(mask)
+        items, mask = self.items.padded(rows)
+        return torch.from_numpy(items.astype(np.int64, copy=False)), torch.from_numpy(mask)
 
 
 AGGREGATES = ("max", "profile")

@@ -96,7 +96,7 @@ class ItemItemModel(ArrayModel):
     tag_weight: float
     device: str
 
-    _arrays = ("user_items", "tag_items", "weights")
+    _arrays: tuple[str, ...] = ("user_items", "tag_items", "weights")
     user_aggregate: ClassVar[str] = "profile"
     """Per-user queries: ``sum_t P(t | u) s(u, i, t)``, the user's query vector with their tag
     profile (the score is linear in ``q``; :func:`tagtorch.itemrec.base.user_scores`)."""
