@@ -141,7 +141,7 @@ PARTS = (
     Part("candidates-150k", "LATRE candidates + 13 features, 150,000 synthetic objects (rules "
          "on the CPU; features on the device)", _candidates(150_000), 240),
     Part("candidates-1m", "the same at 1,000,000 synthetic objects", _candidates(1_000_000),
-         300, in_dry_run=False),
+         420, in_dry_run=False),
     Part("lda", "batched Gibbs sampler tokens/s, beside tomotopy on all CPU cores", _lda, 240),
     Part("losses", "six ranking losses + MLP scorer, forward+backward lists/s (bf16 on CUDA)",
          _losses, 150),

@@ -141,7 +141,8 @@ class DoRankEASE(EASE):
                 self._epoch(data, profile, prior, params, optimizer, generator)
             self._store(params)
             val = self._validation_dcg(data)
-            self.history_.append({"epoch": float(epoch), "val_dcg@10": val})
+            self.history_.append({"epoch": float(epoch), "val_dcg@10": val,
+                                  "train_dcg@10": self._train_dcg(data, profile)})
             if val > best[0]:
                 best, waited = (val, epoch, copy.deepcopy(params)), 0
             else:
@@ -176,6 +177,14 @@ class DoRankEASE(EASE):
     def _store(self, params: dict[str, Tensor]) -> None:
         for name, tensor in params.items():
             setattr(self, name, tensor.detach().numpy().copy())
+
+    def _train_dcg(self, data: ItemRecData, profile: TagProfile, sample: int = 1000) -> float:
+        """Mean DCG@10 of the first ``sample`` users' training items (the curve's training side)."""
+        users = torch.arange(min(sample, data.n_users))
+        with torch.no_grad():
+            scores = self.profile_scores(users, profile.take(users.numpy())).cpu()
+        labels = ~data.negative_mask(users)
+        return float(dcg_at_k(scores, labels, torch.ones_like(labels), 10).mean())
 
     def _validation_dcg(self, data: ItemRecData) -> float:
         """Mean DCG@10 of the validation queries (what the factor models early-stop on)."""
