@@ -54,12 +54,16 @@ from tagtorch.config_checks import (
 from tagtorch.data.download import user_cache_dir
 from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.errors import ConfigError, DataCheckError, DataFormatError, UnreadableFileError
+from tagtorch.evaluation.provenance import PROVENANCE_FILE, command_line, run_provenance
 from tagtorch.evaluation.report import headline_section, is_timing_metric
 from tagtorch.evaluation.runs import EvaluationResult, GivenObjects, Task
-from tagtorch.storage import atomic_write
+from tagtorch.storage import atomic_write, write_json
 from tagtorch.sweeps import trial_of
 
 log = logging.getLogger(__name__)
+
+#: ``provenance.json``'s command of a run started from Python (its settings: config.yaml)
+API_COMMAND = "the Python API (tagtorch.evaluate, tagtorch.fit); its settings: config.yaml"
 
 #: Errors that are the input's fault, not tagtorch's: shown as one line, without a traceback.
 USER_ERRORS: tuple[type[BaseException], ...] = (ConfigError, DataFormatError, DataCheckError,
@@ -228,6 +232,8 @@ def run_task(cfg: DictConfig, raw: Folksonomy | LetorData | None = None,
     output_dir.mkdir(parents=True, exist_ok=True)
     with atomic_write(output_dir / "config.yaml") as partial:
         OmegaConf.save(cfg, partial, resolve=True)
+    write_json(run_provenance(command_line() if raw is None else API_COMMAND),
+               output_dir / PROVENANCE_FILE)
 
     if OmegaConf.select(cfg, "text.cache") or OmegaConf.select(cfg, "task.cache"):
         log.info("%s", describe_caches(user_cache_dir()))  # where they live, how large
