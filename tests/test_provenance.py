@@ -1,0 +1,66 @@
+"""The headline numbers are traced: run folders record their provenance, docs/provenance.md is
+rendered from docs/runs/, and every number of the README's headline table is in its run."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import tagtorch as tt
+from tagtorch.evaluation.provenance import PROVENANCE_FILE, headline_record, provenance_markdown
+from tagtorch.train import API_COMMAND
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNS = {p.stem: json.loads(p.read_text(encoding="utf-8"))
+        for p in sorted((ROOT / "docs" / "runs").glob("*.json"))}
+
+
+def test_the_page_is_rendered_from_its_records():
+    assert RUNS, "docs/runs/ holds the records"
+    page = (ROOT / "docs" / "provenance.md").read_text(encoding="utf-8")
+    assert page == provenance_markdown(RUNS)
+
+
+def _headline_rows() -> list[list[str]]:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Headline results", 1)[1].split("\n## ", 1)[0]
+    return [[cell.strip() for cell in line.strip("|").split("|")]
+            for line in section.splitlines() if line.startswith("| ") and "---" not in line][1:]
+
+
+def test_every_headline_number_is_in_the_run_it_names():
+    rows = _headline_rows()
+    assert len(rows) >= 3
+    for result, _, _, runs in rows:
+        names = re.findall(r"`(\w+)`", runs)
+        assert names and all(name in RUNS for name in names), runs
+        tables = "\n".join(line for name in names for line in RUNS[name]["best_first"])
+        for number in re.findall(r"\d+\.\d{4}", result):  # every 4-digit figure stated
+            assert number in tables, (number, names)
+
+
+def test_a_run_folder_records_its_provenance(tmp_path):
+    folder = tmp_path / "run"
+    tt.evaluate("tagrec", tt.load("synthetic"), models=["latre_wts", "sum"], folds=[0],
+                output_dir=folder)
+    record = headline_record(folder)
+    written = json.loads((folder / PROVENANCE_FILE).read_text(encoding="utf-8"))
+    assert record["command"] == written["command"] == API_COMMAND
+    assert record["folds"] == [0] and record["correction"] == "Holm"
+    report = (folder / "report.md").read_text(encoding="utf-8")
+    assert all(line in report for line in record["best_first"])
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
+                          text=True, check=False)
+    if head.returncode == 0 and (ROOT / ".git").exists():
+        assert record["commit"] == head.stdout.strip()
+
+
+def test_a_folder_without_provenance_is_refused_by_name(tmp_path):
+    from tagtorch.errors import UnreadableFileError
+
+    with pytest.raises(UnreadableFileError, match=r"provenance\.json"):
+        headline_record(tmp_path)
