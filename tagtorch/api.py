@@ -12,7 +12,7 @@
     rec.recommend_tags(["grunge", "90s"], title="Nevermind", k=5)
 
 These functions compose the same configuration ``python -m tagtorch.train`` composes (the
-``conf/`` tree: one source of truth for every default), with the logger off, and run it through
+``tagtorch/conf/`` tree: one source of truth for every default), with the logger off, and run it through
 the same :func:`tagtorch.train.run_task`: for identical settings the API and the command line
 give identical results. A model is given by its config name (``tagtorch/conf/model/NAME.yaml``),
 by a config mapping (with ``_target_``), or as an unfitted model object, which is handed to the
@@ -57,7 +57,7 @@ TASKS = (*MODEL_TASKS, "letor")
 dataset)."""
 
 CandidatesSpec = str | Mapping[str, Any] | SignatureSettings
-"""A candidate generator: a shipped set's name (``conf/candidates/NAME.yaml``: ``latre``,
+"""A candidate generator: a shipped set's name (``tagtorch/conf/candidates/NAME.yaml``: ``latre``,
 ``extended``, ...), a config mapping with ``_target_``, or an unfitted ``LatreCandidates``."""
 
 
@@ -95,7 +95,7 @@ def compose(overrides: Sequence[str] = (), output_dir: str | Path | None = None)
 
 
 def datasets() -> list[str]:
-    """The dataset names :func:`load` knows (``conf/data/*.yaml``)."""
+    """The dataset names :func:`load` knows (``tagtorch/conf/data/*.yaml``)."""
     return sorted(path.stem for path in (CONF_DIR / "data").glob("*.yaml"))
 
 
@@ -109,7 +109,7 @@ def load(source: str | Path, **options: Any) -> Folksonomy | LetorData:
             or of a CSV, TSV or Parquet table of assignments (``data=tabular``), or a LETOR
             dataset folder (MSLR's ``train.txt``, ``vali.txt``, ``test.txt``; a
             :class:`~tagtorch.candidates.letor.LetorData` for ``evaluate("letor", ...)``).
-        **options: the loader's settings (``conf/data/NAME.yaml``), e.g. ``n_objects=500``
+        **options: the loader's settings (``tagtorch/conf/data/NAME.yaml``), e.g. ``n_objects=500``
             for ``synthetic``, ``columns={"object": "item_id"}`` for a table,
             ``max_list_length=100`` for a LETOR folder.
 
@@ -165,7 +165,7 @@ def evaluate(task: str, data: Folksonomy | LetorData | str | Path,
             baseline of the paired tests. Default: the experiment's, else the task's default.
         candidates: tag recommendation's candidate generator (:data:`CandidatesSpec`; the
             same forms as a model). Default: the experiment's, else ``latre``.
-        experiment: a shipped experiment (``conf/experiment/NAME.yaml``) to start from.
+        experiment: a shipped experiment (``tagtorch/conf/experiment/NAME.yaml``) to start from.
         output_dir: the run folder (default: a new temporary folder, kept; see ``.folder``).
         overrides: further command-line overrides, as ``python -m tagtorch.train`` takes them.
         **settings: the task's settings by name (``folds``, ``seeds``, ``ks``, ...).
@@ -285,7 +285,7 @@ def _given_config(what: str, given: Mapping[str, Any] | SignatureSettings) -> di
 
 
 def _candidate_overrides(candidates: CandidatesSpec | None) -> list[str]:
-    """The override that selects a shipped candidate set by name (``conf/candidates``)."""
+    """The override that selects a shipped candidate set by name (``tagtorch/conf/candidates``)."""
     return [f"candidates={candidates}"] if isinstance(candidates, str) else []
 
 

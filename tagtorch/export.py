@@ -4,7 +4,7 @@ Two formats. TagRec's (:mod:`tagtorch.data.loaders.tagrec`), so that a dataset l
 tagtorch, or a split of it, can be run through TagRec itself and the results compared::
 
     python -m tagtorch.export tagrec lastfm out/                      # out/lastfm.txt
-    python -m tagtorch.export tagrec my.tsv out/ --split last-post    # out/my_train.txt, ...
+    python -m tagtorch.export tagrec my.tsv out/ --split leave_last    # out/my_train.txt, ...
     python -m tagtorch.export tagrec synthetic out/ --name synth --option n_objects=500
 
 And LETOR / SVMlight (:mod:`tagtorch.candidates.letor`): the candidate sets of one fold of the tag
@@ -17,7 +17,7 @@ is the object code; the protocol and the candidates are the default configuratio
 (``--override`` adds Hydra overrides, e.g. ``candidates=extended``).
 
 ``SOURCE`` is what :func:`tagtorch.load` takes: a dataset name (``tagtorch.datasets()``) or a
-file (TagRec's format, or a CSV/TSV/Parquet table). ``--split last-post`` writes TagRec's
+file (TagRec's format, or a CSV/TSV/Parquet table). ``--split leave_last`` writes TagRec's
 leave-last-post-out split (each user's latest post, for users of two posts or more, in
 ``NAME_test.txt``; the rest in ``NAME_train.txt``; both in ``NAME.txt``); ``--split given``
 writes the split the source gave (``--option test_path=X_test.txt``). Errors are one line on
@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("source", help="a dataset name or a file (as tagtorch.load takes)")
     parser.add_argument("out", type=Path, help="the folder written")
     parser.add_argument("--name", help="the files' stem (default: the dataset's name)")
-    parser.add_argument("--split", choices=["none", "last-post", "given"], default="none",
+    parser.add_argument("--split", choices=["none", "leave_last", "given"], default="none",
                         help="write a train/test split as TagRec's three files: each user's "
                              "last post, or the split the source gave (data.test_path)")
     parser.add_argument("--fold", type=int, default=0, help="letor: the protocol's fold")
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.split == "none":
             paths = [write_tagrec(folk, args.out / f"{name}.txt")]
         else:
-            test = (last_post_per_user(folk) if args.split == "last-post"
+            test = (last_post_per_user(folk) if args.split == "leave_last"
                     else given_test_posts(folk))
             paths = write_tagrec_split(folk, args.out, name, test)
     except (DataFormatError, ValueError, OSError) as error:

@@ -213,7 +213,7 @@ def test_the_export_command_writes_files_that_load_back_the_same(tmp_path):
 
     done = subprocess.run([sys.executable, "-m", "tagtorch.export", "tagrec", "synthetic",
                            str(tmp_path), "--name", "synth", "--option", "n_objects=200",
-                           "--split", "last-post"], capture_output=True, text=True, timeout=300)
+                           "--split", "leave_last"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == [str(tmp_path / f"synth{s}.txt")
                                    for s in ("_train", "_test", "")]
