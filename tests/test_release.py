@@ -36,6 +36,25 @@ def test_the_citation_file_lists_the_papers_behind_the_methods():
         assert module in notes
 
 
+def test_every_reference_names_its_authors_and_nothing_outside_the_repository():
+    cff = yaml.safe_load((ROOT / "CITATION.cff").read_text())
+    for ref in cff["references"]:
+        assert all("family-names" in author for author in ref["authors"]), ref["title"]
+        assert "../" not in ref["notes"], ref["title"]
+    titles = " ".join(ref["title"] for ref in cff["references"])
+    assert "TagRec" in titles and "Do-Rank" in titles
+
+
+def test_the_citation_and_the_changelog_agree_on_releases():
+    """A version in CITATION.cff is a released one, with its section in the changelog."""
+    cff = yaml.safe_load((ROOT / "CITATION.cff").read_text())
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    if "version" in cff:
+        assert f"## [{cff['version']}]" in changelog and "date-released" in cff
+    else:
+        assert "Nothing has been released yet" in changelog
+
+
 def test_reports_and_manifests_name_the_version(tmp_path):
     results = pd.DataFrame({"method": ["a"], "fold": [0], "metric": ["ndcg@5"], "value": [0.5]})
     assert markdown_report(results).rstrip().endswith(f"tagtorch {tagtorch.__version__}._")
