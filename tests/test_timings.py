@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 import logging
 
+from hydra.utils import instantiate
+
+import tagtorch.evaluation.timings as timings
 from tagtorch.api import compose
 from tagtorch.evaluation.timings import TimingLog
 from tagtorch.train import run_task
@@ -21,15 +24,41 @@ def test_a_second_run_estimates_from_the_first_runs_seconds(tmp_path, monkeypatc
     path = tmp_path / "timings.jsonl"
     monkeypatch.setenv("TAGTORCH_TIMINGS", str(path))
     caplog.set_level(logging.INFO, logger="tagtorch.evaluation.task")
+    monkeypatch.setattr(timings, "REFERENCE_FILE", tmp_path / "no-reference.json")
     run_task(compose(RUN, tmp_path / "first"))
-    assert announced(caplog) == "4 fits to run; none timed before on this machine: no estimate yet"
+    assert announced(caplog) == "4 fits to run; none timed before: no estimate yet"
     rows = [json.loads(line) for line in path.read_text().splitlines()]
     assert len(rows) == 4 and len({r["key"] for r in rows}) == 2
     caplog.clear()
     run_task(compose([*RUN, "task.seeds=[0,1,2]"], tmp_path / "second"))
     latest = {r["key"]: r["seconds"] for r in rows}  # the same size: the latest record each
     expected = 3 * sum(latest.values())
-    assert announced(caplog).startswith(f"6 fits to run; about {expected / 60:.1f} min for the 6")
+    assert announced(caplog).startswith(
+        f"6 fits to run; about {expected / 60:.1f} min (6 timed before on this machine;")
+
+
+def test_a_first_run_estimates_from_the_reference_timings(tmp_path, monkeypatch, caplog):
+    """Never timed here: each model class's seconds on the reference machine, scaled by size."""
+    monkeypatch.setenv("TAGTORCH_TIMINGS", str(tmp_path / "empty.jsonl"))
+    reference = tmp_path / "reference.json"
+    reference.write_text(json.dumps({"timings": {
+        "ItemRecommendationTask|tagtorch.itemrec.baselines.TagPopularity": [1000, 6.0],
+        "ItemRecommendationTask|tagtorch.itemrec.baselines.TwoDimensional": [2000, 3.0]}}))
+    monkeypatch.setattr(timings, "REFERENCE_FILE", reference)
+    caplog.set_level(logging.INFO, logger="tagtorch.evaluation.task")
+    cfg = compose(RUN, tmp_path / "run")
+    size = instantiate(cfg.data).n_assignments
+    run_task(cfg)
+    expected = 2 * (6.0 * size / 1000 + 3.0 * size / 2000)  # two seeds of each
+    assert announced(caplog) == (
+        f"4 fits to run; about {expected / 60:.1f} min (4 from the reference machine's timings "
+        f"(2 cores); scaled to {size:,} tag assignments)")
+
+
+def test_the_shipped_reference_covers_the_cards_models():
+    table = json.loads(timings.REFERENCE_FILE.read_text())["timings"]
+    for model in ("dorank.DoRank", "dorank_plus.DoRankPlus", "pitf.PITF", "ease.EASE"):
+        assert f"ItemRecommendationTask|tagtorch.itemrec.{model}" in table
 
 
 def test_the_estimate_scales_the_nearest_size_and_skips_what_is_not_a_record(tmp_path):
@@ -57,8 +86,6 @@ def test_a_record_never_writes_through_a_link_and_never_fails_the_run(tmp_path):
 
 
 def test_a_large_file_is_cut_to_its_tail(tmp_path, monkeypatch):
-    import tagtorch.evaluation.timings as timings
-
     monkeypatch.setattr(timings, "MAX_BYTES", 400)
     monkeypatch.setattr(timings, "READ_BYTES", 200)
     log = TimingLog(tmp_path / "t.jsonl")

@@ -46,7 +46,7 @@ from tagtorch.evaluation.runs import (
     methods_of,
     write_run,
 )
-from tagtorch.evaluation.timings import TimingLog, timing_key
+from tagtorch.evaluation.timings import TimingLog, reference_estimate, timing_key
 from tagtorch.evaluation.trec import run_file_names
 from tagtorch.evaluation.tuning import split_tuning, write_tuning
 from tagtorch.settings import SignatureSettings
@@ -172,8 +172,9 @@ class SeededTask(SignatureSettings, Task):
         split = None
         todo: list[tuple[int, str]] = []
         timings, keys = TimingLog.default(), self.timing_keys(models)
-        self.announce(timings, [keys[name] for seed in self.seeds for name in models
-                                if (seed, name) not in done], data)
+        pending = [name for seed in self.seeds for name in models if (seed, name) not in done]
+        self.announce(timings, [(keys[name], self.reference_key(models[name]))
+                                for name in pending], data)
         bar = tqdm(total=len(self.seeds) * len(models) - len(done), desc="fits", unit="fit")
         for seed in self.seeds:
             if not self.needs_split(seed, all((seed, name) in done for name in models)):
@@ -254,18 +255,36 @@ class SeededTask(SignatureSettings, Task):
                                  self.protocol())
                 for name, config in models.items()}
 
+    def reference_key(self, config: Any) -> str:
+        """The ``"TASK|MODEL_CLASS"`` of a method in the reference timings."""
+        target = config.get("_target_") if isinstance(config, Mapping) else None
+        kind = type(config)
+        return f"{type(self).__name__}|{target or kind.__module__ + '.' + kind.__name__}"
+
     @staticmethod
-    def announce(timings: TimingLog, keys: Sequence[str], data: Folksonomy) -> None:
-        """Logs how long the pending fits should take, before the first one starts."""
-        if not keys:
+    def announce(timings: TimingLog, fits: Sequence[tuple[str, str]], data: Folksonomy) -> None:
+        """Logs how long the pending fits should take, before the first one starts.
+
+        Args:
+            timings: this machine's records.
+            fits: ``(timing key, reference key)`` of each pending (seed, method) fit.
+            data: the folksonomy (its tag assignments scale the estimate).
+        """
+        if not fits:
             return
-        seconds, unknown = timings.estimate(keys, data.n_assignments)
-        timed = len(keys) - unknown
-        log.info("%d fits to run; %s", len(keys), (
-            f"about {seconds / 60:.1f} min for the {timed} timed before on this machine "
-            f"(their nearest size, scaled to {data.n_assignments:,} tag assignments)"
-            if timed else "none timed before on this machine: no estimate yet")
-            + (f"; {unknown} never timed" if timed and unknown else ""))
+        size = data.n_assignments
+        timed = timings.timed([key for key, _ in fits])
+        here, _ = timings.estimate([key for key, _ in fits if key in timed], size)
+        elsewhere = [target for key, target in fits if key not in timed]
+        reference, unknown = reference_estimate(elsewhere, size)
+        parts = [f"{len(fits) - len(elsewhere)} timed before on this machine"] if timed else []
+        if len(elsewhere) > unknown:
+            parts.append(f"{len(elsewhere) - unknown} from the reference machine's timings "
+                         "(2 cores)")
+        log.info("%d fits to run; %s", len(fits), (
+            f"about {(here + reference) / 60:.1f} min ({', '.join(parts)}; scaled to "
+            f"{size:,} tag assignments)" if parts else "none timed before: no estimate yet")
+            + (f"; {unknown} never timed" if parts and unknown else ""))
 
     def piece_keys(self, data: Folksonomy, models: Mapping[str, Any]) -> dict[str, str]:
         """Per method, everything its outcome on a seed depends on, as one JSON string.

@@ -8,6 +8,12 @@ pending fits: the record of the same key nearest in size, scaled linearly to thi
 (some steps grow faster than linearly, ``docs/scale.md``: an estimate, said to be one). Fits
 never timed on this machine are counted apart.
 
+Fits never timed on this machine are estimated from :data:`REFERENCE_FILE`, shipped with
+tagtorch: the seconds of one (seed, method) run of each model class on the 2-core machine the
+tables were measured on, at a known data size (``benchmarks/reference_timings.py`` writes it from
+run folders), scaled linearly to this data's size; this machine's own record wins where it has
+one, and a class in neither is counted apart.
+
 The file is a cache, read as untrusted: lines that are not such records are skipped, only its
 last :data:`READ_BYTES` are read, it is rewritten shorter past :data:`MAX_BYTES`, appends
 never follow a link (``O_NOFOLLOW``), and a failure to read or write it never stops a run.
@@ -26,12 +32,44 @@ from typing import Any
 from tagtorch.data.download import user_cache_dir
 from tagtorch.storage import atomic_write
 
-__all__ = ["TimingLog", "timing_key"]
+__all__ = ["REFERENCE_FILE", "TimingLog", "reference_estimate", "timing_key"]
 
 READ_BYTES = 4 << 20
 """The tail of the file an estimate reads."""
 MAX_BYTES = 16 << 20
 """Past this size, a record rewrites the file as its last :data:`READ_BYTES`."""
+
+
+REFERENCE_FILE = Path(__file__).with_name("reference_timings.json")
+"""``{"machine": ..., "timings": {"TASK|MODEL_CLASS": [assignments, seconds]}}``."""
+
+
+def reference_estimate(targets: Sequence[str], size: int,
+                       path: Path | None = None) -> tuple[float, int]:
+    """Seconds of one (seed, method) run of each ``"TASK|MODEL_CLASS"`` at ``size``.
+
+    From the reference machine's timings (:data:`REFERENCE_FILE`), scaled linearly; also how
+    many targets it has no timing of.
+
+    Example:
+        >>> import tempfile
+        >>> ref = Path(tempfile.mkdtemp()) / "r.json"
+        >>> _ = ref.write_text('{"timings": {"T|a.B": [1000, 3.0]}}')
+        >>> reference_estimate(["T|a.B", "T|a.C"], 2000, ref)
+        (6.0, 1)
+    """
+    try:
+        table = json.loads((path or REFERENCE_FILE).read_text(encoding="utf-8"))["timings"]
+    except (OSError, ValueError, KeyError, TypeError):
+        table = {}
+    total, unknown = 0.0, 0
+    for target in targets:
+        entry = table.get(target)
+        if not (isinstance(entry, list) and len(entry) == 2 and entry[0] > 0 and size > 0):
+            unknown += 1
+            continue
+        total += float(entry[1]) * size / float(entry[0])
+    return total, unknown
 
 
 def timing_key(task: str, method: Any, tune: Any, protocol: Any) -> str:
@@ -107,6 +145,11 @@ class TimingLog:
             if size > 0 and math.isfinite(seconds) and seconds >= 0:
                 records.setdefault(key, []).append((size, seconds))
         return records
+
+    def timed(self, keys: Sequence[str]) -> set[str]:
+        """The ``keys`` with a record on this machine."""
+        records = self._records()
+        return {key for key in keys if key in records}
 
     def estimate(self, keys: Sequence[str], size: int) -> tuple[float, int]:
         """Seconds for one fit of each key at ``size``, and how many keys have no record."""

@@ -1,0 +1,76 @@
+"""Writes tagtorch/evaluation/reference_timings.json from finished run folders of seeded tasks.
+
+For each method of each run folder given: its task class and model class (``config.yaml``), the
+mean over the seeds of its fit seconds plus its scoring time (``results.csv``: ``fit_seconds``,
+``ms_model`` times the test queries of ``per_object.csv.gz``), times the points of its tuning
+grid (``task.tune``), at the tag assignments of the run's data (loaded again from
+``config.yaml``'s ``data``). A later folder's entry replaces an earlier one's. The estimate
+every seeded run prints before its first fit (``tagtorch.evaluation.timings``) reads it for the
+fits this machine has never timed. Run it on the reference machine, each run alone.
+
+Usage::
+
+    TAGTORCH_DATA_DIR=/path/to/data python benchmarks/reference_timings.py RUN_FOLDER...
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+from hydra.utils import instantiate
+
+from tagtorch.evaluation.timings import REFERENCE_FILE
+
+
+def grid_points(grid: Any) -> int:
+    """The settings a tuning grid tries (1 without one)."""
+    if not isinstance(grid, dict):
+        return 1
+    return math.prod(len(v) if isinstance(v, list) else grid_points(v) for v in grid.values())
+
+
+def folder_timings(folder: Path) -> dict[str, list[float]]:
+    """``{"TASK|MODEL_CLASS": [assignments, seconds]}`` of one run folder."""
+    config = yaml.safe_load((folder / "config.yaml").read_text(encoding="utf-8"))
+    size = instantiate(config["data"]).n_assignments
+    task = config["task"]["_target_"].rsplit(".", 1)[-1]
+    results = pd.read_csv(folder / "results.csv")
+    per_object = pd.read_csv(folder / "per_object.csv.gz", usecols=["method", "fold", "metric"])
+    first = per_object["metric"].iloc[0]
+    queries = per_object[per_object["metric"] == first].groupby(["method", "fold"]).size()
+    out = {}
+    for name, node in config["model"].items():
+        rows = results[results["method"] == name].pivot(index="fold", columns="metric",
+                                                        values="value")
+        if rows.empty or "fit_seconds" not in rows:
+            continue
+        scoring = rows.get("ms_model", 0.0) * queries[name].reindex(rows.index).fillna(0) / 1000
+        seconds = float((rows["fit_seconds"] + scoring).mean())
+        seconds *= grid_points((config["task"].get("tune") or {}).get(name))
+        out[f"{task}|{node['_target_']}"] = [size, round(seconds, 3)]
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folders", nargs="+", type=Path)
+    args = parser.parse_args()
+    table: dict[str, list[float]] = {}
+    for folder in args.folders:
+        table.update(folder_timings(folder))
+        print(f"{folder}: {len(table)} model classes so far")
+    REFERENCE_FILE.write_text(json.dumps({
+        "machine": f"{platform.machine()}, the 2-core build machine the tables were measured on",
+        "timings": dict(sorted(table.items()))}, indent=1) + "\n", encoding="utf-8")
+    print(f"{REFERENCE_FILE}: {len(table)} model classes")
+
+
+if __name__ == "__main__":
+    main()
