@@ -26,6 +26,8 @@ from test_train import compose_cfg
 
 from tagtorch.config_checks import check_config, drop_unselected_settings
 
+pytestmark = pytest.mark.integration  # CI's second step (the default run keeps its 8 minutes)
+
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 _TRAIN = r"python3? -m tagtorch\.train\b"

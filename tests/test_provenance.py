@@ -43,6 +43,7 @@ def test_every_headline_number_is_in_the_run_it_names():
             assert number in tables, (number, names)
 
 
+@pytest.mark.integration
 def test_a_run_folder_records_its_provenance(tmp_path):
     folder = tmp_path / "run"
     tt.evaluate("tagrec", tt.load("synthetic"), models=["latre_wts", "sum"], folds=[0],
