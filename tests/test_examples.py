@@ -26,7 +26,8 @@ def code_of(notebook: Path) -> str:
 
 def test_there_is_a_notebook_per_task():
     assert {p.stem for p in NOTEBOOKS} >= {"tag_recommendation", "item_recommendation",
-                                          "resource_ranking", "serving"}
+                                          "resource_ranking", "personalized_tags", "letor",
+                                          "serving"}
 
 
 @pytest.mark.integration
