@@ -125,7 +125,9 @@ def provenance_markdown(records: dict[str, dict[str, Any]]) -> str:
         dirty = " (with uncommitted changes)" if record.get("uncommitted_changes") else ""
         if record.get("given_by_hand"):
             dirty += " (command and commit given by hand: the run predates provenance.json)"
-        lines += [f"## {name}", "", f"- command: `{record['command']}`",
+        command = " ".join(w for w in record["command"].split()
+                           if not w.startswith("hydra.run.dir="))  # where, not what
+        lines += [f"## {name}", "", f"- command: `{command}`",
                   f"- commit: `{commit}`{dirty}; tagtorch {record['tagtorch']}, started "
                   f"{record['started']}",
                   f"- data: `{record['data']}`, {json.dumps(record['split'])}, {repeats}",
