@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import pytorch_lightning as pl
 import torch
-from torch import nn
+from torch import Tensor, nn
 
 from tagtorch.itemrec.baselines import ProbabilisticCP
 from tagtorch.itemrec.data import ItemRecData
@@ -224,49 +224,46 @@ def test_dorank_plus_kernel_steps_on_the_autograd_triple_loss(temperature, power
         torch.testing.assert_close(table.detach(), want, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("temperature", [1.0, 0.5])
-def test_fast_learning_gradients_match_autograd_of_the_set_loss(temperature):
-    """The written-out gradient against autograd of Do-Rank's own fast-learning loss."""
-    data = random_data(n_items=30, n=150)
-    model = DoRank(rank=3, loop="lean", regularization=0.02, temperature=temperature)
+def fast_gradients_and_autograd(model: DoRank, data: ItemRecData, rows: np.ndarray,
+                                block: int) -> tuple[float, float, list[tuple[Tensor, Tensor]]]:
+    """FastLearning's loss and gradients of the sets ``rows`` (blocks of ``block`` positives)
+    beside autograd's of ``DoRank.set_loss``: ``(loss, expected, [(got, want) per factor])``."""
     torch.manual_seed(0)
     model.build(data.n_users, data.n_items, data.n_tags)
     model.data = data
     epochs = model.lean_epochs(data, torch.device("cpu"))
-    epochs.block = 2  # blocks of two positives: the blocks are exercised
-    rows = np.array([0, 3])
+    epochs.block = block
     loss, (users, tags, d_users, d_items, d_tags) = epochs.gradients(rows)
     items, mask = data.train_sets.padded(rows)
     expected = model.set_loss(users, tags, items, mask)
     expected.backward()
-    assert loss == pytest.approx(expected.item(), rel=1e-5)
     grad_u = torch.zeros_like(model.user_factors).index_add_(0, users, d_users)
     grad_t = torch.zeros_like(model.tag_factors).index_add_(0, tags, d_tags)
-    for got, want in ((grad_u, model.user_factors.grad), (d_items, model.item_factors.grad),
-                      (grad_t, model.tag_factors.grad)):
+    return loss, expected.item(), [(grad_u, model.user_factors.grad),
+                                   (d_items, model.item_factors.grad),
+                                   (grad_t, model.tag_factors.grad)]
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.5])
+def test_fast_learning_gradients_match_autograd_of_the_set_loss(temperature):
+    """The written-out gradient against autograd of Do-Rank's own fast-learning loss."""
+    model = DoRank(rank=3, loop="lean", regularization=0.02, temperature=temperature)
+    # blocks of two positives: the blocks are exercised
+    loss, expected, pairs = fast_gradients_and_autograd(model, random_data(n_items=30, n=150),
+                                                        np.array([0, 3]), block=2)
+    assert loss == pytest.approx(expected, rel=1e-5)
+    for got, want in pairs:
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-7)
 
 
 def test_bfloat16_fast_learning_stays_near_the_float32_autograd_gradient():
     """``fast_dtype="bfloat16"``: the same loss and gradient as autograd's in float32, to
     bfloat16's rounding (8 bits of mantissa in the scores and the slopes)."""
-    data = random_data(n_items=300, n=1500)
     model = DoRank(rank=8, loop="lean", regularization=0.02, fast_dtype="bfloat16", init_std=0.5)
-    torch.manual_seed(0)
-    model.build(data.n_users, data.n_items, data.n_tags)
-    model.data = data
-    epochs = model.lean_epochs(data, torch.device("cpu"))
-    epochs.block = 3
-    rows = np.arange(8)
-    loss, (users, tags, d_users, d_items, d_tags) = epochs.gradients(rows)
-    items, mask = data.train_sets.padded(rows)
-    expected = model.set_loss(users, tags, items, mask)
-    expected.backward()
-    assert loss == pytest.approx(expected.item(), rel=1e-2)
-    grad_u = torch.zeros_like(model.user_factors).index_add_(0, users, d_users)
-    grad_t = torch.zeros_like(model.tag_factors).index_add_(0, tags, d_tags)
-    for got, want in ((grad_u, model.user_factors.grad), (d_items, model.item_factors.grad),
-                      (grad_t, model.tag_factors.grad)):
+    loss, expected, pairs = fast_gradients_and_autograd(model, random_data(n_items=300, n=1500),
+                                                        np.arange(8), block=3)
+    assert loss == pytest.approx(expected, rel=1e-2)
+    for got, want in pairs:
         assert float((got - want).norm() / want.norm()) < 0.03
         assert float(torch.nn.functional.cosine_similarity(got.flatten(), want.flatten(),
                                                           dim=0)) > 0.999
