@@ -12,16 +12,17 @@
     rec.recommend_tags(["grunge", "90s"], title="Nevermind", k=5)
 
 These functions compose the same configuration ``python -m tagtorch.train`` composes (the
-``tagtorch/conf/`` tree: one source of truth for every default), with the logger off, and run it through
-the same :func:`tagtorch.train.run_task`: for identical settings the API and the command line
-give identical results. A model is given by its config name (``tagtorch/conf/model/NAME.yaml``),
-by a config mapping (with ``_target_``), or as an unfitted model object, which is handed to the
-task as it is (:class:`~tagtorch.evaluation.runs.GivenObjects`: each fit builds a fresh copy
-from its constructor arguments as given, a factory included; its settings are only recorded in
-the run's ``config.yaml``); ``candidates=`` takes a tag recommender's candidate generator the
-same three ways. Keyword settings go
-to the task (``folds=[0]`` is ``task.folds=[0]`` for tag recommendation, ``seeds=[0]``
-``task.seeds=[0]`` for the seeded tasks); ``overrides`` takes any command-line override as is.
+``tagtorch/conf/`` tree: one source of truth for every default), with the logger off, and run it
+through the same :func:`tagtorch.train.run_task`: for identical settings the API and the command
+line give identical results. A model is given by its config name
+(``tagtorch/conf/model/NAME.yaml``), by a config mapping (with ``_target_``), or as an unfitted
+model object, which is handed to the task as it is
+(:class:`~tagtorch.evaluation.runs.GivenObjects`: each fit builds a fresh copy from its constructor
+arguments as given, a factory included; its settings are only recorded in the run's
+``config.yaml``); ``candidates=`` takes a tag recommender's candidate generator the same three
+ways. Keyword settings go to the task (``folds=[0]`` is ``task.folds=[0]`` for tag recommendation,
+``seeds=[0]`` ``task.seeds=[0]`` for the seeded tasks); ``overrides`` takes any command-line
+override as is.
 
 Layer: above ``train`` and ``serving`` (nothing in the package imports it).
 """
