@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +64,8 @@ def main(argv: list[str] | None = None) -> None:
     given, commands = _pairs(args.given, "--given"), _pairs(args.given_command, "--given-command")
     RUNS.mkdir(parents=True, exist_ok=True)
     for name, folder in _pairs(args.runs, "a run").items():
+        if not re.fullmatch(r"[\w-]+", name):
+            raise SystemExit(f"error: a record's name is letters, digits, _ and -: {name!r}")
         record = record_of(Path(folder), given.get(name), commands.get(name))
         (RUNS / f"{name}.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
         print(f"recorded {name}: {folder}")
