@@ -63,7 +63,7 @@ from tagtorch.evaluation.tuning import (
     grid_points,
     setting_text,
 )
-from tagtorch.itemrec.base import ItemRanker, dcg_at_k, score_queries
+from tagtorch.itemrec.base import ItemRanker, mean_dcg_at_10, score_queries
 from tagtorch.itemrec.data import ItemRecData, item_recommendation_data
 from tagtorch.itemrec.ensemble import ItemEnsemble
 from tagtorch.metrics.functional import ranking_metrics
@@ -290,12 +290,8 @@ class ItemRecommendationTask(SeededTask):
 
     def _validation_dcg(self, model: ItemRanker, data: ItemRecData) -> float:
         """Mean DCG@10 of the validation queries: what the factor models early-stop on."""
-        total, count = 0.0, 0
-        for _, scores, labels, mask in score_queries(model, data.val_queries, data.n_items,
-                                                     data.n_tags, self.batch_size):
-            total += float(dcg_at_k(scores, labels, mask, 10).sum())
-            count += len(scores)
-        return total / max(count, 1)
+        return mean_dcg_at_10(model, data.val_queries, data.n_items, data.n_tags,
+                              self.batch_size)
 
     def _evaluate(self, model: ItemRanker, data: ItemRecData, name: str, write_trec: bool
                   ) -> tuple[dict[str, torch.Tensor], float, list[str] | None]:

@@ -266,6 +266,16 @@ def score_queries(ranker: ItemRanker, queries: Queries, n_items: int, n_tags: in
         yield rows, scores, labels, mask
 
 
+def mean_dcg_at_10(ranker: ItemRanker, queries: Queries, n_items: int, n_tags: int,
+                   batch_size: int = 1024) -> float:
+    """Mean DCG@10 of ``queries`` (the validation score the item models early-stop on)."""
+    total, count = 0.0, 0
+    for _, scores, labels, mask in score_queries(ranker, queries, n_items, n_tags, batch_size):
+        total += float(dcg_at_k(scores, labels, mask, 10).sum())
+        count += len(scores)
+    return total / max(count, 1)
+
+
 def top_k_queries(ranker: ItemRanker, queries: Queries, n_items: int, n_tags: int, k: int = 10,
                   batch_size: int = 1024) -> Iterator[tuple[np.ndarray, Tensor, Tensor]]:
     """The ``k`` best items of every query, ``batch_size`` queries at a time.

@@ -37,7 +37,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from tagtorch.itemrec.base import dcg_at_k, profile_mix, score_queries
+from tagtorch.itemrec.base import dcg_at_k, mean_dcg_at_10, profile_mix
 from tagtorch.itemrec.data import ItemRecData, TagProfile
 from tagtorch.itemrec.dorank import smoothed_dcg_fast
 from tagtorch.itemrec.ease import EASE
@@ -140,7 +140,7 @@ class DoRankEASE(EASE):
             if epoch:  # epoch 0: the prior alone (and the tiny factors), before any step
                 self._epoch(data, profile, prior, params, optimizer, generator)
             self._store(params)
-            val = self._validation_dcg(data)
+            val = mean_dcg_at_10(self, data.val_queries, data.n_items, data.n_tags)
             self.history_.append({"epoch": float(epoch), "val_dcg@10": val,
                                   "train_dcg@10": self._train_dcg(data, profile)})
             if val > best[0]:
@@ -185,13 +185,3 @@ class DoRankEASE(EASE):
             scores = self.profile_scores(users, profile.take(users.numpy())).cpu()
         labels = ~data.negative_mask(users)
         return float(dcg_at_k(scores, labels, torch.ones_like(labels), 10).mean())
-
-    def _validation_dcg(self, data: ItemRecData) -> float:
-        """Mean DCG@10 of the validation queries (what the factor models early-stop on)."""
-        total, count = 0.0, 0
-        for _, scores, labels, mask in score_queries(self, data.val_queries, data.n_items,
-                                                     data.n_tags):
-            total += float(dcg_at_k(scores, labels, mask, 10).sum())
-            count += len(scores)
-        return total / max(count, 1)
-
