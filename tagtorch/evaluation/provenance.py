@@ -24,6 +24,7 @@ import yaml
 
 from tagtorch.errors import UnreadableFileError
 from tagtorch.evaluation.report import headline_section
+from tagtorch.storage import read_json
 from tagtorch.version import __version__
 
 __all__ = ["PROVENANCE_FILE", "command_line", "headline_record", "provenance_markdown",
@@ -93,7 +94,7 @@ def headline_record(folder: str | Path, provenance: dict[str, Any] | None = None
     """
     folder = Path(folder)
     if provenance is None:
-        provenance = json.loads(_read(folder / PROVENANCE_FILE))
+        provenance = read_json(folder / PROVENANCE_FILE, keys=["command", "commit"])
     else:
         provenance = {**provenance, "given_by_hand": True}
     config = yaml.safe_load(_read(folder / "config.yaml"))
