@@ -7,6 +7,13 @@ under ``docs/runs/`` is rendered into ``docs/provenance.md``. With no folder it 
 (what ``tests/test_provenance.py`` checks: the page equals its records, and each headline number
 of the README is in the record it names).
 
+The docs pages with results (:data:`RESULT_PAGES`) are read too: each paragraph or table with a
+figure (a decimal of four digits) either links a record (``provenance.md#NAME``; a table also
+takes the links of the paragraph above it), and every figure of it is in the records it links,
+or is counted as not yet traced; the page ends with those counts and the untraced paragraphs'
+first words (what ``tests/test_provenance.py`` checks: a linked figure that its record lacks
+fails).
+
 A run made before ``provenance.json`` existed can be recorded with ``--given
 NAME=COMMIT`` and ``--given-command NAME=COMMAND``: the record then says the commit and command
 were given by hand.
@@ -30,6 +37,54 @@ from tagtorch.evaluation.provenance import PROVENANCE_FILE, headline_record, pro
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "docs" / "runs"
 PAGE = ROOT / "docs" / "provenance.md"
+RESULT_PAGES = ["index.md", "getting_started.md", "choosing.md", "tag_recommendation.md",
+                "diversity.md", "extended_candidates.md", "item_recommendation.md",
+                "dorank_results.md", "personalized.md", "personalized_tags.md",
+                "resource_ranking.md"]
+"""The docs pages whose figures are results of runs (the speed pages hold benchmarks')."""
+FIGURE = re.compile(r"(?<![\w.])\d\.\d{4}(?!\d)")
+LINK = re.compile(r"provenance\.md#([\w-]+)")
+
+
+def page_blocks(text: str) -> list[str]:
+    """A page's paragraphs, lists and tables (blank-line separated), code blocks left out."""
+    prose = re.sub(r"^```.*?^```", "", text, flags=re.M | re.S)
+    return [block.strip() for block in re.split(r"\n\s*\n", prose) if block.strip()]
+
+
+def traced_blocks(text: str, records: dict[str, dict[str, Any]]
+                  ) -> list[tuple[str, list[str], list[str]]]:
+    """Each block of ``text`` with figures: its first words, the records it links and its
+    figures missing from them (every figure, when it links none)."""
+    out, above = [], []
+    for block in page_blocks(text):
+        names = LINK.findall(block) or (above if block.startswith("|") else [])
+        above = names
+        figures = FIGURE.findall(block)
+        if not figures:
+            continue
+        tables = "\n".join(line for name in names if name in records
+                           for line in records[name]["best_first"] + records[name]["metrics"])
+        missing = [f for f in figures if not names or f not in tables]
+        out.append((" ".join(block.split()[:8]), names, missing))
+    return out
+
+
+def tracing_markdown(records: dict[str, dict[str, Any]]) -> list[str]:
+    """The page's last section: per results page, its paragraphs with figures traced or not."""
+    lines = ["## Figures on the docs pages", "",
+             "Paragraphs and tables with figures on the results pages: those that link a record "
+             "above (every figure of them is in it: `tests/test_provenance.py`), and those not "
+             "yet traced (from runs whose folders predate these records).", "",
+             "| page | traced | not yet traced | first words of those not yet traced |",
+             "|---|---|---|---|"]
+    for page in RESULT_PAGES:
+        blocks = traced_blocks((ROOT / "docs" / page).read_text(encoding="utf-8"), records)
+        untraced = [words for words, names, _ in blocks if not names]
+        lines.append(f"| {page} | {len(blocks) - len(untraced)} | {len(untraced)} | "
+                     + "; ".join(w.replace("|", "").replace("`", "")[:60] for w in untraced)
+                     + " |")
+    return lines
 
 
 def _pairs(values: list[str], what: str) -> dict[str, str]:
@@ -54,6 +109,11 @@ def record_of(folder: Path, commit: str | None, command: str | None) -> dict[str
                                     "started": "not recorded"})
 
 
+def provenance_page(records: dict[str, dict[str, Any]]) -> str:
+    """``docs/provenance.md``: the records, then the tracing of the results pages."""
+    return provenance_markdown(records) + "\n".join(tracing_markdown(records)) + "\n"
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="*", help="NAME=RUN_FOLDER of each run to record")
@@ -71,7 +131,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"recorded {name}: {folder}")
     records = {p.stem: json.loads(p.read_text(encoding="utf-8"))
                for p in sorted(RUNS.glob("*.json"))}
-    PAGE.write_text(provenance_markdown(records), encoding="utf-8")
+    PAGE.write_text(provenance_page(records), encoding="utf-8")
     print(f"{PAGE.relative_to(ROOT)}: {len(records)} runs")
 
 

@@ -1,12 +1,16 @@
-"""Writes tagtorch/evaluation/reference_timings.json from finished run folders of seeded tasks.
+"""Writes tagtorch/evaluation/reference_timings.json from finished run folders.
 
-For each method of each run folder given: its task class and model class (``config.yaml``), the
-mean over the seeds of its fit seconds plus its scoring time (``results.csv``: ``fit_seconds``,
-``ms_model`` times the test queries of ``per_object.csv.gz``), times the points of its tuning
-grid (``task.tune``), at the tag assignments of the run's data (loaded again from
-``config.yaml``'s ``data``). A later folder's entry replaces an earlier one's. The estimate
-every seeded run prints before its first fit (``tagtorch.evaluation.timings``) reads it for the
-fits this machine has never timed. Run it on the reference machine, each run alone.
+For each method of each run folder given (any evaluation task: seeds, folds or a LETOR dataset):
+its task class and model class (``config.yaml``), the mean over the seeds or folds of its fit
+seconds plus its scoring time (``results.csv``: ``fit_seconds``, ``ms_model`` times the test
+queries of ``per_object.csv.gz``), times the points of its tuning grid (``task.tune``), at the
+size of the run's data (``tagtorch.evaluation.timings.data_size`` of the data loaded again from
+``config.yaml``'s ``data`` and ``text``: tag assignments, or a LETOR set's training documents).
+A later folder's entry replaces an earlier one's, and the file's own entries are kept unless
+``--fresh`` is given. The estimate every run prints before its first
+fit (``tagtorch.evaluation.timings.announce``) reads it for the fits this machine has never
+timed. Run it on the reference machine, each run alone. Not counted: candidate generation
+(tag recommendation; cached after a first run) and the online timing of the report.
 
 Usage::
 
@@ -26,7 +30,8 @@ import pandas as pd
 import yaml
 from hydra.utils import instantiate
 
-from tagtorch.evaluation.timings import REFERENCE_FILE
+from tagtorch.data.folksonomy import Folksonomy
+from tagtorch.evaluation.timings import REFERENCE_FILE, data_size
 
 
 def grid_points(grid: Any) -> int:
@@ -39,7 +44,10 @@ def grid_points(grid: Any) -> int:
 def folder_timings(folder: Path) -> dict[str, list[float]]:
     """``{"TASK|MODEL_CLASS": [assignments, seconds]}`` of one run folder."""
     config = yaml.safe_load((folder / "config.yaml").read_text(encoding="utf-8"))
-    size = instantiate(config["data"]).n_assignments
+    data = instantiate(config["data"])
+    if config.get("text") and isinstance(data, Folksonomy):
+        data = instantiate(config["text"]).apply(data)
+    size = data_size(data)[0]
     task = config["task"]["_target_"].rsplit(".", 1)[-1]
     results = pd.read_csv(folder / "results.csv")
     per_object = pd.read_csv(folder / "per_object.csv.gz", usecols=["method", "fold", "metric"])
@@ -61,8 +69,10 @@ def folder_timings(folder: Path) -> dict[str, list[float]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folders", nargs="+", type=Path)
+    parser.add_argument("--fresh", action="store_true", help="drop the file's entries first")
     args = parser.parse_args()
-    table: dict[str, list[float]] = {}
+    table: dict[str, list[float]] = {} if args.fresh or not REFERENCE_FILE.is_file() else \
+        json.loads(REFERENCE_FILE.read_text(encoding="utf-8"))["timings"]
     for folder in args.folders:
         table.update(folder_timings(folder))
         print(f"{folder}: {len(table)} model classes so far")

@@ -1,4 +1,4 @@
-"""Every command the README and the docs pages show composes, and every path they name exists.
+"""Every command the README and the docs pages show is run, or composed and marked as not run.
 
 Each ``python -m tagtorch.train ...`` of README.md and docs/*.md (code blocks, with their ``\\``
 continuations, and inline code spans) is composed through Hydra with its overrides and checked
@@ -7,17 +7,23 @@ that does not exist, a setting the task does not take or a method of the wrong t
 A command that cannot be composed on purpose carries a ``# not run`` comment, and a pattern with
 a placeholder method (``model=NAME``) is skipped; ``trainer=gpu`` is checked with
 ``trainer=cpu`` on a machine without CUDA; sweep expressions of a ``-m`` command
-(``range(...)``, ``choice(...)``) are left to the sweeper. The commands actually run end to end
-are those of the integration tests (the main job, the experiments on the synthetic generator,
-the notebooks); the others are composed, not run. Every ``benchmarks/*.py`` a page runs and
-every ``tagtorch/conf/...`` file it names exists, and every relative link of the README points
-to a file.
+(``range(...)``, ``choice(...)``) are left to the sweeper.
+
+Every command on the synthetic generator that needs no GPU, cluster, sweep or placeholder is
+then run end to end, as written (its run folder in a temporary directory); every other one is
+marked as not run, with the reason, on ``docs/commands.md``, which this module renders
+(``python tests/test_docs_commands.py`` writes it; the test fails when the page differs). Every
+``benchmarks/*.py`` a page runs and every ``tagtorch/conf/...`` file it names exists, and every
+relative link of the README points to a file.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -29,7 +35,10 @@ from tagtorch.config_checks import check_config, drop_unselected_settings
 pytestmark = pytest.mark.integration  # CI's second step (the default run keeps its 8 minutes)
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+COMMANDS_PAGE = ROOT / "docs" / "commands.md"
+PAGES = [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").glob("*.md") if p != COMMANDS_PAGE)]
+SYNTHETIC = "tagtorch.data.synthetic.generate_folksonomy"
+_PLACEHOLDER = re.compile(r"\b(NAME|FOLDER|FILE|HOST|M|X)\b|\.\.\./")
 _TRAIN = r"python3? -m tagtorch\.train\b"
 _SWEEP = re.compile(r"=(range|choice|interval|glob)\(")
 
@@ -58,6 +67,63 @@ def _overrides(command: str) -> list[str]:
     return [w for w in words if w not in ("-m", "--multirun") and not _SWEEP.search(w)]
 
 
+def why_not_run(command: str, tmp_path: Path) -> str | None:
+    """Why a shown command is not run end to end by the tests (None: it is)."""
+    words = shlex.split(command.split(" #")[0])[3:]
+    if "# not run" in command:
+        return "marked `# not run` on its page"
+    if _PLACEHOLDER.search(command):
+        return "a pattern: a placeholder stands for your value"
+    if "-m" in words or "--multirun" in words:
+        return "a sweep (several runs)"
+    if "trainer=gpu" in words:
+        return "needs a GPU"
+    if any(w.startswith(("task.backend=", "task.address=", "trainer.devices=")) for w in words):
+        return "needs a cluster or several devices"
+    target = compose_cfg(tmp_path, _overrides(command)).data._target_
+    if target != SYNTHETIC:
+        return f"real data (`{target.rsplit('.', 1)[-1]}`)"
+    return None
+
+
+def _traced() -> dict[str, str]:
+    """Provenance record name by its run's command (``docs/runs/``; where and logger left out)."""
+    traced = {}
+    for record in sorted((ROOT / "docs" / "runs").glob("*.json")):
+        words = shlex.split(json.loads(record.read_text(encoding="utf-8"))["command"])
+        traced[shlex.join(w for w in words if not w.startswith(("hydra.run.dir=", "logger=")))
+               ] = record.stem
+    return traced
+
+
+def commands_page(tmp_path: Path) -> str:
+    """``docs/commands.md``: each page's commands, and whether the tests run them."""
+    lines = ["# The commands of these pages, and how they are checked", "",
+             "Rendered by `python tests/test_docs_commands.py`; do not edit by hand. Every "
+             "`python -m tagtorch.train` command of the README and the docs pages is composed "
+             "and passes the run's config checks in CI (`tests/test_docs_commands.py`); those "
+             "marked *run* also run end to end there, as written, on the synthetic generator. "
+             "The others are not run by the tests, for the reason given: most need the real "
+             "data, and the studies' own runs are on [provenance](provenance.md).", ""]
+    page_of, traced = None, _traced()
+    for page, command in COMMANDS:
+        if page != page_of:
+            lines += [*([""] if page_of else []), f"## {page}", "", "| command | checked |",
+                      "|---|---|"]
+            page_of = page
+        reason = why_not_run(command, tmp_path)
+        record = traced.get(shlex.join(shlex.split(command.split(" #")[0])))
+        if reason is not None and record is not None:
+            reason += f"; its run: [`{record}`](provenance.md#{record})"
+        shown = command.split(" #")[0].strip().replace("|", "\\|")
+        lines.append(f"| `{shown}` | {'*run*' if reason is None else 'not run: ' + reason} |")
+    return "\n".join(lines) + "\n"
+
+
+UNIQUE = list(dict.fromkeys(shlex.join(shlex.split(c.split(" #")[0])) for _, c in COMMANDS
+                           if "# not run" not in c))
+
+
 def test_the_pages_show_commands():
     assert len(COMMANDS) >= 60  # the extraction itself works (87 when written)
 
@@ -69,6 +135,25 @@ def test_every_shown_command_composes_and_passes_the_checks(tmp_path, page, comm
     cfg = compose_cfg(tmp_path, _overrides(command))
     drop_unselected_settings(cfg)
     check_config(cfg)
+
+
+@pytest.mark.parametrize("command", UNIQUE, ids=[c[24:70] or "main job" for c in UNIQUE])
+def test_every_synthetic_command_runs_end_to_end(tmp_path, command):
+    """Those marked *run* on the commands page; the others skip with the page's reason."""
+    reason = why_not_run(command, tmp_path)
+    if reason is not None:
+        pytest.skip(f"not run: {reason}")
+    words = shlex.split(command)[3:]
+    done = subprocess.run([sys.executable, "-m", "tagtorch.train", *words,
+                           f"hydra.run.dir={tmp_path / 'run'}"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert any((tmp_path / "run").iterdir())
+
+
+def test_the_commands_page_is_rendered_from_the_pages(tmp_path):
+    assert COMMANDS_PAGE.read_text(encoding="utf-8") == commands_page(tmp_path), \
+        "docs/commands.md is stale: python tests/test_docs_commands.py"
 
 
 def test_every_named_script_config_and_readme_link_exists():
@@ -84,3 +169,13 @@ def test_every_named_script_config_and_readme_link_exists():
     for link in re.findall(r"\]\(([^)#:]+)\)", readme):
         missing += [] if (ROOT / link).exists() else [f"README.md: {link}"]
     assert not missing, missing
+
+
+if __name__ == "__main__":
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        COMMANDS_PAGE.write_text(commands_page(Path(folder)), encoding="utf-8")
+        run = [c for c in UNIQUE if why_not_run(c, Path(folder)) is None]
+    print(f"{COMMANDS_PAGE}: {len(COMMANDS)} commands ({len(UNIQUE)} distinct), {len(run)} of "
+          "them run end to end")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,9 @@ from tagtorch.evaluation.provenance import PROVENANCE_FILE, headline_record, pro
 from tagtorch.train import API_COMMAND
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from provenance import RESULT_PAGES, provenance_page, traced_blocks  # noqa: E402
+
 RUNS = {p.stem: json.loads(p.read_text(encoding="utf-8"))
         for p in sorted((ROOT / "docs" / "runs").glob("*.json"))}
 
@@ -22,7 +26,26 @@ RUNS = {p.stem: json.loads(p.read_text(encoding="utf-8"))
 def test_the_page_is_rendered_from_its_records():
     assert RUNS, "docs/runs/ holds the records"
     page = (ROOT / "docs" / "provenance.md").read_text(encoding="utf-8")
-    assert page == provenance_markdown(RUNS)
+    assert page == provenance_page(RUNS), "stale: python benchmarks/provenance.py"
+    assert page.startswith(provenance_markdown(RUNS))
+
+
+def test_every_figure_of_a_paragraph_that_links_a_run_is_in_that_run():
+    traced = 0
+    for page in RESULT_PAGES:
+        for words, names, missing in traced_blocks(
+                (ROOT / "docs" / page).read_text(encoding="utf-8"), RUNS):
+            assert all(name in RUNS for name in names), (page, words, names)
+            assert not names or not missing, (page, words, names, missing)
+            traced += bool(names)
+    assert traced >= 3
+
+
+def test_a_figure_its_run_lacks_is_caught():
+    text = "LambdaRank 0.4171 ([run](provenance.md#default_job)).\n\nUntraced 0.1234.\n"
+    [(_, names, missing), (_, none, untraced)] = traced_blocks(text, RUNS)
+    assert names == ["default_job"] and missing == ["0.4171"]
+    assert none == [] and untraced == ["0.1234"]
 
 
 def _headline_rows() -> list[list[str]]:

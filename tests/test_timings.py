@@ -23,7 +23,7 @@ def announced(caplog) -> str:
 def test_a_second_run_estimates_from_the_first_runs_seconds(tmp_path, monkeypatch, caplog):
     path = tmp_path / "timings.jsonl"
     monkeypatch.setenv("TAGTORCH_TIMINGS", str(path))
-    caplog.set_level(logging.INFO, logger="tagtorch.evaluation.task")
+    caplog.set_level(logging.INFO, logger="tagtorch.evaluation.timings")
     monkeypatch.setattr(timings, "REFERENCE_FILE", tmp_path / "no-reference.json")
     run_task(compose(RUN, tmp_path / "first"))
     assert announced(caplog) == "4 fits to run; none timed before: no estimate yet"
@@ -45,7 +45,7 @@ def test_a_first_run_estimates_from_the_reference_timings(tmp_path, monkeypatch,
         "ItemRecommendationTask|tagtorch.itemrec.baselines.TagPopularity": [1000, 6.0],
         "ItemRecommendationTask|tagtorch.itemrec.baselines.TwoDimensional": [2000, 3.0]}}))
     monkeypatch.setattr(timings, "REFERENCE_FILE", reference)
-    caplog.set_level(logging.INFO, logger="tagtorch.evaluation.task")
+    caplog.set_level(logging.INFO, logger="tagtorch.evaluation.timings")
     cfg = compose(RUN, tmp_path / "run")
     size = instantiate(cfg.data).n_assignments
     run_task(cfg)
@@ -53,6 +53,52 @@ def test_a_first_run_estimates_from_the_reference_timings(tmp_path, monkeypatch,
     assert announced(caplog) == (
         f"4 fits to run; about {expected / 60:.1f} min (4 from the reference machine's timings "
         f"(2 cores); scaled to {size:,} tag assignments)")
+
+
+def _reference(tmp_path, monkeypatch, timings_of: dict[str, list[float]]) -> None:
+    monkeypatch.setenv("TAGTORCH_TIMINGS", str(tmp_path / "empty.jsonl"))
+    reference = tmp_path / "reference.json"
+    reference.write_text(json.dumps({"timings": timings_of}))
+    monkeypatch.setattr(timings, "REFERENCE_FILE", reference)
+
+
+def test_a_tag_recommendation_run_estimates_its_folds(tmp_path, monkeypatch, caplog):
+    """The folds task: (fold, method) fits, the reference's seconds scaled by tag assignments;
+    a method the reference lacks is counted apart; a second run reads this run's records."""
+    _reference(tmp_path, monkeypatch, {
+        "TagRecommendationTask|tagtorch.rankers.latre.LatreWTS": [1000, 4.0]})
+    caplog.set_level(logging.INFO, logger="tagtorch.evaluation.timings")
+    run = ["task=tagrec", "data.n_objects=200", "task.folds=[0,1]", "model=[latre_wts,sum]",
+           "task.trec=false", "logger=none"]
+    cfg = compose(run, tmp_path / "first")
+    size = instantiate(cfg.text).apply(instantiate(cfg.data)).n_assignments  # stemmed tags
+    run_task(cfg)
+    expected = 2 * 4.0 * size / 1000
+    assert announced(caplog) == (
+        f"4 fits to run; about {expected / 60:.1f} min (2 from the reference machine's timings "
+        f"(2 cores); scaled to {size:,} tag assignments); 2 never timed")
+    rows = [json.loads(line) for line in (tmp_path / "empty.jsonl").read_text().splitlines()]
+    assert len(rows) == 4 and len({r["key"] for r in rows}) == 2
+    caplog.clear()
+    run_task(compose(run, tmp_path / "second"))
+    assert announced(caplog).startswith("4 fits to run; about ") and \
+        "(4 timed before on this machine;" in announced(caplog)
+
+
+def test_a_letor_run_estimates_by_training_documents(tmp_path, monkeypatch, caplog):
+    from tagtorch.candidates.letor import load_letor, write_synthetic_letor
+
+    _reference(tmp_path, monkeypatch, {
+        "LetorTask|tagtorch.rankers.ranksvm.RankSVM": [500, 30.0]})
+    caplog.set_level(logging.INFO, logger="tagtorch.evaluation.timings")
+    folder = write_synthetic_letor(tmp_path / "Fold1", queries=30, mean_documents=10)
+    documents = int(load_letor(folder).train.mask.sum())
+    run_task(compose(["task=letor", "data=letor", f"data.path={folder}", "model=[ranksvm]",
+                      "task.trec=false", "logger=none"], tmp_path / "run"))
+    expected = 30.0 * documents / 500
+    assert announced(caplog) == (
+        f"1 fits to run; about {expected / 60:.1f} min (1 from the reference machine's timings "
+        f"(2 cores); scaled to {documents:,} training documents)")
 
 
 def test_the_shipped_reference_covers_the_cards_models():

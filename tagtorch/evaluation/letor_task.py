@@ -39,6 +39,13 @@ from tagtorch.evaluation.runs import (
     methods_of,
     write_run,
 )
+from tagtorch.evaluation.timings import (
+    TimingLog,
+    announce,
+    data_size,
+    reference_key,
+    timing_key,
+)
 from tagtorch.evaluation.trec import run_file_names, scored_lines
 from tagtorch.metrics.functional import ranking_metrics
 from tagtorch.rankers.base import Ranker
@@ -90,8 +97,16 @@ class LetorTask(Task):
             raise TypeError("task=letor reads a LETOR dataset: data=letor data.path=FOLDER")
         configs = methods_of(cfg)
         given = given or GivenObjects()
-        outcomes = [self.evaluate(name, partial(given.build, name, config), data)
-                    for name, config in configs.items()]
+        timings, size = TimingLog.default(), data_size(data)[0]
+        keys = {name: timing_key(type(self).__name__, config, None, [self.ks, self.metrics])
+                for name, config in configs.items()}
+        announce(timings, [(keys[name], reference_key(type(self).__name__, config))
+                           for name, config in configs.items()], data)
+        outcomes = []
+        for name, config in configs.items():
+            start = time.perf_counter()
+            outcomes.append(self.evaluate(name, partial(given.build, name, config), data))
+            timings.record(keys[name], size, time.perf_counter() - start)
         whole = MethodOutcome.merge(outcomes)
         whole.log(loggers, step=0)
         results, per_query = whole.frames()

@@ -81,7 +81,11 @@ def _read(path: Path) -> str:
 
 def headline_record(folder: str | Path, provenance: dict[str, Any] | None = None
                     ) -> dict[str, Any]:
-    """A finished run folder as one record: its provenance, setting and best-first table.
+    """A finished run folder as one record: its provenance, setting and report tables.
+
+    The tables: the best-first table (``best_first``) and the tables of every metric's means
+    that follow it up to the report's next section (``metrics``: their rows and ``###``
+    headings; empty when the report has none).
 
     Args:
         folder: the run folder.
@@ -98,9 +102,12 @@ def headline_record(folder: str | Path, provenance: dict[str, Any] | None = None
     else:
         provenance = {**provenance, "given_by_hand": True}
     config = yaml.safe_load(_read(folder / "config.yaml"))
-    table = headline_section(_read(folder / "report.md"))
+    report = _read(folder / "report.md")
+    table = headline_section(report)
     if not table:
         raise UnreadableFileError(f"{folder / 'report.md'}: no best-first table")
+    after = report[report.index(table) + len(table):].split("\n## ", 1)[0]
+    metrics = [line for line in after.splitlines() if line.startswith(("|", "### "))]
     task = config.get("task", {})
     repeats = ({"seeds": task["seeds"]} if "seeds" in task
                else {"folds": task.get("folds") or f"all {task.get('n_folds', '')}".strip()})
@@ -109,7 +116,7 @@ def headline_record(folder: str | Path, provenance: dict[str, Any] | None = None
             "split": {k: task[k] for k in ("p", "split", "query", "aggregate", "n_folds")
                       if k in task},
             "test": significance.get("test", "ttest"), "correction": "Holm",
-            "best_first": table.splitlines()}
+            "best_first": table.splitlines(), "metrics": metrics}
 
 
 def provenance_markdown(records: dict[str, dict[str, Any]]) -> str:
@@ -135,5 +142,16 @@ def provenance_markdown(records: dict[str, dict[str, Any]]) -> str:
                   f"- test: paired {record['test']} over the per-query values, "
                   f"{record['correction']}-corrected", "",
                   *(f"**{line[3:]}**" if line.startswith("## ") else line
-                    for line in record["best_first"]), ""]
+                    for line in record["best_first"]), "",
+                  *_metric_lines(record.get("metrics", []))]
     return "\n".join(lines)
+
+
+def _metric_lines(rows: list[str]) -> list[str]:
+    """A record's ``metrics`` as markdown: ``###`` headings bold, a blank line after a table."""
+    lines: list[str] = []
+    for i, row in enumerate(rows):
+        lines += [f"**{row[4:]}**", ""] if row.startswith("### ") else [row]
+        if row.startswith("|") and (i + 1 == len(rows) or not rows[i + 1].startswith("|")):
+            lines.append("")
+    return lines

@@ -70,6 +70,7 @@ from tagtorch.evaluation.runs import (
     methods_of,
     write_run,
 )
+from tagtorch.evaluation.timings import TimingLog, announce, reference_key, timing_key
 from tagtorch.evaluation.trec import qrels_lines, run_file_names, scored_lines
 from tagtorch.evaluation.tuning import (
     Grid,
@@ -305,8 +306,6 @@ class TagRecommendationProtocol(SignatureSettings):
                                        self._tune_candidates, folksonomy=folksonomy,
                                        generator=sets[used]))
                      for used in dict.fromkeys(uses.values())}
-        run_method = partial(self._run_method, checkpoints=self.checkpoint_dir / folksonomy.name
-                             if self.checkpoint_dir else None, configs=ranker_configs or {})
         folds = [self.splits(folksonomy)[f] for f in self.folds]
         method_features = {name: set_configs[used] for name, used in uses.items()}
         pieces = RunPieces(out / "pieces",
@@ -315,6 +314,12 @@ class TagRecommendationProtocol(SignatureSettings):
         done: dict[tuple[int, str], MethodOutcome] = {}
         if pieces is not None and self.resume:
             done = pieces.read_all([fold.fold for fold in folds], list(rankers))
+        timing = self._announce([(fold.fold, name) for fold in folds for name in rankers
+                                 if (fold.fold, name) not in done], folksonomy,
+                                ranker_configs or {}, method_features)
+        run_method = partial(self._run_method, checkpoints=self.checkpoint_dir / folksonomy.name
+                             if self.checkpoint_dir else None, configs=ranker_configs or {},
+                             timing=timing)
         # every (fold, candidate set) with a method still to run on it
         todo = [(fold, used) for fold in folds for used in preparers
                 if any((fold.fold, name) not in done for name in rankers if uses[name] == used)]
@@ -554,13 +559,36 @@ class TagRecommendationProtocol(SignatureSettings):
                                   "protocol": protocol}, sort_keys=True, default=str)
                 for name, config in (ranker_configs or {}).items()}
 
+    def _announce(self, pending: Sequence[tuple[int, str]], folksonomy: Folksonomy,
+                  configs: Mapping[str, Any], features: Mapping[str, Any]
+                  ) -> tuple[TimingLog, dict[str, str], int]:
+        """Logs the estimate of the ``pending`` (fold, method) fits; the log, keys and size.
+
+        A method's key is its config, candidate features, grid and protocol (not the data:
+        :mod:`~tagtorch.evaluation.timings`); its reference key, its model class.
+        """
+        task = type(self).__name__
+        protocol = [*self._split_settings(), self.ks, self.metrics, self.online_objects,
+                    self.evaluate_on, self.tune_fraction, self.tune_metric, self.tune_candidates]
+        keys = {name: timing_key(task, [configs.get(name, name), features.get(name)],
+                                 self.tune.get(name), protocol)
+                for name in dict.fromkeys(name for _, name in pending)}
+        timings = TimingLog.default()
+        announce(timings, [(keys[name], reference_key(task, configs.get(name)))
+                           for _, name in pending], folksonomy)
+        return timings, keys, folksonomy.n_assignments
+
     def _run_method(self, ready: _PreparedFold, name: str, make: Callable[[], Ranker],
                     checkpoints: Path | None = None, pieces: RunPieces | None = None,
-                    configs: Mapping[str, Any] | None = None) -> MethodOutcome:
+                    configs: Mapping[str, Any] | None = None,
+                    timing: tuple[TimingLog, Mapping[str, str], int] | None = None
+                    ) -> MethodOutcome:
         """One ranker's fit on a fold's V and its evaluation on T (kept in ``pieces``).
 
-        A method with a ``tune`` grid has its settings chosen on this fold's V first.
+        A method with a ``tune`` grid has its settings chosen on this fold's V first; with
+        ``timing`` (the log, each method's key, the data's size), its seconds are recorded.
         """
+        began = time.perf_counter()
         fold, test = ready.fold, ready.test
         tuning = [frame for frame in (ready.tuning,) if frame is not None]
         if name in self.tune:
@@ -589,6 +617,8 @@ class TagRecommendationProtocol(SignatureSettings):
         outcome.curves += tuning
         log.info("fold %d, %s: %s (fit %.1f s)", fold.fold, name,
                  ", ".join(f"{k} {outcome.means[name][k]:.4f}" for k in values), fit_seconds)
+        if timing is not None:
+            timing[0].record(timing[1][name], timing[2], time.perf_counter() - began)
         if pieces is not None:
             pieces.write(fold.fold, name, outcome)
         return outcome

@@ -46,7 +46,13 @@ from tagtorch.evaluation.runs import (
     methods_of,
     write_run,
 )
-from tagtorch.evaluation.timings import TimingLog, reference_estimate, timing_key
+from tagtorch.evaluation.timings import (
+    TimingLog,
+    announce,
+    data_size,
+    reference_key,
+    timing_key,
+)
 from tagtorch.evaluation.trec import run_file_names
 from tagtorch.evaluation.tuning import split_tuning, write_tuning
 from tagtorch.settings import SignatureSettings
@@ -173,8 +179,8 @@ class SeededTask(SignatureSettings, Task):
         todo: list[tuple[int, str]] = []
         timings, keys = TimingLog.default(), self.timing_keys(models)
         pending = [name for seed in self.seeds for name in models if (seed, name) not in done]
-        self.announce(timings, [(keys[name], self.reference_key(models[name]))
-                                for name in pending], data)
+        announce(timings, [(keys[name], reference_key(type(self).__name__, models[name]))
+                           for name in pending], data)
         bar = tqdm(total=len(self.seeds) * len(models) - len(done), desc="fits", unit="fit")
         for seed in self.seeds:
             if not self.needs_split(seed, all((seed, name) in done for name in models)):
@@ -229,7 +235,7 @@ class SeededTask(SignatureSettings, Task):
             self.refused[name] = refusal
             log.warning("seed %d, %s: left out of the run: %s", seed, name, refusal)
             return
-        timing[0].record(timing[1], data.n_assignments, time.perf_counter() - start)
+        timing[0].record(timing[1], data_size(data)[0], time.perf_counter() - start)
         pieces.write(seed, name, done[seed, name])
 
     def _on_cluster(self, todo: Sequence[tuple[int, str]], models: Mapping[str, Any],
@@ -254,37 +260,6 @@ class SeededTask(SignatureSettings, Task):
         return {name: timing_key(type(self).__name__, config, self.tune.get(name),
                                  self.protocol())
                 for name, config in models.items()}
-
-    def reference_key(self, config: Any) -> str:
-        """The ``"TASK|MODEL_CLASS"`` of a method in the reference timings."""
-        target = config.get("_target_") if isinstance(config, Mapping) else None
-        kind = type(config)
-        return f"{type(self).__name__}|{target or kind.__module__ + '.' + kind.__name__}"
-
-    @staticmethod
-    def announce(timings: TimingLog, fits: Sequence[tuple[str, str]], data: Folksonomy) -> None:
-        """Logs how long the pending fits should take, before the first one starts.
-
-        Args:
-            timings: this machine's records.
-            fits: ``(timing key, reference key)`` of each pending (seed, method) fit.
-            data: the folksonomy (its tag assignments scale the estimate).
-        """
-        if not fits:
-            return
-        size = data.n_assignments
-        timed = timings.timed([key for key, _ in fits])
-        here, _ = timings.estimate([key for key, _ in fits if key in timed], size)
-        elsewhere = [target for key, target in fits if key not in timed]
-        reference, unknown = reference_estimate(elsewhere, size)
-        parts = [f"{len(fits) - len(elsewhere)} timed before on this machine"] if timed else []
-        if len(elsewhere) > unknown:
-            parts.append(f"{len(elsewhere) - unknown} from the reference machine's timings "
-                         "(2 cores)")
-        log.info("%d fits to run; %s", len(fits), (
-            f"about {(here + reference) / 60:.1f} min ({', '.join(parts)}; scaled to "
-            f"{size:,} tag assignments)" if parts else "none timed before: no estimate yet")
-            + (f"; {unknown} never timed" if parts and unknown else ""))
 
     def piece_keys(self, data: Folksonomy, models: Mapping[str, Any]) -> dict[str, str]:
         """Per method, everything its outcome on a seed depends on, as one JSON string.

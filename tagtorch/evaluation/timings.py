@@ -1,12 +1,13 @@
-"""How long a run will take, said before its first fit: each (seed, method) fit's seconds kept.
+"""How long a run will take, said before its first fit: each fit's seconds kept.
 
-Every seeded run appends, for each (seed, method) it fits and evaluates, one JSON line to
-``timings.jsonl`` in the user cache folder (``$TAGTORCH_TIMINGS``: another file; ``off``: none):
-the method's key (its task, config, grid and protocol, hashed; not the data), the data's tag
-assignments and the wall seconds. Before its first fit, a run sums the estimate of each of its
-pending fits: the record of the same key nearest in size, scaled linearly to this data's size
-(some steps grow faster than linearly, ``docs/scale.md``: an estimate, said to be one). Fits
-never timed on this machine are counted apart.
+Every evaluation run appends, for each (seed or fold, method) it fits and evaluates, one JSON
+line to ``timings.jsonl`` in the user cache folder (``$TAGTORCH_TIMINGS``: another file;
+``off``: none): the method's key (its task, config, grid and protocol, hashed; not the data), the
+data's size (:func:`data_size`: a folksonomy's tag assignments, a LETOR dataset's training
+documents) and the wall seconds. Before its first fit, a run sums the estimate of each of its
+pending fits (:func:`announce`): the record of the same key nearest in size, scaled linearly to
+this data's size (some steps grow faster than linearly, ``docs/scale.md``: an estimate, said to
+be one). Fits never timed on this machine are counted apart.
 
 Fits never timed on this machine are estimated from :data:`REFERENCE_FILE`, shipped with
 tagtorch: the seconds of one (seed, method) run of each model class on the 2-core machine the
@@ -23,16 +24,22 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from tagtorch.candidates.letor import LetorData
 from tagtorch.data.download import user_cache_dir
+from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.storage import atomic_write
 
-__all__ = ["REFERENCE_FILE", "TimingLog", "reference_estimate", "timing_key"]
+__all__ = ["REFERENCE_FILE", "TimingLog", "announce", "data_size", "reference_estimate",
+           "reference_key", "timing_key"]
+
+log = logging.getLogger(__name__)
 
 READ_BYTES = 4 << 20
 """The tail of the file an estimate reads."""
@@ -70,6 +77,54 @@ def reference_estimate(targets: Sequence[str], size: int,
             continue
         total += float(entry[1]) * size / float(entry[0])
     return total, unknown
+
+
+def reference_key(task: str, config: Any) -> str:
+    """The ``"TASK|MODEL_CLASS"`` of a method of ``task`` in the reference timings.
+
+    Example:
+        >>> reference_key("LetorTask", {"_target_": "tagtorch.rankers.trees.LambdaMART"})
+        'LetorTask|tagtorch.rankers.trees.LambdaMART'
+    """
+    target = config.get("_target_") if isinstance(config, Mapping) else None
+    kind = type(config)
+    return f"{task}|{target or kind.__module__ + '.' + kind.__name__}"
+
+
+def data_size(data: Folksonomy | LetorData) -> tuple[int, str]:
+    """What an estimate scales by, and its unit's name.
+
+    A folksonomy's tag assignments; a LETOR dataset's training documents.
+    """
+    if isinstance(data, Folksonomy):
+        return data.n_assignments, "tag assignments"
+    return int(data.train.mask.sum()), "training documents"
+
+
+def announce(timings: TimingLog, fits: Sequence[tuple[str, str]],
+             data: Folksonomy | LetorData) -> None:
+    """Logs how long the pending fits should take, before the first one starts.
+
+    Args:
+        timings: this machine's records.
+        fits: ``(timing key, reference key)`` of each pending fit.
+        data: the run's data (its :func:`data_size` scales the estimate).
+    """
+    if not fits:
+        return
+    size, unit = data_size(data)
+    timed = timings.timed([key for key, _ in fits])
+    here, _ = timings.estimate([key for key, _ in fits if key in timed], size)
+    elsewhere = [target for key, target in fits if key not in timed]
+    reference, unknown = reference_estimate(elsewhere, size)
+    parts = [f"{len(fits) - len(elsewhere)} timed before on this machine"] if timed else []
+    if len(elsewhere) > unknown:
+        parts.append(f"{len(elsewhere) - unknown} from the reference machine's timings "
+                     "(2 cores)")
+    log.info("%d fits to run; %s", len(fits), (
+        f"about {(here + reference) / 60:.1f} min ({', '.join(parts)}; scaled to "
+        f"{size:,} {unit})" if parts else "none timed before: no estimate yet")
+        + (f"; {unknown} never timed" if parts and unknown else ""))
 
 
 def timing_key(task: str, method: Any, tune: Any, protocol: Any) -> str:
