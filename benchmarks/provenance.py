@@ -7,7 +7,8 @@ under ``docs/runs/`` is rendered into ``docs/provenance.md``. With no folder it 
 (what ``tests/test_provenance.py`` checks: the page equals its records, and each headline number
 of the README is in the record it names).
 
-The docs pages with results (:data:`RESULT_PAGES`) are read too: each paragraph or table with a
+The docs pages with results (:data:`RESULT_PAGES`) are read too: each paragraph, list item or
+table with a
 figure (a decimal of four digits) either links a record (``provenance.md#NAME``; a table also
 takes the links of the paragraph above it), and every figure of it is in the records it links,
 or is counted as not yet traced; the page ends with those counts and the untraced paragraphs'
@@ -47,9 +48,10 @@ LINK = re.compile(r"provenance\.md#([\w-]+)")
 
 
 def page_blocks(text: str) -> list[str]:
-    """A page's paragraphs, lists and tables (blank-line separated), code blocks left out."""
+    """A page's paragraphs, list items and tables, code blocks left out."""
     prose = re.sub(r"^```.*?^```", "", text, flags=re.M | re.S)
-    return [block.strip() for block in re.split(r"\n\s*\n", prose) if block.strip()]
+    parts = re.split(r"\n\s*\n|\n(?=- |\* |\d+\. )", prose)  # blank lines; list items
+    return [block.strip() for block in parts if block.strip()]
 
 
 def traced_blocks(text: str, records: dict[str, dict[str, Any]]

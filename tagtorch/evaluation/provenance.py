@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime
 import json
 import platform
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -68,8 +69,8 @@ def run_provenance(command: str) -> dict[str, Any]:
 
 
 def command_line() -> str:
-    """This process's ``python -m tagtorch.train ...`` command, as it was typed."""
-    return " ".join(["python -m tagtorch.train", *sys.argv[1:]])
+    """This process's ``python -m tagtorch.train ...`` command, quoted for a shell to run again."""
+    return " ".join(["python -m tagtorch.train", *map(shlex.quote, sys.argv[1:])])
 
 
 def _read(path: Path) -> str:
