@@ -86,7 +86,15 @@ def tracing_markdown(records: dict[str, dict[str, Any]]) -> list[str]:
         lines.append(f"| {page} | {len(blocks) - len(untraced)} | {len(untraced)} | "
                      + "; ".join(w.replace("|", "").replace("`", "")[:60] for w in untraced)
                      + " |")
-    return lines
+    traced, total = tracing_counts(records)
+    return [*lines, f"| all | {traced} | {total - traced} | |"]
+
+
+def tracing_counts(records: dict[str, dict[str, Any]]) -> tuple[int, int]:
+    """How many paragraphs with figures the results pages have, and how many are traced."""
+    blocks = [block for page in RESULT_PAGES for block in
+              traced_blocks((ROOT / "docs" / page).read_text(encoding="utf-8"), records)]
+    return sum(bool(names) for _, names, _ in blocks), len(blocks)
 
 
 def _pairs(values: list[str], what: str) -> dict[str, str]:

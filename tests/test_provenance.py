@@ -17,7 +17,7 @@ from tagtorch.train import API_COMMAND
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from provenance import RESULT_PAGES, provenance_page, traced_blocks  # noqa: E402
+from provenance import RESULT_PAGES, provenance_page, traced_blocks, tracing_counts  # noqa: E402
 
 RUNS = {p.stem: json.loads(p.read_text(encoding="utf-8"))
         for p in sorted((ROOT / "docs" / "runs").glob("*.json"))}
@@ -39,6 +39,9 @@ def test_every_figure_of_a_paragraph_that_links_a_run_is_in_that_run():
             assert not names or not missing, (page, words, names, missing)
             traced += bool(names)
     assert traced >= 3
+    count, total = tracing_counts(RUNS)
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert count == traced and f"{count} of {total} so far" in " ".join(readme.split())
 
 
 def test_a_figure_its_run_lacks_is_caught():
