@@ -1,16 +1,17 @@
 """Writes tagtorch/evaluation/reference_timings.json from finished run folders.
 
-For each method of each run folder given (any evaluation task: seeds, folds or a LETOR dataset):
-its task class and model class (``config.yaml``), the mean over the seeds or folds of its fit
-seconds plus its scoring time (``results.csv``: ``fit_seconds``, ``ms_model`` times the test
-queries of ``per_object.csv.gz``), times the points of its tuning grid (``task.tune``), at the
-size of the run's data (``tagtorch.evaluation.timings.data_size`` of the data loaded again from
-``config.yaml``'s ``data`` and ``text``: tag assignments, or a LETOR set's training documents).
-A later folder's entry replaces an earlier one's, and the file's own entries are kept unless
-``--fresh`` is given. The estimate every run prints before its first
-fit (``tagtorch.evaluation.timings.announce``) reads it for the fits this machine has never
-timed. Run it on the reference machine, each run alone. Not counted: candidate generation
-(tag recommendation; cached after a first run) and the online timing of the report.
+For each method of each run folder given (any evaluation task: seeds, folds or a LETOR
+dataset): its task class and model class (``config.yaml``), the mean over the seeds or folds of
+its fit seconds plus its scoring time (``results.csv``: ``fit_seconds``, ``ms_model`` times the
+test queries of ``per_object.csv.gz``), the seconds of one fit (an estimate multiplies them by
+the points of its own run's tuning grid), at the size of the run's data
+(``tagtorch.evaluation.timings.data_size`` of the data loaded again from ``config.yaml``'s
+``data`` and ``text``: tag assignments, or a LETOR set's training documents). A later folder's
+entry replaces an earlier one's, and the file's own entries are kept unless ``--fresh`` is
+given. The estimate every run prints before its first fit
+(``tagtorch.evaluation.timings.announce``) reads it for the fits this machine has never timed.
+Run it on the reference machine, each run alone. Not counted: candidate generation (tag
+recommendation; cached after a first run) and the online timing of the report.
 
 Usage::
 
@@ -21,10 +22,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import platform
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 import yaml
@@ -32,13 +31,6 @@ from hydra.utils import instantiate
 
 from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.evaluation.timings import REFERENCE_FILE, data_size
-
-
-def grid_points(grid: Any) -> int:
-    """The settings a tuning grid tries (1 without one)."""
-    if not isinstance(grid, dict):
-        return 1
-    return math.prod(len(v) if isinstance(v, list) else grid_points(v) for v in grid.values())
 
 
 def folder_timings(folder: Path) -> dict[str, list[float]]:
@@ -61,7 +53,6 @@ def folder_timings(folder: Path) -> dict[str, list[float]]:
             continue
         scoring = rows.get("ms_model", 0.0) * queries[name].reindex(rows.index).fillna(0) / 1000
         seconds = float((rows["fit_seconds"] + scoring).mean())
-        seconds *= grid_points((config["task"].get("tune") or {}).get(name))
         out[f"{task}|{node['_target_']}"] = [size, round(seconds, 3)]
     return out
 

@@ -46,10 +46,11 @@ def test_a_first_run_estimates_from_the_reference_timings(tmp_path, monkeypatch,
         "ItemRecommendationTask|tagtorch.itemrec.baselines.TwoDimensional": [2000, 3.0]}}))
     monkeypatch.setattr(timings, "REFERENCE_FILE", reference)
     caplog.set_level(logging.INFO, logger="tagtorch.evaluation.timings")
-    cfg = compose(RUN, tmp_path / "run")
+    cfg = compose([*RUN, "+task.tune={two_dimensional: {beta: [0.25, 0.5, 0.75]}}"],
+                  tmp_path / "run")
     size = instantiate(cfg.data).n_assignments
     run_task(cfg)
-    expected = 2 * (6.0 * size / 1000 + 3.0 * size / 2000)  # two seeds of each
+    expected = 2 * (6.0 * size / 1000 + 3 * 3.0 * size / 2000)  # two seeds; a 3-point grid
     assert announced(caplog) == (
         f"4 fits to run; about {expected / 60:.1f} min (4 from the reference machine's timings "
         f"(2 cores); scaled to {size:,} tag assignments)")

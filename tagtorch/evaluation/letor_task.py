@@ -100,7 +100,7 @@ class LetorTask(Task):
         timings, size = TimingLog.default(), data_size(data)[0]
         keys = {name: timing_key(type(self).__name__, config, None, [self.ks, self.metrics])
                 for name, config in configs.items()}
-        announce(timings, [(keys[name], reference_key(type(self).__name__, config))
+        announce(timings, [(keys[name], reference_key(type(self).__name__, config), 1)
                            for name, config in configs.items()], data)
         outcomes = []
         for name, config in configs.items():

@@ -70,7 +70,12 @@ from tagtorch.evaluation.runs import (
     methods_of,
     write_run,
 )
-from tagtorch.evaluation.timings import TimingLog, announce, reference_key, timing_key
+from tagtorch.evaluation.timings import (
+    TimingLog,
+    announce,
+    reference_key,
+    timing_key,
+)
 from tagtorch.evaluation.trec import qrels_lines, run_file_names, scored_lines
 from tagtorch.evaluation.tuning import (
     Grid,
@@ -574,7 +579,8 @@ class TagRecommendationProtocol(SignatureSettings):
                                  self.tune.get(name), protocol)
                 for name in dict.fromkeys(name for _, name in pending)}
         timings = TimingLog.default()
-        announce(timings, [(keys[name], reference_key(task, configs.get(name)))
+        announce(timings, [(keys[name], reference_key(task, configs.get(name)),
+                            len(grid_points(self.tune.get(name) or {})))
                            for _, name in pending], folksonomy)
         return timings, keys, folksonomy.n_assignments
 

@@ -54,7 +54,7 @@ from tagtorch.evaluation.timings import (
     timing_key,
 )
 from tagtorch.evaluation.trec import run_file_names
-from tagtorch.evaluation.tuning import split_tuning, write_tuning
+from tagtorch.evaluation.tuning import grid_points, split_tuning, write_tuning
 from tagtorch.settings import SignatureSettings
 
 __all__ = ["SeededTask", "shard_outcome", "tuning_notes"]
@@ -179,7 +179,8 @@ class SeededTask(SignatureSettings, Task):
         todo: list[tuple[int, str]] = []
         timings, keys = TimingLog.default(), self.timing_keys(models)
         pending = [name for seed in self.seeds for name in models if (seed, name) not in done]
-        announce(timings, [(keys[name], reference_key(type(self).__name__, models[name]))
+        announce(timings, [(keys[name], reference_key(type(self).__name__, models[name]),
+                            len(grid_points(self.tune.get(name) or {})))
                            for name in pending], data)
         bar = tqdm(total=len(self.seeds) * len(models) - len(done), desc="fits", unit="fit")
         for seed in self.seeds:

@@ -48,34 +48,34 @@ MAX_BYTES = 16 << 20
 
 
 REFERENCE_FILE = Path(__file__).with_name("reference_timings.json")
-"""``{"machine": ..., "timings": {"TASK|MODEL_CLASS": [assignments, seconds]}}``."""
+"""``{"machine": ..., "timings": {"TASK|MODEL_CLASS": [size, seconds of one fit]}}``."""
 
 
-def reference_estimate(targets: Sequence[str], size: int,
+def reference_estimate(targets: Sequence[tuple[str, int]], size: int,
                        path: Path | None = None) -> tuple[float, int]:
-    """Seconds of one (seed, method) run of each ``"TASK|MODEL_CLASS"`` at ``size``.
+    """Seconds of one run of each ``("TASK|MODEL_CLASS", grid points)`` at ``size``.
 
-    From the reference machine's timings (:data:`REFERENCE_FILE`), scaled linearly; also how
-    many targets it has no timing of.
+    From the reference machine's seconds of one fit (:data:`REFERENCE_FILE`), times the points
+    of the method's tuning grid, scaled linearly; also how many targets it has no timing of.
 
     Example:
         >>> import tempfile
         >>> ref = Path(tempfile.mkdtemp()) / "r.json"
         >>> _ = ref.write_text('{"timings": {"T|a.B": [1000, 3.0]}}')
-        >>> reference_estimate(["T|a.B", "T|a.C"], 2000, ref)
-        (6.0, 1)
+        >>> reference_estimate([("T|a.B", 1), ("T|a.B", 4), ("T|a.C", 1)], 2000, ref)
+        (30.0, 1)
     """
     try:
         table = json.loads((path or REFERENCE_FILE).read_text(encoding="utf-8"))["timings"]
     except (OSError, ValueError, KeyError, TypeError):
         table = {}
     total, unknown = 0.0, 0
-    for target in targets:
+    for target, points in targets:
         entry = table.get(target)
         if not (isinstance(entry, list) and len(entry) == 2 and entry[0] > 0 and size > 0):
             unknown += 1
             continue
-        total += float(entry[1]) * size / float(entry[0])
+        total += float(entry[1]) * points * size / float(entry[0])
     return total, unknown
 
 
@@ -101,21 +101,22 @@ def data_size(data: Folksonomy | LetorData) -> tuple[int, str]:
     return int(data.train.mask.sum()), "training documents"
 
 
-def announce(timings: TimingLog, fits: Sequence[tuple[str, str]],
+def announce(timings: TimingLog, fits: Sequence[tuple[str, str, int]],
              data: Folksonomy | LetorData) -> None:
     """Logs how long the pending fits should take, before the first one starts.
 
     Args:
         timings: this machine's records.
-        fits: ``(timing key, reference key)`` of each pending fit.
+        fits: ``(timing key, reference key, grid points)`` of each pending fit (the settings
+            its tuning grid tries; 1 without one).
         data: the run's data (its :func:`data_size` scales the estimate).
     """
     if not fits:
         return
     size, unit = data_size(data)
-    timed = timings.timed([key for key, _ in fits])
-    here, _ = timings.estimate([key for key, _ in fits if key in timed], size)
-    elsewhere = [target for key, target in fits if key not in timed]
+    timed = timings.timed([key for key, _, _ in fits])
+    here, _ = timings.estimate([key for key, _, _ in fits if key in timed], size)
+    elsewhere = [(target, points) for key, target, points in fits if key not in timed]
     reference, unknown = reference_estimate(elsewhere, size)
     parts = [f"{len(fits) - len(elsewhere)} timed before on this machine"] if timed else []
     if len(elsewhere) > unknown:
