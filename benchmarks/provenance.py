@@ -2,8 +2,8 @@
 
 Each ``NAME=RUN_FOLDER`` given is read by
 :func:`tagtorch.evaluation.provenance.headline_record` (its ``provenance.json``, ``config.yaml``
-and the report's best-first table) and kept as ``docs/runs/NAME.json``; then every record
-under ``docs/runs/`` is rendered into ``docs/provenance.md``. With no folder it only renders
+and the report's best-first and metric tables) and kept as ``docs/runs/NAME.json``; then every
+record under ``docs/runs/`` is rendered into ``docs/provenance.md``. With no folder it only renders
 (what ``tests/test_provenance.py`` checks: the page equals its records, and each headline number
 of the README is in the record it names).
 
@@ -49,7 +49,7 @@ LINK = re.compile(r"provenance\.md#([\w-]+)")
 
 def page_blocks(text: str) -> list[str]:
     """A page's paragraphs, list items and tables, code blocks left out."""
-    prose = re.sub(r"^```.*?^```", "", text, flags=re.M | re.S)
+    prose = re.sub(r"^\s*```.*?^\s*```", "", text, flags=re.M | re.S)
     parts = re.split(r"\n\s*\n|\n(?=- |\* |\d+\. )", prose)  # blank lines; list items
     return [block.strip() for block in parts if block.strip()]
 
@@ -66,7 +66,8 @@ def traced_blocks(text: str, records: dict[str, dict[str, Any]]
         if not figures:
             continue
         tables = "\n".join(line for name in names if name in records
-                           for line in records[name]["best_first"] + records[name]["metrics"])
+                           for line in records[name]["best_first"]
+                           + records[name].get("metrics", []))
         missing = [f for f in figures if not names or f not in tables]
         out.append((" ".join(block.split()[:8]), names, missing))
     return out

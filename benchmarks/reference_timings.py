@@ -34,7 +34,7 @@ from tagtorch.evaluation.timings import REFERENCE_FILE, data_size
 
 
 def folder_timings(folder: Path) -> dict[str, list[float]]:
-    """``{"TASK|MODEL_CLASS": [assignments, seconds]}`` of one run folder."""
+    """``{"TASK|MODEL_CLASS": [data size, seconds of one fit]}`` of one run folder."""
     config = yaml.safe_load((folder / "config.yaml").read_text(encoding="utf-8"))
     data = instantiate(config["data"])
     if config.get("text") and isinstance(data, Folksonomy):

@@ -148,7 +148,8 @@ def test_every_synthetic_command_runs_end_to_end(tmp_path, command):
                            f"hydra.run.dir={tmp_path / 'run'}"], cwd=tmp_path,
                           capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert any((tmp_path / "run").iterdir())
+    written = {path.name for path in tmp_path.rglob("*")}
+    assert "report.md" in written or "manifest.json" in written  # a report, or a fitted model
 
 
 def test_the_commands_page_is_rendered_from_the_pages(tmp_path):

@@ -98,7 +98,8 @@ class LetorTask(Task):
         configs = methods_of(cfg)
         given = given or GivenObjects()
         timings, size = TimingLog.default(), data_size(data)[0]
-        keys = {name: timing_key(type(self).__name__, config, None, [self.ks, self.metrics])
+        keys = {name: timing_key(type(self).__name__, config, None,
+                                 [self.ks, self.metrics, self.batch_size, self.trec])
                 for name, config in configs.items()}
         announce(timings, [(keys[name], reference_key(type(self).__name__, config), 1)
                            for name, config in configs.items()], data)

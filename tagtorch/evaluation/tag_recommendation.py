@@ -73,6 +73,7 @@ from tagtorch.evaluation.runs import (
 from tagtorch.evaluation.timings import (
     TimingLog,
     announce,
+    data_size,
     reference_key,
     timing_key,
 )
@@ -319,12 +320,9 @@ class TagRecommendationProtocol(SignatureSettings):
         done: dict[tuple[int, str], MethodOutcome] = {}
         if pieces is not None and self.resume:
             done = pieces.read_all([fold.fold for fold in folds], list(rankers))
-        timing = self._announce([(fold.fold, name) for fold in folds for name in rankers
-                                 if (fold.fold, name) not in done], folksonomy,
-                                ranker_configs or {}, method_features)
-        run_method = partial(self._run_method, checkpoints=self.checkpoint_dir / folksonomy.name
-                             if self.checkpoint_dir else None, configs=ranker_configs or {},
-                             timing=timing)
+        run_method = self._method_runner(folksonomy, [
+            (fold.fold, name) for fold in folds for name in rankers
+            if (fold.fold, name) not in done], ranker_configs or {}, method_features)
         # every (fold, candidate set) with a method still to run on it
         todo = [(fold, used) for fold in folds for used in preparers
                 if any((fold.fold, name) not in done for name in rankers if uses[name] == used)]
@@ -564,13 +562,17 @@ class TagRecommendationProtocol(SignatureSettings):
                                   "protocol": protocol}, sort_keys=True, default=str)
                 for name, config in (ranker_configs or {}).items()}
 
-    def _announce(self, pending: Sequence[tuple[int, str]], folksonomy: Folksonomy,
-                  configs: Mapping[str, Any], features: Mapping[str, Any]
-                  ) -> tuple[TimingLog, dict[str, str], int]:
-        """Logs the estimate of the ``pending`` (fold, method) fits; the log, keys and size.
+    def _method_runner(self, folksonomy: Folksonomy, pending: Sequence[tuple[int, str]],
+                       configs: Mapping[str, Any], features: Mapping[str, Any]
+                       ) -> Callable[..., MethodOutcome]:
+        """:meth:`_run_method` for this run, once the estimate of its fits is logged.
 
-        A method's key is its config, candidate features, grid and protocol (not the data:
-        :mod:`~tagtorch.evaluation.timings`); its reference key, its model class.
+        ``pending``: the (fold, method) fits still to run. A method's timing key is its config,
+        candidate features, grid and protocol (not the data: :mod:`~tagtorch.evaluation.timings`);
+        its reference key, its model class. Fits are timed only when they run one after another
+        in this process (in parallel they share the cores, and a cluster's workers write
+        elsewhere). The estimate counts fits and their grids, not candidate generation or the
+        report's online timing.
         """
         task = type(self).__name__
         protocol = [*self._split_settings(), self.ks, self.metrics, self.online_objects,
@@ -582,7 +584,10 @@ class TagRecommendationProtocol(SignatureSettings):
         announce(timings, [(keys[name], reference_key(task, configs.get(name)),
                             len(grid_points(self.tune.get(name) or {})))
                            for _, name in pending], folksonomy)
-        return timings, keys, folksonomy.n_assignments
+        serial = self.n_jobs == 1 and self.backend == "processes"
+        return partial(self._run_method, checkpoints=self.checkpoint_dir / folksonomy.name
+                       if self.checkpoint_dir else None, configs=configs,
+                       timing=(timings, keys, data_size(folksonomy)[0]) if serial else None)
 
     def _run_method(self, ready: _PreparedFold, name: str, make: Callable[[], Ranker],
                     checkpoints: Path | None = None, pieces: RunPieces | None = None,

@@ -10,10 +10,10 @@ this data's size (some steps grow faster than linearly, ``docs/scale.md``: an es
 be one). Fits never timed on this machine are counted apart.
 
 Fits never timed on this machine are estimated from :data:`REFERENCE_FILE`, shipped with
-tagtorch: the seconds of one (seed, method) run of each model class on the 2-core machine the
-tables were measured on, at a known data size (``benchmarks/reference_timings.py`` writes it from
-run folders), scaled linearly to this data's size; this machine's own record wins where it has
-one, and a class in neither is counted apart.
+tagtorch: the seconds of one fit of each model class on the 2-core machine the tables were
+measured on, at a known data size (``benchmarks/reference_timings.py`` writes it from run
+folders), times the points of the run's tuning grid, scaled linearly to this data's size; this
+machine's own record wins where it has one, and a class in neither is counted apart.
 
 The file is a cache, read as untrusted: lines that are not such records are skipped, only its
 last :data:`READ_BYTES` are read, it is rewritten shorter past :data:`MAX_BYTES`, appends
@@ -157,7 +157,7 @@ class TimingLog:
         return cls(Path(setting) if setting else user_cache_dir() / "timings.jsonl")
 
     def record(self, key: str, size: int, seconds: float) -> None:
-        """Appends one fit's seconds at ``size`` tag assignments (best effort)."""
+        """Appends one fit's seconds at ``size`` (:func:`data_size`; best effort)."""
         if self.path is None:
             return
         line = json.dumps({"key": key, "size": int(size), "seconds": float(seconds)}) + "\n"
