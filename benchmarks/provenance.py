@@ -57,7 +57,12 @@ def page_blocks(text: str) -> list[str]:
 def traced_blocks(text: str, records: dict[str, dict[str, Any]]
                   ) -> list[tuple[str, list[str], list[str]]]:
     """Each block of ``text`` with figures: its first words, the records it links and its
-    figures missing from them (every figure, when it links none)."""
+    figures missing from them (every figure, when it links none).
+
+    A figure is looked up as text in the linked records' tables, not by method and metric: the
+    check catches a linked paragraph whose figures drift from its run, not a link to the wrong
+    run whose tables happen to hold the same four digits.
+    """
     out, above = [], []
     for block in page_blocks(text):
         names = LINK.findall(block) or (above if block.startswith("|") else [])
