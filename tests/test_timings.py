@@ -102,10 +102,14 @@ def test_a_letor_run_estimates_by_training_documents(tmp_path, monkeypatch, capl
         f"(2 cores); scaled to {documents:,} training documents)")
 
 
-def test_the_shipped_reference_covers_the_cards_models():
+def test_the_shipped_reference_covers_the_cards_models_and_every_task():
     table = json.loads(timings.REFERENCE_FILE.read_text())["timings"]
     for model in ("dorank.DoRank", "dorank_plus.DoRankPlus", "pitf.PITF", "ease.EASE"):
         assert f"ItemRecommendationTask|tagtorch.itemrec.{model}" in table
+    for model in ("latre.LatreWTS", "trees.RandomForestRanker", "trees.LambdaMARTRanker"):
+        assert f"TagRecommendationTask|tagtorch.rankers.{model}" in table
+        if "trees" in model:
+            assert f"LetorTask|tagtorch.rankers.{model}" in table
 
 
 def test_the_estimate_scales_the_nearest_size_and_skips_what_is_not_a_record(tmp_path):
