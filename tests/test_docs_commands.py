@@ -88,12 +88,14 @@ def why_not_run(command: str, tmp_path: Path) -> str | None:
 
 def _traced() -> dict[str, str]:
     """Provenance record name by its run's command (``docs/runs/``; where and logger left out)."""
-    traced = {}
-    for record in sorted((ROOT / "docs" / "runs").glob("*.json")):
-        words = shlex.split(json.loads(record.read_text(encoding="utf-8"))["command"])
-        traced[shlex.join(w for w in words if not w.startswith(("hydra.run.dir=", "logger=")))
-               ] = record.stem
-    return traced
+    return {_what(json.loads(record.read_text(encoding="utf-8"))["command"]): record.stem
+            for record in sorted((ROOT / "docs" / "runs").glob("*.json"))}
+
+
+def _what(command: str) -> str:
+    """A command's words that say what it runs (not where it writes, nor its logger)."""
+    return shlex.join(w for w in shlex.split(command.split(" #")[0])
+                      if not w.startswith(("hydra.run.dir=", "logger=")))
 
 
 def commands_page(tmp_path: Path) -> str:
@@ -112,7 +114,7 @@ def commands_page(tmp_path: Path) -> str:
                       "|---|---|"]
             page_of = page
         reason = why_not_run(command, tmp_path)
-        record = traced.get(shlex.join(shlex.split(command.split(" #")[0])))
+        record = traced.get(_what(command))
         if reason is not None and record is not None:
             reason += f"; its run: [`{record}`](provenance.md#{record})"
         shown = command.split(" #")[0].strip().replace("|", "\\|")
