@@ -12,7 +12,13 @@ from pathlib import Path
 import pytest
 
 import tagtorch as tt
-from tagtorch.evaluation.provenance import PROVENANCE_FILE, headline_record, provenance_markdown
+from tagtorch.evaluation.provenance import (
+    PROVENANCE_FILE,
+    headline_record,
+    paired_rows,
+    provenance_markdown,
+    targets_rows,
+)
 from tagtorch.train import API_COMMAND
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -87,10 +93,30 @@ def test_a_run_folder_records_its_provenance(tmp_path):
     assert record["folds"] == [0] and record["correction"] == "Holm"
     report = (folder / "report.md").read_text(encoding="utf-8")
     assert all(line in report for line in record["best_first"])
+    assert len(record["paired"]) == 3 and record["paired"][2] in report  # one pair, on NDCG@5
+    assert record["paired"][2].split("|")[3].strip() == record["best_first"][0].split()[-1]
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
                           text=True, check=False)
     if head.returncode == 0 and (ROOT / ".git").exists():
         assert record["commit"] == head.stdout.strip()
+
+
+def test_a_record_keeps_the_pair_tests_of_its_headline_metric_and_the_targets(tmp_path):
+    report = ("## Best first by ndcg@5\n\n| method | ndcg@5 |\n|---|---|\n| a | 0.5 |\n\n"
+              "## Paired ttest of every pair of methods (per-object values)\n\n"
+              "| method_a | method_b | metric | mean_difference | p_holm |\n|---|---|---|---|---|\n"
+              "| a | b | map | 0.1111 | 1e-3 |\n| a | b | ndcg@5 | 0.2222 | 1e-4 |\n"
+              "| a | b | ndcg@50 | 0.3333 | 1e-2 |\n\n"
+              "## Notes\n\n| a | b | ndcg@5 | 0.4444 | 1 |\n")
+    assert paired_rows(report, "ndcg@5") == [
+        "| method_a | method_b | metric | mean_difference | p_holm |", "|---|---|---|---|---|",
+        "| a | b | ndcg@5 | 0.2222 | 1e-4 |"]
+    assert paired_rows("## Best first by ndcg@5\n", "ndcg@5") == []
+    (tmp_path / "targets.csv").write_text(
+        "method,baseline,metric,value,p_value,p_holm\nh,mp,mrr@10,0.123456,0.0001,0.0004\n",
+        encoding="utf-8")
+    assert targets_rows(tmp_path / "targets.csv")[2] == (
+        "| h | mp | mrr@10 | 0.1235 | 1.00e-04 | 4.00e-04 |")
 
 
 def test_a_folder_without_provenance_is_refused_by_name(tmp_path):

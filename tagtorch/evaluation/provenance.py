@@ -4,10 +4,11 @@ Every run of :func:`tagtorch.train.run_task` writes ``provenance.json`` beside `
 the command line, the git commit of the tagtorch checkout (and whether it had uncommitted
 changes), the versions and the start time (:func:`run_provenance`). :func:`headline_record`
 reads a finished run folder back into one small record (command, commit, data, seeds or folds,
-the paired test and its correction, the report's best-first table and the tables of every
-metric's means) that ``benchmarks/provenance.py`` keeps under ``docs/runs/`` and renders into
-``docs/provenance.md`` (:func:`provenance_markdown`, then the script's count of the docs
-paragraphs traced to a record): the records the README's headline numbers are traced to.
+the paired test and its correction, the report's best-first table, the tables of every
+metric's means, the every-pair tests on the headline metric and ``targets.csv``'s tests) that
+``benchmarks/provenance.py`` keeps under ``docs/runs/`` and renders into ``docs/provenance.md``
+(:func:`provenance_markdown`, then the script's count of the docs paragraphs traced to a
+record): the records the README's headline numbers are traced to.
 """
 
 from __future__ import annotations
@@ -21,15 +22,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import yaml
 
 from tagtorch.errors import UnreadableFileError
-from tagtorch.evaluation.report import headline_section
+from tagtorch.evaluation.report import headline_section, markdown_table
 from tagtorch.storage import read_json
 from tagtorch.version import __version__
 
-__all__ = ["PROVENANCE_FILE", "command_line", "headline_record", "provenance_markdown",
-           "run_provenance"]
+__all__ = ["PROVENANCE_FILE", "command_line", "headline_metric", "headline_record",
+           "paired_rows", "provenance_markdown", "run_provenance", "targets_rows"]
 
 PROVENANCE_FILE = "provenance.json"
 """The file of :func:`run_provenance` in a run folder."""
@@ -84,9 +86,11 @@ def headline_record(folder: str | Path, provenance: dict[str, Any] | None = None
                     ) -> dict[str, Any]:
     """A finished run folder as one record: its provenance, setting and report tables.
 
-    The tables: the best-first table (``best_first``) and the tables of every metric's means
+    The tables: the best-first table (``best_first``), the tables of every metric's means
     that follow it up to the report's next section (``metrics``: their rows and ``###``
-    headings; empty when the report has none).
+    headings; empty when the report has none), the paired tests of every pair of methods on
+    the best-first table's metric (``paired``, :func:`paired_rows`) and, when the run wrote
+    ``targets.csv``, its tests (``targets``, :func:`targets_rows`).
 
     Args:
         folder: the run folder.
@@ -109,6 +113,9 @@ def headline_record(folder: str | Path, provenance: dict[str, Any] | None = None
         raise UnreadableFileError(f"{folder / 'report.md'}: no best-first table")
     after = report[report.index(table) + len(table):].split("\n## ", 1)[0]
     metrics = [line for line in after.splitlines() if line.startswith(("|", "### "))]
+    extra = {"paired": paired_rows(report, headline_metric(table.splitlines()))}
+    if (folder / "targets.csv").is_file():
+        extra["targets"] = targets_rows(folder / "targets.csv")
     task = config.get("task", {})
     repeats = ({"seeds": task["seeds"]} if "seeds" in task
                else {"folds": task.get("folds") or f"all {task.get('n_folds', '')}".strip()})
@@ -117,7 +124,31 @@ def headline_record(folder: str | Path, provenance: dict[str, Any] | None = None
             "split": {k: task[k] for k in ("p", "split", "query", "aggregate", "n_folds")
                       if k in task},
             "test": significance.get("test", "ttest"), "correction": "Holm",
-            "best_first": table.splitlines(), "metrics": metrics}
+            "best_first": table.splitlines(), "metrics": metrics, **extra}
+
+
+def paired_rows(report: str, metric: str) -> list[str]:
+    """The rows of the report's every-pair test table on ``metric``.
+
+    The header and rule come first; empty when the report has no such table.
+    """
+    start = report.find("\n## Paired ")
+    if start < 0:
+        return []
+    section = report[start + 1:].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("|")]
+    return rows[:2] + [row for row in rows[2:] if row.split("|")[3].strip() == metric]
+
+
+def targets_rows(path: Path) -> list[str]:
+    """``targets.csv`` (a method against named baselines) as a table, figures to 4 decimals."""
+    try:
+        tests = pd.read_csv(path)
+    except (OSError, ValueError) as error:
+        raise UnreadableFileError(f"{path}: {error}") from error
+    tests = tests.assign(**{c: tests[c].map(lambda p: f"{p:.2e}")
+                            for c in ("p_value", "p_holm") if c in tests})
+    return markdown_table(tests.round(4)).splitlines()
 
 
 def provenance_markdown(records: dict[str, dict[str, Any]]) -> str:
@@ -145,8 +176,21 @@ def provenance_markdown(records: dict[str, dict[str, Any]]) -> str:
                   f"{record['correction']}-corrected", "",
                   *(f"**{line[3:]}**" if line.startswith("## ") else line
                     for line in record["best_first"]), "",
-                  *_metric_lines(record.get("metrics", []))]
+                  *_metric_lines(record.get("metrics", [])),
+                  *_titled("Paired tests on " + headline_metric(record["best_first"]),
+                           record.get("paired", [])),
+                  *_titled("Targets (targets.csv)", record.get("targets", []))]
     return "\n".join(lines)
+
+
+def headline_metric(best_first: list[str]) -> str:
+    """The metric a best-first table sorts by (its heading: ``## Best first by METRIC``)."""
+    return best_first[0].split(" by ")[-1].strip()
+
+
+def _titled(title: str, rows: list[str]) -> list[str]:
+    """A bold title, then the table ``rows`` (nothing when a table has no rows past its rule)."""
+    return [f"**{title}**", "", *rows, ""] if len(rows) > 2 else []
 
 
 def _metric_lines(rows: list[str]) -> list[str]:

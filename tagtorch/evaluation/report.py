@@ -271,7 +271,7 @@ def headline_table(summary: pd.DataFrame, per_object: pd.DataFrame | None, metri
     return [f"{HEADLINE}{metric}", "",
             f"Paired {test} of each method against the best ({best}) on the per-query values"
             + (" (each query's mean over the folds)" if average_folds else "")
-            + ", Holm-corrected over these comparisons.", "", _markdown_table(table)]
+            + ", Holm-corrected over these comparisons.", "", markdown_table(table)]
 
 
 def headline_section(report: str) -> str:
@@ -314,7 +314,7 @@ def paired_test_table(per_object: pd.DataFrame, method: TestMethod, settings: Si
             if method == "randomization" else str(method))
     return [f"## Paired {name} of every pair of methods ({pairs}; p_holm: Holm-corrected over "
             "the pairs of each metric; d_z: mean difference / its standard deviation)", "",
-            _markdown_table(tests.round(4))]
+            markdown_table(tests.round(4))]
 
 
 def is_timing_metric(metric: str) -> bool:
@@ -339,7 +339,7 @@ def summary_table(summary: pd.DataFrame) -> str:
         cell=[interval_cell(m, c) for m, c in zip(summary["mean"], summary["ci"], strict=True)]
     ).pivot(index="method", columns="metric", values="cell")
     table = table.loc[list(dict.fromkeys(summary["method"])), metrics].fillna("–")  # not measured
-    return _markdown_table(table.reset_index())
+    return markdown_table(table.reset_index())
 
 
 WIDEST_TABLE = 8
@@ -386,10 +386,10 @@ def _coverage_table(results: pd.DataFrame) -> str:
             share = group[metric]
             row[label] = f"{(share * objects).mean():.0f} ({100 * share.mean():.1f}%)"
         rows.append(row)
-    return _markdown_table(pd.DataFrame(rows))
+    return markdown_table(pd.DataFrame(rows))
 
 
-def _markdown_table(frame: pd.DataFrame) -> str:
+def markdown_table(frame: pd.DataFrame) -> str:
     """Renders a frame as a GitHub markdown table (no extra dependency)."""
     header = "| " + " | ".join(str(c) for c in frame.columns) + " |"
     rule = "|" + "|".join("---" for _ in frame.columns) + "|"
