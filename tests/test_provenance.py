@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 import tagtorch as tt
 from tagtorch.evaluation.provenance import (
@@ -91,6 +92,7 @@ def test_a_run_folder_records_its_provenance(tmp_path):
     written = json.loads((folder / PROVENANCE_FILE).read_text(encoding="utf-8"))
     assert record["command"] == written["command"] == API_COMMAND
     assert record["folds"] == [0] and record["correction"] == "Holm"
+    assert record["threads"] == torch.get_num_threads()  # the last digits depend on it
     report = (folder / "report.md").read_text(encoding="utf-8")
     assert all(line in report for line in record["best_first"])
     assert len(record["paired"]) == 3 and record["paired"][2] in report  # one pair, on NDCG@5

@@ -2,7 +2,8 @@
 
 Every run of :func:`tagtorch.train.run_task` writes ``provenance.json`` beside ``config.yaml``:
 the command line, the git commit of the tagtorch checkout (and whether it had uncommitted
-changes), the versions and the start time (:func:`run_provenance`). :func:`headline_record`
+changes), the versions, torch's thread count (a neural ranker's float sums, and so its last
+digits, depend on it) and the start time (:func:`run_provenance`). :func:`headline_record`
 reads a finished run folder back into one small record (command, commit, data, seeds or folds,
 the paired test and its correction, the report's best-first table, the tables of every
 metric's means, the every-pair tests on the headline metric and ``targets.csv``'s tests) that
@@ -65,7 +66,7 @@ def run_provenance(command: str) -> dict[str, Any]:
         "commit": _git("rev-parse", "HEAD"),
         "uncommitted_changes": None if status is None else bool(status),
         "tagtorch": __version__, "python": platform.python_version(),
-        "torch": torch.__version__,
+        "torch": torch.__version__, "threads": torch.get_num_threads(),
         "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }
 
@@ -168,9 +169,10 @@ def provenance_markdown(records: dict[str, dict[str, Any]]) -> str:
             dirty += " (command and commit given by hand: the run predates provenance.json)"
         command = " ".join(w for w in record["command"].split()
                            if not w.startswith("hydra.run.dir="))  # where, not what
+        threads = f", {record['threads']} torch threads" if "threads" in record else ""
         lines += [f"## {name}", "", f"- command: `{command}`",
-                  f"- commit: `{commit}`{dirty}; tagtorch {record['tagtorch']}, started "
-                  f"{record['started']}",
+                  f"- commit: `{commit}`{dirty}; tagtorch {record['tagtorch']}{threads}, "
+                  f"started {record['started']}",
                   f"- data: `{record['data']}`, {json.dumps(record['split'])}, {repeats}",
                   f"- test: paired {record['test']} over the per-query values, "
                   f"{record['correction']}-corrected", "",
