@@ -71,7 +71,8 @@ def traced_blocks(text: str, records: dict[str, dict[str, Any]]
         if not figures:
             continue
         tables = "\n".join(line for name in names if name in records
-                           for part in ("best_first", "metrics", "paired", "targets")
+                           for part in ("best_first", "metrics", "paired", "targets",
+                                        "per_fold", "chosen")
                            for line in records[name].get(part, []))
         missing = [f for f in figures if not names or f not in tables]
         out.append((" ".join(block.split()[:8]), names, missing))

@@ -15,8 +15,10 @@ import torch
 import tagtorch as tt
 from tagtorch.evaluation.provenance import (
     PROVENANCE_FILE,
+    chosen_rows,
     headline_record,
     paired_rows,
+    per_fold_rows,
     provenance_markdown,
     targets_rows,
 )
@@ -119,6 +121,23 @@ def test_a_record_keeps_the_pair_tests_of_its_headline_metric_and_the_targets(tm
         encoding="utf-8")
     assert targets_rows(tmp_path / "targets.csv")[2] == (
         "| h | mp | mrr@10 | 0.1235 | 1.00e-04 | 4.00e-04 |")
+
+
+def test_a_record_keeps_each_folds_headline_figure_and_the_chosen_settings(tmp_path):
+    (tmp_path / "results.csv").write_text(
+        "method,fold,metric,value\nrf,0,ndcg@5,0.41234\nrf,1,ndcg@5,0.5\nrf,0,map,0.9\n"
+        "sum,0,ndcg@5,0.3\nsum,1,ndcg@5,0.29996\n", encoding="utf-8")
+    assert per_fold_rows(tmp_path / "results.csv", "ndcg@5") == [
+        "| method | fold 0 | fold 1 |", "|---|---|---|", "| rf | 0.4123 | 0.5 |",
+        "| sum | 0.3 | 0.3 |"]
+    assert per_fold_rows(tmp_path / "results.csv", "p@5") == []
+    assert per_fold_rows(tmp_path / "absent.csv", "ndcg@5") == []
+    (tmp_path / "tuning.csv").write_text(
+        'method,seed,setting,val_dcg@10,chosen\nea,0,"{""rank"": 8}",0.15881,False\n'
+        'ea,0,"{""rank"": 16}",0.16119,True\n', encoding="utf-8")
+    assert chosen_rows(tmp_path / "tuning.csv") == [
+        "| method | seed | setting | val_dcg@10 |", "|---|---|---|---|",
+        '| ea | 0 | {"rank": 16} | 0.1612 |']
 
 
 def test_a_folder_without_provenance_is_refused_by_name(tmp_path):

@@ -6,7 +6,8 @@ changes), the versions, torch's thread count (a neural ranker's float sums, and 
 digits, depend on it) and the start time (:func:`run_provenance`). :func:`headline_record`
 reads a finished run folder back into one small record (command, commit, data, seeds or folds,
 the paired test and its correction, the report's best-first table, the tables of every
-metric's means, the every-pair tests on the headline metric and ``targets.csv``'s tests) that
+metric's means, the every-pair tests and each fold's value of the headline metric,
+``targets.csv``'s tests and the settings chosen on validation) that
 ``benchmarks/provenance.py`` keeps under ``docs/runs/`` and renders into ``docs/provenance.md``
 (:func:`provenance_markdown`, then the script's count of the docs paragraphs traced to a
 record): the records the README's headline numbers are traced to.
@@ -31,8 +32,9 @@ from tagtorch.evaluation.report import headline_section, markdown_table
 from tagtorch.storage import read_json
 from tagtorch.version import __version__
 
-__all__ = ["PROVENANCE_FILE", "command_line", "headline_metric", "headline_record",
-           "paired_rows", "provenance_markdown", "run_provenance", "targets_rows"]
+__all__ = ["PROVENANCE_FILE", "chosen_rows", "command_line", "headline_metric",
+           "headline_record", "paired_rows", "per_fold_rows", "provenance_markdown",
+           "run_provenance", "targets_rows"]
 
 PROVENANCE_FILE = "provenance.json"
 """The file of :func:`run_provenance` in a run folder."""
@@ -90,8 +92,10 @@ def headline_record(folder: str | Path, provenance: dict[str, Any] | None = None
     The tables: the best-first table (``best_first``), the tables of every metric's means
     that follow it up to the report's next section (``metrics``: their rows and ``###``
     headings; empty when the report has none), the paired tests of every pair of methods on
-    the best-first table's metric (``paired``, :func:`paired_rows`) and, when the run wrote
-    ``targets.csv``, its tests (``targets``, :func:`targets_rows`).
+    the best-first table's metric (``paired``, :func:`paired_rows`), that metric in each fold or
+    seed (``per_fold``, :func:`per_fold_rows`) and, when the run wrote them, ``targets.csv``'s
+    tests (``targets``, :func:`targets_rows`) and the settings ``tuning.csv`` marks chosen
+    (``chosen``, :func:`chosen_rows`).
 
     Args:
         folder: the run folder.
@@ -114,9 +118,13 @@ def headline_record(folder: str | Path, provenance: dict[str, Any] | None = None
         raise UnreadableFileError(f"{folder / 'report.md'}: no best-first table")
     after = report[report.index(table) + len(table):].split("\n## ", 1)[0]
     metrics = [line for line in after.splitlines() if line.startswith(("|", "### "))]
-    extra = {"paired": paired_rows(report, headline_metric(table.splitlines()))}
-    if (folder / "targets.csv").is_file():
-        extra["targets"] = targets_rows(folder / "targets.csv")
+    metric = headline_metric(table.splitlines())
+    extra = {"paired": paired_rows(report, metric),
+             "per_fold": per_fold_rows(folder / "results.csv", metric)}
+    for part, name, rows_of in (("targets", "targets.csv", targets_rows),
+                                ("chosen", "tuning.csv", chosen_rows)):
+        if (folder / name).is_file():
+            extra[part] = rows_of(folder / name)
     task = config.get("task", {})
     repeats = ({"seeds": task["seeds"]} if "seeds" in task
                else {"folds": task.get("folds") or f"all {task.get('n_folds', '')}".strip()})
@@ -141,12 +149,39 @@ def paired_rows(report: str, metric: str) -> list[str]:
     return rows[:2] + [row for row in rows[2:] if row.split("|")[3].strip() == metric]
 
 
-def targets_rows(path: Path) -> list[str]:
-    """``targets.csv`` (a method against named baselines) as a table, figures to 4 decimals."""
+def _csv(path: Path) -> pd.DataFrame:
     try:
-        tests = pd.read_csv(path)
+        return pd.read_csv(path)
     except (OSError, ValueError) as error:
         raise UnreadableFileError(f"{path}: {error}") from error
+
+
+def per_fold_rows(path: Path, metric: str) -> list[str]:
+    """``metric`` of every method in each fold or seed of ``results.csv``, to 4 decimals.
+
+    A method per row, a fold or seed per column; empty without the file or the metric.
+    """
+    if not path.is_file():
+        return []
+    results = _csv(path)
+    results = results[results["metric"] == metric]
+    if results.empty:
+        return []
+    table = results.pivot_table(index="method", columns="fold", values="value", sort=False)
+    table.columns = [f"fold {c}" for c in table.columns]
+    return markdown_table(table.round(4).reset_index()).splitlines()
+
+
+def chosen_rows(path: Path) -> list[str]:
+    """The settings ``tuning.csv`` marks chosen, with their validation figures (4 decimals)."""
+    tuning = _csv(path)
+    chosen = tuning[tuning["chosen"].astype(str) == "True"].drop(columns="chosen")
+    return markdown_table(chosen.round(4)).splitlines()
+
+
+def targets_rows(path: Path) -> list[str]:
+    """``targets.csv`` (a method against named baselines) as a table, figures to 4 decimals."""
+    tests = _csv(path)
     tests = tests.assign(**{c: tests[c].map(lambda p: f"{p:.2e}")
                             for c in ("p_value", "p_holm") if c in tests})
     return markdown_table(tests.round(4)).splitlines()
@@ -181,7 +216,11 @@ def provenance_markdown(records: dict[str, dict[str, Any]]) -> str:
                   *_metric_lines(record.get("metrics", [])),
                   *_titled("Paired tests on " + headline_metric(record["best_first"]),
                            record.get("paired", [])),
-                  *_titled("Targets (targets.csv)", record.get("targets", []))]
+                  *_titled("Targets (targets.csv)", record.get("targets", [])),
+                  *_titled(f"Each fold or seed: {headline_metric(record['best_first'])}",
+                           record.get("per_fold", [])),
+                  *_titled("Settings chosen on validation (tuning.csv)",
+                           record.get("chosen", []))]
     return "\n".join(lines)
 
 
