@@ -164,6 +164,8 @@ def per_fold_rows(path: Path, metric: str) -> list[str]:
     if not path.is_file():
         return []
     results = _csv(path)
+    if not {"method", "fold", "metric", "value"} <= set(results.columns):
+        return []
     results = results[results["metric"] == metric]
     if results.empty:
         return []
@@ -175,6 +177,8 @@ def per_fold_rows(path: Path, metric: str) -> list[str]:
 def chosen_rows(path: Path) -> list[str]:
     """The settings ``tuning.csv`` marks chosen, with their validation figures (4 decimals)."""
     tuning = _csv(path)
+    if "chosen" not in tuning:
+        return []
     chosen = tuning[tuning["chosen"].astype(str) == "True"].drop(columns="chosen")
     return markdown_table(chosen.round(4)).splitlines()
 
@@ -214,7 +218,7 @@ def provenance_markdown(records: dict[str, dict[str, Any]]) -> str:
                   *(f"**{line[3:]}**" if line.startswith("## ") else line
                     for line in record["best_first"]), "",
                   *_metric_lines(record.get("metrics", [])),
-                  *_titled("Paired tests on " + headline_metric(record["best_first"]),
+                  *_titled(f"Paired tests on {headline_metric(record['best_first'])}",
                            record.get("paired", [])),
                   *_titled("Targets (targets.csv)", record.get("targets", [])),
                   *_titled(f"Each fold or seed: {headline_metric(record['best_first'])}",
