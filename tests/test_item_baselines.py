@@ -505,3 +505,28 @@ def test_a_model_refused_before_allocating_leaves_the_run_and_the_others_go_on(t
     assert "`itemknn`: ItemKNN needs about" in result.report
     with pytest.raises(TooLargeError, match="EASE needs about"):
         run_task(compose([*base, "model=[ease_tags]"], tmp_path / "none"))
+
+
+def test_an_ensemble_takes_the_runs_do_rank_plus_despite_its_checkpoint_folder(tmp_path,
+                                                                             monkeypatch):
+    """The item task gives its Do-Rank+ a checkpoint folder; the ensemble's member had none,
+    and the settings compared unequal, so every seed refitted Do-Rank+'s grid (the
+    dorank_movielens_usertag run's log). Where a training keeps its state is not a setting."""
+    from tagtorch.api import compose
+    from tagtorch.itemrec.dorank_plus import DoRankPlus
+    from tagtorch.train import run_task
+
+    fits = []
+    fit = DoRankPlus.fit
+    monkeypatch.setattr(DoRankPlus, "fit", lambda self, data: fits.append(
+        self.init_args["checkpoint_dir"]) or fit(self, data))
+    grid = "{rank:[4],regularization:[0.001,0.003]}"
+    run_task(compose(["task=itemrec", "text=none", "data.n_objects=200", "task.p=2",
+                      "task.seeds=[0]", "task.trec=false", "trainer.max_epochs=1",
+                      f"paths.checkpoint_dir={tmp_path / 'checkpoints'}",
+                      "model=[dorank_plus,dorank_ensemble]", f"+task.tune.dorank_plus={grid}",
+                      "model.dorank_plus.batch_size=32", "model.dorank_plus.optimizer.lr=0.001",
+                      "model.dorank_plus.user_aggregate=profile",  # the member's settings
+                      f"model.dorank_ensemble.member_grids.dorank_plus={grid}"],
+                     tmp_path / "run"))
+    assert len(fits) == 2 and all(fits)  # the run's grid, with its checkpoint folders, once

@@ -104,12 +104,16 @@ def standardized(scores: Tensor, mask: Tensor | None = None) -> Tensor:
 def _same_settings(a: ItemRanker, b: ItemRanker) -> bool:
     """Whether two models have the same class and settings.
 
-    Their configs are compared as JSON, objects such as a trainer factory by their repr.
+    Their configs are compared as JSON, objects such as a trainer factory by their repr;
+    ``checkpoint_dir`` says where a training keeps its state, not what it fits, and does not
+    count (the item task gives its own fits one: the run's Do-Rank+ was refitted before).
     """
     if not isinstance(a, SignatureSettings) or not isinstance(b, SignatureSettings):
         return False
-    return json.dumps(a.config(), sort_keys=True, default=repr) == json.dumps(
-        b.config(), sort_keys=True, default=repr)
+    a_config, b_config = ({k: v for k, v in model.config().items() if k != "checkpoint_dir"}
+                          for model in (a, b))
+    return json.dumps(a_config, sort_keys=True, default=repr) == json.dumps(
+        b_config, sort_keys=True, default=repr)
 
 
 def _points(grid: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
