@@ -64,8 +64,9 @@ def _reference(tmp_path, monkeypatch, timings_of: dict[str, list[float]]) -> Non
 
 
 def test_a_tag_recommendation_run_estimates_its_folds(tmp_path, monkeypatch, caplog):
-    """The folds task: (fold, method) fits, the reference's seconds scaled by tag assignments;
-    a method the reference lacks is counted apart; a second run reads this run's records."""
+    """The folds task: (fold, method) fits and each fold's candidate set, the reference's
+    seconds scaled by tag assignments; a method or set the reference lacks is counted apart; a
+    second run reads this run's records."""
     _reference(tmp_path, monkeypatch, {
         "TagRecommendationTask|tagtorch.rankers.latre.LatreWTS": [1000, 4.0]})
     caplog.set_level(logging.INFO, logger="tagtorch.evaluation.timings")
@@ -75,15 +76,15 @@ def test_a_tag_recommendation_run_estimates_its_folds(tmp_path, monkeypatch, cap
     size = instantiate(cfg.text).apply(instantiate(cfg.data)).n_assignments  # stemmed tags
     run_task(cfg)
     expected = 2 * 4.0 * size / 1000
-    assert announced(caplog) == (
-        f"4 fits to run; about {expected / 60:.1f} min (2 from the reference machine's timings "
-        f"(2 cores); scaled to {size:,} tag assignments); 2 never timed")
+    assert announced(caplog) == (  # 2 folds x (2 methods + the paper's candidate set)
+        f"6 fits to run; about {expected / 60:.1f} min (2 from the reference machine's timings "
+        f"(2 cores); scaled to {size:,} tag assignments); 4 never timed")
     rows = [json.loads(line) for line in (tmp_path / "empty.jsonl").read_text().splitlines()]
-    assert len(rows) == 4 and len({r["key"] for r in rows}) == 2
+    assert len(rows) == 6 and len({r["key"] for r in rows}) == 3
     caplog.clear()
     run_task(compose(run, tmp_path / "second"))
-    assert announced(caplog).startswith("4 fits to run; about ") and \
-        "(4 timed before on this machine;" in announced(caplog)
+    assert announced(caplog).startswith("6 fits to run; about ") and \
+        "(6 timed before on this machine;" in announced(caplog)
 
 
 def test_a_letor_run_estimates_by_training_documents(tmp_path, monkeypatch, caplog):

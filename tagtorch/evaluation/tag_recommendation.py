@@ -108,6 +108,13 @@ _TunedSet = tuple[CandidateGenerator, CandidateCache | None, CandidateSet, pd.Da
 """A candidate set chosen on V: its generator, cache, V candidates and the tuning rows."""
 
 
+_Timing = tuple[TimingLog, Mapping[str, str], int]
+"""This machine's timing records, the timing key of each method (and ``SET_KEY + set``), the
+data's size (:mod:`~tagtorch.evaluation.timings`)."""
+SET_KEY = "candidates:"
+"""Prefixes a candidate set's name among the timing keys (a method may share a set's name)."""
+
+
 @dataclass(frozen=True)
 class _PreparedFold:
     """A fold with its fitted candidate generator and the candidate sets of V and T."""
@@ -320,12 +327,16 @@ class TagRecommendationProtocol(SignatureSettings):
         done: dict[tuple[int, str], MethodOutcome] = {}
         if pieces is not None and self.resume:
             done = pieces.read_all([fold.fold for fold in folds], list(rankers))
-        run_method = self._method_runner(folksonomy, [
-            (fold.fold, name) for fold in folds for name in rankers
-            if (fold.fold, name) not in done], ranker_configs or {}, method_features)
         # every (fold, candidate set) with a method still to run on it
         todo = [(fold, used) for fold in folds for used in preparers
                 if any((fold.fold, name) not in done for name in rankers if uses[name] == used)]
+        run_method, set_timing = self._method_runner(folksonomy, [
+            (fold.fold, name) for fold in folds for name in rankers
+            if (fold.fold, name) not in done], ranker_configs or {}, method_features,
+            [used for _, used in todo], set_configs)
+        if set_timing is not None:
+            preparers = {used: partial(prepare, timing=set_timing)
+                         for used, prepare in preparers.items()}
         done.update(self._run_all(todo, preparers, rankers, uses, done, run_method, pieces))
         for fold in folds:
             outcome = MethodOutcome.merge([done[fold.fold, name] for name in rankers])
@@ -419,14 +430,17 @@ class TagRecommendationProtocol(SignatureSettings):
         parallel: Parallel | None = None,
         name: str = DEFAULT_SET,
         tune_with: Callable[..., _TunedSet] | None = None,
+        timing: _Timing | None = None,
     ) -> _PreparedFold:
         """Mines D and builds the candidate sets of V and T (of V's two parts) for one fold.
 
         ``candidates`` is the unfitted generator (an unfitted copy is fitted); ``parallel``
         runs the candidate tasks when ``task_objects`` is set (None: one call);
         ``name`` is the candidate set's name in the log and the result; ``tune_with`` chooses
-        the set's settings on this fold's V when ``tune_candidates`` names it.
+        the set's settings on this fold's V when ``tune_candidates`` names it; with ``timing``,
+        its seconds are recorded.
         """
+        began = time.perf_counter()
         tuning = None
         if name in self.tune_candidates and tune_with is not None:
             generator, cache, val, tuning = tune_with(fold, terms, name=name, parallel=parallel)
@@ -449,6 +463,9 @@ class TagRecommendationProtocol(SignatureSettings):
         log.info("fold %d, %s: D=%d V=%d T=%d objects, %.1f candidates per T object, "
                  "candidate recall %.3f", fold.fold, name, len(fold.train_objects), len(val),
                  len(test), shared["candidates_per_object"], shared["candidate_recall"])
+        if timing is not None:
+            timing[0].record(timing[1][f"{SET_KEY}{name}"], timing[2],
+                             time.perf_counter() - began)
         return _PreparedFold(fold, generator, val, test, shared, name, tuning)
 
     def fold_candidates(self, folksonomy: Folksonomy, candidates: CandidateGenerator,
@@ -563,16 +580,19 @@ class TagRecommendationProtocol(SignatureSettings):
                 for name, config in (ranker_configs or {}).items()}
 
     def _method_runner(self, folksonomy: Folksonomy, pending: Sequence[tuple[int, str]],
-                       configs: Mapping[str, Any], features: Mapping[str, Any]
-                       ) -> Callable[..., MethodOutcome]:
+                       configs: Mapping[str, Any], features: Mapping[str, Any],
+                       sets: Sequence[str], set_configs: Mapping[str, Any]
+                       ) -> tuple[Callable[..., MethodOutcome], _Timing | None]:
         """:meth:`_run_method` for this run, once the estimate of its fits is logged.
 
-        ``pending``: the (fold, method) fits still to run. A method's timing key is its config,
+        ``pending``: the (fold, method) fits still to run; ``sets``: the candidate set of each
+        (fold, set) still to prepare (its generator fitted on D, its grid tried, V's and T's
+        candidates made), counted as fits of the set. A method's timing key is its config,
         candidate features, grid and protocol (not the data: :mod:`~tagtorch.evaluation.timings`);
-        its reference key, its model class. Fits are timed only when they run one after another
-        in this process (in parallel they share the cores, and a cluster's workers write
-        elsewhere). The estimate counts fits and their grids, not candidate generation or the
-        report's online timing.
+        its reference key, its model class; a set's, its generator's config and grid. Fits are
+        timed only when they run one after another in this process (in parallel they share the
+        cores, and a cluster's workers write elsewhere): then the timing of the sets'
+        preparation is returned too. The report's online timing is not counted.
         """
         task = type(self).__name__
         protocol = [*self._split_settings(), self.ks, self.metrics, self.online_objects,
@@ -580,20 +600,25 @@ class TagRecommendationProtocol(SignatureSettings):
         keys = {name: timing_key(task, [configs.get(name, name), features.get(name)],
                                  self.tune.get(name), protocol)
                 for name in dict.fromkeys(name for _, name in pending)}
+        keys.update({f"{SET_KEY}{used}": timing_key(task, ["candidates", set_configs[used]],
+                                                    self.tune_candidates.get(used), protocol)
+                     for used in sets})
         timings = TimingLog.default()
-        announce(timings, [(keys[name], reference_key(task, configs.get(name)),
-                            len(grid_points(self.tune.get(name) or {})))
-                           for _, name in pending], folksonomy)
+        announce(timings, [*((keys[name], reference_key(task, configs.get(name)),
+                              len(grid_points(self.tune.get(name) or {})))
+                             for _, name in pending),
+                           *((keys[f"{SET_KEY}{used}"], reference_key(task, set_configs[used]),
+                              len(grid_points(self.tune_candidates.get(used) or {})))
+                             for used in sets)], folksonomy)
         serial = self.n_jobs == 1 and self.backend == "processes"
+        timing = (timings, keys, data_size(folksonomy)[0]) if serial else None
         return partial(self._run_method, checkpoints=self.checkpoint_dir / folksonomy.name
-                       if self.checkpoint_dir else None, configs=configs,
-                       timing=(timings, keys, data_size(folksonomy)[0]) if serial else None)
+                       if self.checkpoint_dir else None, configs=configs, timing=timing), timing
 
     def _run_method(self, ready: _PreparedFold, name: str, make: Callable[[], Ranker],
                     checkpoints: Path | None = None, pieces: RunPieces | None = None,
                     configs: Mapping[str, Any] | None = None,
-                    timing: tuple[TimingLog, Mapping[str, str], int] | None = None
-                    ) -> MethodOutcome:
+                    timing: _Timing | None = None) -> MethodOutcome:
         """One ranker's fit on a fold's V and its evaluation on T (kept in ``pieces``).
 
         A method with a ``tune`` grid has its settings chosen on this fold's V first; with
