@@ -220,3 +220,25 @@ def test_the_chart_shows_the_deepest_ndcg(tmp_path):
     write_run(tmp_path / "run", results, per_object, title="t")
     assert (tmp_path / "run" / "ndcg@10.png").is_file()
     assert not (tmp_path / "run" / "ndcg@1.png").exists()
+
+
+def test_a_merged_run_records_its_provenance_and_each_runs(tmp_path, monkeypatch):
+    """The merge writes provenance.json: its own command and, per run, that run's (a run older
+    than the file by its folder), so that benchmarks/provenance.py can record a merged run."""
+    import json
+
+    from tagtorch.evaluation.provenance import headline_record
+
+    config = {"data": {"_target_": "tagtorch.data.synthetic.generate"}, "task": {"folds": [0, 1]}}
+    fake_run(tmp_path / "a", ["base"], [0, 1], seed=0, config=config)
+    fake_run(tmp_path / "b", ["gp"], [0, 1], seed=1, config=config)
+    (tmp_path / "a" / "provenance.json").write_text(json.dumps(
+        {"command": "python -m tagtorch.train model=[base]", "commit": "abc"}))
+    monkeypatch.chdir(tmp_path)
+    main(["m", "a", "b", "--methods", "gp", "base"])
+    written = json.loads((tmp_path / "m" / "provenance.json").read_text())
+    assert written["command"] == "python -m tagtorch.evaluation.runs m a b --methods gp base"
+    assert [run.get("commit") for run in written["merged_from"]] == ["abc", None]
+    assert written["merged_from"][1]["folder"] == str((tmp_path / "b").resolve())
+    record = headline_record(tmp_path / "m")
+    assert record["merged_from"] == written["merged_from"] and record["best_first"]

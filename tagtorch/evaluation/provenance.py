@@ -206,12 +206,13 @@ def provenance_markdown(records: dict[str, dict[str, Any]]) -> str:
         dirty = " (with uncommitted changes)" if record.get("uncommitted_changes") else ""
         if record.get("given_by_hand"):
             dirty += " (command and commit given by hand: the run predates provenance.json)"
-        command = " ".join(w for w in record["command"].split()
-                           if not w.startswith("hydra.run.dir="))  # where, not what
         threads = f", {record['threads']} torch threads" if "threads" in record else ""
-        lines += [f"## {name}", "", f"- command: `{command}`",
+        lines += [f"## {name}", "", f"- command: `{_where_left_out(record['command'])}`",
                   f"- commit: `{commit}`{dirty}; tagtorch {record['tagtorch']}{threads}, "
                   f"started {record['started']}",
+                  *(f"- merged from: commit `{str(run.get('commit') or 'not recorded')[:12]}`, "
+                    f"`{_where_left_out(run.get('command') or run['folder'])}`"
+                    for run in record.get("merged_from", [])),
                   f"- data: `{record['data']}`, {json.dumps(record['split'])}, {repeats}",
                   f"- test: paired {record['test']} over the per-query values, "
                   f"{record['correction']}-corrected", "",
@@ -226,6 +227,11 @@ def provenance_markdown(records: dict[str, dict[str, Any]]) -> str:
                   *_titled("Settings chosen on validation (tuning.csv)",
                            record.get("chosen", []))]
     return "\n".join(lines)
+
+
+def _where_left_out(command: str) -> str:
+    """A recorded command without its ``hydra.run.dir=`` (where a run went, not what it ran)."""
+    return " ".join(w for w in command.split() if not w.startswith("hydra.run.dir="))
 
 
 def headline_metric(best_first: list[str]) -> str:

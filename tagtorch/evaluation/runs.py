@@ -38,6 +38,7 @@ import gzip
 import json
 import logging
 import re
+import shlex
 import shutil
 import sys
 import zlib
@@ -55,12 +56,14 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from tagtorch.cache import code_fingerprint
+from tagtorch.errors import UnreadableFileError
 from tagtorch.evaluation.plots import plot_comparison
+from tagtorch.evaluation.provenance import PROVENANCE_FILE, run_provenance
 from tagtorch.evaluation.report import Significance, markdown_report
 from tagtorch.evaluation.trec import run_file_names
 from tagtorch.evaluation.tuning import with_settings
 from tagtorch.settings import ModelTask, SignatureSettings
-from tagtorch.storage import atomic_write
+from tagtorch.storage import atomic_write, read_json
 
 __all__ = ["EvaluationResult", "GivenObjects", "MethodOutcome", "MetricLogger", "RunPieces",
            "Task", "merge_runs", "methods_of", "write_run"]
@@ -584,7 +587,8 @@ def _merge_trec(runs: Sequence[Path], run_methods: Sequence[list[str]],
 
 
 def merge_runs(runs: Sequence[str | Path], output_dir: str | Path,
-               title: str | None = None, methods: Sequence[str] | None = None) -> str:
+               title: str | None = None, methods: Sequence[str] | None = None,
+               command: str | None = None) -> str:
     """Joins evaluation runs over different folds or methods into one run folder.
 
     Args:
@@ -594,6 +598,8 @@ def merge_runs(runs: Sequence[str | Path], output_dir: str | Path,
         title: the report's title; default: the first run's, with "(merged from N runs)".
         methods: keep only these methods, in this order (the first is the baseline of the
             report); default: all, in first-seen order.
+        command: how the merge was started, for its ``provenance.json`` (which also lists
+            each run's own, ``merged_from``); default: this call.
 
     Returns:
         The merged markdown report (also written to ``output_dir/report.md``).
@@ -640,8 +646,22 @@ def merge_runs(runs: Sequence[str | Path], output_dir: str | Path,
     config = {**configs[folders[0]], "merged_from": [str(run.resolve()) for run in folders]}
     with atomic_write(out / "config.yaml") as partial:
         partial.write_text(yaml.safe_dump(config, sort_keys=False))
+    provenance = {**run_provenance(command or f"merge_runs({[str(r) for r in folders]}, "
+                                                f"{str(out)!r}, methods={methods!r})"),
+                  "merged_from": [_run_provenance_of(run) for run in folders]}
+    with atomic_write(out / PROVENANCE_FILE) as partial:
+        partial.write_text(json.dumps(provenance, indent=1))
     return write_run(out, merged[0], merged[1], title, qrels=qrels, runs=run_files,
                      notes=run_notes(folders))
+
+
+def _run_provenance_of(run: Path) -> dict[str, Any]:
+    """A merged run's ``provenance.json`` (its folder only, for a run older than that file)."""
+    try:
+        return {"folder": str(run.resolve()),
+                **read_json(run / PROVENANCE_FILE, keys=["command", "commit"])}
+    except UnreadableFileError:
+        return {"folder": str(run.resolve())}
 
 
 def _merged_title(runs: Sequence[Path]) -> str:
@@ -676,7 +696,10 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="keep only these methods, in this order (the first is the baseline)")
     args = parser.parse_args(argv)
     try:
-        report = merge_runs(args.runs, args.output, title=args.title, methods=args.methods)
+        report = merge_runs(args.runs, args.output, title=args.title, methods=args.methods,
+                            command=" ".join(["python -m tagtorch.evaluation.runs",
+                                              *map(shlex.quote, sys.argv[1:] if argv is None
+                                                   else argv)]))
     except (ValueError, FileNotFoundError, PermissionError) as error:
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
