@@ -68,17 +68,20 @@ def test_a_tag_recommendation_run_estimates_its_folds(tmp_path, monkeypatch, cap
     seconds scaled by tag assignments; a method or set the reference lacks is counted apart; a
     second run reads this run's records."""
     _reference(tmp_path, monkeypatch, {
-        "TagRecommendationTask|tagtorch.rankers.latre.LatreWTS": [1000, 4.0]})
+        "TagRecommendationTask|tagtorch.rankers.latre.LatreWTS": [1000, 4.0],
+        "TagRecommendationTask|tagtorch.candidates.latre.LatreCandidates": [1000, 2.0],
+        # another set: the same generator class with tag neighbours, not this run's
+        "TagRecommendationTask|tagtorch.candidates.latre.LatreCandidates+neighbours": [1, 1e6]})
     caplog.set_level(logging.INFO, logger="tagtorch.evaluation.timings")
     run = ["task=tagrec", "data.n_objects=200", "task.folds=[0,1]", "model=[latre_wts,sum]",
            "task.trec=false", "logger=none"]
     cfg = compose(run, tmp_path / "first")
     size = instantiate(cfg.text).apply(instantiate(cfg.data)).n_assignments  # stemmed tags
     run_task(cfg)
-    expected = 2 * 4.0 * size / 1000
+    expected = 2 * 4.0 * size / 1000 + 2 * 2.0 * size / 1000
     assert announced(caplog) == (  # 2 folds x (2 methods + the paper's candidate set)
-        f"6 fits to run; about {expected / 60:.1f} min (2 from the reference machine's timings "
-        f"(2 cores); scaled to {size:,} tag assignments); 4 never timed")
+        f"6 fits to run; about {expected / 60:.1f} min (4 from the reference machine's timings "
+        f"(2 cores); scaled to {size:,} tag assignments); 2 never timed")
     rows = [json.loads(line) for line in (tmp_path / "empty.jsonl").read_text().splitlines()]
     assert len(rows) == 6 and len({r["key"] for r in rows}) == 3
     caplog.clear()
@@ -111,6 +114,10 @@ def test_the_shipped_reference_covers_the_cards_models_and_every_task():
         assert f"TagRecommendationTask|tagtorch.rankers.{model}" in table
         if "trees" in model:
             assert f"LetorTask|tagtorch.rankers.{model}" in table
+    generator = "TagRecommendationTask|tagtorch.candidates.latre.LatreCandidates"
+    for sources in ("", "+diversity+distances", "+neighbours+embeddings",  # the experiments' sets
+                    "+neighbours+profile_neighbours+embeddings", "+topics+neighbours+embeddings"):
+        assert generator + sources in table
 
 
 def test_the_estimate_scales_the_nearest_size_and_skips_what_is_not_a_record(tmp_path):

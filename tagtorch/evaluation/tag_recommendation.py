@@ -113,6 +113,10 @@ _Timing = tuple[TimingLog, Mapping[str, str], int]
 data's size (:mod:`~tagtorch.evaluation.timings`)."""
 SET_KEY = "candidates:"
 """Prefixes a candidate set's name among the timing keys (a method may share a set's name)."""
+SET_SOURCES = ("topics", "neighbours", "profile_neighbours", "embeddings", "diversity",
+               "distances")
+"""A candidate generator's settings that add a source or a stage: a set's reference timing is
+keyed by its class and those it has on (:func:`~tagtorch.evaluation.timings.reference_key`)."""
 
 
 @dataclass(frozen=True)
@@ -607,7 +611,8 @@ class TagRecommendationProtocol(SignatureSettings):
         announce(timings, [*((keys[name], reference_key(task, configs.get(name)),
                               len(grid_points(self.tune.get(name) or {})))
                              for _, name in pending),
-                           *((keys[f"{SET_KEY}{used}"], reference_key(task, set_configs[used]),
+                           *((keys[f"{SET_KEY}{used}"],
+                              reference_key(task, set_configs[used], SET_SOURCES),
                               len(grid_points(self.tune_candidates.get(used) or {})))
                              for used in sets)], folksonomy)
         serial = self.n_jobs == 1 and self.backend == "processes"

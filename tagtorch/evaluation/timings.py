@@ -48,7 +48,8 @@ MAX_BYTES = 16 << 20
 
 
 REFERENCE_FILE = Path(__file__).with_name("reference_timings.json")
-"""``{"machine": ..., "timings": {"TASK|MODEL_CLASS": [size, seconds of one fit]}}``."""
+"""``{"machine": ..., "timings": {"TASK|MODEL_CLASS": [size, seconds of one fit]}}`` (a candidate
+set's class is followed by its sources: :func:`reference_key`)."""
 
 
 def reference_estimate(targets: Sequence[tuple[str, int]], size: int,
@@ -79,16 +80,24 @@ def reference_estimate(targets: Sequence[tuple[str, int]], size: int,
     return total, unknown
 
 
-def reference_key(task: str, config: Any) -> str:
+def reference_key(task: str, config: Any, parts: Sequence[str] = ()) -> str:
     """The ``"TASK|MODEL_CLASS"`` of a method of ``task`` in the reference timings.
+
+    ``parts``: settings of ``config`` that change the cost beyond its class (a candidate set's
+    sources); each one set is appended as ``+NAME``.
 
     Example:
         >>> reference_key("LetorTask", {"_target_": "tagtorch.rankers.trees.LambdaMART"})
         'LetorTask|tagtorch.rankers.trees.LambdaMART'
+        >>> reference_key("T", {"_target_": "a.Gen", "topics": {"k": 2}, "embeddings": None},
+        ...               parts=("topics", "embeddings"))
+        'T|a.Gen+topics'
     """
     target = config.get("_target_") if isinstance(config, Mapping) else None
     kind = type(config)
-    return f"{task}|{target or kind.__module__ + '.' + kind.__name__}"
+    extra = "".join(f"+{name}" for name in parts
+                    if isinstance(config, Mapping) and config.get(name))
+    return f"{task}|{target or kind.__module__ + '.' + kind.__name__}{extra}"
 
 
 def data_size(data: Folksonomy | LetorData) -> tuple[int, str]:
