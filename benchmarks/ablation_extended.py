@@ -1,165 +1,208 @@
 """Ablation of the extended candidate set: each source and feature group removed in turn.
 
-For HetRec Last.fm or MovieLens (``$TAGTORCH_DATA_DIR``), with the settings of
-``+experiment=extended_lastfm`` / ``extended_movielens`` (its ``candidate_sets.extended`` and
-its ranker, by default ``lambdamart_extended``), on the chosen folds of the D/V/T protocol: the
-ranker learns on V and is evaluated on T, once with everything, then
+For an extended-set experiment (``+experiment=extended_lastfm`` or ``extended_movielens``, on
+HetRec data under ``$TAGTORCH_DATA_DIR``), on the chosen folds of the D/V/T protocol: the set's
+settings are chosen on each fold's own V as the experiment chooses them (``task.tune_candidates``,
+by candidate recall), the experiment's ranker (by default ``lambdamart_extended``) learns on V and
+is evaluated on T, once with everything (``full``), then
 
-- without one **source** (its candidates and its features; the generator is fitted again):
-  rule consequents (``max_rule_candidates=0``: the rules still give every candidate its rule
-  features), text terms, tag neighbours, listener neighbours, tag embeddings, LDA topics (each
-  where the experiment's set has it);
+- without one **source** (its candidates and its features; the generator is fitted again with
+  the fold's chosen settings less that source): rule consequents (``max_rule_candidates=0``: the
+  rules still give every candidate its rule features), text terms, tag neighbours, listener
+  neighbours, tag embeddings, LDA topics (each where the fold's set has it);
 - without one **feature group** (same candidates, the features left out of V and T): Table I's
   13, the sources' scores (``knn``, ``knn_profile``, ``emb``, ``p_lda``), their reciprocal ranks
   (``rr_*``), agreement and fusion (``agreement``, ``rrf``), and every feature of ours at once.
 
-Prints NDCG@5 and candidate recall (mean ± 95% CI over folds) and the difference to the full
-set with a paired t test over T's objects (all folds), as a markdown table; ``--out`` also
-writes it (with a CSV beside it), after each fold with the folds done so far.
+Each variant is a method of one run folder (``--out``), written as ``python -m tagtorch.train``
+writes its own (:func:`tagtorch.evaluation.runs.write_run`: ``results.csv``, the per-object
+values, ``report.md`` with the variants best first by NDCG@5 and paired t tests over T's objects
+of every pair, Holm-corrected) with ``config.yaml`` and ``provenance.json``, after each fold with
+the folds done so far; ``python benchmarks/provenance.py NAME=FOLDER`` records it.
 
-Usage::
+Usage (the folds: the experiment's, or ``'task.folds=[0,1]'``)::
 
-    TAGTORCH_DATA_DIR=/path/to/data python benchmarks/ablation_extended.py --dataset lastfm
+    TAGTORCH_DATA_DIR=/path/to/data python benchmarks/ablation_extended.py \\
+        --experiment extended_lastfm --out outputs/ablation_lastfm
 """
 
 from __future__ import annotations
 
 import argparse
-import os
+import shlex
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 SOURCES = {  # removed source -> the generator settings that remove it
-    "rule consequents": {"max_rule_candidates": 0},
-    "text terms": {"text_candidates": False},
-    "tag neighbours": {"neighbours": None},
-    "listener neighbours": {"profile_neighbours": None},
-    "tag embeddings": {"embeddings": None},
-    "LDA topics": {"topics": None},
+    "no_rule_consequents": {"max_rule_candidates": 0},
+    "no_text_terms": {"text_candidates": False},
+    "no_tag_neighbours": {"neighbours": None},
+    "no_listener_neighbours": {"profile_neighbours": None},
+    "no_tag_embeddings": {"embeddings": None},
+    "no_lda_topics": {"topics": None},
 }
-
-
 SOURCE_SCORES = ("knn", "knn_profile", "emb", "p_lda")  # the sources' own scores
+FULL = "full"
 
 
 def feature_groups(names: tuple[str, ...]) -> dict[str, list[str]]:
-    """Removed feature group -> the features it holds among ``names``."""
+    """Variant name -> the features it leaves out, among ``names`` (empty groups dropped)."""
     from tagtorch.candidates.latre import FEATURE_NAMES
 
-    scores = [n for n in SOURCE_SCORES if n in names]
     groups = {
-        "Table I features (13)": list(FEATURE_NAMES),
-        f"source scores ({', '.join(scores)})": scores,
-        "source ranks (rr_*)": [n for n in names if n.startswith("rr_")],
-        "agreement and fusion": [n for n in ("agreement", "rrf") if n in names],
-        "all features of ours": [n for n in names if n not in FEATURE_NAMES],
+        "no_table1_features": list(FEATURE_NAMES),
+        "no_source_scores": [n for n in SOURCE_SCORES if n in names],
+        "no_source_ranks": [n for n in names if n.startswith("rr_")],
+        "no_agreement_fusion": [n for n in ("agreement", "rrf") if n in names],
+        "no_features_of_ours": [n for n in names if n not in FEATURE_NAMES],
     }
     return {name: group for name, group in groups.items() if group}
 
 
-def compose(dataset: str) -> Any:
+def compose(experiment: str, overrides: list[str], out: Path) -> Any:
     """The experiment's configuration, composed as ``python -m tagtorch.train`` does."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
+    from tagtorch.api import compose as compose_config
 
-    conf = Path(__file__).resolve().parents[1] / "tagtorch" / "conf"
-    with initialize_config_dir(version_base="1.3", config_dir=str(conf)):
-        return hydra_compose("train", overrides=[
-            f"+experiment=extended_{dataset}", "logger=none", "paths.output_dir=outputs/ablation"])
+    return compose_config([f"+experiment={experiment}", "logger=none",
+                           f"paths.output_dir={out}", *overrides])
 
 
-def write_table(rows: list[dict[str, Any]], dataset: str, method: str,
-                out: str | None) -> str:
-    """The markdown table of the folds done so far (written to ``out`` and a CSV beside it)."""
-    import numpy as np
-    import pandas as pd
+def ablated_sources(cfg: Any, set_name: str) -> dict[str, dict[str, Any]]:
+    """The sources of :data:`SOURCES` that the set has, or that its grid can choose."""
+    from omegaconf import OmegaConf
 
-    from tagtorch.evaluation.report import interval_cell
-    from tagtorch.evaluation.stats import confidence_interval, paired_test
+    base = OmegaConf.to_container(cfg.candidate_sets[set_name], resolve=True)
+    grid = OmegaConf.to_container(cfg.task.tune_candidates, resolve=True).get(set_name) or {}
 
-    frame = pd.DataFrame(rows)
-    folds = sorted(frame.fold.unique().tolist())
-    full_ndcg = np.concatenate(list(frame[frame.variant == "full extended set"].ndcg))
-    table = []
-    for name, part in frame.groupby("variant", sort=False):
-        ndcg = np.concatenate(list(part.ndcg))
-        mean, half = confidence_interval([float(x.mean()) for x in part.ndcg])
-        recall, recall_half = confidence_interval(part.recall.to_numpy())
-        test = paired_test(ndcg, full_ndcg) if name != "full extended set" else None
-        table.append({
-            "removed": name, "features": int(part.features.iloc[0]),
-            "NDCG@5": interval_cell(mean, half),
-            "vs full": "" if test is None else f"{test.mean_difference:+.4f}",
-            "p (paired t)": "" if test is None else f"{test.p_value:.1e}",
-            "recall": interval_cell(recall, recall_half)})
-    markdown = pd.DataFrame(table).to_markdown(index=False)
-    title = (f"{dataset}, {method}, folds {folds}: NDCG@5 and candidate recall "
-             f"(mean ± 95% CI over folds); vs full: paired over T's objects")
-    if out:
-        Path(out).parent.mkdir(parents=True, exist_ok=True)
-        Path(out).write_text(f"{title}\n\n{markdown}\n")
-        pd.DataFrame(table).to_csv(Path(out).with_suffix(".csv"), index=False)
-    return f"{title}\n\n{markdown}"
+    def possible(key: str) -> bool:
+        values = grid[key] if isinstance(grid.get(key), list) else [grid.get(key)]
+        return base.get(key) not in (None, False, 0) or any(v not in (None, False, 0)
+                                                             for v in values)
+
+    return {name: change for name, change in SOURCES.items() if any(map(possible, change))}
 
 
-def main() -> None:
+def fold_variants(task: Any, folksonomy: Any, cfg: Any, set_name: str, fold: int
+                  ) -> dict[str, tuple[Any, Any]]:
+    """Variant name -> its (V, T) candidate sets on one fold (a source that the fold's chosen
+    settings leave out: the full sets, the same objects)."""
+    from hydra.utils import instantiate
+
+    from tagtorch.data.terms import TermIndex
+
+    generator = instantiate(cfg.candidate_sets[set_name])
+    val, test, fitted = task.fold_candidates(folksonomy, generator, fold, name=set_name)
+    variants = {FULL: (val, test)}
+    for name, group in feature_groups(val.feature_names).items():
+        variants[name] = (val.without_features(group), test.without_features(group))
+    chosen = fitted.settings()
+    split = task.splits(folksonomy)[fold]
+    terms = TermIndex.from_folksonomy(folksonomy)
+    for name, change in ablated_sources(cfg, set_name).items():
+        if all(chosen.get(key) in (None, False, 0) for key in change):
+            variants[name] = variants[FULL]  # not in this fold's set: nothing to remove
+            continue
+        without = fitted.unfitted(**change).fit(split.train_objects, split.train_tags, terms)
+        variants[name] = (without(split.val), without(split.test))
+    return variants
+
+
+def evaluate(task: Any, ranker_config: dict[str, Any], val: Any, test: Any
+             ) -> tuple[Any, dict[str, Any], dict[str, float]]:
+    """The ranker learns on ``val`` and is scored on ``test``: T's objects, their metric values
+    and the set's candidate recall and size."""
+    import torch
+    from hydra.utils import instantiate
+
+    from tagtorch.metrics.functional import ranking_metrics
+
+    ranker = instantiate(ranker_config).fit(val, None)
+    with torch.no_grad():
+        scores = torch.cat([ranker.score(batch).float() for batch in test.batches(4096)])
+    values = ranking_metrics(scores, test.labels, test.mask, n_relevant=test.n_relevant,
+                             ks=task.ks, metrics=task.metrics)
+    extra = {"candidate_recall": float(test.labels.sum() / test.n_relevant.sum()),
+             "candidates_per_object": float(test.mask.sum() / max(len(test), 1))}
+    return test.objects.numpy(), values, extra
+
+
+def fold_note(fold: int, variants: dict[str, tuple[Any, Any]]) -> str:
+    """The report's note on one fold: each variant's feature count, and the sources that the
+    fold's chosen set did not have (those variants are the full set)."""
+    features = ", ".join(f"{name} {len(val.feature_names)}"
+                         for name, (val, _) in variants.items())
+    same = [name for name, sets in variants.items()
+            if name != FULL and sets is variants[FULL]]
+    return (f"Fold {fold}: features {features}."
+            + (f" Equal to {FULL} (the fold's set has no such source): {', '.join(same)}."
+               if same else ""))
+
+
+def start_run(cfg: Any, out: Path, argv: list[str]) -> None:
+    """The run folder's ``config.yaml`` and ``provenance.json``, as the train command writes."""
+    from omegaconf import OmegaConf
+
+    from tagtorch.evaluation.provenance import PROVENANCE_FILE, run_provenance
+    from tagtorch.storage import atomic_write, write_json
+
+    out.mkdir(parents=True, exist_ok=True)
+    with atomic_write(out / "config.yaml") as partial:
+        OmegaConf.save(cfg, partial, resolve=True)
+    command = " ".join(["python benchmarks/ablation_extended.py", *map(shlex.quote, argv)])
+    write_json(run_provenance(command), out / PROVENANCE_FILE)
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dataset", choices=["lastfm", "movielens"], default="lastfm")
-    parser.add_argument("--folds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    parser.add_argument("--experiment", default="extended_lastfm",
+                        choices=["extended_lastfm", "extended_movielens"])
     parser.add_argument("--method", default="lambdamart_extended",
                         help="the experiment's method (a ranker of the extended set)")
-    parser.add_argument("--out", default=None, help="write the table here (markdown)")
-    args = parser.parse_args()
-    if "TAGTORCH_DATA_DIR" not in os.environ:
-        sys.exit("set TAGTORCH_DATA_DIR to the folder holding the HetRec data")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="the run folder (default: outputs/ablation_EXPERIMENT)")
+    parser.add_argument("overrides", nargs="*",
+                        help="further Hydra overrides, e.g. 'task.folds=[0,1]'")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse(argv)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
-    import numpy as np
-    import torch
     from hydra.utils import instantiate
     from omegaconf import OmegaConf
 
-    from tagtorch.data.terms import TermIndex
-    from tagtorch.metrics.functional import ndcg_at_k
+    from tagtorch.evaluation.runs import MethodOutcome, write_run
 
-    cfg = compose(args.dataset)
-    settings = OmegaConf.to_container(cfg.candidate_sets.extended, resolve=True)
+    out = args.out or Path("outputs") / f"ablation_{args.experiment}"
+    cfg = compose(args.experiment, args.overrides, out)
+    set_name = cfg.method_candidates[args.method]
     ranker_config = OmegaConf.to_container(cfg.model[args.method], resolve=True)
+    task = instantiate(cfg.task)
     folksonomy = instantiate(cfg.text).apply(instantiate(cfg.data))
-    terms = TermIndex.from_folksonomy(folksonomy)
-    splits = instantiate(cfg.task).splits(folksonomy)
-    sources = {name: change for name, change in SOURCES.items()
-               if any(settings.get(key) not in (None, False, 0) for key in change)}
-
-    def evaluate(val: Any, test: Any) -> tuple[np.ndarray, float]:
-        ranker = instantiate(ranker_config).fit(val, None)
-        with torch.no_grad():
-            scores = torch.cat([ranker.score(batch).float() for batch in test.batches(4096)])
-        ndcg = ndcg_at_k(scores, test.labels, test.mask, 5, n_relevant=test.n_relevant)
-        return ndcg.numpy(), float(test.labels.sum() / test.n_relevant.sum())
-
-    rows: list[dict[str, Any]] = []
-    for f in args.folds:
-        fold = splits[f]
-        start = time.perf_counter()
-        full = instantiate(settings).fit(fold.train_objects, fold.train_tags, terms)
-        val, test = full(fold.val), full(fold.test)
-        variants = {"full extended set": (val, test)}
-        for group, names in feature_groups(val.feature_names).items():
-            variants[f"- {group}"] = (val.without_features(names), test.without_features(names))
-        for name, change in sources.items():
-            generator = instantiate({**settings, **change}).fit(
-                fold.train_objects, fold.train_tags, terms)
-            variants[f"- {name}"] = (generator(fold.val), generator(fold.test))
-        for name, (v, t) in variants.items():
-            ndcg, recall = evaluate(v, t)
-            rows.append({"variant": name, "fold": f, "ndcg": ndcg, "recall": recall,
-                         "features": len(v.feature_names)})
-        print(f"fold {f}: {len(variants)} variants in {time.perf_counter() - start:.0f} s",
+    start_run(cfg, out, argv)
+    outcomes: list[Any] = []
+    notes: list[str] = []
+    for fold in task.folds:
+        began = time.perf_counter()
+        variants = fold_variants(task, folksonomy, cfg, set_name, fold)
+        done: dict[int, Any] = {}  # a variant equal to another is evaluated once
+        for name, (val, test) in variants.items():
+            if id(val) not in done:
+                done[id(val)] = evaluate(task, ranker_config, val, test)
+            evaluated = done[id(val)]
+            outcomes.append(MethodOutcome.from_values(name, fold, evaluated[0], evaluated[1],
+                                                      extra=evaluated[2]))
+        notes.append(fold_note(fold, variants))
+        results, per_object = MethodOutcome.merge(outcomes).frames()
+        report = write_run(out, results, per_object, plot_metric=f"ndcg@{task.ks[0]}",
+                           title=f"Ablation of {set_name} ({args.method}), {folksonomy.name}",
+                           notes=notes)
+        print(f"fold {fold}: {len(variants)} variants in {time.perf_counter() - began:.0f} s",
               flush=True)
-        write_table(rows, args.dataset, args.method, args.out)  # the folds done so far
-    print(f"\n{write_table(rows, args.dataset, args.method, args.out)}")
+    print(report.split("\n## ", 2)[1] if "\n## " in report else report)
 
 
 if __name__ == "__main__":

@@ -116,7 +116,7 @@ def _write_letor_fold(folk: Folksonomy, out: Path, name: str, fold: int,
 
     cfg = compose(["task=tagrec", *overrides])
     protocol = instantiate(cfg.task)
-    val, test = protocol.fold_candidates(folk, instantiate(cfg.candidates), fold)
+    val, test, _ = protocol.fold_candidates(folk, instantiate(cfg.candidates), fold)
     out.mkdir(parents=True, exist_ok=True)
     return [write_letor(val, out / f"{name}_fold{fold}_train.txt"),
             write_letor(test, out / f"{name}_fold{fold}_test.txt")]

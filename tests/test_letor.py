@@ -122,7 +122,7 @@ def test_the_export_command_writes_the_folds_candidate_sets(tmp_path):
     train = read_letor(tmp_path / "synthetic_fold1_train.txt")
     test = read_letor(tmp_path / "synthetic_fold1_test.txt")
     cfg = compose(["task=tagrec"])
-    val, expected_test = instantiate(cfg.task).fold_candidates(
+    val, expected_test, _ = instantiate(cfg.task).fold_candidates(
         load("synthetic", n_objects=200), instantiate(cfg.candidates), 1)
     for got, want in ((train, val), (test, expected_test)):
         assert got.feature_names == want.feature_names and len(got.feature_names) == 13

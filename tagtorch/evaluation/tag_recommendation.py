@@ -37,7 +37,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar, NamedTuple, cast
 
 import numpy as np
 import pandas as pd
@@ -117,6 +117,14 @@ SET_SOURCES = ("topics", "neighbours", "profile_neighbours", "embeddings", "dive
                "distances")
 """A candidate generator's settings that add a source or a stage: a set's reference timing is
 keyed by its class and those it has on (:func:`~tagtorch.evaluation.timings.reference_key`)."""
+
+
+class FoldCandidates(NamedTuple):
+    """One fold's candidate sets (:meth:`TagRecommendationProtocol.fold_candidates`)."""
+
+    val: CandidateSet  # what the rankers learn on (V)
+    test: CandidateSet  # what they are evaluated on (T)
+    generator: CandidateGenerator  # the generator fitted on the fold's D that made them
 
 
 @dataclass(frozen=True)
@@ -473,17 +481,24 @@ class TagRecommendationProtocol(SignatureSettings):
         return _PreparedFold(fold, generator, val, test, shared, name, tuning)
 
     def fold_candidates(self, folksonomy: Folksonomy, candidates: CandidateGenerator,
-                        fold: int) -> tuple[CandidateSet, CandidateSet]:
+                        fold: int, name: str | None = None) -> FoldCandidates:
         """The candidate sets a fold's rankers learn on (V) and are tested on (T).
 
-        As :meth:`evaluate` builds them (``candidates`` unfitted, fitted on the fold's D; no
-        cache), for other tools (:mod:`tagtorch.candidates.letor`).
+        As :meth:`evaluate` builds them, for other tools (:mod:`tagtorch.candidates.letor`,
+        ``benchmarks/ablation_extended.py``): ``candidates`` unfitted, fitted on the fold's D.
+        With ``name``, a candidate set that ``tune_candidates`` names gets the settings of the
+        best candidate recall on the fold's V (the task's candidate cache holds the grid's
+        sets); with None (or a name without a grid) ``candidates`` keeps its own settings and
+        nothing is cached.
         """
         if fold not in range(len(self.splits(folksonomy))):
             raise ValueError(f"fold must be in 0..{len(self.splits(folksonomy)) - 1}, got {fold}")
+        tune_with = None if name is None else partial(
+            self._tune_candidates, folksonomy=folksonomy, generator=candidates)
         ready = self._prepare_fold(self.splits(folksonomy)[fold],
-                                   TermIndex.from_folksonomy(folksonomy), candidates, None)
-        return ready.val, ready.test
+                                   TermIndex.from_folksonomy(folksonomy), candidates, None,
+                                   name=name or DEFAULT_SET, tune_with=tune_with)
+        return FoldCandidates(ready.val, ready.test, ready.generator)
 
     def _split_val(self, val: CandidateSet, fold: int) -> tuple[CandidateSet, CandidateSet]:
         """V's two seeded parts: what is learned on, and the held-out ``tune_fraction``."""
