@@ -112,10 +112,11 @@ def fold_variants(task: Any, folksonomy: Any, cfg: Any, set_name: str, fold: int
 def evaluate(task: Any, ranker_config: dict[str, Any], val: Any, test: Any
              ) -> tuple[Any, dict[str, Any], dict[str, float]]:
     """The ranker learns on ``val`` and is scored on ``test``: T's objects, their metric values
-    and the set's candidate recall and size."""
+    and the set's figures (candidate recall, size and coverage)."""
     import torch
     from hydra.utils import instantiate
 
+    from tagtorch.evaluation.tag_recommendation import candidate_figures
     from tagtorch.metrics.functional import ranking_metrics
 
     ranker = instantiate(ranker_config).fit(val, None)
@@ -123,9 +124,7 @@ def evaluate(task: Any, ranker_config: dict[str, Any], val: Any, test: Any
         scores = torch.cat([ranker.score(batch).float() for batch in test.batches(4096)])
     values = ranking_metrics(scores, test.labels, test.mask, n_relevant=test.n_relevant,
                              ks=task.ks, metrics=task.metrics)
-    extra = {"candidate_recall": float(test.labels.sum() / test.n_relevant.sum()),
-             "candidates_per_object": float(test.mask.sum() / max(len(test), 1))}
-    return test.objects.numpy(), values, extra
+    return test.objects.numpy(), values, candidate_figures(test)
 
 
 def fold_note(fold: int, variants: dict[str, tuple[Any, Any]]) -> str:

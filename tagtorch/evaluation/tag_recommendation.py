@@ -469,9 +469,7 @@ class TagRecommendationProtocol(SignatureSettings):
         # read from the cache: nothing was timed, so no batched stage time is reported
         shared = {f"ms_{stage}": 1000 * seconds / max(len(test), 1)
                   for stage, seconds in spent.items() if seconds > 0}
-        shared["candidate_recall"] = float(test.labels.sum() / test.n_relevant.sum())
-        shared["candidates_per_object"] = float(test.mask.sum() / max(len(test), 1))
-        shared.update(candidate_coverage(test))
+        shared.update(candidate_figures(test))
         log.info("fold %d, %s: D=%d V=%d T=%d objects, %.1f candidates per T object, "
                  "candidate recall %.3f", fold.fold, name, len(fold.train_objects), len(val),
                  len(test), shared["candidates_per_object"], shared["candidate_recall"])
@@ -818,6 +816,17 @@ def _run_lines(test: CandidateSet, scores: torch.Tensor, run_name: str) -> list[
     """
     return scored_lines(test.objects.cpu().numpy(), scores, test.mask, run_name,
                         test.tags.shape[1], documents=test.tags)
+
+
+def candidate_figures(test: CandidateSet) -> dict[str, float]:
+    """The figures that every method on a candidate set reports.
+
+    ``candidate_recall`` (the share of gold tags among the candidates),
+    ``candidates_per_object`` and :func:`candidate_coverage`'s.
+    """
+    return {"candidate_recall": float(test.labels.sum() / test.n_relevant.sum()),
+            "candidates_per_object": float(test.mask.sum() / max(len(test), 1)),
+            **candidate_coverage(test)}
 
 
 def candidate_coverage(test: CandidateSet) -> dict[str, float]:
