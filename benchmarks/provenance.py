@@ -72,7 +72,7 @@ def traced_blocks(text: str, records: dict[str, dict[str, Any]]
             continue
         tables = "\n".join(line for name in names if name in records
                            for part in ("best_first", "metrics", "paired", "targets",
-                                        "per_fold", "chosen")
+                                        "per_fold", "chosen", "curves")
                            for line in records[name].get(part, []))
         missing = [f for f in figures if not names or f not in tables]
         out.append((" ".join(block.split()[:8]), names, missing))

@@ -7,7 +7,8 @@ digits, depend on it) and the start time (:func:`run_provenance`). :func:`headli
 reads a finished run folder back into one small record (command, commit, data, seeds or folds,
 the paired test and its correction, the report's best-first table, the tables of every
 metric's means, the every-pair tests and each fold's value of the headline metric,
-``targets.csv``'s tests and the settings chosen on validation) that
+``targets.csv``'s tests, the settings chosen on validation and the learning curves' first and
+best epochs) that
 ``benchmarks/provenance.py`` keeps under ``docs/runs/`` and renders into ``docs/provenance.md``
 (:func:`provenance_markdown`, then the script's count of the docs paragraphs traced to a
 record): the records the README's headline numbers are traced to.
@@ -32,7 +33,7 @@ from tagtorch.evaluation.report import headline_section, markdown_table
 from tagtorch.storage import read_json
 from tagtorch.version import __version__
 
-__all__ = ["PROVENANCE_FILE", "chosen_rows", "command_line", "headline_metric",
+__all__ = ["PROVENANCE_FILE", "chosen_rows", "command_line", "curve_rows", "headline_metric",
            "headline_record", "paired_rows", "per_fold_rows", "provenance_markdown",
            "run_provenance", "targets_rows"]
 
@@ -94,8 +95,9 @@ def headline_record(folder: str | Path, provenance: dict[str, Any] | None = None
     headings; empty when the report has none), the paired tests of every pair of methods on
     the best-first table's metric (``paired``, :func:`paired_rows`), that metric in each fold or
     seed (``per_fold``, :func:`per_fold_rows`) and, when the run wrote them, ``targets.csv``'s
-    tests (``targets``, :func:`targets_rows`) and the settings ``tuning.csv`` marks chosen
-    (``chosen``, :func:`chosen_rows`).
+    tests (``targets``, :func:`targets_rows`), the settings ``tuning.csv`` marks chosen
+    (``chosen``, :func:`chosen_rows`) and the first and best epochs of ``curves.csv``'s
+    learning curves (``curves``, :func:`curve_rows`).
 
     Args:
         folder: the run folder.
@@ -122,7 +124,8 @@ def headline_record(folder: str | Path, provenance: dict[str, Any] | None = None
     extra = {"paired": paired_rows(report, metric),
              "per_fold": per_fold_rows(folder / "results.csv", metric)}
     for part, name, rows_of in (("targets", "targets.csv", targets_rows),
-                                ("chosen", "tuning.csv", chosen_rows)):
+                                ("chosen", "tuning.csv", chosen_rows),
+                                ("curves", "curves.csv", curve_rows)):
         if (folder / name).is_file():
             extra[part] = rows_of(folder / name)
     task = config.get("task", {})
@@ -183,6 +186,33 @@ def chosen_rows(path: Path) -> list[str]:
     return markdown_table(chosen.round(4)).splitlines()
 
 
+def curve_rows(path: Path) -> list[str]:
+    """Each learning curve of ``curves.csv`` at its first and its best validation epoch.
+
+    A (method, seed) per row: the validation DCG@10 and, where the curve has it, the training
+    DCG@10 at the first epoch recorded (epoch 0, before any step, for a model that records it)
+    and at the epoch of the highest validation DCG@10 (the first such epoch, the one early
+    stopping keeps), and the last epoch run; 4 decimals. Empty when the file lacks the columns
+    ``method``, ``seed``, ``epoch`` and ``val_dcg@10`` (a topic model's curves).
+    """
+    curves = _csv(path)
+    if not {"method", "seed", "epoch", "val_dcg@10"} <= set(curves.columns):
+        return []
+    columns = [c for c in ("val_dcg@10", "train_dcg@10") if c in curves]
+    rows = []
+    for (method, seed), curve in curves.groupby(["method", "seed"], sort=False):
+        curve = curve.sort_values("epoch")
+        best = curve.loc[curve["val_dcg@10"].idxmax()]
+        first = curve.iloc[0]
+        rows.append({"method": method, "seed": seed,
+                     "first epoch": int(first["epoch"]),
+                     **{f"{c} first": first[c] for c in columns},
+                     "best epoch": int(best["epoch"]),
+                     **{f"{c} best": best[c] for c in columns},
+                     "last epoch": int(curve["epoch"].max())})
+    return markdown_table(pd.DataFrame(rows).round(4)).splitlines()
+
+
 def targets_rows(path: Path) -> list[str]:
     """``targets.csv`` (a method against named baselines) as a table, figures to 4 decimals."""
     tests = _csv(path)
@@ -225,7 +255,9 @@ def provenance_markdown(records: dict[str, dict[str, Any]]) -> str:
                   *_titled(f"Each fold or seed: {headline_metric(record['best_first'])}",
                            record.get("per_fold", [])),
                   *_titled("Settings chosen on validation (tuning.csv)",
-                           record.get("chosen", []))]
+                           record.get("chosen", [])),
+                  *_titled("Learning curves at the first and the best validation epoch "
+                           "(curves.csv)", record.get("curves", []))]
     return "\n".join(lines)
 
 
