@@ -187,12 +187,12 @@ def chosen_rows(path: Path) -> list[str]:
 
 
 def curve_rows(path: Path) -> list[str]:
-    """Each learning curve of ``curves.csv`` at its first and its best validation epoch.
+    """Each learning curve of ``curves.csv`` at its first, best and last epoch.
 
     A (method, seed) per row: the validation DCG@10 and, where the curve has it, the training
-    DCG@10 at the first epoch recorded (epoch 0, before any step, for a model that records it)
-    and at the epoch of the highest validation DCG@10 (the first such epoch, the one early
-    stopping keeps), and the last epoch run; 4 decimals. Empty when the file lacks the columns
+    DCG@10 at the first epoch recorded (epoch 0, before any step, for a model that records it),
+    at the epoch of the highest validation DCG@10 (the first such epoch, the one early stopping
+    keeps) and at the last epoch run; 4 decimals. Empty when the file lacks the columns
     ``method``, ``seed``, ``epoch`` and ``val_dcg@10`` (a topic model's curves).
     """
     curves = _csv(path)
@@ -202,14 +202,13 @@ def curve_rows(path: Path) -> list[str]:
     rows = []
     for (method, seed), curve in curves.groupby(["method", "seed"], sort=False):
         curve = curve.sort_values("epoch")
-        best = curve.loc[curve["val_dcg@10"].idxmax()]
-        first = curve.iloc[0]
-        rows.append({"method": method, "seed": seed,
-                     "first epoch": int(first["epoch"]),
-                     **{f"{c} first": first[c] for c in columns},
-                     "best epoch": int(best["epoch"]),
-                     **{f"{c} best": best[c] for c in columns},
-                     "last epoch": int(curve["epoch"].max())})
+        row: dict[str, Any] = {"method": method, "seed": seed}
+        for name, epoch in (("first", curve.iloc[0]),
+                            ("best", curve.loc[curve["val_dcg@10"].idxmax()]),
+                            ("last", curve.iloc[-1])):
+            row |= {f"{name} epoch": int(epoch["epoch"]),
+                    **{f"{c} {name}": epoch[c] for c in columns}}
+        rows.append(row)
     return markdown_table(pd.DataFrame(rows).round(4)).splitlines()
 
 
@@ -256,7 +255,7 @@ def provenance_markdown(records: dict[str, dict[str, Any]]) -> str:
                            record.get("per_fold", [])),
                   *_titled("Settings chosen on validation (tuning.csv)",
                            record.get("chosen", [])),
-                  *_titled("Learning curves at the first and the best validation epoch "
+                  *_titled("Learning curves at the first, best (validation) and last epoch "
                            "(curves.csv)", record.get("curves", []))]
     return "\n".join(lines)
 
