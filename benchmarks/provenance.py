@@ -11,9 +11,9 @@ The docs pages with results (:data:`RESULT_PAGES`) are read too: each paragraph,
 table with a
 figure (a decimal of four digits) either links a record (``provenance.md#NAME``; a table also
 takes the links of the paragraph above it), and every figure of it is in the records it links,
-or is counted as not yet traced; the page ends with those counts and the untraced paragraphs'
-first words (what ``tests/test_provenance.py`` checks: a linked figure that its record lacks
-fails).
+or is counted as not traced; the page ends with those counts and the untraced paragraphs'
+first words (what ``tests/test_provenance.py`` checks: a paragraph with figures that links
+no record, or a linked figure that its record lacks, fails).
 
 A run made before ``provenance.json`` existed can be recorded with ``--given
 NAME=COMMIT`` and ``--given-command NAME=COMMAND``: the record then says the commit and command
@@ -83,9 +83,9 @@ def tracing_markdown(records: dict[str, dict[str, Any]]) -> list[str]:
     """The page's last section: per results page, its paragraphs with figures traced or not."""
     lines = ["## Figures on the docs pages", "",
              "Paragraphs and tables with figures on the results pages: those that link a record "
-             "above (every figure of them is in it: `tests/test_provenance.py`), and those not "
-             "yet traced (from runs whose folders predate these records).", "",
-             "| page | traced | not yet traced | first words of those not yet traced |",
+             "above (every figure of them is in it), and those not traced "
+             "(`tests/test_provenance.py` fails on one).", "",
+             "| page | traced | not traced | first words of those not traced |",
              "|---|---|---|---|"]
     for page in RESULT_PAGES:
         blocks = traced_blocks((ROOT / "docs" / page).read_text(encoding="utf-8"), records)
