@@ -145,7 +145,8 @@ def test_a_record_keeps_each_folds_headline_figure_and_the_chosen_settings(tmp_p
 def test_a_record_keeps_each_learning_curves_first_best_and_last_epoch(tmp_path):
     (tmp_path / "curves.csv").write_text(  # seed 1's rows out of order; a tie at its best
         "epoch,val_dcg@10,train_dcg@10,method,seed\n0,0.48412,2.2612,de,0\n1,0.4895,2.37251,de,0\n"
-        "2,0.47,2.5,de,0\n2,0.3,3.0,de,1\n0,0.5,2.0,de,1\n1,0.5,2.1,de,1\n", encoding="utf-8")
+        "2,0.47,2.5,de,0\n2,0.3,3.0,de,1\n0,0.5,2.0,de,1\n1,0.5,2.1,de,1\n3,,4.0,de,1\n",
+        encoding="utf-8")  # an epoch without validation is left out
     assert curve_rows(tmp_path / "curves.csv") == [
         "| method | seed | first epoch | val_dcg@10 first | train_dcg@10 first | best epoch "
         "| val_dcg@10 best | train_dcg@10 best | last epoch | val_dcg@10 last "

@@ -7,8 +7,8 @@ digits, depend on it) and the start time (:func:`run_provenance`). :func:`headli
 reads a finished run folder back into one small record (command, commit, data, seeds or folds,
 the paired test and its correction, the report's best-first table, the tables of every
 metric's means, the every-pair tests and each fold's value of the headline metric,
-``targets.csv``'s tests, the settings chosen on validation and the learning curves' first and
-best epochs) that
+``targets.csv``'s tests, the settings chosen on validation and the learning curves' first,
+best and last epochs) that
 ``benchmarks/provenance.py`` keeps under ``docs/runs/`` and renders into ``docs/provenance.md``
 (:func:`provenance_markdown`, then the script's count of the docs paragraphs traced to a
 record): the records the README's headline numbers are traced to.
@@ -96,7 +96,7 @@ def headline_record(folder: str | Path, provenance: dict[str, Any] | None = None
     the best-first table's metric (``paired``, :func:`paired_rows`), that metric in each fold or
     seed (``per_fold``, :func:`per_fold_rows`) and, when the run wrote them, ``targets.csv``'s
     tests (``targets``, :func:`targets_rows`), the settings ``tuning.csv`` marks chosen
-    (``chosen``, :func:`chosen_rows`) and the first and best epochs of ``curves.csv``'s
+    (``chosen``, :func:`chosen_rows`) and the first, best and last epochs of ``curves.csv``'s
     learning curves (``curves``, :func:`curve_rows`).
 
     Args:
@@ -192,12 +192,14 @@ def curve_rows(path: Path) -> list[str]:
     A (method, seed) per row: the validation DCG@10 and, where the curve has it, the training
     DCG@10 at the first epoch recorded (epoch 0, before any step, for a model that records it),
     at the epoch of the highest validation DCG@10 (the first such epoch, the one early stopping
-    keeps) and at the last epoch run; 4 decimals. Empty when the file lacks the columns
-    ``method``, ``seed``, ``epoch`` and ``val_dcg@10`` (a topic model's curves).
+    keeps) and at the last epoch run; 4 decimals (epochs without a validation DCG@10 left out).
+    Empty when the file lacks the columns ``method``, ``seed``, ``epoch`` and ``val_dcg@10`` (a
+    topic model's curves).
     """
     curves = _csv(path)
     if not {"method", "seed", "epoch", "val_dcg@10"} <= set(curves.columns):
         return []
+    curves = curves.dropna(subset=["epoch", "val_dcg@10"])
     columns = [c for c in ("val_dcg@10", "train_dcg@10") if c in curves]
     rows = []
     for (method, seed), curve in curves.groupby(["method", "seed"], sort=False):
