@@ -137,6 +137,7 @@ def test_the_export_command_writes_the_folds_candidate_sets(tmp_path):
     assert bad.returncode == 2 and "fold must be in" in bad.stderr
 
 
+@pytest.mark.integration  # an end-to-end run (the default run keeps its 8 minutes)
 def test_task_letor_runs_the_report_and_writes_files_ranx_rescores(tmp_path):
     ranx = pytest.importorskip("ranx")
     import pandas as pd

@@ -73,6 +73,7 @@ def check_against_ranx(folder: Path, fold: int, whole: bool) -> int:
     return compared
 
 
+@pytest.mark.integration  # an end-to-end run (the default run keeps its 8 minutes)
 def test_tag_recommendation_run_files_rescore_with_ranx(tmp_path):
     cfg = compose_cfg(tmp_path, ["data.n_objects=400", "task.folds=[0]",
                                  "model=[sum,latre_wts]", "task.cache=false",
