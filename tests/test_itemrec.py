@@ -384,6 +384,7 @@ def run_synthetic_itemrec(tmp_path, overrides: list[str]) -> pd.DataFrame:
                                            "task.p=2", *overrides])).results
 
 
+@pytest.mark.integration  # an end-to-end run (the default run keeps its 8 minutes)
 def test_item_recommendation_experiment_runs_end_to_end(tmp_path):
     results = run_synthetic_itemrec(tmp_path, ["task.seeds=[0,1]", "trainer.max_epochs=2",
                                                "model.dorank.rank=8", "model.pitf.rank=8",

@@ -131,6 +131,7 @@ PITF(rank=4, trainer=make, checkpoint_dir={folder!r}, patience=2,
 """
 
 
+@pytest.mark.integration  # an end-to-end run (the default run keeps its 8 minutes)
 def test_a_training_killed_in_another_process_resumes_exactly(tmp_path, toy_data, caplog):
     """The real case: the process dies (SIGKILL) and a new one resumes the training."""
     import subprocess

@@ -48,6 +48,7 @@ def journal_lines(folder) -> list[bytes]:
     return path.read_bytes().splitlines() if path.exists() else []
 
 
+@pytest.mark.integration  # an end-to-end run (the default run keeps its 8 minutes)
 def test_a_running_service_compacts_its_journal(folder):
     """11 requests of 1,000 posts with --compact-after 2000: the journal stays short."""
     with serving(folder, "--apply-interval", "0.05", "--compact-after", "2000",
@@ -125,6 +126,7 @@ def cut_short_compaction(folder, monkeypatch):
     assert (folder / COMPACTION_FOLDER / "READY").exists()
 
 
+@pytest.mark.integration  # an end-to-end run (the default run keeps its 8 minutes)
 def test_a_compaction_cut_short_is_named_by_every_reader_with_its_remedy(folder, monkeypatch):
     cut_short_compaction(folder, monkeypatch)
     with pytest.raises(UnreadableFileError, match=r"compaction .* cut short.*--finish-compaction"):

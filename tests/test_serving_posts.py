@@ -206,6 +206,7 @@ def test_posts_are_journaled_replayed_and_compacted(fitted, tmp_path):
         "someone", "r-new").tags
 
 
+@pytest.mark.integration  # an end-to-end run (the default run keeps its 8 minutes)
 def test_the_service_takes_posts_that_survive_a_restart(fitted, tmp_path):
     import time as clock
 

@@ -97,6 +97,7 @@ def test_the_folder_reads_back_and_refuses_an_altered_vocabulary(fitted, tmp_pat
         tt.Recommender.load(folder)
 
 
+@pytest.mark.integration  # an end-to-end run (the default run keeps its 8 minutes)
 def test_the_command_line_answers_as_the_object(fitted, tmp_path):
     folder = fitted.save(tmp_path / "cli")
     done = subprocess.run([sys.executable, "-m", "tagtorch.recommend", str(folder), "--tags",

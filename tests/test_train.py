@@ -129,6 +129,7 @@ def test_full_sum_experiment_on_real_data(tmp_path, data_dir, experiment, low, h
     assert low < ndcg.mean() < high
 
 
+@pytest.mark.integration  # an end-to-end run (the default run keeps its 8 minutes)
 def test_folds_and_methods_in_parallel_processes_give_the_same_results(tmp_path):
     settings = ["data.n_objects=300", "task.folds=[0,1]", "model=[latre_wts,sum]",
                 "task.online_objects=0", "task.cache=false"]
