@@ -33,7 +33,12 @@ import re
 from pathlib import Path
 from typing import Any
 
-from tagtorch.evaluation.provenance import PROVENANCE_FILE, headline_record, provenance_markdown
+from tagtorch.evaluation.provenance import (
+    PROVENANCE_FILE,
+    TABLE_PARTS,
+    headline_record,
+    provenance_markdown,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "docs" / "runs"
@@ -71,9 +76,7 @@ def traced_blocks(text: str, records: dict[str, dict[str, Any]]
         if not figures:
             continue
         tables = "\n".join(line for name in names if name in records
-                           for part in ("best_first", "metrics", "paired", "targets",
-                                        "per_fold", "chosen", "curves")
-                           for line in records[name].get(part, []))
+                           for part in TABLE_PARTS for line in records[name].get(part, []))
         missing = [f for f in figures if not names or f not in tables]
         out.append((" ".join(block.split()[:8]), names, missing))
     return out

@@ -15,6 +15,7 @@ import torch
 import tagtorch as tt
 from tagtorch.evaluation.provenance import (
     PROVENANCE_FILE,
+    TABLE_PARTS,
     chosen_rows,
     curve_rows,
     headline_record,
@@ -99,6 +100,9 @@ def test_a_run_folder_records_its_provenance(tmp_path):
     assert record["threads"] == torch.get_num_threads()  # the last digits depend on it
     report = (folder / "report.md").read_text(encoding="utf-8")
     assert all(line in report for line in record["best_first"])
+    tables = {key for key, value in record.items()  # the check looks figures up in each
+              if isinstance(value, list) and value and str(value[0]).startswith(("|", "#"))}
+    assert {"best_first", "paired", "per_fold"} <= tables <= set(TABLE_PARTS)
     assert len(record["paired"]) == 3 and record["paired"][2] in report  # one pair, on NDCG@5
     assert record["paired"][2].split("|")[3].strip() == record["best_first"][0].split()[-1]
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,

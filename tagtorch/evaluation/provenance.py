@@ -33,12 +33,15 @@ from tagtorch.evaluation.report import headline_section, markdown_table
 from tagtorch.storage import read_json
 from tagtorch.version import __version__
 
-__all__ = ["PROVENANCE_FILE", "chosen_rows", "command_line", "curve_rows", "headline_metric",
-           "headline_record", "paired_rows", "per_fold_rows", "provenance_markdown",
-           "run_provenance", "targets_rows"]
+__all__ = ["PROVENANCE_FILE", "TABLE_PARTS", "chosen_rows", "command_line", "curve_rows",
+           "headline_metric", "headline_record", "paired_rows", "per_fold_rows",
+           "provenance_markdown", "run_provenance", "targets_rows"]
 
 PROVENANCE_FILE = "provenance.json"
 """The file of :func:`run_provenance` in a run folder."""
+
+TABLE_PARTS = ("best_first", "metrics", "paired", "targets", "per_fold", "chosen", "curves")
+"""The parts of a :func:`headline_record` that hold a run's tables (where its figures are)."""
 
 _CHECKOUT = Path(__file__).resolve().parents[2]
 
