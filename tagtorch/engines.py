@@ -16,8 +16,11 @@ so a distributed run gives the serial run's results (tested on local clusters).
 A cluster address that does not answer within ``connect_timeout`` seconds (5 by default) is a
 :class:`~tagtorch.errors.ConfigError` naming the address's config key and value (one
 line and exit status 2 from ``python -m tagtorch.train``), not Dask's 30-second traceback nor
-Ray's minutes of retries: a Ray address (``host:port``, ``ray://host:port``) is first tried
-with a plain TCP connection, a Dask client gets the timeout for its connection.
+Ray's minutes of retries. Accepting a connection is not answering: a Ray address
+(``host:port``, ``ray://host:port``; gRPC) must answer HTTP/2's connection preface with its
+SETTINGS frame (:func:`check_answers`), and a Dask client must be connected, handshake and
+registration included, within the time (:func:`_within`: a listener that accepts and then
+says nothing would otherwise hold the run for minutes).
 """
 
 from __future__ import annotations
@@ -25,22 +28,33 @@ from __future__ import annotations
 import contextlib
 import logging
 import socket
-from collections.abc import Iterator
-from typing import Any
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 from tagtorch.errors import ConfigError
 from tagtorch.extras import require_extra
 
 log = logging.getLogger(__name__)
 
-__all__ = ["BACKENDS", "CONNECT_TIMEOUT", "array_bytes", "check_reachable", "dask_client",
-           "joblib_engine", "ray_init"]
+__all__ = ["BACKENDS", "CONNECT_TIMEOUT", "HTTP2_PREFACE", "array_bytes", "check_answers",
+           "dask_client", "joblib_engine", "ray_init"]
+
+T = TypeVar("T")
 
 BACKENDS = ("processes", "dask", "ray")
 """The engines :func:`joblib_engine` knows."""
 
 CONNECT_TIMEOUT = 5.0
 """Seconds a cluster's address has to answer before the run stops (``connect_timeout``)."""
+
+HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+"""HTTP/2's client connection preface and an empty SETTINGS frame (RFC 9113, 3.4 and 6.5):
+a gRPC server (Ray's GCS, Ray Client) answers with a SETTINGS frame of its own."""
+
+_SETTINGS_FRAME = 4
+"""The type of HTTP/2's SETTINGS frame (the fourth byte of a frame header)."""
 
 
 def _unreachable(key: str, address: str, what: str, timeout: float, reason: object) -> Exception:
@@ -65,27 +79,69 @@ def host_port(address: str) -> tuple[str, int] | None:
     return host.strip("[]"), int(port)
 
 
-def check_reachable(address: str, what: str, timeout: float = CONNECT_TIMEOUT,
-                    key: str = "address") -> None:
-    """Checks that something accepts TCP connections at ``address`` within ``timeout`` s.
+def check_answers(address: str, what: str, timeout: float = CONNECT_TIMEOUT,
+                  key: str = "address") -> None:
+    """Checks that a gRPC (HTTP/2) server answers at ``address`` within ``timeout`` s.
+
+    The check connects, sends :data:`HTTP2_PREFACE` and reads the server's first frame
+    header, which must be a SETTINGS frame; the whole exchange has ``timeout`` seconds.
 
     Args:
-        address: ``host:port``, with a scheme or not (``ray://``, ``tcp://``); an address
-            without a port (``auto``) is not checked.
+        address: ``host:port``, with a scheme or not (``ray://``); an address without a port
+            (``auto``) is not checked.
         what: what should answer there, for the message (``"a Ray cluster"``).
-        timeout: seconds to wait for the connection.
+        timeout: seconds for the connection and the answer together.
         key: the config key the address was given under, for the message.
 
     Raises:
-        ConfigError: nothing answered; names ``key``, the address and the reason.
+        ConfigError: nothing answered, or not HTTP/2; names ``key``, the address and why.
     """
     target = host_port(address)
     if target is None:
         return
+    deadline = time.monotonic() + timeout
     try:
-        socket.create_connection(target, timeout=timeout).close()
-    except OSError as error:  # refused, timed out, unknown host, unreachable network
+        with socket.create_connection(target, timeout=timeout) as connection:
+            connection.sendall(HTTP2_PREFACE)
+            header = b""
+            while len(header) < 9:
+                connection.settimeout(max(deadline - time.monotonic(), 1e-3))
+                chunk = connection.recv(9 - len(header))
+                if not chunk:
+                    raise ConnectionError("it closed the connection without a word")
+                header += chunk
+    except OSError as error:  # refused, timed out, unknown host, closed, unreachable network
         raise _unreachable(key, address, what, timeout, error) from None
+    if header[3] != _SETTINGS_FRAME:
+        raise _unreachable(key, address, what, timeout, "it does not speak gRPC (HTTP/2)")
+
+
+def _within(seconds: float, call: Callable[[], T]) -> T:
+    """``call()``'s result, or TimeoutError when it has not returned after ``seconds``.
+
+    The call runs in a daemon thread, which is left behind on a timeout (a client stuck on
+    a silent socket cannot be interrupted; a daemon thread does not hold the process).
+
+    Raises:
+        TimeoutError: the call did not return in time; what the call raised, as it raised it.
+    """
+    outcome: list[Any] = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, call()))
+        except BaseException as error:  # handed to the caller's thread
+            outcome.append((False, error))
+
+    worker = threading.Thread(target=run, daemon=True, name="tagtorch-connect")
+    worker.start()
+    worker.join(seconds)
+    if not outcome:
+        raise TimeoutError(f"no answer within {seconds:g} s")
+    done, value = outcome[0]
+    if not done:
+        raise value
+    return value
 
 
 def array_bytes(obj: Any, _seen: set[int] | None = None) -> int:
@@ -150,9 +206,10 @@ def dask_client(address: str | None = None, n_workers: int | None = None,
                                dashboard_address=None)
         client = Client(cluster)
     else:
-        try:
-            client = Client(address, timeout=connect_timeout)
-        except OSError as error:  # distributed's "Timed out trying to connect to ..."
+        try:  # a second's grace for the client to report its own timeout
+            client = _within(connect_timeout + 1.0,
+                             lambda: Client(address, timeout=connect_timeout))
+        except OSError as error:  # distributed's "Timed out trying to connect to ...", ours
             raise _unreachable(key, address, "a Dask scheduler", connect_timeout,
                                error) from None
     try:
@@ -176,7 +233,7 @@ def ray_init(address: str | None = None, num_cpus: int | None = None,
         key: the config key ``address`` was given under, named in the error.
 
     Raises:
-        ConfigError: the cluster did not answer (:func:`check_reachable`), or ``auto`` found
+        ConfigError: the cluster did not answer (:func:`check_answers`), or ``auto`` found
             none.
     """
     try:
@@ -185,7 +242,7 @@ def ray_init(address: str | None = None, num_cpus: int | None = None,
         require_extra("scale", missing)
 
     if address is not None:
-        check_reachable(address, "a Ray cluster", connect_timeout, key)
+        check_answers(address, "a Ray cluster", connect_timeout, key)
     local = address is None
     try:
         ray.init(address=address, num_cpus=num_cpus if local else None,

@@ -40,10 +40,11 @@ from torch import Tensor
 from tagtorch.errors import UnreadableFileError
 from tagtorch.version import __version__
 
-__all__ = ["ARRAYS_FILE", "MANIFEST_FILE", "atomic_write", "check_codes",
+__all__ = ["ARRAYS_FILE", "CONFIG_KEYS", "MANIFEST_FILE", "atomic_write", "check_codes",
            "check_count", "check_ragged", "check_strings", "class_name", "file_record",
            "load_array_model", "load_arrays", "load_tensors", "model_folder", "plain_json",
-           "read_checkpoint", "read_json", "read_manifest", "save_array_model", "save_arrays",
+           "read_checkpoint", "read_json", "read_manifest", "reading", "refuse_config_nodes",
+           "save_array_model", "save_arrays",
            "save_tensors", "saved_entries", "trusted_class", "write_json", "write_manifest"]
 
 log = logging.getLogger(__name__)
@@ -107,7 +108,7 @@ def trusted_class(target: str, modules: tuple[str, ...], kinds: tuple[type, ...]
         'UnreadableFileError'
     """
     module_name, _, name = str(target).rpartition(".")
-    if not module_name.startswith(modules):
+    if not f"{module_name}.".startswith(modules):
         raise ValueError(f"{what}: {target!r} is not in {modules}")
     try:
         found = getattr(importlib.import_module(module_name), name)
@@ -117,6 +118,40 @@ def trusted_class(target: str, modules: tuple[str, ...], kinds: tuple[type, ...]
         raise ValueError(f"{what}: {target!r} is not a "
                          f"{' or '.join(kind.__name__ for kind in kinds)}")
     return found
+
+
+CONFIG_KEYS = frozenset({"_target_", "_partial_", "_args_", "_recursive_", "_convert_"})
+"""The keys that make a mapping a node Hydra's ``instantiate`` would build (or call)."""
+
+
+def refuse_config_nodes(value: Any, what: str) -> None:
+    """Raises if a config node (a mapping with a key of :data:`CONFIG_KEYS`) is in ``value``.
+
+    Settings read from a file are plain data: a node there would name something to import and
+    call (``hydra.utils.instantiate`` builds nested nodes recursively), so it is refused at any
+    depth, before anything is built.
+
+    Raises:
+        ValueError: naming ``what`` and the path of the first node found.
+
+    Example:
+        >>> try:
+        ...     refuse_config_nodes({"hidden": [64, {"_target_": "os.system"}]}, "settings")
+        ... except ValueError as error:
+        ...     print(str(error).split(" where")[0])
+        settings.hidden[1]: a config node ('_target_')
+    """
+    stack: list[tuple[str, Any]] = [(what, value)]
+    while stack:
+        where, item = stack.pop()
+        if isinstance(item, Mapping):
+            found = sorted(CONFIG_KEYS.intersection(item))
+            if found:
+                raise ValueError(f"{where}: a config node ({found[0]!r}) where plain data "
+                                 f"belongs: nothing nested is built")
+            stack.extend((f"{where}.{key}", child) for key, child in item.items())
+        elif isinstance(item, list | tuple):
+            stack.extend((f"{where}[{i}]", child) for i, child in enumerate(item))
 
 
 def read_json(path: str | Path, keys: Sequence[str] | None = None) -> Any:
@@ -219,15 +254,19 @@ def read_manifest(folder: str | Path, kind: type, required: Sequence[str] = ()
 
     Args:
         folder: the saved model's folder.
-        kind: the class that loads it (only compared by name, never imported).
+        kind: the class that loads it (only compared by name, never imported). Its settings
+            must be plain data (:func:`refuse_config_nodes`) but for those the class builds
+            itself from a trusted config (``config_settings``, ``factory_settings``:
+            :class:`~tagtorch.settings.SignatureSettings`).
         required: the files (and model folders) the loader reads; each must be listed.
 
     Returns:
         The manifest (``format``, ``class``, ``settings``, ``files`` and the extras).
 
     Raises:
-        UnreadableFileError: an unreadable manifest, another class, a required file it does
-            not list, or a missing, truncated or altered file (the message names the file).
+        UnreadableFileError: an unreadable manifest, another class, a config node among its
+            settings, a required file it does not list, or a missing, truncated or altered
+            file (the message names the file).
     """
     folder = Path(folder)
     path = folder / MANIFEST_FILE
@@ -243,6 +282,7 @@ def read_manifest(folder: str | Path, kind: type, required: Sequence[str] = ()
     files = manifest.get("files")
     if not isinstance(files, dict) or not isinstance(manifest.get("settings"), dict):
         raise UnreadableFileError(f"{path}: expected 'settings' and 'files' objects")
+    _check_plain_settings(path, kind, manifest["settings"])
     unlisted = [name for name in required if name not in files]
     if unlisted:
         raise UnreadableFileError(f"{path}: does not list {unlisted[0]!r} among its files, "
@@ -259,6 +299,37 @@ def read_manifest(folder: str | Path, kind: type, required: Sequence[str] = ()
                 f"{data}: its size and SHA-256 ({found['size']}, {found['sha256'][:12]}…) differ "
                 f"from those recorded at save time in {path}: the file is truncated or altered")
     return manifest
+
+
+def _check_plain_settings(path: Path, kind: type, settings: dict[str, Any]) -> None:
+    """Refuses a config node in a manifest's settings but where ``kind`` builds one itself."""
+    built = set(getattr(kind, "config_settings", ())) | set(getattr(kind, "factory_settings", ()))
+    try:
+        for name, value in settings.items():
+            if name not in built:
+                refuse_config_nodes(value, f"settings.{name}")
+    except ValueError as error:
+        raise UnreadableFileError(f"{path}: {error}") from None
+
+
+@contextmanager
+def reading(folder: str | Path, what: str) -> Iterator[None]:
+    """Turns what a malformed saved folder makes code raise into one error naming the folder.
+
+    A manifest's entries are JSON of any shape: a loader reading them may meet a ``KeyError``,
+    ``TypeError``, ``ValueError``, ``IndexError`` or ``AttributeError``.
+
+    Raises:
+        UnreadableFileError: ``"{folder}: not a readable {what} (...)"``; an
+            ``UnreadableFileError`` raised inside (naming its file) goes through unchanged.
+    """
+    try:
+        yield
+    except UnreadableFileError:
+        raise
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as error:
+        raise UnreadableFileError(f"{folder}: not a readable {what} ({_describe(error)})"
+                                  ) from None
 
 
 def save_tensors(tensors: Mapping[str, Tensor], path: str | Path) -> None:

@@ -1,11 +1,14 @@
 """The protocol's parallel jobs on a real local Dask or Ray cluster give the serial results."""
 
+import contextlib
 import dataclasses
 import itertools
 import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +22,7 @@ from tagtorch.candidates.latre import LatreCandidates
 from tagtorch.data.synthetic import generate_folksonomy
 from tagtorch.data.terms import TermIndex
 from tagtorch.data.text import TextProcessor
-from tagtorch.engines import joblib_engine
+from tagtorch.engines import HTTP2_PREFACE, check_answers, joblib_engine
 from tagtorch.errors import ConfigError
 from tagtorch.evaluation.tag_recommendation import TagRecommendationProtocol
 from tagtorch.metrics.functional import ndcg_at_k
@@ -192,6 +195,67 @@ def test_an_address_where_no_cluster_listens_is_a_config_error_within_its_timeou
     message = str(info.value)
     assert message.startswith(f"config key task.address={address!r}: expected"), message
     assert "answers within 1 s" in message and "\n" not in message
+
+
+@contextlib.contextmanager
+def silent_listener(closes: bool = False) -> Iterator[int]:
+    """A port on 127.0.0.1 that accepts connections, then says nothing (or closes them)."""
+    accepted: list[socket.socket] = []
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(16)
+        server.settimeout(0.2)
+        stop = threading.Event()
+
+        def accept() -> None:
+            while not stop.is_set():
+                with contextlib.suppress(OSError):
+                    connection = server.accept()[0]
+                    connection.close() if closes else accepted.append(connection)
+
+        worker = threading.Thread(target=accept, daemon=True)
+        worker.start()
+        try:
+            yield server.getsockname()[1]
+        finally:
+            stop.set()
+            worker.join(5)
+            for connection in accepted:
+                connection.close()
+
+
+@pytest.mark.parametrize("backend, scheme", [("dask", "tcp://"), ("ray", ""), ("ray", "ray://")])
+@pytest.mark.parametrize("closes", [False, True])
+def test_an_address_that_accepts_and_never_answers_is_a_config_error_in_time(backend, scheme,
+                                                                             closes):
+    """A listener that accepts and then says nothing held Dask and Ray for minutes."""
+    with silent_listener(closes) as port:
+        address = f"{scheme}127.0.0.1:{port}"
+        start = time.monotonic()
+        with pytest.raises(ConfigError) as info, \
+                joblib_engine(backend, address, connect_timeout=1):
+            pass
+    assert time.monotonic() - start < 10
+    message = str(info.value)
+    assert message.startswith(f"config key task.address={address!r}: expected"), message
+    assert "answers within 1 s" in message and "\n" not in message
+
+
+def test_a_grpc_server_answers_the_probe():
+    """The probe reads a real HTTP/2 server's SETTINGS frame: a minimal one on 127.0.0.1."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+
+        def answer() -> None:
+            connection = server.accept()[0]
+            with connection:
+                connection.recv(len(HTTP2_PREFACE))
+                connection.sendall(bytes([0, 0, 0, 4, 0, 0, 0, 0, 0]))  # empty SETTINGS
+                connection.recv(1)
+
+        threading.Thread(target=answer, daemon=True).start()
+        check_answers(f"127.0.0.1:{server.getsockname()[1]}", "a gRPC server", timeout=2)
 
 
 @pytest.mark.integration

@@ -22,8 +22,9 @@ import json
 import logging
 import random
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, ClassVar, Protocol, Self, cast, runtime_checkable
 
 import numpy as np
@@ -434,6 +435,10 @@ class FactorModel(SignatureSettings, pl.LightningModule):
 
     task: ClassVar[ModelTask] = "itemrec"
     """The evaluation task these models belong to (read by the config checks)."""
+
+    factory_settings: ClassVar[Mapping[str, tuple[type, ...]]] = MappingProxyType({
+        "optimizer": (torch.optim.Optimizer,), "trainer": (pl.Trainer,)})
+    """The settings that build objects (``_partial_`` configs), and the classes each may build."""
 
     trains_lean: ClassVar[bool] = False
     """Whether ``loop="lean"`` can train the model (:meth:`lean_epochs`)."""

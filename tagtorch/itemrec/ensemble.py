@@ -38,16 +38,16 @@ weights in the manifest; loading imports member classes from ``tagtorch.itemrec`
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Self, cast
 
 import numpy as np
 import torch
-from hydra.utils import instantiate
 from torch import Tensor
 
 from tagtorch.data.ragged import Ragged
@@ -55,7 +55,7 @@ from tagtorch.errors import UnreadableFileError
 from tagtorch.itemrec.base import FactorModel, ItemRanker, dcg_at_k, user_scores
 from tagtorch.itemrec.baselines import ArrayModel
 from tagtorch.itemrec.data import ItemRecData, Queries, TagProfile
-from tagtorch.settings import ModelTask, SignatureSettings
+from tagtorch.settings import ModelTask, SignatureSettings, build_trusted, trusted_config
 from tagtorch.storage import (
     class_name,
     load_arrays,
@@ -71,6 +71,12 @@ from tagtorch.storage import (
 log = logging.getLogger(__name__)
 
 __all__ = ["ItemEnsemble", "standardized"]
+
+MEMBER_MODULES = ("tagtorch.itemrec.",)
+"""Where the member classes a config or a saved ensemble may name come from."""
+
+MEMBER_KINDS: tuple[type, ...] = (FactorModel, ArrayModel)
+"""The classes a member must be (a trained factorization or an array model)."""
 
 KNOWN_FILE = "known_items.npz"
 """The items each user tagged in training: the items a member's scores are standardized
@@ -104,7 +110,8 @@ def standardized(scores: Tensor, mask: Tensor | None = None) -> Tensor:
 def _same_settings(a: ItemRanker, b: ItemRanker) -> bool:
     """Whether two models have the same class and settings.
 
-    Their configs are compared as JSON, objects such as a trainer factory by their repr;
+    Their configs are compared as JSON, a factory (a trainer's, an optimizer's) by its class
+    and keywords, other objects by their repr;
     ``checkpoint_dir`` says where a training keeps its state, not what it fits, and does not
     count (the item task gives its own fits one: the run's Do-Rank+ was refitted before).
     """
@@ -112,8 +119,15 @@ def _same_settings(a: ItemRanker, b: ItemRanker) -> bool:
         return False
     a_config, b_config = ({k: v for k, v in model.config().items() if k != "checkpoint_dir"}
                           for model in (a, b))
-    return json.dumps(a_config, sort_keys=True, default=repr) == json.dumps(
-        b_config, sort_keys=True, default=repr)
+    return json.dumps(a_config, sort_keys=True, default=_factory_form) == json.dumps(
+        b_config, sort_keys=True, default=_factory_form)
+
+
+def _factory_form(value: Any) -> Any:
+    """A factory as its class and keywords (Hydra's partials and ours alike), else its repr."""
+    if isinstance(value, functools.partial) and isinstance(value.func, type):
+        return {"class": class_name(value.func), "args": repr(value.args), **value.keywords}
+    return repr(value)
 
 
 def _points(grid: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
@@ -137,6 +151,8 @@ class ItemEnsemble(SignatureSettings):
     task: ClassVar[ModelTask] = "itemrec"
     user_aggregate: ClassVar[str] = "profile"
     """Per-user queries score the members' per-user forms (:meth:`profile_scores`)."""
+    config_settings = frozenset({"members"})
+
     members: dict[str, dict[str, Any]]
     member_grids: dict[str, dict[str, list[Any]]]
     weight_grid: list[float]
@@ -157,10 +173,7 @@ class ItemEnsemble(SignatureSettings):
         if not self.weight_grid or min(self.weight_grid) < 0 or max(self.weight_grid) <= 0:
             raise ValueError(f"weight_grid: values >= 0, one of them > 0, got {weight_grid}")
         for name, config in self.members.items():
-            if not isinstance(config, dict) or not isinstance(config.get("_target_"), str):
-                raise ValueError(f"members.{name}: a config with a _target_, got {config!r}")
-            trusted_class(config["_target_"], ("tagtorch.itemrec.",), (FactorModel, ArrayModel),
-                          f"members.{name}")
+            trusted_config(config, MEMBER_MODULES, MEMBER_KINDS, f"members.{name}")
         self.fitted_: dict[str, ItemRanker] = {}
         self.reused_: dict[str, tuple[ItemRanker, dict[str, Any]]] = {}
         self.weights_: dict[str, float] = {}
@@ -172,7 +185,8 @@ class ItemEnsemble(SignatureSettings):
         config = {**self.members[name], **point}
         if "seed" in config:
             config["seed"] = self.seed
-        return instantiate(config)
+        return cast(ItemRanker, build_trusted(config, MEMBER_MODULES, MEMBER_KINDS,
+                                              f"members.{name}"))
 
     def _member_scores(self, member: ItemRanker, users: Tensor, tags: Tensor,
                        profile: TagProfile | None) -> Tensor:
@@ -343,9 +357,8 @@ class ItemEnsemble(SignatureSettings):
             model.known_ = Ragged(known["offsets"].astype(np.int64),
                                   known["items"].astype(np.int64))
             for name, target in manifest["classes"].items():
-                kind: Any = trusted_class(target, ("tagtorch.itemrec.",),
-                                          (FactorModel, ArrayModel),
-                                     f"{folder}: member {name}")
+                kind: Any = trusted_class(target, MEMBER_MODULES, MEMBER_KINDS,
+                                          f"{folder}: member {name}")
                 model.fitted_[name] = kind.load(folder / f"{MEMBER_PREFIX}{name}")
         except (KeyError, TypeError, ValueError, IndexError, AttributeError) as error:
             raise UnreadableFileError(f"{folder / 'manifest.json'}: not a saved ensemble "

@@ -29,12 +29,11 @@ candidates, describe each (post, tag) pair by features, and let a learning-to-ra
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import scipy.sparse as sp
 import torch
-from hydra.utils import instantiate
 from sklearn.preprocessing import normalize
 
 from tagtorch.candidates.candidate_set import CandidateSet
@@ -51,7 +50,9 @@ from tagtorch.posts.data import PostData, Posts, last_posts, user_tag_reduce, va
 from tagtorch.posts.folkrank import FolkRank
 from tagtorch.posts.girp import Girp
 from tagtorch.posts.metrics import post_metrics
-from tagtorch.rankers.base import Ranker
+from tagtorch.rankers.base import RANKER_MODULES, BaseRanker, Ranker
+from tagtorch.settings import build_trusted, trusted_config
+from tagtorch.storage import plain_json
 
 __all__ = ["Hybrid"]
 
@@ -69,7 +70,9 @@ class Hybrid(PostRanker):
     """``hybrid_lambdamart``, ``hybrid_rf``, ``hybrid_lambdarank`` (module docstring; ours).
 
     Args:
-        ranker: the config of a tag ranker (``_target_`` and its settings).
+        ranker: the config of a tag ranker (``_target_`` and its settings), built by
+            :func:`~tagtorch.settings.build_trusted` (a class of ``tagtorch.rankers``, nothing
+            nested built but its factories: a saved hybrid's manifest is read back into it).
         depth: how many of each source's best tags become candidates.
         seed: the ranker's seed (set where its config has one).
         validation: how the validation posts are carved from the training posts:
@@ -78,6 +81,8 @@ class Hybrid(PostRanker):
             have one post each, e.g. TagRec's samples).
         validation_fraction: that share.
     """
+
+    config_settings = frozenset({"ranker"})
 
     feature_names_: tuple[str, ...]
     choice_: str = "ranker"
@@ -90,7 +95,8 @@ class Hybrid(PostRanker):
             raise ValueError(f"depth must be at least 1, got {depth}")
         if not 0.0 <= selection < 1.0:
             raise ValueError(f"selection must be in [0, 1), got {selection}")
-        self.ranker, self.depth, self.seed = dict(ranker), depth, seed
+        self.ranker, self.depth, self.seed = plain_json(ranker), depth, seed
+        trusted_config(ranker, RANKER_MODULES, (BaseRanker,), "ranker")  # refused now, not late
         self.validation, self.validation_fraction = validation, validation_fraction
         self.selection = selection
 
@@ -111,10 +117,14 @@ class Hybrid(PostRanker):
 
     def _learn(self, posts: Posts) -> Ranker:
         """The ranker learned on ``posts``' candidates (the sources fitted without them)."""
-        node = {**self.ranker, "seed": self.seed} if "seed" in self.ranker else self.ranker
-        model: Ranker = instantiate(node)
+        model = self._build_ranker()
         model.fit(self._candidates(posts, with_labels=True))
         return model
+
+    def _build_ranker(self) -> BaseRanker:
+        """A new ranker of the ``ranker`` config (a tagtorch tag ranker; its seed set)."""
+        node = {**self.ranker, "seed": self.seed} if "seed" in self.ranker else self.ranker
+        return cast(BaseRanker, build_trusted(node, RANKER_MODULES, (BaseRanker,), "ranker"))
 
     def _choose(self, val: Posts) -> str:
         """``"ranker"`` or the source with the best ``mrr@10`` on the held selection posts."""

@@ -29,18 +29,20 @@ import torch
 
 from tagtorch.candidates.candidate_set import CandidateSet
 from tagtorch.errors import UnreadableFileError
-from tagtorch.settings import ModelTask, SignatureSettings
+from tagtorch.settings import ModelTask, SignatureSettings, checked_settings
 from tagtorch.storage import (
     MANIFEST_FILE,
+    check_strings,
     model_folder,
     read_json,
     read_manifest,
+    reading,
     saved_entries,
     trusted_class,
     write_manifest,
 )
 
-__all__ = ["BaseRanker", "Ranker", "check_feature_names", "load_ranker"]
+__all__ = ["RANKER_MODULES", "BaseRanker", "Ranker", "check_feature_names", "load_ranker"]
 
 
 @runtime_checkable
@@ -89,14 +91,19 @@ def check_feature_names(fitted: tuple[str, ...] | None, batch: CandidateSet) -> 
                          f"fitted features {tuple(fitted)}")
 
 
+RANKER_MODULES = ("tagtorch.rankers.",)
+"""Where the ranker classes a config or a saved folder may name come from."""
+
+
 class BaseRanker(SignatureSettings):
     """Settings capture, the feature-name check and one save/load layout for every ranker.
 
     A subclass stores its fitted features in ``feature_names_`` and overrides only what
     differs: :meth:`_save_files` and :meth:`_load_files` (its model files), and where needed
     :meth:`is_fitted`, :meth:`_manifest_extras` and the JSON form of its settings
-    (:meth:`_settings_to_json`, :meth:`_settings_from_json`). Constructors take named
-    arguments only (no ``*args`` or ``**kwargs``), so that the settings are the signature's.
+    (:meth:`_settings_to_json`; read back by :func:`~tagtorch.settings.checked_settings`).
+    Constructors take named arguments only (no ``*args`` or ``**kwargs``), so that the
+    settings are the signature's.
     """
 
     task: ClassVar[ModelTask] = "tagrec"
@@ -118,11 +125,6 @@ class BaseRanker(SignatureSettings):
     def _settings_to_json(self) -> dict[str, Any]:
         """The settings as the manifest stores them (JSON values)."""
         return self.settings()
-
-    @classmethod
-    def _settings_from_json(cls, settings: dict[str, Any]) -> dict[str, Any]:
-        """Constructor arguments from the manifest's settings (ValueError if refused)."""
-        return settings
 
     # -- features ---------------------------------------------------------------------------
 
@@ -185,13 +187,15 @@ class BaseRanker(SignatureSettings):
         folder = Path(path)
         manifest = read_manifest(folder, cls, saved_entries(folder))
         try:
-            settings = cls._settings_from_json(dict(manifest["settings"]))
+            settings = checked_settings(cls, manifest["settings"], "settings")
             ranker = cls(**settings)
         except (TypeError, ValueError) as error:
             raise UnreadableFileError(f"{folder / MANIFEST_FILE}: {error}") from None
         names = manifest.get("feature_names")
-        ranker.feature_names_ = None if names is None else tuple(names)
-        ranker._load_files(folder, manifest)
+        ranker.feature_names_ = None if names is None else tuple(
+            check_strings(folder / MANIFEST_FILE, "feature_names", names, distinct=True))
+        with reading(folder / MANIFEST_FILE, f"saved {cls.__name__}"):
+            ranker._load_files(folder, manifest)
         return ranker
 
 
@@ -205,7 +209,7 @@ def load_ranker(path: str | Path) -> BaseRanker:
     where = Path(path) / MANIFEST_FILE
     manifest = read_json(where, ("class",))
     try:
-        cls = trusted_class(str(manifest["class"]), ("tagtorch.rankers.",), (BaseRanker,),
+        cls = trusted_class(str(manifest["class"]), RANKER_MODULES, (BaseRanker,),
                             f"{where}: class")
     except ValueError as error:
         raise UnreadableFileError(str(error)) from None

@@ -25,7 +25,8 @@ import tempfile
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, Self
+from types import MappingProxyType
+from typing import Any, ClassVar, Literal, Self
 
 import pytorch_lightning as pl
 import torch
@@ -39,7 +40,7 @@ from tagtorch.lightning_fit import epoch_mean, fit_best
 from tagtorch.losses import get_loss
 from tagtorch.metrics.retrieval import NDCG
 from tagtorch.rankers.base import BaseRanker, check_feature_names
-from tagtorch.storage import load_tensors, plain_json, save_tensors, trusted_class
+from tagtorch.storage import load_tensors, plain_json, save_tensors
 
 _CHUNK_VALUES = 1 << 22
 """Feature values per chunk of :meth:`FeatureNormalizer.fit` (32 MiB in float64)."""
@@ -249,6 +250,15 @@ class NeuralRanker(BaseRanker, pl.LightningModule):
         name: the run's name in checkpoints and logs.
     """
 
+    factory_settings: ClassVar[Mapping[str, tuple[type, ...]]] = MappingProxyType({
+        "scorer": (nn.Module,),
+        "optimizer": (torch.optim.Optimizer,),
+        "scheduler": (torch.optim.lr_scheduler.LRScheduler,
+                      torch.optim.lr_scheduler.ReduceLROnPlateau),
+        "trainer": (pl.Trainer,),
+    })
+    """The settings that build objects, and the classes each may build (saved as configs)."""
+
     loss: str
     optimizer: Callable[..., torch.optim.Optimizer] | None
     scheduler: Callable[[torch.optim.Optimizer], Any] | None
@@ -441,19 +451,8 @@ class NeuralRanker(BaseRanker, pl.LightningModule):
         Raises:
             ValueError: a factory that is no ``functools.partial`` of a class (e.g. a lambda).
         """
-        return plain_json({name: _config_of(name, value) if name in _FACTORIES else value
-                           for name, value in self.init_args.items()})
-
-    @classmethod
-    def _settings_from_json(cls, settings: dict[str, Any]) -> dict[str, Any]:
-        """The settings with each factory rebuilt from its config dict.
-
-        Only classes of the expected kind (an ``nn.Module`` scorer, a ``torch.optim``
-        optimizer or scheduler, a Lightning ``Trainer``) from tagtorch, torch or Lightning are
-        imported.
-        """
-        return {**settings, **{name: _factory_of(name, settings.get(name))
-                               for name in _FACTORIES}}
+        return plain_json({name: _config_of(name, value) if name in self.factory_settings
+                           else value for name, value in self.init_args.items()})
 
     def _save_files(self, folder: Path) -> list[str]:
         """Writes the network's tensors to ``weights.pt``."""
@@ -488,19 +487,6 @@ class NeuralRanker(BaseRanker, pl.LightningModule):
 WEIGHTS_FILE = "weights.pt"
 """Name of the weights (a plain dict of tensors) in a saved neural ranker's folder."""
 
-_FACTORIES: dict[str, tuple[type, ...]] = {
-    "scorer": (nn.Module,),
-    "optimizer": (torch.optim.Optimizer,),
-    "scheduler": (torch.optim.lr_scheduler.LRScheduler,
-                  torch.optim.lr_scheduler.ReduceLROnPlateau),
-    "trainer": (pl.Trainer,),
-}
-"""The settings that build objects, and the classes each may build."""
-
-_TRUSTED_MODULES = ("tagtorch.", "torch.", "pytorch_lightning.", "lightning.")
-"""Packages whose classes a saved config may name (nothing else is imported)."""
-
-
 def _config_of(name: str, factory: Any) -> dict[str, Any] | None:
     """The Hydra config dict of a ``functools.partial`` of a class (None stays None).
 
@@ -517,24 +503,3 @@ def _config_of(name: str, factory: Any) -> dict[str, Any] | None:
                          f"`_partial_: true` config), got {factory!r}")
     target = f"{factory.func.__module__}.{factory.func.__qualname__}"
     return {"_target_": target, "_partial_": True, **plain_json(factory.keywords)}
-
-
-def _factory_of(name: str, config: Any) -> functools.partial | None:
-    """Rebuilds the ``functools.partial`` of a config written by :func:`_config_of`.
-
-    Only classes of :data:`_TRUSTED_MODULES` that subclass the kind ``name`` expects are
-    imported; the keyword arguments are passed as they are (nothing nested is instantiated).
-
-    Raises:
-        ValueError: anything else.
-    """
-    if config is None:
-        return None
-    target = config.get("_target_") if isinstance(config, dict) else None
-    if not isinstance(target, str) or config.get("_partial_") is not True:
-        raise ValueError(f"setting {name!r} is not a `_partial_` config with a `_target_`: "
-                         f"{config!r}")
-    found = trusted_class(target, _TRUSTED_MODULES, _FACTORIES[name],
-                          f"setting {name!r}")
-    keywords = {k: v for k, v in config.items() if k not in ("_target_", "_partial_")}
-    return functools.partial(found, **keywords)

@@ -61,8 +61,9 @@ from tagtorch.candidates.candidate_set import CandidateSet
 from tagtorch.errors import UnreadableFileError
 from tagtorch.metrics.diversity import alpha_ndcg_at_k, check_topics
 from tagtorch.metrics.functional import ndcg_at_k, rank_order
-from tagtorch.rankers.base import BaseRanker
-from tagtorch.storage import plain_json, trusted_class
+from tagtorch.rankers.base import RANKER_MODULES, BaseRanker
+from tagtorch.settings import build_trusted
+from tagtorch.storage import plain_json
 
 __all__ = ["Coverage", "XTReD", "xtred_order", "xtred_rerank"]
 
@@ -188,17 +189,6 @@ def xtred_rerank(
     return torch.where(mask, out, torch.zeros_like(out))
 
 
-def _base_class(config: Mapping[str, Any]) -> type[BaseRanker]:
-    """The ranker class named by a base config's ``_target_`` (a tagtorch ranker only)."""
-    target = config.get("_target_") if isinstance(config, Mapping) else None
-    if not isinstance(target, str):
-        raise ValueError(f"base must be a ranker config with a _target_, got {config!r}")
-    found = trusted_class(target, ("tagtorch.rankers.",), (BaseRanker,), "base")
-    if found is XTReD:
-        raise ValueError(f"base: {target!r} is not a BaseRanker to diversify")
-    return found
-
-
 class XTReD(BaseRanker):
     """xTReD (Belém et al.) around a base ranker: its top ``τ`` re-ranked for topic coverage.
 
@@ -206,8 +196,9 @@ class XTReD(BaseRanker):
     them is refused with a ValueError (never silently the base ranking).
 
     Args:
-        base: the base ranker's config (``_target_`` and its settings; nothing nested is
-            instantiated), e.g. ``{"_target_": "tagtorch.rankers.trees.RandomForestRanker"}``.
+        base: the base ranker's config (``_target_`` and its settings, a tagtorch ranker built
+            by :func:`~tagtorch.settings.build_trusted`: nothing nested is built but its
+            factories), e.g. ``{"_target_": "tagtorch.rankers.trees.RandomForestRanker"}``.
         lam: ``λ`` in [0, 1] used when ``lam_grid`` is None (the paper's best: 1).
         tau: ``τ``, the base-ranked positions re-ranked (the paper: 25).
         lam_grid: ``λ`` values tried on V (module docstring); None: ``lam`` is used.
@@ -231,6 +222,8 @@ class XTReD(BaseRanker):
     coverage: Coverage
     batch_size: int
 
+    config_settings = frozenset({"base"})
+
     tuned_setting = "lam"
     """The setting ``tuning_`` varies (the trade-off figure labels its points with it)."""
 
@@ -238,8 +231,10 @@ class XTReD(BaseRanker):
                  lam_grid: Sequence[float] | None = None, max_loss: float = 0.03, k: int = 5,
                  coverage: Coverage = "joint", batch_size: int = 4096) -> None:
         self.base = plain_json(base)
-        self.base_ranker = _base_class(self.base)(
-            **{key: value for key, value in self.base.items() if key != "_target_"})
+        self.base_ranker: BaseRanker = build_trusted(self.base, RANKER_MODULES,
+                                                     (BaseRanker,), "base")
+        if isinstance(self.base_ranker, XTReD):
+            raise ValueError(f"base: {self.base['_target_']!r} is not a BaseRanker to diversify")
         for value in [lam, *(lam_grid or [])]:
             if isinstance(value, bool) or not isinstance(value, int | float) \
                     or not 0.0 <= value <= 1.0:

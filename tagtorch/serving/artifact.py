@@ -9,8 +9,6 @@ and what the fit recorded (configuration, data name and fingerprint, sizes).
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,7 +16,13 @@ from typing import Any
 from tagtorch.data.text import TOKEN_PATTERNS, TextProcessor
 from tagtorch.errors import UnreadableFileError
 from tagtorch.serving.journal import check_no_compaction_left
-from tagtorch.storage import MANIFEST_FILE, read_manifest, trusted_class, write_manifest
+from tagtorch.storage import (
+    MANIFEST_FILE,
+    read_manifest,
+    reading,
+    trusted_class,
+    write_manifest,
+)
 from tagtorch.version import __version__
 
 __all__ = ["OpenedArtifact", "open_artifact", "processor_settings", "reading",
@@ -123,20 +127,3 @@ def _processor(path: Path, settings: Any) -> TextProcessor:
             f"tagtorch writes ({', '.join(sorted(TOKEN_PATTERNS))}); it would run on every "
             f"request")
     return TextProcessor(**{**settings, "cache": False})
-
-
-@contextlib.contextmanager
-def reading(folder: Path, what: str) -> Iterator[None]:
-    """Turns a malformed artifact's ``KeyError``, ``TypeError`` or ``ValueError`` into one error.
-
-    Raises:
-        UnreadableFileError: ``"{folder}: not a readable {what} (...)"``; an
-            ``UnreadableFileError`` raised inside (naming its file) goes through unchanged.
-    """
-    try:
-        yield
-    except UnreadableFileError:
-        raise
-    except (KeyError, TypeError, ValueError) as error:
-        raise UnreadableFileError(f"{folder}: not a readable {what} "
-                                  f"({type(error).__name__}: {error})") from None
