@@ -15,6 +15,7 @@ A missing optional dependency is :class:`tagtorch.extras.MissingExtraError`.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 __all__ = ["ConfigError", "DataCheckError", "DataFormatError", "TooLargeError",
            "UnreadableFileError"]
@@ -26,6 +27,10 @@ class ConfigError(ValueError):
     def __init__(self, key: str, value: object, expected: str) -> None:
         self.key, self.value, self.expected = key, value, expected
         super().__init__(f"config key {key}={value!r}: expected {expected}")
+
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:
+        """Pickled by its arguments: raised on a cluster's worker, it reaches the run whole."""
+        return type(self), (self.key, self.value, self.expected)
 
 
 class DataFormatError(ValueError):
@@ -71,6 +76,10 @@ class DataFormatError(ValueError):
             message += f", found {found}"
         super().__init__(message)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled by its arguments (a worker's error reaches the run whole)."""
+        return (_data_format_error, (self.path, self.expected, self.found, self.line, self.row))
+
     def shifted(self, lines: int) -> DataFormatError:
         """The same error ``lines`` lines further down the file (a chunk's, in its file).
 
@@ -99,6 +108,10 @@ class DataCheckError(ValueError):
         self.dataset, self.problem, self.advice = dataset, problem, advice
         super().__init__(f"data {dataset}: {problem}; {advice}")
 
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:
+        """Pickled by its arguments (a worker's error reaches the run whole)."""
+        return type(self), (self.dataset, self.problem, self.advice)
+
 
 class UnreadableFileError(ValueError):
     """A file that cannot be read safely (corrupt, foreign or not what its manifest says)."""
@@ -117,5 +130,16 @@ class TooLargeError(ValueError):
     def __init__(self, what: str, needed: float, available: float, reason: str,
                  alternative: str) -> None:
         self.needed, self.available = needed, available
+        self._args = (what, needed, available, reason, alternative)
         super().__init__(f"{what} needs about {needed / 2**30:,.1f} GiB for {reason}, more than "
                          f"the {available / 2**30:,.1f} GiB this machine has; {alternative}")
+
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:
+        """Pickled by its arguments (a worker's error reaches the run whole)."""
+        return type(self), self._args
+
+
+def _data_format_error(path: Path, expected: str, found: str | None, line: int | None,
+                       row: int | None) -> DataFormatError:
+    """A :class:`DataFormatError` rebuilt from its arguments (its keyword ones included)."""
+    return DataFormatError(path, expected, found, line=line, row=row)

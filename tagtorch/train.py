@@ -250,10 +250,7 @@ def run_task(cfg: DictConfig, raw: Folksonomy | LetorData | None = None,
     for logger in loggers:
         logger.log_hyperparams(params)
 
-    task = instantiate(cfg.task, _convert_="all")
-    if not isinstance(task, Task):
-        raise ConfigError("task._target_", cfg.task.get("_target_"),
-                          "a task (tagtorch.evaluation.runs.Task)")
+    task = build_task(cfg)
     try:
         return task.run(folksonomy, cfg, output_dir, loggers, raw=raw, given=given)
     finally:
@@ -262,6 +259,33 @@ def run_task(cfg: DictConfig, raw: Folksonomy | LetorData | None = None,
             finish = getattr(getattr(logger, "experiment", None), "finish", None)
             if finish is not None:  # a wandb run: close it so its files are complete
                 finish()
+
+
+def build_task(cfg: DictConfig) -> Task:
+    """The task of ``cfg.task``; a setting its constructor refuses is one :class:`ConfigError`.
+
+    Hydra wraps what a constructor raises in an ``InstantiationException`` (a traceback from
+    the command, an unexpected class from the Python API): an input error inside is raised
+    as it is, a ``ValueError`` or ``TypeError`` of the task's settings as a ``ConfigError``
+    naming ``task`` and the constructor's reason.
+
+    Raises:
+        ConfigError: settings the task refuses, or a ``_target_`` that builds no task.
+    """
+    target = cfg.task.get("_target_")
+    try:
+        task = instantiate(cfg.task, _convert_="all")
+    except InstantiationException as error:
+        cause, inner = user_error(error), error.__cause__
+        if cause is not None:
+            raise cause from None
+        if not isinstance(inner, ValueError | TypeError):
+            raise
+        reason = (str(inner).strip().splitlines() or [type(inner).__name__])[0]
+        raise ConfigError("task", target, f"settings the task accepts ({reason})") from None
+    if not isinstance(task, Task):
+        raise ConfigError("task._target_", target, "a task (tagtorch.evaluation.runs.Task)")
+    return task
 
 
 def train(cfg: DictConfig) -> float | None:

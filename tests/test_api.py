@@ -220,3 +220,20 @@ def test_fit_on_a_letor_dataset_returns_the_fitted_ranker(tmp_path):
     assert torch.equal(again.score(data.test), direct.score(data.test))
     with pytest.raises(ValueError, match="a tag ranker"):
         tt.fit(data, "bm25", output_dir=tmp_path / "bad")
+
+
+@pytest.mark.parametrize("setting, value, override, reason", [
+    ("split", "bogus", "task.split=bogus", "split must be one of"),
+    ("seeds", [], "task.seeds=[]", "no seed to evaluate"),
+])
+def test_a_setting_the_task_refuses_is_one_config_error_on_both_paths(folk, tmp_path, setting,
+                                                                      value, override, reason):
+    """Issue 69: the API raised Hydra's InstantiationException and the command a traceback."""
+    from tagtorch.errors import ConfigError
+    from tagtorch.train import build_task, user_error
+
+    with pytest.raises(ConfigError, match=f"^config key task=.*{reason}") as caught:
+        build_task(compose_cfg(tmp_path / "cli", ["task=posts", override]))
+    assert user_error(caught.value) is caught.value  # the command prints it as one line
+    with pytest.raises(ConfigError, match=reason):
+        tt.evaluate("posts", folk, models=["mp"], output_dir=tmp_path / "api", **{setting: value})

@@ -35,3 +35,74 @@ def test_dask_workers_give_the_one_process_results(tmp_path, overrides):
         (tmp_path / "alone" / "qrels.trec").read_text()
     for run in (tmp_path / "alone").glob("run.*.trec"):
         assert (tmp_path / "dask" / run.name).read_text() == run.read_text()
+
+
+def _tagrec_file(path, seed: int):
+    """A TagRec file of the synthetic generator's posts (``seed`` changes them)."""
+    from tagtorch.data.loaders.tagrec import write_tagrec
+    from tagtorch.data.synthetic import generate_folksonomy
+
+    write_tagrec(generate_folksonomy(n_objects=300, seed=seed), path)
+    return path
+
+
+def test_a_worker_reading_other_data_than_the_runs_stops_naming_the_file(tmp_path):
+    """Issue 69: the data's digest travels with each job (here without a cluster)."""
+    from tagtorch.errors import UnreadableFileError
+    from tagtorch.evaluation.task import WorkerData
+    from hydra.utils import instantiate
+
+    path = _tagrec_file(tmp_path / "posts.txt", seed=1)
+    config = {"_target_": "tagtorch.data.loaders.tagrec.load_tagrec", "path": str(path)}
+    read = WorkerData(config, None, None, instantiate(config).fingerprint())
+    assert read.load().fingerprint() == read.fingerprint
+    _tagrec_file(path, seed=2)
+    with pytest.raises(UnreadableFileError, match=f"^{path}: a cluster worker read other data"):
+        read.load()
+
+
+@pytest.mark.integration
+def test_rewriting_the_data_while_dask_workers_start_fails_the_run(tmp_path, monkeypatch):
+    """Issue 69: the file rewritten after this process read it and before the workers do
+    (the replay's race, made certain): the run stops instead of mixing two files' figures."""
+    from tagtorch.errors import UnreadableFileError
+    from tagtorch.evaluation.task import SeededTask
+
+    path = _tagrec_file(tmp_path / "posts.txt", seed=1)
+    on_cluster = SeededTask._on_cluster
+
+    def rewritten_first(self, *args, **kwargs):
+        _tagrec_file(path, seed=2)
+        return on_cluster(self, *args, **kwargs)
+
+    monkeypatch.setattr(SeededTask, "_on_cluster", rewritten_first)
+    cfg = compose_cfg(tmp_path / "run", ["task=posts", "text=none", "data=tagrec",
+                                         f"data.path={path}", "model=[mp_ur,bll_c]",
+                                         "task.seeds=[0]", "task.split=random",
+                                         "task.backend=dask"])
+    with pytest.raises(UnreadableFileError, match=f"^{path}: a cluster worker read other"):
+        run_task(cfg)
+    assert not (tmp_path / "run" / "results.csv").exists()
+
+
+def test_every_input_error_crosses_to_the_run_from_a_worker():
+    """A worker's error is pickled back: each class must rebuild from its pickle (they took
+    several arguments, and unpickling called them with the message alone)."""
+    import pickle
+
+    from tagtorch.errors import (
+        ConfigError,
+        DataCheckError,
+        DataFormatError,
+        TooLargeError,
+        UnreadableFileError,
+    )
+
+    for error in [ConfigError("task.ks", [0], "cut-offs >= 1"),
+                  DataFormatError("posts.txt", "4 fields", "3", line=7),
+                  DataCheckError("bib", "no test query", "set task.split=random"),
+                  TooLargeError("EASE", 2.0**40, 2.0**30, "its matrices", "use PITF"),
+                  UnreadableFileError("model/manifest.json: altered")]:
+        back = pickle.loads(pickle.dumps(error))
+        assert type(back) is type(error) and str(back) == str(error)
+    assert pickle.loads(pickle.dumps(DataFormatError("a", "b", line=3))).line == 3

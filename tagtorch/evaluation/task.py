@@ -23,6 +23,7 @@ import json
 import logging
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -34,7 +35,7 @@ from tqdm.auto import tqdm
 
 from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.engines import BACKENDS, joblib_engine
-from tagtorch.errors import TooLargeError
+from tagtorch.errors import TooLargeError, UnreadableFileError
 from tagtorch.evaluation.report import Significance
 from tagtorch.evaluation.runs import (
     EvaluationResult,
@@ -57,7 +58,7 @@ from tagtorch.evaluation.trec import run_file_names
 from tagtorch.evaluation.tuning import grid_points, split_tuning, write_tuning
 from tagtorch.settings import SignatureSettings
 
-__all__ = ["SeededTask", "shard_outcome", "tuning_notes"]
+__all__ = ["SeededTask", "WorkerData", "shard_outcome", "tuning_notes"]
 
 log = logging.getLogger(__name__)
 
@@ -250,10 +251,10 @@ class SeededTask(SignatureSettings, Task):
         data_config = OmegaConf.to_container(cfg.data, resolve=True)
         text_config = (OmegaConf.to_container(cfg.text, resolve=True)
                        if cfg.get("text") is not None else None)
+        shared = WorkerData(data_config, text_config, sent, folksonomy.fingerprint())
         with joblib_engine(self.backend, self.address):
             return list(Parallel(n_jobs=-1)(
-                delayed(shard_outcome)(self, seed, name, models[name], data_config,
-                                       text_config, sent)
+                delayed(shard_outcome)(self, seed, name, models[name], shared)
                 for seed, name in todo))
 
     def timing_keys(self, models: Mapping[str, Any]) -> dict[str, str]:
@@ -302,24 +303,56 @@ def tuning_notes(output_dir: Path, whole: MethodOutcome, on: str
     return write_tuning(output_dir, tuning, "seed", on), curves
 
 
+@dataclass(frozen=True)
+class WorkerData:
+    """What a cluster job needs to get the run's data, and the digest that data must have.
+
+    Attributes:
+        config: ``cfg.data``, instantiated on the worker when ``sent`` is None (the worker
+            reads the files itself: a path it sees, or the seeded generator).
+        text: ``cfg.text`` (None: no normalization).
+        sent: the data as the caller handed it (the Python API), already normalized.
+        fingerprint: :meth:`Folksonomy.fingerprint` of the run's normalized data, as this
+            process read it: a worker that reads other data (a file rewritten since) stops.
+    """
+
+    config: Any
+    text: Any
+    sent: Folksonomy | None
+    fingerprint: str
+
+    def load(self) -> Folksonomy:
+        """The run's normalized data on this worker.
+
+        Raises:
+            UnreadableFileError: the data read here is not the run's (naming the file).
+        """
+        if self.sent is not None:
+            return self.sent
+        raw = instantiate(self.config)
+        data = instantiate(self.text).apply(raw) if self.text is not None else raw
+        found = data.fingerprint()
+        if found != self.fingerprint:
+            config = self.config if isinstance(self.config, dict) else {}
+            source = config.get("path") or f"cfg.data ({config.get('_target_')})"
+            raise UnreadableFileError(
+                f"{source}: a cluster worker read other data than the run's "
+                f"(fingerprint {found[:12]}, the run's {self.fingerprint[:12]}): the data "
+                f"changed after the run read it; keep it unchanged until the run ends")
+        return data
+
+
 def shard_outcome(task: SeededTask, seed: int, name: str, node: Mapping[str, Any],
-                  data_config: Any, text_config: Any, data: Folksonomy | None
-                  ) -> MethodOutcome:
-    """One (seed, method) job on a worker: the data read and normalized here, split, scored.
+                  shared: WorkerData) -> MethodOutcome:
+    """One (seed, method) job on a worker: the run's data (checked), split, scored.
 
     Args:
         task: the task (its settings; its given model objects travel with it).
         seed: the seed.
         name: the method.
         node: its config.
-        data_config: ``cfg.data``, instantiated here when ``data`` is None (the worker reads
-            the files itself: a path it sees, or the seeded generator).
-        text_config: ``cfg.text`` (None: no normalization).
-        data: the data as the caller handed it (the Python API), already normalized.
+        shared: the run's data, or how to read it and the digest it must have.
     """
-    if data is None:
-        raw = instantiate(data_config)
-        data = instantiate(text_config).apply(raw) if text_config is not None else raw
-    prepared = task.prepare(data)
+    prepared = task.prepare(shared.load())
     split = task.split_seed(prepared, seed, None, {name: node})
     return task.outcome(prepared, split, seed, name, node, {})
