@@ -285,3 +285,28 @@ def _mutation(rng: random.Random, chain: dict[str, Any]) -> Callable[[dict[str, 
         else:
             node[key] = chain if choice < 0.4 else rng.choice(FUZZ_VALUES)
     return edit
+
+
+# ----------------------------------------------------------------- other state read back
+def test_a_gzip_bomb_planted_as_a_run_piece_is_run_again_without_inflating(tmp_path, caplog):
+    """A run folder's piece inflating 1000-fold is refused after reading a bounded prefix."""
+    import gzip
+    import logging
+    import tracemalloc
+
+    from tagtorch.evaluation.runs import PIECE_RATIO, RunPieces
+
+    pieces = RunPieces(tmp_path / "pieces", {"m": "settings"})
+    path = pieces._path(0, "m")
+    path.parent.mkdir(parents=True)
+    with gzip.open(path, "wb", compresslevel=9) as handle:
+        for _ in range(50):
+            handle.write(b" " * 2**20)  # 50 MiB of JSON whitespace
+    assert path.stat().st_size * PIECE_RATIO < 50 * 2**20
+    tracemalloc.start()
+    with caplog.at_level(logging.WARNING):
+        assert pieces.read(0, "m") is None
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 1.5 * PIECE_RATIO * path.stat().st_size + 4 * 2**20, peak  # not 50 MiB
+    assert "inflates past" in caplog.text

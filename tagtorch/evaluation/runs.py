@@ -349,8 +349,7 @@ class RunPieces:
         if name not in self.keys or not path.is_file():
             return None
         try:
-            with gzip.open(path, "rt", encoding="utf-8") as handle:
-                saved = json.load(handle)
+            saved = json.loads(_inflated(path))
             if saved["key"] != self.keys[name]:
                 log.info("%s %d, %s: the kept outcome has other settings; running it again",
                          self.unit, fold, name)
@@ -381,6 +380,29 @@ class RunPieces:
     def clear(self) -> None:
         """Deletes the pieces (once the run's report is written)."""
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+PIECE_RATIO = 200
+"""The most a run piece may inflate (its JSON's bytes per gzip byte; level 1 gives about 5)."""
+
+
+def _inflated(path: Path) -> bytes:
+    """A gzipped piece's bytes, refused past :data:`PIECE_RATIO` times its size.
+
+    A gzip bomb planted in a run folder would otherwise take all memory before it failed to
+    parse.
+
+    Raises:
+        ValueError: the piece inflates further.
+    """
+    limit = PIECE_RATIO * path.stat().st_size + 4096
+    data = bytearray()
+    with gzip.open(path, "rb") as handle:
+        while chunk := handle.read(2**20):
+            data += chunk
+            if len(data) > limit:
+                raise ValueError(f"it inflates past {PIECE_RATIO} times its size")
+    return bytes(data)
 
 
 def _json_scalar(value: Any) -> Any:
