@@ -310,3 +310,15 @@ def test_a_gzip_bomb_planted_as_a_run_piece_is_run_again_without_inflating(tmp_p
     tracemalloc.stop()
     assert peak < 1.5 * PIECE_RATIO * path.stat().st_size + 4 * 2**20, peak  # not 50 MiB
     assert "inflates past" in caplog.text
+
+
+def test_a_hybrid_read_back_never_writes_where_its_manifest_says(tmp_path):
+    """Loading a hybrid refits its ranker: folders from its manifest are not used."""
+    from tagtorch.posts.hybrid import Hybrid
+
+    elsewhere = str(tmp_path / "elsewhere")
+    ranker = Hybrid({"_target_": "tagtorch.rankers.neural.NeuralRanker", "log_dir": elsewhere,
+                     "checkpoint_dir": elsewhere, "seed": 3}, seed=5)._build_ranker()
+    assert isinstance(ranker, NeuralRanker)
+    assert ranker.init_args["log_dir"] is None and ranker.init_args["checkpoint_dir"] is None
+    assert ranker.init_args["seed"] == 5

@@ -58,6 +58,9 @@ __all__ = ["Hybrid"]
 
 SECONDS_PER_DAY = 86_400.0
 
+OWN_FOLDERS = ("log_dir", "checkpoint_dir")
+"""The ranker settings naming folders it writes, dropped by :meth:`Hybrid._build_ranker`."""
+
 
 def _base_methods() -> dict[str, PostRanker]:
     """The baselines whose scores are candidates and features."""
@@ -122,8 +125,15 @@ class Hybrid(PostRanker):
         return model
 
     def _build_ranker(self) -> BaseRanker:
-        """A new ranker of the ``ranker`` config (a tagtorch tag ranker; its seed set)."""
-        node = {**self.ranker, "seed": self.seed} if "seed" in self.ranker else self.ranker
+        """A new ranker of the ``ranker`` config (a tagtorch tag ranker; its seed set).
+
+        Its own folders (``log_dir``, ``checkpoint_dir``) are dropped: loading a saved hybrid
+        refits its ranker, and a saved folder must not choose where files are written (the
+        ranker keeps its best epoch in a temporary folder and writes no log).
+        """
+        node = {**self.ranker, **{key: None for key in OWN_FOLDERS if key in self.ranker}}
+        if "seed" in node:
+            node["seed"] = self.seed
         return cast(BaseRanker, build_trusted(node, RANKER_MODULES, (BaseRanker,), "ranker"))
 
     def _choose(self, val: Posts) -> str:
