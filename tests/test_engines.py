@@ -224,8 +224,9 @@ def silent_listener(closes: bool = False) -> Iterator[int]:
                 connection.close()
 
 
-@pytest.mark.parametrize("backend, scheme", [("dask", "tcp://"), ("ray", ""), ("ray", "ray://")])
-@pytest.mark.parametrize("closes", [False, True])
+@pytest.mark.parametrize("backend, scheme, closes", [
+    ("dask", "tcp://", False), ("ray", "", False), ("dask", "tcp://", True),
+    ("ray", "ray://", True)])
 def test_an_address_that_accepts_and_never_answers_is_a_config_error_in_time(backend, scheme,
                                                                              closes):
     """A listener that accepts and then says nothing held Dask and Ray for minutes."""
