@@ -48,9 +48,10 @@ def _tagrec_file(path, seed: int):
 
 def test_a_worker_reading_other_data_than_the_runs_stops_naming_the_file(tmp_path):
     """Issue 69: the data's digest travels with each job (here without a cluster)."""
+    from hydra.utils import instantiate
+
     from tagtorch.errors import UnreadableFileError
     from tagtorch.evaluation.task import WorkerData
-    from hydra.utils import instantiate
 
     path = _tagrec_file(tmp_path / "posts.txt", seed=1)
     config = {"_target_": "tagtorch.data.loaders.tagrec.load_tagrec", "path": str(path)}
