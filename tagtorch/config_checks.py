@@ -12,7 +12,8 @@ not checked):
 ========================  =====================================================================
 key                       allowed
 ========================  =====================================================================
-``ks``                    a non-empty list of integers >= 1
+``ks``                    a non-empty list of integers from 1 to
+                          :data:`~tagtorch.metrics.functional.MAX_CUTOFF` (10**9)
 ``k``                     an integer >= 1, or null where a component allows "the whole list"
 ``metrics``               a non-empty list of :data:`tagtorch.metrics.METRIC_NAMES`
 ``batch_size``            an integer >= 1
@@ -21,9 +22,11 @@ key                       allowed
 ``device``                ``auto``, ``cpu``, ``cuda`` or ``cuda:N`` (CUDA only with a GPU)
 ``accelerator``           Lightning's ``auto``, ``cpu``, ``gpu`` or ``cuda`` (GPU only with one)
 ``seed``                  an integer
-``significance``          ``{test: ttest|wilcoxon|randomization|both, n_resamples: int >= 1,
-                          seed: int}`` (a report's paired tests; keys may be left out)
+``significance``          ``{test: ttest|wilcoxon|randomization|both, n_resamples: int from 1
+                          to 10**6, seed: int}`` (a report's paired tests; keys may be left
+                          out; :data:`~tagtorch.evaluation.stats.MAX_RESAMPLES`)
 ``trec``                  true or false
+``chunk_bytes``           an integer from 1 to 1 GiB, or null (a data file read whole)
 ========================  =====================================================================
 
 A node with a ``_target_`` (the task, the data, each method) may hold only settings its class or
@@ -33,6 +36,10 @@ settings taken, before anything is built.
 ``task.backend`` (where the protocol's parallel jobs run) must be one of
 :data:`tagtorch.engines.BACKENDS`: ``processes``, ``dask`` or ``ray`` (a tree model's
 ``backend``, its library, is the model's own setting).
+
+Each method's name (a key of ``model``, or of the Python API's ``models``) and a set
+``data.name`` are parts of the run's file names: they must follow
+:data:`tagtorch.evaluation.trec.NAME_RULE` (no path separator, ``..`` or leading dot).
 
 Each method under ``model`` must suit the task: tag recommendation (``task=tagrec``) takes
 rankers of candidate lists (``score(batch)``), item recommendation (``task=itemrec``) takes item
@@ -56,10 +63,13 @@ from hydra.utils import get_class, get_object
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import InterpolationResolutionError, MissingMandatoryValue
 
+from tagtorch.data.loaders.reading import CHUNK_BYTES_EXPECTED, check_chunk_bytes
 from tagtorch.engines import BACKENDS
 from tagtorch.errors import ConfigError
 from tagtorch.evaluation.report import SIGNIFICANCE_TESTS, Significance
-from tagtorch.metrics.functional import METRIC_NAMES, parse_metric
+from tagtorch.evaluation.stats import MAX_RESAMPLES
+from tagtorch.evaluation.trec import NAME_RULE, check_name
+from tagtorch.metrics.functional import MAX_CUTOFF, METRIC_NAMES, check_k, parse_metric
 from tagtorch.settings import MODEL_TASKS, ModelTask
 
 __all__ = ["check_config", "drop_unselected_settings", "model_kind"]
@@ -82,9 +92,14 @@ def _is_int(value: object) -> bool:
 
 
 def _check_ks(key: str, value: Any) -> None:
-    if (not isinstance(value, list) or not value
-            or not all(_is_int(k) and k >= 1 for k in value)):
-        raise ConfigError(key, value, "a non-empty list of integers >= 1, e.g. [5] or [1,5,10]")
+    try:
+        if not isinstance(value, list) or not value:
+            raise ValueError(value)
+        for k in value:
+            check_k(k, at_most=MAX_CUTOFF)
+    except ValueError:
+        raise ConfigError(key, value, f"a non-empty list of integers from 1 to {MAX_CUTOFF} "
+                          "(cut-offs), e.g. [5] or [1,5,10]") from None
 
 
 def _check_k(key: str, value: Any) -> None:
@@ -100,7 +115,8 @@ def _check_metrics(key: str, value: Any) -> None:
             parse_metric(name)
     except ValueError:
         raise ConfigError(key, value, f"a non-empty list of metric names from "
-                          f"{list(METRIC_NAMES)} (or mrr@K, map@K)") from None
+                          f"{list(METRIC_NAMES)} (or mrr@K, map@K with K from 1 to "
+                          f"{MAX_CUTOFF})") from None
 
 
 def _check_batch_size(key: str, value: Any) -> None:
@@ -159,7 +175,23 @@ def _check_significance(key: str, value: Any) -> None:
         Significance.of(value)
     except (TypeError, ValueError) as error:
         raise ConfigError(key, value, f"{{test: one of {list(SIGNIFICANCE_TESTS)}, n_resamples: "
-                          f"an integer >= 1, seed: an integer}} ({error})") from None
+                          f"an integer from 1 to {MAX_RESAMPLES}, seed: an integer}} ({error})"
+                          ) from None
+
+
+def _check_name(key: str, name: Any, what: str) -> None:
+    """Refuses a name that becomes part of the run's file names (:func:`check_name`)."""
+    try:
+        check_name(name, what)
+    except ValueError:
+        raise ConfigError(key, name, f"a {what} name of {NAME_RULE}") from None
+
+
+def _check_chunk_bytes(key: str, value: Any) -> None:
+    try:
+        check_chunk_bytes(value, key)
+    except ValueError:
+        raise ConfigError(key, value, CHUNK_BYTES_EXPECTED) from None
 
 
 _CHECKS: dict[str, Callable[[str, Any], None]] = {
@@ -174,6 +206,7 @@ _CHECKS: dict[str, Callable[[str, Any], None]] = {
     "seed": _check_seed,
     "significance": _check_significance,
     "trec": _check_flag,
+    "chunk_bytes": _check_chunk_bytes,
 }
 
 
@@ -385,13 +418,16 @@ def check_config(cfg: DictConfig) -> None:
         Traceback (most recent call last):
         ...
         tagtorch.errors.ConfigError: config key task.ks=[0]: expected a non-empty list \
-of integers >= 1, e.g. [5] or [1,5,10]
+of integers from 1 to 1000000000 (cut-offs), e.g. [5] or [1,5,10]
     """
     container = _resolved(cfg)
     _check_seed("seed", container.get("seed", 0))
     task = container.get("task") or {}
     if "backend" in task:  # where the protocol's jobs run (not a tree model's library)
         _check_backend("task.backend", task["backend"])
+    data_name = (container.get("data") or {}).get("name")
+    if data_name is not None:  # the checkpoint and recommender folders' names
+        _check_name("data.name", data_name, "dataset")
     for group in CHECKED_GROUPS:
         _check_keys(group, container.get(group))
         for key, name, value in _walk(container.get(group), group):
@@ -405,6 +441,8 @@ of integers >= 1, e.g. [5] or [1,5,10]
     models = container.get("model") or {}
     if not models:
         raise ConfigError("model", models, "at least one method (model=NAME or model=[A,B])")
+    for name in models:  # every name (shown as its repr), before a model's other checks
+        _check_name("model", name, "method")
     for name, node in models.items():
         target = node.get("_target_") if isinstance(node, dict) else None
         if target is None:

@@ -5,10 +5,12 @@ import sys
 
 import pytest
 import torch
+from omegaconf import open_dict
 from test_train import EXPERIMENTS, ROOT, compose_cfg
 
 from tagtorch.config_checks import check_config, drop_unselected_settings
 from tagtorch.errors import ConfigError
+from tagtorch.evaluation.trec import check_name, run_file_names
 
 NO_GPU = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error without a GPU")
 
@@ -22,7 +24,11 @@ def test_every_shipped_configuration_passes(tmp_path, experiment):
 
 
 @pytest.mark.parametrize("overrides, key, expected", [
-    (["task.ks=[0]"], "task.ks", "integers >= 1"),
+    (["task.ks=[0]"], "task.ks", "integers from 1 to 1000000000"),
+    (["task.ks=[1e9]"], "task.ks", "integers from 1 to 1000000000"),  # Hydra's float
+    (["task.ks=[5,1000000001]"], "task.ks", "integers from 1 to 1000000000"),
+    (["task.ks=[123456789012345678901234567890]"], "task.ks", "integers from 1 to 1000000000"),
+    (["task.metrics=[ndcg,mrr@10000000000]"], "task.metrics", "K from 1 to 1000000000"),
     (["task.ks=[]"], "task.ks", "non-empty list"),
     (["task.ks=5"], "task.ks", "list of integers"),
     (["task.metrics=[ndcg,bleu]"], "task.metrics", "metric names"),
@@ -38,7 +44,7 @@ def test_every_shipped_configuration_passes(tmp_path, experiment):
     (["model=lambdarank", "optimizer.lr=nan"], "model.lambdarank.optimizer.lr", "finite"),
     (["task=itemrec", "model=dorank", "model.dorank.optimizer.lr=-1"],
      "model.dorank.optimizer.lr", "> 0"),
-    (["task=itemrec", "model=dorank", "task.ks=[0,10]"], "task.ks", "integers >= 1"),
+    (["task=itemrec", "model=dorank", "task.ks=[0,10]"], "task.ks", "integers from 1 to"),
     (["task=itemrec", "model=dorank", "task.batch_size=-5"], "task.batch_size", ">= 1"),
     (["model=dorank"], "model.dorank._target_", "a tag ranker"),
     (["task=itemrec", "model=latre_wts"], "model.latre_wts._target_", "an item model"),
@@ -60,7 +66,13 @@ def test_every_shipped_configuration_passes(tmp_path, experiment):
     (["task.significance.test=permutation"], "task.significance",
      "randomization"),
     (["task=itemrec", "model=dorank", "task.significance.n_resamples=0"],
-     "task.significance", "n_resamples: an integer >= 1"),
+     "task.significance", "n_resamples: an integer from 1 to 1000000"),
+    (["task=itemrec", "model=dorank", "task.significance.n_resamples=1000000000000"],
+     "task.significance", "n_resamples must be an integer from 1 to 1000000, got 1000000000000"),
+    (["task=posts", "model=bll", "task.significance.n_resamples=1e4"],
+     "task.significance", "n_resamples must be an integer from 1 to 1000000, got 10000.0"),
+    (["data=tagrec", "data.path=x.txt", "data.name=../x"], "data.name",
+     "a dataset name of 1 to 100 ASCII letters"),
     (["task=resources", "model=bm25", "+task.significance.alpha=0.05"], "task.significance",
      "alpha"),
 ])
@@ -186,3 +198,37 @@ def test_every_task_has_the_one_shape(tmp_path, task):
     names = list(inspect.signature(type(made).run).parameters)
     assert names[-2:] == ["raw", "given"] and len(names) == 7  # self, data, cfg, out, loggers
     assert set(made.model_tasks) <= set(MODEL_TASKS)
+
+
+@pytest.mark.parametrize("name", ["x/../../../escaped_run", "..", ".hidden", "a\x00b", "a b",
+                                  "run\n", "/abs", "a\\b", "caf\u00e9", "-flag", "", "x" * 101])
+def test_a_method_name_that_is_not_a_safe_file_name_is_refused_before_any_work(tmp_path, name):
+    """Issue 69: a method named ``x/../../../escaped_run`` wrote its TREC file outside the run
+    folder (a method's name is part of the run's file and folder names)."""
+    cfg = compose_cfg(tmp_path, ["model=[latre_wts]"])
+    with open_dict(cfg):
+        cfg.model[name] = cfg.model.latre_wts
+    with pytest.raises(ConfigError) as info:
+        check_config(cfg)
+    assert str(info.value) == (f"config key model={name!r}: expected a method name of 1 to 100 "
+                               "ASCII letters, digits, '_', '-', '.' or '+', starting with a "
+                               "letter, digit or '_', without '..' (it names the run's files)")
+
+
+def test_safe_method_names_pass():
+    for name in ("latre_wts", "rf-2", "lda_z100", "A.b+c", "_x", "x" * 100):
+        assert check_name(name) == name
+    with pytest.raises(ValueError, match=r"^method 'a/b': expected 1 to 100"):
+        run_file_names(["a/b", "c"])
+
+
+def test_the_python_api_refuses_such_a_name_before_writing_anything(tmp_path):
+    """``tt.evaluate(models={name: ...})`` takes the same run, checked first."""
+    import tagtorch as tt
+    from tagtorch.data.synthetic import generate_folksonomy
+
+    run = tmp_path / "deep" / "run"
+    with pytest.raises(ConfigError, match=r"config key model='x/\.\./\.\./escaped_run'"):
+        tt.evaluate("tagrec", generate_folksonomy(n_objects=30, seed=0), output_dir=run,
+                    models={"x/../../escaped_run": "latre_wts"})
+    assert list(tmp_path.rglob("*")) == []  # nothing written, inside the run folder or out

@@ -870,7 +870,7 @@ def plain_line_layout(content: str, sep: str) -> tuple[list[int], list[bool]]:
     lines = content.split("\n")
     if lines[-1] == "":
         lines = lines[:-1]
-    whitespace = set(" \t\r\x0b\x0c") - {sep}
+    whitespace = set(" \t\r") - {sep}  # pandas' blanks: a line of \x0b or \x0c is a row
     return [line.count(sep) for line in lines], [set(line) <= whitespace for line in lines]
 
 

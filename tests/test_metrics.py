@@ -38,7 +38,7 @@ from tagtorch.metrics import (
     reciprocal_rank,
     success_at_k,
 )
-from tagtorch.metrics.functional import parse_metric
+from tagtorch.metrics.functional import MAX_CUTOFF, parse_key, parse_metric
 
 L2_3 = 1 / math.log2(3)  # discount at rank 2
 L2_5 = 1 / math.log2(5)  # discount at rank 4
@@ -415,8 +415,8 @@ def test_validation_errors(fn) -> None:
         fn(scores, labels, mask, 1, n_relevant=torch.tensor([3, 2]))
     with pytest.raises(ValueError, match=">= 0"):
         fn(scores, -labels, mask, 1)
-    for bad_k in (0, -1, 2.0, True):
-        with pytest.raises(ValueError, match="k must be"):
+    for bad_k in (0, -1, 2.0, True, 1e9, MAX_CUTOFF + 1, 10**30):
+        with pytest.raises(ValueError, match="k must be an integer from 1 to 1000000000"):
             fn(scores, labels, mask, bad_k)
 
 
@@ -615,3 +615,75 @@ def test_cut_metrics_of_long_lists_with_ties_equal_a_plain_sort(seed):
         precisions = [sum(rel[:p + 1]) / (p + 1) for p in range(min(10, len(rel))) if rel[p]]
         ap = sum(precisions) / min(n_rel, 10) if n_rel else 0.0
         assert float(got["map@10"][row]) == pytest.approx(ap, abs=1e-6), row
+
+
+# --------------------------------------------------------------------------------------------
+# cut-offs beyond the lists (issue 69: ``task.ks=[1000000000]`` padded the ideal to K places)
+
+
+def hostile_batch() -> tuple[torch.Tensor, ...]:
+    """40 lists of width 9: ties, grades, short and empty lists, up to 2 relevant items missing."""
+    g = torch.Generator().manual_seed(69)
+    b, width = 40, 9
+    mask = torch.arange(width) < torch.randint(0, width + 1, (b,), generator=g)[:, None]
+    scores = torch.randint(0, 4, (b, width), generator=g).double()
+    labels = torch.randint(0, 4, (b, width), generator=g)
+    labels = labels * (torch.rand(b, width, generator=g) < 0.5)
+    present = ((labels > 0) & mask).sum(-1)
+    return scores, labels, mask, present + torch.randint(0, 3, (b,), generator=g)
+
+
+def test_a_cut_off_beyond_every_list_scores_the_whole_lists():
+    """K = 10**9 against the plain reference (each list whole; P@K divides by K), and exactly
+    the values at the lists' width plus the missing items: the work stops at the lists (at K
+    places, the ideal ranking alone would take 8 GB per list)."""
+    scores, labels, mask, n_relevant = hostile_batch()
+    huge, whole = MAX_CUTOFF, scores.shape[1] + 2
+    names = ("ndcg", "precision", "recall", "success", f"mrr@{huge}", f"map@{huge}")
+    got = ranking_metrics(scores, labels, mask, n_relevant, ks=(huge,), metrics=names)
+    for i in range(scores.shape[0]):
+        real = mask[i]
+        exp = ref_list(scores[i, real].tolist(), labels[i, real].double().tolist(),
+                       int(n_relevant[i]), huge)
+        keys = (f"ndcg@{huge}", f"p@{huge}", f"r@{huge}", f"s@{huge}", f"mrr@{huge}")
+        actual = [got[key][i].item() for key in keys] + [got[f"map@{huge}"][i].item()]
+        np.testing.assert_allclose(actual, [*exp[:5], exp[6]], rtol=1e-12, err_msg=f"list {i}")
+    at_width = ranking_metrics(scores, labels, mask, n_relevant, ks=(whole,),
+                               metrics=("ndcg", "recall", "success", "mrr", "map"))
+    exact = {"ndcg": "ndcg", "r": "recall", "s": "success"}
+    for short, name in exact.items():
+        torch.testing.assert_close(got[f"{short}@{huge}"], at_width[f"{short}@{whole}"],
+                                   rtol=0, atol=0, equal_nan=True, msg=name)
+    for name in ("mrr", "map"):  # their cut-off beyond the lists: no cut-off at all
+        torch.testing.assert_close(got[f"{name}@{huge}"], at_width[name], rtol=0, atol=0,
+                                   equal_nan=True)
+    for fn in (ndcg_at_k, recall_at_k, success_at_k, reciprocal_rank, average_precision):
+        torch.testing.assert_close(fn(scores, labels, mask, huge, n_relevant),
+                                   fn(scores, labels, mask, whole, n_relevant), rtol=0, atol=0,
+                                   equal_nan=True, msg=fn.__name__)
+    grades = torch.where(mask, labels, 0).double()
+    torch.testing.assert_close(ideal_dcg(grades, mask, huge, n_relevant),
+                               ideal_dcg(grades, mask, whole, n_relevant), rtol=0, atol=0)
+    torch.testing.assert_close(dcg_at_k(scores, grades, mask, huge),
+                               dcg_at_k(scores, grades, mask, whole), rtol=0, atol=0)
+
+
+def test_cut_offs_above_the_largest_are_refused_in_one_line():
+    """A 30-digit cut-off raised OverflowError deep in torch (issue 69); Unicode digits are not
+    a cut-off."""
+    assert parse_key(f"ndcg@{MAX_CUTOFF}") == ("ndcg", MAX_CUTOFF)
+    for bad in ("ndcg@123456789012345678901234567890", f"p@{MAX_CUTOFF + 1}", "map@" + "9" * 5000,
+                "tagrec_f1@99999999999"):
+        with pytest.raises(ValueError, match="expected a cut-off K from 1 to 1000000000") as info:
+            parse_key(bad)
+        assert "\n" not in str(info.value) and len(str(info.value)) < 300
+    with pytest.raises(ValueError, match="expected a cut-off K from 1 to 1000000000"):
+        parse_metric("mrr@10000000000")
+    for digits in ("\u0661\u0660", "\uff11"):  # Arabic-Indic 10, fullwidth 1
+        with pytest.raises(ValueError, match="unknown metric"):
+            parse_key(f"ndcg@{digits}")
+    scores, labels, mask = torch.rand(2, 3), torch.ones(2, 3), full_mask(2, 3)
+    with pytest.raises(ValueError, match="each k in ks must be an integer from 1 to 1000000000"):
+        ranking_metrics(scores, labels, mask, ks=(10**30,))
+    with pytest.raises(ValueError, match="k must be an integer from 1 to 1000000000"):
+        NDCG(k=10**30)

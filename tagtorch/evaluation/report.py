@@ -21,7 +21,13 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
-from tagtorch.evaluation.stats import PairedTest, TestMethod, confidence_interval, paired_test
+from tagtorch.evaluation.stats import (
+    PairedTest,
+    TestMethod,
+    check_resamples,
+    confidence_interval,
+    paired_test,
+)
 from tagtorch.version import __version__
 
 #: The candidate coverage of tag recommendation in ``results.csv``, per method and fold: the
@@ -45,7 +51,8 @@ class Significance:
         seed: seed of the randomization test's draws.
 
     Raises:
-        ValueError: an unknown test, ``n_resamples < 1`` or a seed that is not an integer.
+        ValueError: an unknown test, ``n_resamples`` not from 1 to
+            :data:`~tagtorch.evaluation.stats.MAX_RESAMPLES` or a seed that is not an integer.
 
     Example:
         >>> Significance.of({"test": "both"}).methods
@@ -60,10 +67,7 @@ class Significance:
         if self.test not in SIGNIFICANCE_TESTS:
             raise ValueError(f"significance.test must be one of {SIGNIFICANCE_TESTS}, "
                              f"got {self.test!r}")
-        if isinstance(self.n_resamples, bool) or not isinstance(self.n_resamples, int) \
-                or self.n_resamples < 1:
-            raise ValueError(f"significance.n_resamples must be an integer >= 1, got "
-                             f"{self.n_resamples!r}")
+        check_resamples(self.n_resamples, "significance.n_resamples")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
             raise ValueError(f"significance.seed must be an integer, got {self.seed!r}")
 
@@ -280,7 +284,9 @@ def headline_section(report: str) -> str:
     if start < 0:
         return ""
     lines = report[start:].splitlines()
-    first = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    first = next((i for i, line in enumerate(lines) if line.startswith("|")), None)
+    if first is None:  # a heading without its table
+        return ""
     last = next((i for i in range(first, len(lines)) if not lines[i].startswith("|")),
                 len(lines))
     return "\n".join(lines[:last])

@@ -11,7 +11,14 @@ in the form of the tasks' reports: each run's mean with the 95% confidence inter
 queries, and a paired test of every pair of runs over the queries, Holm-corrected per metric
 (the t-test and the randomization test by default; :class:`~tagtorch.evaluation.report.
 Significance`). ``--output FILE`` also writes the report and the per-query values
-(``FILE`` and ``FILE`` with ``.csv``).
+(``FILE`` and ``FILE`` with ``.csv``), atomically and never through a link; a file that exists
+is replaced only with ``--overwrite``, and a folder never.
+
+Every option is checked before any file is read, each refusal one line on standard error and
+exit status 2: a metric's cut-off ``K`` from 1 to :data:`~tagtorch.metrics.functional.
+MAX_CUTOFF` (a ``K`` beyond a query's list costs no more than its list: the metrics' work is
+bounded by the lists), ``--resamples`` from 1 to :data:`~tagtorch.evaluation.stats.
+MAX_RESAMPLES`, ``--confidence`` in ``(0, 1)``.
 
 How a run is read and scored (trec_eval's and ranx's conventions): a query's documents are
 ranked by score, descending, equal scores by document id, descending (trec_eval); the rank
@@ -49,7 +56,12 @@ from tagtorch.evaluation.report import (
     summary_table,
     version_line,
 )
-from tagtorch.evaluation.stats import confidence_interval
+from tagtorch.evaluation.stats import (
+    MAX_RESAMPLES,
+    check_confidence,
+    check_resamples,
+    confidence_interval,
+)
 from tagtorch.evaluation.trec import read_qrels, read_run
 from tagtorch.metrics.functional import dcg_at_k, ideal_dcg, parse_key, ranking_metrics
 from tagtorch.storage import atomic_write
@@ -67,7 +79,10 @@ def _padded(queries: Sequence[str], qrels: Judgements,
     """``scores, labels, mask, grades, grade_mask`` of the queries, padded.
 
     ``scores`` are the ranks' reverse (the order read: by score, ties by document id
-    descending); ``grades`` are every judged relevant document's grade (the ideal ranking).
+    descending); ``grades`` are every judged relevant document's grade (the ideal ranking),
+    padded to the run's width at least, so that an ideal DCG at any cut-off up to the run's
+    lists sums as many places as that cut-off (beyond both widths, the metrics' places stop at
+    the lists: :func:`~tagtorch.metrics.functional.ideal_dcg`).
     """
     ranked, judged = [], []
     for query in queries:
@@ -79,7 +94,7 @@ def _padded(queries: Sequence[str], qrels: Judgements,
     width = max(1, max(len(r) for r in ranked))
     labels = torch.zeros(len(queries), width, dtype=torch.float64)
     mask = torch.zeros(len(queries), width, dtype=torch.bool)
-    ideal_width = max(1, max(len(j) for j in judged))
+    ideal_width = max(width, max(len(j) for j in judged))
     grades = torch.zeros(len(queries), ideal_width, dtype=torch.float64)
     grade_mask = torch.zeros(len(queries), ideal_width, dtype=torch.bool)
     for b, (row, ideal) in enumerate(zip(ranked, judged, strict=True)):
@@ -133,6 +148,22 @@ def _chunks(queries: Sequence[str], qrels: Judgements,
         yield chunk
 
 
+def check_metrics(metrics: Sequence[str]) -> None:
+    """Refuses a name that is not a metric of run files.
+
+    The names of :func:`~tagtorch.metrics.functional.parse_key`'s grammar, cut-offs up to
+    :data:`~tagtorch.metrics.functional.MAX_CUTOFF`, but TagRec's.
+
+    Raises:
+        ValueError: naming the metric and what was expected, in one line.
+    """
+    for metric in metrics:
+        family, _ = parse_key(metric)
+        if family.startswith("tagrec_"):
+            raise ValueError(f"{metric}: TagRec's metrics are scored by task=posts, not from "
+                             "run files")
+
+
 def query_values(qrels: Judgements, run: Judgements, metrics: Sequence[str],
                  max_cells: int = 1 << 22) -> pd.DataFrame:
     """Per-query values of one run: columns ``object, metric, value``.
@@ -148,11 +179,7 @@ def query_values(qrels: Judgements, run: Judgements, metrics: Sequence[str],
         >>> query_values(qrels, run, ["p@1", "mrr"]).value.tolist()
         [0.0, 0.0, 0.5, 0.0]
     """
-    for metric in metrics:
-        family, _ = parse_key(metric)  # an unknown name fails before any work
-        if family.startswith("tagrec_"):
-            raise ValueError(f"{metric}: TagRec's metrics are scored by task=posts, not from "
-                             "run files")
+    check_metrics(metrics)  # an unknown name fails before any work
     queries = sorted(q for q, docs in qrels.items() if any(g > 0 for g in docs.values()))
     frames = []
     for part in _chunks(queries, qrels, run, max_cells):
@@ -204,10 +231,10 @@ def runs_report(qrels: Judgements, runs: Mapping[str, Judgements], metrics: Sequ
     return "\n".join([*lines, "", version_line()]) + "\n", per_query
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m tagtorch.evaluation QRELS RUN [RUN ...]`` (module docstring)."""
+def _parser() -> argparse.ArgumentParser:
+    """The command line (a bad value is an ``ArgumentError``, shown by :func:`main` in one line)."""
     parser = argparse.ArgumentParser(prog="python -m tagtorch.evaluation",
-                                     description=__doc__.split("\n")[0])
+                                     description=__doc__.split("\n")[0], exit_on_error=False)
     parser.add_argument("qrels", type=Path)
     parser.add_argument("runs", type=Path, nargs="+")
     parser.add_argument("--metrics", nargs="+",
@@ -215,11 +242,74 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--test", choices=["ttest", "wilcoxon", "randomization", "both"],
                         default="both")
     parser.add_argument("--resamples", type=int, default=10_000,
-                        help="sign flips drawn by the randomization test")
+                        help=f"sign flips drawn by the randomization test (1 to "
+                             f"{MAX_RESAMPLES:,})")
     parser.add_argument("--confidence", type=float, default=0.95)
     parser.add_argument("--output", type=Path, help="also write the report here (and .csv)")
-    args = parser.parse_args(argv)
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace the --output files if they exist")
+    return parser
+
+
+def _check_output(output: Path, overwrite: bool) -> None:
+    """Refuses an ``--output`` that is a folder, or under a file, or whose files exist.
+
+    Existing files are taken only with ``overwrite`` (a folder never).
+
+    Raises:
+        ValueError: naming the option, the path and what was expected, in one line.
+    """
+    if output.is_dir():
+        raise ValueError(f"--output {output}: a folder; expected a file name for the report "
+                         "(its per-query values go to FILE with .csv)")
+    if output.suffix == ".csv":
+        raise ValueError(f"--output {output}: expected a report file not named .csv (its "
+                         "per-query values go to FILE with .csv)")
+    above = next((folder for folder in output.parents if folder.exists()), None)
+    if above is not None and not above.is_dir():
+        raise ValueError(f"--output {output}: {above} is not a folder; expected a file name "
+                         "in a folder")
+    for path in (output, output.with_suffix(".csv")):
+        if path.is_dir():
+            raise ValueError(f"--output {output}: {path} is a folder; expected a file there "
+                             "or none")
+        if not overwrite and (path.exists() or path.is_symlink()):
+            raise ValueError(f"--output {output}: {path} exists; expected a new file name, or "
+                             "--overwrite to replace it")
+
+
+def _check_options(args: argparse.Namespace) -> None:
+    """Refuses the options' values before any file is read (one line each)."""
     try:
+        check_metrics(args.metrics)
+    except ValueError as error:
+        raise ValueError(f"--metrics: {error}") from None
+    check_resamples(args.resamples, "--resamples")
+    check_confidence(args.confidence, "--confidence")
+    if args.output is not None:
+        _check_output(args.output, args.overwrite)
+
+
+def _write_output(output: Path, report: str, per_query: pd.DataFrame) -> None:
+    """Writes the report and the per-query values (:func:`~tagtorch.storage.atomic_write`).
+
+    Atomically: never through a link, never half-written.
+    """
+    with atomic_write(output) as partial:
+        partial.write_text(report, encoding="utf-8")
+    with atomic_write(output.with_suffix(".csv")) as partial:
+        per_query.to_csv(partial, index=False)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``python -m tagtorch.evaluation QRELS RUN [RUN ...]`` (module docstring).
+
+    Bad input (options, files) ends with one line on standard error and exit status 2.
+    """
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+        _check_options(args)
         qrels = read_qrels(args.qrels)
         names = [path.name for path in args.runs]
         if len(set(names)) < len(names):
@@ -228,11 +318,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         report, per_query = runs_report(qrels, runs, args.metrics,
                                         Significance(args.test, args.resamples),
                                         args.confidence)
-    except (OSError, ValueError) as error:
-        parser.exit(2, f"error: {error}\n")
+    except (argparse.ArgumentError, OSError, ValueError) as error:
+        parser.exit(2, f"error: {error!s:.500}\n")  # a value echoed back, cut
     print(report, end="")
-    if args.output is not None:  # atomic: never through a link, never half-written
-        with atomic_write(args.output) as partial:
-            partial.write_text(report, encoding="utf-8")
-        with atomic_write(args.output.with_suffix(".csv")) as partial:
-            per_query.to_csv(partial, index=False)
+    if args.output is not None:
+        try:
+            _write_output(args.output, report, per_query)
+        except OSError as error:
+            parser.exit(2, f"error: --output {args.output}: cannot be written ({error})\n")

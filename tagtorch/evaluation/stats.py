@@ -9,6 +9,11 @@ Fisher's randomization test (:func:`randomization_p_value`: the per-object diffe
 flipped at random, exactly enumerated when there are few objects), each with the effect size
 Cohen's ``d_z`` (:func:`effect_size`). A confidence interval of one value is undefined: its
 half-width is NaN, which reports print as ``n/a``.
+
+The randomization test draws from 1 to :data:`MAX_RESAMPLES` sign assignments
+(:func:`check_resamples`: the ``significance.n_resamples`` setting and the ``--resamples``
+option of ``python -m tagtorch.evaluation``), so its work is at most that many times the
+objects; a confidence level lies strictly between 0 and 1 (:func:`check_confidence`).
 """
 
 from __future__ import annotations
@@ -22,14 +27,56 @@ import numpy as np
 import torch
 from scipy import stats
 
-__all__ = ["PairedTest", "confidence_interval", "effect_size", "paired_test",
-           "randomization_p_value"]
+__all__ = ["MAX_RESAMPLES", "PairedTest", "check_confidence", "check_resamples",
+           "confidence_interval", "effect_size", "paired_test", "randomization_p_value"]
 
 ArrayLike = Sequence[float] | np.ndarray | torch.Tensor
 
 
 #: The paired significance tests on offer.
 TestMethod = Literal["ttest", "wilcoxon", "randomization"]
+
+MAX_RESAMPLES = 10**6
+"""The most sign assignments the randomization test draws: p-values down to ``1e-6``, at most
+a million times the objects' work."""
+
+
+def check_resamples(value: object, name: str = "n_resamples") -> None:
+    """Refuses a number of resamples that is not an integer from 1 to :data:`MAX_RESAMPLES`.
+
+    Args:
+        value: the number given (booleans, floats and strings are refused).
+        name: the setting or option named in the message.
+
+    Raises:
+        ValueError: in one line naming ``name``, the value and the range.
+
+    Example:
+        >>> check_resamples(10**12, "--resamples")
+        Traceback (most recent call last):
+        ...
+        ValueError: --resamples must be an integer from 1 to 1000000, got 1000000000000
+    """
+    if (isinstance(value, bool) or not isinstance(value, int)
+            or not 1 <= value <= MAX_RESAMPLES):
+        raise ValueError(f"{name} must be an integer from 1 to {MAX_RESAMPLES}, got "
+                         f"{value!r:.80}")
+
+
+def check_confidence(value: object, name: str = "confidence") -> None:
+    """Refuses a confidence level that is not a number strictly between 0 and 1.
+
+    Raises:
+        ValueError: in one line naming ``name`` and the value (NaN and booleans refused).
+
+    Example:
+        >>> check_confidence(float("nan"), "--confidence")
+        Traceback (most recent call last):
+        ...
+        ValueError: --confidence must be a number in (0, 1), e.g. 0.95, got nan
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 < value < 1.0:
+        raise ValueError(f"{name} must be a number in (0, 1), e.g. 0.95, got {value!r:.80}")
 
 
 def _as_array(values: ArrayLike, name: str) -> np.ndarray:
@@ -66,8 +113,7 @@ def confidence_interval(values: ArrayLike, confidence: float = 0.95) -> tuple[fl
         >>> confidence_interval([0.5])
         (0.5, nan)
     """
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    check_confidence(confidence)
     array = _as_array(values, "values")
     array = array[~np.isnan(array)]
     n = len(array)
@@ -143,18 +189,17 @@ def randomization_p_value(differences: ArrayLike, n_resamples: int = 10_000,
 
     Args:
         differences: ``[n]`` per-object differences (NaNs dropped).
-        n_resamples: drawn sign assignments (>= 1).
+        n_resamples: drawn sign assignments, from 1 to :data:`MAX_RESAMPLES`.
         seed: seed of the draws.
 
     Raises:
-        ValueError: ``n_resamples < 1``.
+        ValueError: ``n_resamples`` out of that range (:func:`check_resamples`).
 
     Example:
         >>> randomization_p_value([1.0, 2.0, 3.0])  # exact: of 8 sums, +-6 reach |6|
         0.25
     """
-    if n_resamples < 1:
-        raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
+    check_resamples(n_resamples)
     d = _as_array(differences, "differences")
     d = d[~np.isnan(d)]
     n = len(d)

@@ -12,6 +12,13 @@ column, sort by score and break equal scores by document id, so with the model's
 scores they would re-order ties and score another ranking than ours. With rank-based scores
 any TREC tool reads our ranking exactly; the model's scores themselves are not written.
 
+A method's name is part of file and folder names (``run.METHOD.trec``, the checkpoint folders
+``.../METHOD/fold{k}``, a fitted recommender's ``DATASET-METHOD``) and the run column of the
+TREC lines: :func:`check_name` refuses any but :data:`NAME_RULE` (no path separator, no
+``..``, no leading dot, no whitespace or control character), the one check of such names
+(``config_checks`` applies it to every method and ``data.name`` before any work;
+:func:`run_file_names` again).
+
 Query and document ids are integers or space-free strings (tag recommendation: object codes and
 tag codes, so no tag string with spaces can break the whitespace-separated format; item
 recommendation: ``u{user}t{tag}`` or ``u{user}`` and item codes; resource ranking:
@@ -29,6 +36,7 @@ file and the line.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
@@ -37,23 +45,57 @@ import torch
 
 from tagtorch.metrics.functional import top_rank_order
 
-__all__ = ["MAX_TREC_BYTES", "qrels_lines", "ranked_lines", "read_qrels", "read_run",
-           "run_file_names", "scored_lines"]
+__all__ = ["MAX_TREC_BYTES", "NAME_RULE", "check_name", "qrels_lines", "ranked_lines",
+           "read_qrels", "read_run", "run_file_names", "scored_lines"]
 
 MAX_TREC_BYTES = 1 << 31
 """The largest TREC file :func:`read_qrels` and :func:`read_run` read (2 GiB)."""
 
+NAME_RULE = ("1 to 100 ASCII letters, digits, '_', '-', '.' or '+', starting with a letter, "
+             "digit or '_', without '..' (it names the run's files)")
+"""What a method's (or a dataset's) name may be: safe in file names and TREC lines."""
+
+_SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,99}", re.ASCII)
+
+
+def check_name(name: object, what: str = "method") -> str:
+    """``name`` if it is safe as part of a file name (:data:`NAME_RULE`).
+
+    Args:
+        name: a method's name (a key of ``model``, of the Python API's ``models``), or a
+            dataset's.
+        what: what the name names, in the message.
+
+    Raises:
+        ValueError: in one line naming ``what``, the name and :data:`NAME_RULE`.
+
+    Example:
+        >>> check_name("latre_wts")
+        'latre_wts'
+        >>> check_name("x/../../../escaped_run")
+        Traceback (most recent call last):
+        ...
+        ValueError: method 'x/../../../escaped_run': expected 1 to 100 ASCII letters, digits, \
+'_', '-', '.' or '+', starting with a letter, digit or '_', without '..' (it names the run's files)
+    """
+    if not isinstance(name, str) or not _SAFE_NAME.fullmatch(name) or ".." in name:
+        raise ValueError(f"{what} {name!r:.80}: expected {NAME_RULE}")
+    return name
+
 
 def run_file_names(methods: Sequence[str]) -> dict[str, str]:
     """TREC run file of each method: ``run.trec`` for a lone method, else ``run.{method}.trec``.
+
+    Raises:
+        ValueError: a method's name that is not safe in a file name (:func:`check_name`).
 
     Example:
         >>> run_file_names(["rf", "gp"])
         {'rf': 'run.rf.trec', 'gp': 'run.gp.trec'}
     """
     if len(methods) == 1:
-        return {name: "run.trec" for name in methods}
-    return {name: f"run.{name}.trec" for name in methods}
+        return {check_name(name): "run.trec" for name in methods}
+    return {check_name(name): f"run.{name}.trec" for name in methods}
 
 
 def ranked_lines(queries: Sequence[object] | np.ndarray, documents: np.ndarray, keep: np.ndarray,

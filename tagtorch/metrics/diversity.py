@@ -82,6 +82,7 @@ import torch
 from torch import Tensor
 
 from tagtorch.metrics.functional import (
+    MAX_CUTOFF,
     EmptyTargetAction,
     check_k,
     dcg_discount,
@@ -177,7 +178,7 @@ def ranked_top_k(scores: Tensor, mask: Tensor, k: int) -> tuple[Tensor, Tensor]:
     Args:
         scores: ``[B, L]`` scores; mask: ``[B, L]`` bool, True for a real candidate.
         mask: see ``scores``.
-        k: the cut-off, ``>= 1``.
+        k: the cut-off, from 1 to :data:`~tagtorch.metrics.functional.MAX_CUTOFF`.
 
     Returns:
         ``(index, valid)``, both ``[B, min(k, L)]``: the candidate positions in rank order
@@ -190,7 +191,7 @@ def ranked_top_k(scores: Tensor, mask: Tensor, k: int) -> tuple[Tensor, Tensor]:
         ([[1, 0, 2]], [[True, True, False]])
     """
     _check_ranking(scores, mask)
-    check_k(k)
+    check_k(k, at_most=MAX_CUTOFF)
     if scores.shape[1] == 0:
         empty = torch.zeros(scores.shape[0], 0, dtype=torch.long, device=scores.device)
         return empty, empty.bool()
@@ -255,7 +256,7 @@ def alpha_ndcg_at_k(
         mask: see ``scores``.
         topics: ``[B, L, Z]`` ``p(z | t)`` of each candidate.
         object_topics: ``[B, Z]`` ``p(z | o)``; its support is ``Z_o``.
-        k: the cut-off, ``>= 1``.
+        k: the cut-off, from 1 to :data:`~tagtorch.metrics.functional.MAX_CUTOFF`.
         alpha: redundancy penalty in ``[0, 1]``.
         topic_weights: ``"uniform"`` (each topic of ``Z_o`` weighs 1, as ndeval) or
             ``"object"`` (weighted by ``p(z | o)``).
@@ -272,7 +273,7 @@ def alpha_ndcg_at_k(
         0.8066
     """
     check_topics(scores, mask, topics, object_topics)
-    check_k(k)
+    check_k(k, at_most=MAX_CUTOFF)
     _check_action(empty_target_action)
     if not 0.0 <= alpha <= 1.0:
         raise ValueError(f"alpha must lie in [0, 1], got {alpha!r}")
@@ -333,7 +334,7 @@ def err_ia_at_k(
         0.6667
     """
     check_topics(scores, mask, topics, object_topics)
-    check_k(k)
+    check_k(k, at_most=MAX_CUTOFF)
     _check_action(empty_target_action)
     top, in_zo, _ = _top_topics(scores, mask, topics, object_topics, k)
     # prod_{j < i} (1 - p(z | t_j)): an exclusive product (no division, exact where p = 1)
@@ -372,7 +373,7 @@ def s_recall_at_k(
         (0.5, 0.375)
     """
     check_topics(scores, mask, topics, object_topics)
-    check_k(k)
+    check_k(k, at_most=MAX_CUTOFF)
     _check_action(empty_target_action)
     top, in_zo, _ = _top_topics(scores, mask, topics, object_topics, k)
     covered = 1.0 - torch.prod(1.0 - top, dim=1) if soft else (top > 0).any(1).to(top.dtype)

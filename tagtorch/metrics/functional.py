@@ -11,7 +11,9 @@ Every function takes a batch of ``B`` padded candidate lists of width ``L``:
   the relevant candidates present, ``((labels > 0) & mask).sum(-1)``. A value below the number
   of relevant candidates present raises ``ValueError``. P@k, S@k and RR use it only to tell
   which lists are empty;
-- ``k`` int: the cut-off, ``>= 1``;
+- ``k`` int: the cut-off, from 1 to :data:`MAX_CUTOFF`. The work and memory of every metric
+  are bounded by the lists, not by ``k``: a cut-off beyond a list's length ranks the whole
+  list (P@k still divides by ``k``);
 - ``empty_target_action``: what a list with ``n_relevant == 0`` gets (see the convention below).
 
 :func:`dcg_at_k` and :func:`ideal_dcg` take float ``labels`` (the relevance grades, ``>= 0``).
@@ -65,6 +67,7 @@ import torch
 from torch import Tensor
 
 __all__ = [
+    "MAX_CUTOFF",
     "METRIC_NAMES",
     "TAGREC_FAMILIES",
     "EmptyTargetAction",
@@ -92,6 +95,12 @@ METRIC_NAMES: tuple[str, ...] = ("ndcg", "precision", "recall", "success", "mrr"
 """Metric names accepted by :func:`ranking_metrics` (``mrr`` and ``map`` also as ``mrr@K``,
 ``map@K``: with their own cut-off)."""
 
+MAX_CUTOFF = 10**9
+"""The largest cut-off ``K`` a metric takes (``ndcg@K``, ``ks``): longer than any list of a run.
+
+A larger one is refused in one line, before any work: it would score every list whole, as this
+one does (it is a typo, or a number that no tensor index holds)."""
+
 _EMPTY_ACTIONS = ("skip", "neg", "pos", "error")
 _KEY_PREFIX = {"ndcg": "ndcg", "precision": "p", "recall": "r", "success": "s"}
 
@@ -118,18 +127,18 @@ def parse_metric(name: str) -> tuple[str, int | None]:
 
     Raises:
         ValueError: a name that is neither in :data:`METRIC_NAMES` nor ``mrr@K`` / ``map@K``
-            with ``K >= 1``.
+            with ``K`` from 1 to :data:`MAX_CUTOFF`.
 
     Example:
         >>> parse_metric("mrr@10"), parse_metric("success")
         (('mrr', 10), ('success', None))
     """
-    match = re.fullmatch(r"(mrr|map)@([1-9]\d*)", name) if isinstance(name, str) else None
+    match = re.fullmatch(r"(mrr|map)@([1-9][0-9]*)", name) if isinstance(name, str) else None
     if match:
-        return match.group(1), int(match.group(2))
+        return match.group(1), _cut_off(name, match.group(2))
     if name in METRIC_NAMES:
         return name, None
-    raise ValueError(f"unknown metric {name!r}; known: {METRIC_NAMES}, or mrr@K, map@K")
+    raise ValueError(f"unknown metric {name!r:.80}; known: {METRIC_NAMES}, or mrr@K, map@K")
 
 
 def parse_key(key: str) -> tuple[str, int | None]:
@@ -141,39 +150,60 @@ def parse_key(key: str) -> tuple[str, int | None]:
     (:data:`TAGREC_FAMILIES`). A name means one formula in every task.
 
     Raises:
-        ValueError: any other name, listing the grammar.
+        ValueError: any other name, listing the grammar, or a ``K`` above :data:`MAX_CUTOFF`.
 
     Example:
         >>> parse_key("ndcg@10"), parse_key("map"), parse_key("tagrec_mrr@5")
         (('ndcg', 10), ('map', None), ('tagrec_mrr', 5))
+        >>> parse_key("ndcg@123456789012345678901234567890")
+        Traceback (most recent call last):
+        ...
+        ValueError: metric 'ndcg@123456789012345678901234567890': expected a cut-off K from 1 \
+to 1000000000, got 123456789012345678901234567890
     """
     cut_required = "|".join(("ndcg", "p", "r", "s", *TAGREC_FAMILIES))
-    match = (re.fullmatch(rf"({cut_required})@([1-9]\d*)|(mrr|map)(?:@([1-9]\d*))?", key)
+    match = (re.fullmatch(rf"({cut_required})@([1-9][0-9]*)|(mrr|map)(?:@([1-9][0-9]*))?", key)
              if isinstance(key, str) else None)
     if match is None:
-        raise ValueError(f"unknown metric {key!r}: ndcg@K, p@K, r@K, s@K, mrr, map, mrr@K, "
+        raise ValueError(f"unknown metric {key!r:.80}: ndcg@K, p@K, r@K, s@K, mrr, map, mrr@K, "
                          f"map@K or TagRec's {', '.join(f + '@K' for f in TAGREC_FAMILIES)}")
     family = match.group(1) or match.group(3)
     cut = match.group(2) or match.group(4)
-    return family, int(cut) if cut else None
+    return family, _cut_off(key, cut) if cut else None
 
 
-def check_k(k: Any, name: str = "k", optional: bool = False) -> None:
+def _cut_off(key: str, digits: str) -> int:
+    """The cut-off ``K`` of a metric name (its digits), refused above :data:`MAX_CUTOFF`."""
+    if len(digits) > len(str(MAX_CUTOFF)) or int(digits) > MAX_CUTOFF:
+        raise ValueError(f"metric {key!r:.80}: expected a cut-off K from 1 to {MAX_CUTOFF}, "
+                         f"got {digits:.60}")
+    return int(digits)
+
+
+def check_k(k: Any, name: str = "k", optional: bool = False, at_most: int | None = None
+            ) -> None:
     """Refuses a cut-off that is not an integer >= 1 (booleans included); None if ``optional``.
 
-    The one check of a cut-off: metrics, losses and the served recommenders take it.
+    The one check of a cut-off: metrics, losses and the served recommenders take it. The
+    metrics pass ``at_most=MAX_CUTOFF`` (:data:`MAX_CUTOFF`).
 
     Example:
         >>> check_k(True)
         Traceback (most recent call last):
         ...
         ValueError: k must be an integer >= 1, got True
+        >>> check_k(10**30, at_most=MAX_CUTOFF)
+        Traceback (most recent call last):
+        ...
+        ValueError: k must be an integer from 1 to 1000000000, got 1000000000000000000000000000000
     """
     if k is None and optional:
         return
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"{name} must be an integer >= 1{' or None' if optional else ''}, "
-                         f"got {k!r}")
+    if (isinstance(k, bool) or not isinstance(k, int) or k < 1
+            or (at_most is not None and k > at_most)):
+        expected = "an integer >= 1" if at_most is None else f"an integer from 1 to {at_most}"
+        raise ValueError(f"{name} must be {expected}{' or None' if optional else ''}, "
+                         f"got {k!r:.80}")
 
 
 def _validate(
@@ -318,7 +348,9 @@ def ideal_dcg(labels: Tensor, mask: Tensor, k: int, n_relevant: Tensor | None = 
     """Ideal DCG@k of each list, the normalizer of :func:`ndcg_at_k` (linear gain).
 
     The list's own labels with ``n_relevant - (relevant candidates present)`` missing relevant
-    items of gain 1, sorted descending, cut at ``k``. Inputs are not validated.
+    items of gain 1, sorted descending, cut at ``k``. Inputs are not validated. The ideal holds
+    at most the list's width plus its missing items, whatever ``k`` (further places would have
+    gain 0 and add nothing): its work never grows with ``k`` alone.
 
     Takes ``labels``, ``mask``, ``n_relevant`` as in the module docstring;
     the cut-off ``k >= 1``.
@@ -338,9 +370,18 @@ def ideal_dcg(labels: Tensor, mask: Tensor, k: int, n_relevant: Tensor | None = 
     present = (labels > 0).sum(-1)
     missing = torch.zeros_like(present) if n_relevant is None else (n_relevant - present).clamp(
         min=0)
-    ideal = ideal_gains(labels, missing, k)[:, :k]
-    positions = torch.arange(1, k + 1, device=labels.device, dtype=labels.dtype)
+    ideal = ideal_gains(labels, missing, _missing_width(missing, k))[:, :k]
+    positions = torch.arange(1, ideal.shape[1] + 1, device=labels.device, dtype=labels.dtype)
     return (ideal * dcg_discount(positions)).sum(-1)
+
+
+def _missing_width(n_missing: Tensor, k: int) -> int:
+    """The missing items an ideal ranking at cut-off ``k`` needs: ``min(k, most missed)``.
+
+    The ideal's width, and its memory, never grow with ``k`` alone: beyond the most missing
+    items of any list, every further place has gain 0.
+    """
+    return min(k, int(n_missing.max())) if n_missing.numel() else 0
 
 
 def dcg_at_k(scores: Tensor, labels: Tensor, mask: Tensor, k: int) -> Tensor:
@@ -382,6 +423,8 @@ def _rank(
 
     ``depth``: only the first ``depth`` places are needed (every metric has a cut-off), found
     by :func:`top_rank_order` without sorting whole lists (the same places as a full sort).
+    ``ideal_width``: the largest NDCG cut-off; the discounts cover the lists and the missing
+    items that cut-off counts (:func:`_missing_width`).
     """
     scores, labels_f, n_rel, n_present = _validate(
         scores, labels, mask, n_relevant, empty_target_action
@@ -395,7 +438,7 @@ def _rank(
     order = (top_rank_order(scores, mask, depth) if depth is not None and depth < length
              else rank_order(scores, mask))
     gains = labels_f.gather(-1, order)
-    width = max(length, length + ideal_width)
+    width = length + _missing_width(n_rel - n_present, ideal_width)
     positions = torch.arange(1, width + 1, device=device, dtype=dtype)
     discount = dcg_discount(positions)
     return _Ranked(
@@ -421,8 +464,12 @@ def _empty(values: Tensor, n_relevant: Tensor, action: str) -> Tensor:
 
 
 def _ideal_prefix(r: _Ranked, k: int) -> Tensor:
-    """Cumulative ideal DCG ``[B, L + k]`` (own labels plus missing items of gain 1)."""
-    ideal = ideal_gains(r.labels, r.n_missing, k)
+    """Cumulative ideal DCG ``[B, L + k']`` (own labels plus missing items of gain 1).
+
+    ``k' = min(k, most missing items)`` (:func:`_missing_width`): the prefix at any cut-off up
+    to ``k`` is that of ``L + k`` places (:func:`_at`), the places beyond holding gain 0.
+    """
+    ideal = ideal_gains(r.labels, r.n_missing, _missing_width(r.n_missing, k))
     return torch.cumsum(ideal * r.discount[: ideal.shape[1]], dim=-1)
 
 
@@ -465,14 +512,14 @@ def ndcg_at_k(
     candidate list, with gain 1 (see the module docstring).
 
     Takes ``scores``, ``labels``, ``mask``, ``n_relevant``, ``empty_target_action`` as in the
-    module docstring; the cut-off ``k >= 1``.
+    module docstring; the cut-off ``k``, from 1 to :data:`MAX_CUTOFF`.
 
     Returns:
         ``[B]`` NDCG@k per list.
 
     Raises:
-        ValueError: on bad shapes, ``k < 1``, negative labels, too small ``n_relevant``, or an
-            empty list with ``empty_target_action="error"``.
+        ValueError: on bad shapes, a ``k`` out of range, negative labels, too small
+            ``n_relevant``, or an empty list with ``empty_target_action="error"``.
 
     Example:
         >>> scores = torch.tensor([[0.1, 0.9, 0.5]])
@@ -485,7 +532,7 @@ def ndcg_at_k(
         >>> [round(v, 4) for v in ndcg.tolist()]
         [0.5307]
     """
-    check_k(k)
+    check_k(k, at_most=MAX_CUTOFF)
     r = _rank(scores, labels, mask, n_relevant, empty_target_action, ideal_width=k)
     return _empty(_ndcg(r, k, _ideal_prefix(r, k)), r.n_relevant, empty_target_action)
 
@@ -503,7 +550,7 @@ def precision_at_k(
     The divisor is ``k`` even when the list holds fewer than ``k`` candidates.
 
     Takes ``scores``, ``labels``, ``mask``, ``n_relevant``, ``empty_target_action`` as in the
-    module docstring; the cut-off ``k >= 1``.
+    module docstring; the cut-off ``k``, from 1 to :data:`MAX_CUTOFF`.
 
     Returns:
         ``[B]`` P@k per list.
@@ -517,7 +564,7 @@ def precision_at_k(
         >>> [round(v, 4) for v in precision_at_k(scores, labels, mask, k=5).tolist()]  # 2 / 5
         [0.4]
     """
-    check_k(k)
+    check_k(k, at_most=MAX_CUTOFF)
     r = _rank(scores, labels, mask, n_relevant, empty_target_action)
     return _empty(_hits(r, k) / k, r.n_relevant, empty_target_action)
 
@@ -533,7 +580,7 @@ def recall_at_k(
     """Recall at ``k``: relevant candidates in the top ``k``, divided by ``n_relevant``.
 
     Takes ``scores``, ``labels``, ``mask``, ``n_relevant``, ``empty_target_action`` as in the
-    module docstring; the cut-off ``k >= 1``.
+    module docstring; the cut-off ``k``, from 1 to :data:`MAX_CUTOFF`.
 
     Returns:
         ``[B]`` R@k per list.
@@ -547,7 +594,7 @@ def recall_at_k(
         >>> recall_at_k(scores, labels, mask, k=3, n_relevant=torch.tensor([4])).tolist()
         [0.5]
     """
-    check_k(k)
+    check_k(k, at_most=MAX_CUTOFF)
     r = _rank(scores, labels, mask, n_relevant, empty_target_action)
     return _empty(_hits(r, k) / r.n_relevant, r.n_relevant, empty_target_action)
 
@@ -563,7 +610,7 @@ def success_at_k(
     """Success (hit rate) at ``k``: 1 if any relevant candidate is in the top ``k``, else 0.
 
     Takes ``scores``, ``labels``, ``mask``, ``n_relevant``, ``empty_target_action`` as in the
-    module docstring; the cut-off ``k >= 1``.
+    module docstring; the cut-off ``k``, from 1 to :data:`MAX_CUTOFF`.
 
     Returns:
         ``[B]`` S@k per list.
@@ -575,7 +622,7 @@ def success_at_k(
         >>> [success_at_k(scores, labels, mask, k=k).tolist() for k in (2, 3)]
         [[0.0], [1.0]]
     """
-    check_k(k)
+    check_k(k, at_most=MAX_CUTOFF)
     r = _rank(scores, labels, mask, n_relevant, empty_target_action)
     return _empty((_hits(r, k) > 0).to(r.rel.dtype), r.n_relevant, empty_target_action)
 
@@ -604,7 +651,7 @@ def reciprocal_rank(
         >>> [reciprocal_rank(scores, labels, mask, k=k).tolist() for k in (None, 1)]
         [[0.5], [0.0]]
     """
-    check_k(k, optional=True)
+    check_k(k, optional=True, at_most=MAX_CUTOFF)
     r = _rank(scores, labels, mask, n_relevant, empty_target_action)
     return _empty(_rr(r, k), r.n_relevant, empty_target_action)
 
@@ -639,7 +686,7 @@ def average_precision(
         >>> [round(v, 4) for v in ap.tolist()]
         [0.4167]
     """
-    check_k(k, optional=True)
+    check_k(k, optional=True, at_most=MAX_CUTOFF)
     r = _rank(scores, labels, mask, n_relevant, empty_target_action)
     return _empty(_ap(r, k), r.n_relevant, empty_target_action)
 
@@ -685,7 +732,7 @@ def ranking_metrics(
     parsed = [parse_metric(m) for m in metrics]
     ks = tuple(ks)
     for k in ks:
-        check_k(k, name="each k in ks")
+        check_k(k, name="each k in ks", at_most=MAX_CUTOFF)
     k_max = max(ks) if ks and "ndcg" in metrics else 0
     cuts = [cut for name, cut in parsed if name in ("mrr", "map")]
     cuts += list(ks) if any(name not in ("mrr", "map") for name, _ in parsed) else []

@@ -26,6 +26,7 @@ from torch import Tensor
 from torchmetrics import Metric
 
 from tagtorch.metrics.functional import (
+    MAX_CUTOFF,
     EmptyTargetAction,
     average_precision,
     check_k,
@@ -83,7 +84,7 @@ class RankingMetric(Metric):
         **kwargs: object,
     ) -> None:
         super().__init__(**kwargs)
-        check_k(k, optional=not self.requires_k)
+        check_k(k, optional=not self.requires_k, at_most=MAX_CUTOFF)
         if empty_target_action not in ("skip", "neg", "pos", "error"):
             raise ValueError(f"unknown empty_target_action {empty_target_action!r}")
         self.k = k

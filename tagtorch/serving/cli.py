@@ -16,7 +16,9 @@ prints a table; ``--json`` prints JSON for scripts (one query: an object; ``--cs
 one entry per row). A tag recommender's CSV has a ``tags`` column (tags separated by commas)
 and a column per text field; an item recommender's CSV has ``user`` and ``tag`` columns, a
 personalized one ``user``, ``resource`` and ``time`` (may be empty); other columns are
-refused. Bad input ends with one line on standard error and exit status 2.
+refused. Bad input ends with one line on standard error and exit status 2: an option's value
+too (``-k`` an integer from 1 to :data:`~tagtorch.serving.schema.MAX_K`, as the service takes,
+checked before the recommender is read; ``--time`` Unix seconds, an integer).
 
 What it prints may come from others (posted tags, item titles, the CSV): the tables and the
 error line show control characters escaped (``\x1b`` for ESC: C0, DEL and C1 alike), so no
@@ -37,6 +39,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tagtorch.errors import UnreadableFileError
+from tagtorch.metrics.functional import check_k
 from tagtorch.serving import (
     ItemRecommendations,
     ItemRecommender,
@@ -46,6 +49,7 @@ from tagtorch.serving import (
     ResourceRecommendations,
     TagRecommender,
 )
+from tagtorch.serving.schema import MAX_K
 
 MAX_CSV_ROWS = 100_000
 """Most rows of a ``--csv`` file."""
@@ -65,9 +69,14 @@ def printable(text: str) -> str:
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    """The command line."""
+    """The command line.
+
+    Raises:
+        argparse.ArgumentError: a value of the wrong type or a missing one (:func:`main` shows
+            it in one line); a value out of range is :func:`check_options`'.
+    """
     parser = argparse.ArgumentParser(prog="python -m tagtorch.recommend",
-                                     description=__doc__.splitlines()[0])
+                                     description=__doc__.splitlines()[0], exit_on_error=False)
     parser.add_argument("path", help="a recommender folder written by task=fit")
     parser.add_argument("--tags", default="", help="the object's tags, separated by commas")
     parser.add_argument("--title", help="the object's title")
@@ -79,11 +88,21 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--resource", help="personalized tag recommenders: the resource's id")
     parser.add_argument("--time", type=int, help="personalized tag recommenders: the post's "
                                                  "Unix time (default: now)")
-    parser.add_argument("-k", type=int, help="how many to recommend (default: 5 tags, 10 "
-                                             "items)")
+    parser.add_argument("-k", type=int, help=f"how many to recommend, 1 to {MAX_K} (default: 5 "
+                                             "tags, 10 items)")
     parser.add_argument("--csv", help="recommend for every row of this CSV file")
     parser.add_argument("--json", action="store_true", help="print JSON")
     return parser.parse_args(argv)
+
+
+def check_options(args: argparse.Namespace) -> None:
+    """Refuses an option's value out of range, before any work.
+
+    Raises:
+        ValueError: naming the option, the value and the range, in one line.
+    """
+    if args.k is not None:
+        check_k(args.k, "-k", at_most=MAX_K)
 
 
 def split_tags(text: str) -> list[str]:
@@ -274,7 +293,12 @@ def table(result: Recommendations) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs the command; returns the exit status."""
-    args = parse_args(argv)
+    try:
+        args = parse_args(argv)
+        check_options(args)
+    except (argparse.ArgumentError, ValueError) as error:
+        print(f"error: {printable(str(error)):.500}", file=sys.stderr)  # a value echoed, cut
+        return 2
     results: list[Recommendations | ItemRecommendations | ResourceRecommendations]
     try:
         recommender = Recommender.load(Path(args.path))

@@ -19,6 +19,13 @@ Reading rules shared by every loader:
   character is an error too (binary data, or UTF-16 text read as an 8-bit encoding).
 - **Line breaks**: LF, CR LF and a lone CR all end a line (as in pandas and
   text editors); line numbers count from the header, line 1, and include blank lines.
+- **Line length**: a line of more than :data:`MAX_LINE_BYTES` (1 MiB; with CSV quoting, the
+  line breaks inside a quoted field continue its line) is an error naming it, so that memory
+  stays bounded whatever the file (read in chunks or whole alike; a UTF-16 or UTF-32 file is
+  read whole and not checked).
+- **Quotes** (CSV quoting): a double quote starts a quoted field or is doubled inside one; a
+  quote inside an unquoted field (``ab"c``) is an error naming its line, since where records
+  end after it would depend on how the file is cut into chunks.
 - **Integers** (the ids of the HetRec and MovieLens files, Unix times) are ASCII decimal
   digits with an optional sign and must fit a signed 64-bit integer.
 """
@@ -52,7 +59,9 @@ log = logging.getLogger(__name__)
 _INTEGER = r"[+-]?[0-9]+"
 _INT64_DIGITS = str(np.iinfo(np.int64).max)  # 9223372036854775807, 19 digits
 _TWO_63 = 2.0 ** 63
-_WHITESPACE = np.array([ord(c) for c in " \t\r\x0b\x0c"], dtype=np.uint32)
+#: The characters of a blank line (but the separator): those of a line pandas skips (a line of
+#: vertical tabs or form feeds is a row to pandas, padded with empty fields).
+_WHITESPACE = np.array([ord(c) for c in " \t\r"], dtype=np.uint32)
 COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz")
 _SEPARATOR_NAMES = {"\t": "tab", ",": "comma", ";": "semicolon", "|": "pipe", " ": "space"}
 ASSIGNMENT_KEYS = ("user", "object", "tag", "timestamp")
@@ -327,39 +336,127 @@ def _inflated_pieces(path: Path, stream: io.BufferedIOBase, name: str,
             yield piece
 
 
-def _line_chunks(pieces: Iterable[bytes], quoting: bool) -> Iterator[bytes]:
-    """The bytes regrouped into whole lines: each cut after its last line feed outside quotes.
+def _line_chunks(pieces: Iterable[bytes], quoting: bool, path: Path) -> Iterator[bytes]:
+    """The bytes regrouped into whole lines: each cut after its last line break outside quotes.
 
     Outside quotes means after an even number of ``"`` (CSV doubles a quote inside a quoted
-    field), so that a quoted line break never splits a record. Pieces without such a line feed
-    are held until one comes (a record longer than a piece, or an unclosed quote, makes a
-    chunk as long as it: memory then as for reading it whole); each byte is scanned once.
+    field; :func:`_check_quotes` refuses the quotes that would make the count lie), so that a
+    quoted line break never splits a record. Pieces without such a line break are held until
+    one comes (the quote parity carried over: each piece is scanned for quotes once).
+
+    Raises:
+        DataFormatError: the held bytes, one line, grow over :data:`MAX_LINE_BYTES` (a line
+            that long, or an unclosed quote), naming the line: memory stays bounded.
     """
     held: list[bytes] = []
-    inside = False  # the held bytes end inside a quoted field
-    for piece in pieces:
+    held_bytes, lines, inside = 0, 0, False  # inside: the held bytes end inside quotes
+    for piece in _crlf_kept_whole(pieces):
         cut, inside = _last_line_end(piece, quoting, inside)
-        if cut == 0:
-            held.append(piece)
-            continue
-        yield b"".join([*held, piece[:cut]])
-        held = [piece[cut:]] if cut < len(piece) else []
-    if held:
+        if cut:
+            chunk = b"".join([*held, piece[:cut]])
+            lines += chunk.count(b"\n") + chunk.count(b"\r") - chunk.count(b"\r\n")
+            yield chunk
+            held, held_bytes = [], 0
+        held.append(piece[cut:] if cut else piece)
+        held_bytes += len(piece) - cut
+        if held_bytes > MAX_LINE_BYTES:
+            raise _long_line(path, lines + 1, quoting)
+    if held_bytes:
         yield b"".join(held)
 
 
+def _crlf_kept_whole(pieces: Iterable[bytes]) -> Iterator[bytes]:
+    """The pieces, a carriage return that ends one moved to the next.
+
+    Whether such a CR is a line break of its own or the first half of CR LF is known only
+    with the next byte: no piece but the last ends with one.
+    """
+    carried = b""
+    for piece in pieces:
+        piece, carried = carried + piece, b""
+        if piece.endswith(b"\r"):
+            piece, carried = piece[:-1], b"\r"
+        if piece:
+            yield piece
+    if carried:
+        yield carried
+
+
 def _last_line_end(piece: bytes, quoting: bool, inside: bool) -> tuple[int, bool]:
-    """The position after ``piece``'s last line feed outside CSV quotes (0 if none).
+    """The position after ``piece``'s last line break outside CSV quotes (0 if none).
 
     Also whether the piece ends inside quotes; ``inside``: it starts inside them.
     """
-    if not quoting or b'"' not in piece:
+    if b"\r" not in piece and not (quoting and b'"' in piece):
         return (0 if inside else piece.rfind(b"\n") + 1), inside
-    codes = np.frombuffer(piece, dtype=np.uint8)
+    ends, inside = _record_ends(np.frombuffer(piece, dtype=np.uint8), quoting, inside)
+    return (int(ends[-1]) if len(ends) else 0), inside
+
+
+def _record_ends(codes: np.ndarray, quoting: bool,
+                 inside: bool = False) -> tuple[np.ndarray, bool]:
+    """The positions after the line breaks of ``codes`` outside CSV quotes, and the end's state.
+
+    Without ``quoting`` every line break counts. Also returns whether ``codes`` end inside
+    quotes; ``inside``: they start inside.
+    """
+    ends = _line_ends(codes)
+    if not quoting:
+        return ends, False
     quotes = np.flatnonzero(codes == 0x22)
-    ends = np.flatnonzero(codes == 0x0A) + 1
     outside = ends[(np.searchsorted(quotes, ends) + inside) % 2 == 0]
-    return (int(outside[-1]) if len(outside) else 0), bool((len(quotes) + inside) % 2)
+    return outside, bool((len(quotes) + inside) % 2)
+
+
+def _line_ends(codes: np.ndarray) -> np.ndarray:
+    """The positions after each line break of the bytes ``codes``: LF, CR LF or a lone CR."""
+    feeds = np.flatnonzero(codes == 0x0A)
+    returns = np.flatnonzero(codes == 0x0D)
+    lone = returns[codes[np.minimum(returns + 1, len(codes) - 1)] != 0x0A]  # or last
+    return (np.union1d(feeds, lone) if len(lone) else feeds) + 1
+
+
+MAX_LINE_BYTES = 1 << 20
+"""The most bytes a line of a delimited text file may hold, its line break included (1 MiB;
+the line breaks inside a quoted field continue its line). A longer line is refused, naming
+it: chunked reading holds a line whole, and pandas took 3 GB to parse a line of 100 MB."""
+
+
+def _check_line_lengths(raw: bytes, quoting: bool, path: Path) -> None:
+    """Refuses the first line of ``raw`` (whole lines of a file) over :data:`MAX_LINE_BYTES`.
+
+    Raises:
+        DataFormatError: naming the line (counted from ``raw``'s start).
+    """
+    if len(raw) <= MAX_LINE_BYTES:
+        return
+    codes = np.frombuffer(raw, dtype=np.uint8)
+    ends, _ = _record_ends(codes, quoting)
+    bounds = np.concatenate(([0], ends, [len(codes)]))
+    long = np.flatnonzero(np.diff(bounds) > MAX_LINE_BYTES)
+    if len(long):
+        start = bounds[long[0]]
+        line = int(np.searchsorted(_line_ends(codes), start, side="right")) + 1
+        raise _long_line(path, line, quoting)
+
+
+def _long_line(path: Path, line: int, quoting: bool) -> DataFormatError:
+    """The error of a line over :data:`MAX_LINE_BYTES`."""
+    return DataFormatError(path, f"lines of at most {MAX_LINE_BYTES:,} bytes",
+                           "a longer one" + (" (a line break inside quotes continues a "
+                                             "line: is a quote left open?)" if quoting else ""),
+                           line=line)
+
+
+def _byte_lines(encoding: str) -> bool:
+    """Whether the bytes 0x0A, 0x0D and 0x22 are always LF, CR and ``"`` in ``encoding``.
+
+    True for ASCII-compatible encodings; not for UTF-16 and UTF-32, nor the 7-bit stateful
+    ones (ISO-2022, HZ, UTF-7), whose other characters may use these bytes.
+    """
+    name = codecs.lookup(encoding).name
+    return ("\r\n\"".encode(encoding) == b"\r\n\""
+            and not name.startswith(("iso2022", "hz", "utf-7")))
 
 
 def check_encoding(encoding: str, setting: str = "encoding") -> str:
@@ -424,8 +521,7 @@ def _line_layout(content: str, sep: str) -> tuple[np.ndarray, np.ndarray]:
     bytes per character (a running sum over the characters took 8 and was the slowest step).
     """
     wide = ord(sep) > 0x7F
-    buf = np.frombuffer(content.encode("utf-32-le" if wide else "utf-8"),
-                        dtype=np.uint32 if wide else np.uint8)
+    buf = _code_units(content, sep)
     newlines = np.flatnonzero(buf == 0x0A)
     starts = np.concatenate(([0], newlines + 1))
     ends = np.concatenate((newlines, [len(buf)]))
@@ -442,6 +538,45 @@ def _line_layout(content: str, sep: str) -> tuple[np.ndarray, np.ndarray]:
     return counts, blank
 
 
+def _code_units(content: str, sep: str) -> np.ndarray:
+    """The text's UTF-8 bytes, or its UTF-32 code points for a separator outside ASCII.
+
+    Line breaks, quotes, blanks and the separator are then single units that no other
+    character's units hold.
+    """
+    wide = ord(sep) > 0x7F
+    return np.frombuffer(content.encode("utf-32-le" if wide else "utf-8"),
+                         dtype=np.uint32 if wide else np.uint8)
+
+
+def _check_quotes(codes: np.ndarray, sep: str, path: Path) -> None:
+    """Refuses a ``"`` inside an unquoted field: a quote starts a field or is doubled in one.
+
+    ``codes``: the text's :func:`_code_units`. pandas reads such a quote as a character, but
+    the quote parity that cuts chunks (:func:`_record_ends`) would count it: a quoted line
+    break after it would end a record in one reading and not in the other. Text after a
+    field's closing quote (``"a"b``, read ``ab`` by pandas) keeps the parity right and is left
+    to pandas.
+
+    Raises:
+        DataFormatError: naming the line of the first such quote and its field.
+    """
+    openers = np.flatnonzero(codes == 0x22)[::2]  # parity: the quotes that open a field
+    before = codes[np.maximum(openers - 1, 0)]
+    stray = openers[(openers > 0) & ~np.isin(before, [ord(sep), 0x0A, 0x22])]
+    if len(stray):
+        limits = np.flatnonzero(np.isin(codes, [ord(sep), 0x0A]))
+        at = np.searchsorted(limits, stray[0])
+        start = limits[at - 1] + 1 if at else 0
+        stop = limits[at] if at < len(limits) else len(codes)
+        field = codes[start:stop].tobytes().decode("utf-32-le" if codes.itemsize == 4
+                                                   else "utf-8")
+        raise DataFormatError(
+            path, 'a double quote (") only at the start of a field or doubled inside a quoted '
+            "one", f"one inside the unquoted field {_short(repr(field))}",
+            line=int(np.count_nonzero(codes[:stray[0]] == 0x0A)) + 1)
+
+
 def _csv_error_line(text: str, sep: str) -> int | None:
     """With CSV quoting: the line where a strict CSV reader fails (e.g. an unclosed quote)."""
     reader = csv.reader(io.StringIO(text), delimiter=sep, strict=True)
@@ -453,21 +588,27 @@ def _csv_error_line(text: str, sep: str) -> int | None:
     return None
 
 
-def _first_bad_record(text: str, sep: str, n_fields: int, path: Path,
+def _first_bad_record(codes: np.ndarray, sep: str, n_fields: int, blank: np.ndarray,
                       has_header: bool = True) -> tuple[int, int] | None:
-    """With CSV quoting: the (line, field count) of the first record of the wrong width."""
-    reader = csv.reader(io.StringIO(text), delimiter=sep)
-    try:
-        if has_header:
-            next(reader, None)
-        for record in reader:
-            if record and not (len(record) == 1 and record[0].strip() == "") \
-                    and len(record) != n_fields:
-                return reader.line_num, len(record)
-    except csv.Error as exc:
-        raise DataFormatError(path, _csv_expected(exc), str(exc),
-                              line=max(reader.line_num, 1)) from exc
-    return None
+    """With CSV quoting: the (last line, field count) of the first record of the wrong width.
+
+    ``codes``: the text's :func:`_code_units`, its quotes checked (:func:`_check_quotes`):
+    records end at the line breaks outside quotes, fields at the separators outside them (as
+    the csv module reads them, without its limit on a field's size). ``blank``: ``[lines]``
+    the text's blank lines (:func:`_line_layout`), which are no records (a line ``""`` is
+    one, of an empty field). A quote left open is left to pandas' message.
+    """
+    ends, unclosed = _record_ends(codes, True)
+    if not unclosed and (not len(ends) or ends[-1] < len(codes)):  # no final line break
+        ends = np.append(ends, len(codes))
+    quotes = np.flatnonzero(codes == 0x22)
+    seps = np.flatnonzero(codes == ord(sep))
+    seps = seps[np.searchsorted(quotes, seps) % 2 == 0]
+    fields = np.diff(np.searchsorted(seps, np.concatenate(([0], ends)))) + 1
+    last = np.searchsorted(np.flatnonzero(codes == 0x0A), ends - 1)  # 0-based lines
+    bad = np.flatnonzero(~blank[last] & (fields != n_fields))
+    bad = bad[bad >= int(has_header)]
+    return (int(last[bad[0]]) + 1, int(fields[bad[0]])) if len(bad) else None
 
 
 DECODE_ROUNDS = 8
@@ -502,17 +643,38 @@ def _valid_utf8(text: str) -> bool:
     return True
 
 
+_FIRST_LINE_PIECE = 1 << 16
+"""The bytes :func:`first_line` reads at a time (64 KiB)."""
+
+
 def first_line(path: str | Path, encoding: str = "utf-8",
                encoding_setting: str | None = None) -> tuple[int, str]:
     """A text file's first non-blank line, decompressed and decoded, and its 1-based number.
 
-    ``(1, "")`` for a file of blank lines only.
+    ``(1, "")`` for a file of blank lines only. The file is read no further than that line
+    (in pieces of 64 KiB), except in an encoding whose line breaks are not single bytes
+    (UTF-16, UTF-32: read whole, as :func:`read_delimited_chunks` reads them).
+
+    Raises:
+        DataFormatError: an undecodable byte up to that line, or a line over
+            :data:`MAX_LINE_BYTES` before its end.
     """
-    path = Path(path)
-    content = _normalize_newlines(_decode(_read_bytes(path), path, check_encoding(encoding),
-                                          None, encoding_setting))
-    return next(((number, line) for number, line in enumerate(content.split("\n"), 1)
-                 if line.strip()), (1, ""))
+    path, encoding = Path(path), check_encoding(encoding)
+    if not _byte_lines(encoding):
+        content = _normalize_newlines(_decode(_read_bytes(path), path, encoding, None,
+                                              encoding_setting))
+        return next(((number, line) for number, line in enumerate(content.split("\n"), 1)
+                     if line.strip()), (1, ""))
+    chunks = _line_chunks(_byte_pieces(path, _FIRST_LINE_PIECE), False, path)
+    for number, raw in enumerate((raw for chunk in chunks for raw in chunk.splitlines()), 1):
+        if raw.strip():  # not ASCII blanks only
+            try:
+                line = _decode(raw, path, encoding, None, encoding_setting, start=number == 1)
+            except DataFormatError as exc:
+                raise exc.shifted(number - 1) from None
+            if line.strip():
+                return number, line
+    return 1, ""
 
 
 def csv_fields(line: str, sep: str, path: Path, number: int) -> list[str]:
@@ -603,6 +765,34 @@ def read_delimited(
 CHUNK_BYTES = 32 << 20
 """The bytes of text :func:`read_delimited_chunks` parses at a time (32 MiB: the parsed
 chunk's pandas strings take about 8 times that, whatever the file's size)."""
+MAX_CHUNK_BYTES = 1 << 30
+"""The largest ``chunk_bytes`` (1 GiB: a piece that size is allocated before it is read)."""
+CHUNK_BYTES_EXPECTED = (f"an integer from 1 to {MAX_CHUNK_BYTES:,} (the bytes of text parsed "
+                        "at a time) or null/None (each file whole)")
+"""What ``chunk_bytes`` may be, for the messages of :func:`check_chunk_bytes` and the config
+check."""
+
+
+def check_chunk_bytes(chunk_bytes: object, setting: str = "chunk_bytes") -> int | None:
+    """``chunk_bytes`` as an int (or None), or a ValueError naming ``setting``.
+
+    Example:
+        >>> check_chunk_bytes(4096), check_chunk_bytes(None)
+        (4096, None)
+        >>> check_chunk_bytes(True)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: chunk_bytes: expected an integer from 1 to 1,073,741,824 ..., got True
+
+    Raises:
+        ValueError: a bool, a float, a string, or an integer out of range.
+    """
+    if chunk_bytes is None:
+        return None
+    if (isinstance(chunk_bytes, int | np.integer) and not isinstance(chunk_bytes, bool)
+            and 1 <= chunk_bytes <= MAX_CHUNK_BYTES):
+        return int(chunk_bytes)
+    raise ValueError(f"{setting}: expected {CHUNK_BYTES_EXPECTED}, got {chunk_bytes!r}")
 
 
 @dataclass(frozen=True)
@@ -625,28 +815,32 @@ def read_delimited_chunks(path: str | Path, layout: TableLayout, encoding: str =
                           on_bytes: Callable[[int], object] | None = None) -> Iterator[RawTable]:
     """:func:`read_delimited`'s table in consecutive pieces of about ``chunk_bytes`` of text.
 
-    Each piece holds whole records (cut after a line feed outside CSV quotes) and is checked
+    Each piece holds whole records (cut after a line break outside CSV quotes) and is checked
     as the whole file is, its errors and :attr:`RawTable.lines` counting the file's lines;
-    memory grows with ``chunk_bytes``, not the file (None: the whole file, one table). An
-    encoding in which a line feed is not the byte 0x0A (UTF-16, UTF-32) is read whole.
+    memory grows with ``chunk_bytes`` and :data:`MAX_LINE_BYTES`, not the file (None: the
+    whole file, one table). An encoding in which a line break is not the byte 0x0A or 0x0D
+    (UTF-16, UTF-32; see :func:`_byte_lines`) is read whole, its lines not bounded.
     Every table has the file's header columns; pieces without data rows yield nothing,
     except a file without any (one empty table, where ``allow_empty`` accepts it).
     ``on_bytes`` is called with each chunk's (decompressed) size once it is parsed (a bar).
 
-    Raises: as :func:`read_delimited`, when the piece that holds the problem is read.
+    Raises: as :func:`read_delimited`, when the piece that holds the problem is read; a
+        ValueError at once for a ``chunk_bytes`` that is not a size (:func:`check_chunk_bytes`).
     """
     path = Path(path)
     if len(layout.sep) != 1 or layout.sep in "\n\r\"":
         raise ValueError(f"the separator must be one character other than a quote or a line "
                          f"break, got {layout.sep!r}")
+    chunk_bytes = check_chunk_bytes(chunk_bytes)
     encoding = check_encoding(encoding)
-    if "\n\"".encode(encoding) != b"\n\"":
-        chunk_bytes = None
+    byte_lines = _byte_lines(encoding)
     header = None if layout.names is None else list(layout.names)
     lines_before, rows, inked, table = 0, 0, False, None
-    pieces = _byte_pieces(path, chunk_bytes)
-    for raw in pieces if chunk_bytes is None else _line_chunks(pieces, layout.quoting):
+    pieces = _byte_pieces(path, chunk_bytes if byte_lines else None)
+    for raw in _line_chunks(pieces, layout.quoting, path) if byte_lines and chunk_bytes else pieces:
         try:
+            if byte_lines:
+                _check_line_lengths(raw, layout.quoting, path)
             content = _checked_text(raw, path, encoding, fallback_encoding, encoding_setting,
                                     start=lines_before == 0)
             inked = inked or content.strip() != ""
@@ -751,23 +945,26 @@ def _checked_field_counts(content: str, layout: TableLayout, n_fields: int, path
     """``[rows]`` 1-based lines (the chunk's) of the data rows; a wrong field count is an error."""
     sep, quoting = layout.sep, layout.quoting
     sep_name = _SEPARATOR_NAMES.get(sep, repr(sep))
+    codes = _code_units(content, sep) if quoting and '"' in content else None
+    if codes is not None:
+        _check_quotes(codes, sep, path)
     # Field counts per line, vectorized over the characters of the decoded text.
     counts, blank = _line_layout(content, sep)
     skip = int(has_header)
     data_lines = np.flatnonzero(~blank[skip:]) + skip + 1  # 1-based, header excluded
-    wrong = counts[data_lines - 1] != n_fields - 1
-    if wrong.any():
-        bad: tuple[int, int] | None
-        if quoting and '"' in content:
-            bad = _first_bad_record(content, sep, n_fields, path, has_header)
-        else:
-            line = int(data_lines[np.flatnonzero(wrong)[0]])
+    bad: tuple[int, int] | None = None
+    if codes is not None:  # quoted separators and line breaks: the records' fields
+        bad = _first_bad_record(codes, sep, n_fields, blank, has_header)
+    else:
+        wrong = np.flatnonzero(counts[data_lines - 1] != n_fields - 1)
+        if len(wrong):
+            line = int(data_lines[wrong[0]])
             bad = (line, int(counts[line - 1]) + 1)
-        if bad is not None:
-            raise DataFormatError(
-                path, f"{n_fields} {sep_name}-separated fields" + (
-                    " as in the header" if layout.names is None else ""),
-                f"{bad[1]} field(s)", line=bad[0])
+    if bad is not None:
+        raise DataFormatError(
+            path, f"{n_fields} {sep_name}-separated fields" + (
+                " as in the header" if layout.names is None else ""),
+            f"{bad[1]} field(s)", line=bad[0])
     return data_lines
 
 

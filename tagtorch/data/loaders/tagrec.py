@@ -59,6 +59,7 @@ from tagtorch.data.loaders.reading import (
     CHUNK_BYTES,
     RawTable,
     TableLayout,
+    check_chunk_bytes,
     check_seconds,
     csv_fields,
     decode_percent,
@@ -99,7 +100,8 @@ def tagrec_field_count(path: str | Path, encoding: str = "utf-8") -> int | None:
     """The number of fields of the first line if it looks like TagRec's, else None.
 
     A line looks like TagRec's when it starts with a double quote and has two ``;``-separated
-    fields or more; the file is decompressed and decoded first (a byte-order mark dropped).
+    fields or more; the file is decompressed and decoded first (a byte-order mark dropped),
+    and read no further than that line (:func:`~.reading.first_line`).
 
     Raises:
         OSError: the file cannot be read.
@@ -332,7 +334,8 @@ def load_tagrec(path: str | Path, name: str | None = None, url_decode: bool = Tr
             (:attr:`Folksonomy.test_posts`, read by ``task.split=given``).
         chunk_bytes: the text read and parsed at a time (None: each file whole): memory grows
             with it and with the distinct users, resources and tags, and the posts' codes, not
-            with a Python object per post.
+            with a Python object per post (a line holds at most
+            :data:`~.reading.MAX_LINE_BYTES`).
 
     Returns:
         The raw folksonomy: one assignment per (user, resource, tag), the post's timestamp;
@@ -341,7 +344,9 @@ def load_tagrec(path: str | Path, name: str | None = None, url_decode: bool = Tr
 
     Raises:
         DataFormatError: a file is not in TagRec's format (the line and what was found).
+        ValueError: ``chunk_bytes`` is not a size (:func:`~.reading.check_chunk_bytes`).
     """
+    chunk_bytes = check_chunk_bytes(chunk_bytes)
     path = Path(path)
     files = [path, *([Path(test_path)] if test_path is not None else [])]
     posts, ends = _Posts(), []
