@@ -123,6 +123,8 @@ def main() -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from tagtorch.storage import atomic_write
+
     datasets = {name: rows for name, rows in COMBINATIONS.items()
                 if args.only is None or name in args.only}
     fig, axes = plt.subplots(1, len(datasets), figsize=(7 * len(datasets), 5), squeeze=False)
@@ -144,8 +146,8 @@ def main() -> None:
         ax.minorticks_off()
         ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
-    Path(args.figure).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(args.figure, dpi=120)
+    with atomic_write(args.figure) as partial:  # never through a link at the name
+        fig.savefig(partial, dpi=120, format=Path(args.figure).suffix[1:] or "png")
     print(f"\nfigure: {args.figure}")
 
 

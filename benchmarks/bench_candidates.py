@@ -572,6 +572,7 @@ def heavy_file(path: Path, n_tags: int, args: argparse.Namespace) -> int:
     import pandas as pd
 
     from tagtorch.data.synthetic import generate_folksonomy
+    from tagtorch.storage import atomic_write
 
     folk = generate_folksonomy(n_objects=args.heavy_background, seed=args.seed)
     a = folk.assignments
@@ -585,7 +586,8 @@ def heavy_file(path: Path, n_tags: int, args: argparse.Namespace) -> int:
     heavy = pd.DataFrame({"user": users[np.arange(n_tags) % len(users)],
                           "object": "the-heavy-object", "tag": heavy_tags})
     table = pd.concat([rows, heavy], ignore_index=True)
-    table.to_csv(path, sep="\t", index=False)
+    with atomic_write(path) as partial:
+        table.to_csv(partial, sep="\t", index=False)
     return len(table)
 
 
@@ -596,6 +598,8 @@ def bench_heavy(args: argparse.Namespace) -> list[dict[str, float]]:
         f"{args.heavy_background:,} background objects " + "=" * 10)
     say(f"{'tags on it':>10} {'file rows':>10} {'file KB':>8} {'wall s':>8} {'peak RSS MB':>12} "
         f"{'time / first line':>19} {'RSS<2GB':>8}")
+    from tagtorch.storage import atomic_write
+
     lines: list[dict[str, float]] = []
     root = Path(__file__).resolve().parents[1]
     with tempfile.TemporaryDirectory() as tmp:
@@ -607,7 +611,7 @@ def bench_heavy(args: argparse.Namespace) -> list[dict[str, float]]:
                        f"hydra.run.dir={tmp}/run{n_tags}"]
             start = time.perf_counter()
             log_file = Path(tmp) / f"run{n_tags}.log"
-            with open(log_file, "w") as sink:  # Hydra logs to stdout
+            with atomic_write(log_file) as partial, open(partial, "w") as sink:  # Hydra: stdout
                 child = subprocess.Popen(command, cwd=root, stdout=sink, stderr=subprocess.STDOUT)
                 _, status, usage = os.wait4(child.pid, 0)  # this child's own peak memory
             wall = time.perf_counter() - start
@@ -679,7 +683,10 @@ def main() -> None:
     if args.one is not None:  # child: one dataset
         sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
         result = bench_dataset(args.one, args)
-        Path(args.result_file).write_text(json.dumps(result))
+        from tagtorch.storage import atomic_write
+
+        with atomic_write(args.result_file) as partial:
+            partial.write_text(json.dumps(result))
         return
 
     if args.device == "cuda":

@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import resource
 import subprocess
 import sys
@@ -92,23 +93,26 @@ TARGETS = [
 ]
 
 
-def run_one(task: str, size: int, seed: int, models: list[str] | None = None,
-            settings: list[str] | None = None) -> dict[str, Any]:
-    """One (task, size) in this process: stage seconds and the peak memory.
+MIN_OBJECTS = 200
+"""The fewest objects a post task's folksonomy is generated with (smaller sizes get these)."""
 
-    ``models``: these models instead of the task's (``conf/model`` names); ``settings``: more
-    command-line overrides (``model.pitf.loop=lean``).
+
+def objects_of(task: str, size: int) -> int:
+    """The objects generated for ``task`` at ``size`` (posts; objects for tagrec).
+
+    Example:
+        >>> objects_of("tagrec", 5000), objects_of("posts", 60_000), objects_of("posts", 600)
+        (5000, 10000, 200)
     """
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
-    from hydra.utils import instantiate
-    from omegaconf import open_dict
+    return size if task == "tagrec" else max(MIN_OBJECTS, size // POSTS_PER_OBJECT)
 
-    from tagtorch.api import compose
-    from tagtorch.data.synthetic import generate_folksonomy, scaled_config
-    from tagtorch.train import run_task
 
-    n_objects = size if task == "tagrec" else max(200, size // POSTS_PER_OBJECT)
-    folder = Path(tempfile.mkdtemp(prefix=f"scale_{task}_"))
+def overrides_of(task: str, size: int, seed: int, models: list[str] | None = None,
+                 settings: list[str] | None = None) -> list[str]:
+    """The command-line overrides of one (task, size) run (see :func:`run_one`)."""
+    from tagtorch.data.synthetic import scaled_config
+
+    n_objects = objects_of(task, size)
     unit = "task.folds=[0]" if task == "tagrec" else f"task.seeds=[{seed}]"
     chosen = [o if not (models and o.startswith("model=")) else f"model=[{','.join(models)}]"
               for o in TASKS[task]]
@@ -118,6 +122,26 @@ def run_one(task: str, size: int, seed: int, models: list[str] | None = None,
                  f"data.n_topics={scaled_config(n_objects)['n_topics']}"]
     if not any(o.startswith("task.seeds=") for o in overrides):
         overrides.append(unit)
+    return overrides
+
+
+def run_one(task: str, size: int, seed: int, models: list[str] | None = None,
+            settings: list[str] | None = None) -> dict[str, Any]:
+    """One (task, size) in this process: stage seconds and the peak memory.
+
+    ``models``: these models instead of the task's (``conf/model`` names); ``settings``: more
+    command-line overrides (``model.pitf.loop=lean``).
+    """
+    from hydra.utils import instantiate
+    from omegaconf import open_dict
+
+    from tagtorch.api import compose
+    from tagtorch.data.synthetic import generate_folksonomy, scaled_config
+    from tagtorch.train import run_task
+
+    n_objects = objects_of(task, size)
+    folder = Path(tempfile.mkdtemp(prefix=f"scale_{task}_"))
+    overrides = overrides_of(task, size, seed, models, settings)
     cluster = _local_cluster() if task.endswith("_dask") else None
     if cluster is not None:
         overrides.append(f"task.address={cluster.scheduler_address}")
@@ -184,12 +208,20 @@ def measured(run: dict[str, Any], key: str) -> float:
     return float(run["methods"].get(method, {}).get("ms_per_query", math.nan))
 
 
-def exponent(small: dict[str, Any], large: dict[str, Any], key: str) -> float:
-    """``log(v2 / v1) / log(n2 / n1)`` of a key between two runs of a task."""
-    a, b = measured(small, key), measured(large, key)
+def slope(small: dict[str, Any], large: dict[str, Any], a: float, b: float) -> float:
+    """``log(b / a) / log(n2 / n1)``: the growth exponent of ``a`` and ``b``, two runs' values.
+
+    ``n1`` and ``n2`` are the runs' sizes. NaN where it is undefined: a value not above 0, or
+    two runs of the same size (the same data: nothing grew).
+    """
     if not (a > 0 and b > 0) or small["size"] == large["size"]:
         return math.nan
     return math.log(b / a) / math.log(large["size"] / small["size"])
+
+
+def exponent(small: dict[str, Any], large: dict[str, Any], key: str) -> float:
+    """The growth exponent (:func:`slope`) of a target key between two runs of a task."""
+    return slope(small, large, measured(small, key), measured(large, key))
 
 
 def target_lines(runs: list[dict[str, Any]]) -> list[str]:
@@ -207,6 +239,11 @@ def target_lines(runs: list[dict[str, Any]]) -> list[str]:
                 lines.append(f"SKIP   {target.name} (one size: no exponent to extrapolate)")
                 continue
             power = exponent(own[-2], last, target.key)
+            if math.isnan(power):
+                lines.append(f"SKIP   {target.name} (no exponent to extrapolate between "
+                             f"{own[-2]['size']:,} and {last['size']:,}: the same size or a "
+                             "value not above 0)")
+                continue
             value *= (target.size / last["size"]) ** power
             star = f"* (extrapolated from {last['size']:,} with exponent {power:.2f})"
         verdict = "PASS" if value <= target.limit else "MISS"
@@ -240,11 +277,8 @@ def table(runs: list[dict[str, Any]]) -> str:
 
 
 def exponent_of_stage(small: dict[str, Any], large: dict[str, Any], stage: str) -> float:
-    """The growth exponent of one stage's seconds between two runs."""
-    a, b = small["stages"][stage], large["stages"][stage]
-    if not (a > 0 and b > 0):
-        return math.nan
-    return math.log(b / a) / math.log(large["size"] / small["size"])
+    """The growth exponent (:func:`slope`) of one stage's seconds between two runs."""
+    return slope(small, large, small["stages"][stage], large["stages"][stage])
 
 
 def plot(runs: list[dict[str, Any]], path: Path) -> None:
@@ -271,21 +305,49 @@ def plot(runs: list[dict[str, Any]], path: Path) -> None:
     axis.set_title(f"tagtorch end to end by size ({min(sizes):,} to {max(sizes):,})")
     axis.legend()
     figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=120)
+    from tagtorch.storage import atomic_write
+
+    with atomic_write(path) as partial:  # never through a link at the name
+        figure.savefig(partial, dpi=120, format=path.suffix[1:].lower())
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tasks", nargs="*", choices=list(TASKS),
+MAX_SIZE = 100_000_000
+"""The largest size taken (100 times the targets' million): a larger one would not fit."""
+
+
+def _size(text: str) -> int:
+    """A size: an integer in [1, :data:`MAX_SIZE`]."""
+    value = int(text)  # argparse turns a ValueError into "invalid _size value: 'x'"
+    if not 1 <= value <= MAX_SIZE:
+        raise argparse.ArgumentTypeError(f"a size is an integer in [1, {MAX_SIZE:,}], got "
+                                         f"{text!r}")
+    return value
+
+
+def _seed(text: str) -> int:
+    """A seed: an integer in [0, 2**32) (numpy's and the generator's range)."""
+    value = int(text)
+    if not 0 <= value < 2**32:
+        raise argparse.ArgumentTypeError(f"a seed is an integer in [0, 2**32), got {text!r}")
+    return value
+
+
+def _parser() -> argparse.ArgumentParser:
+    """The command line's arguments."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                     usage="%(prog)s [options] (--help lists them)")
+    parser.add_argument("--tasks", nargs="+", choices=list(TASKS),
                         default=["posts", "hybrid", "tagrec", "resources", "itemrec"],
                         help="default: every task once (posts_1proc and posts_dask, the 1 vs 2 "
                              "workers pair, on request)")
-    parser.add_argument("--sizes", type=int, nargs="*", default=[10_000, 100_000, 1_000_000])
+    parser.add_argument("--sizes", type=_size, nargs="+", default=[10_000, 100_000, 1_000_000],
+                        help="posts (objects for tagrec); each size must give a task other "
+                             f"data (below {MIN_OBJECTS * POSTS_PER_OBJECT:,} posts a post task "
+                             f"gets {MIN_OBJECTS} objects)")
     parser.add_argument("--quick", action="store_true",
                         help="two small sizes, every task (10,000 and 100,000 posts; 5,000 "
                              "and 25,000 objects for tagrec): < 15 min")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=_seed, default=0)
     parser.add_argument("--models", nargs="*",
                         help="these models instead of each task's (conf/model names)")
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
@@ -293,17 +355,80 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="append each run as a JSON line here")
     parser.add_argument("--plot", type=Path, help="write the log-log figure here")
     parser.add_argument("--one", nargs=2, metavar=("TASK", "SIZE"), help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    return parser
+
+
+def sizes_of(task: str, args: argparse.Namespace) -> list[int]:
+    """The sizes a task runs at, smallest first."""
+    if args.quick:
+        return [5_000, 25_000] if task == "tagrec" else [10_000, 100_000]
+    return sorted(args.sizes)
+
+
+def check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Ends the script with one line (exit status 2) on an argument no run could use.
+
+    Checked before any run: the hidden ``--one``; two sizes that give a task the same data (a
+    growth exponent between them is undefined); ``--json`` and ``--plot`` (a folder, a figure
+    format matplotlib lacks); the overrides of ``--models`` and ``--set``, composed and
+    checked for each task as a run composes them.
+    """
+    if args.one is not None:  # a child: one task at one size
+        task, size = args.one
+        if task not in TASKS or not size.isdigit() or not 1 <= int(size) <= MAX_SIZE:
+            parser.error(f"--one takes a task of {list(TASKS)} and a size in [1, "
+                         f"{MAX_SIZE:,}], got {args.one}")
+        args.tasks, args.sizes, args.quick = [task], [int(size)], False
+    for task in args.tasks:
+        by_objects: dict[int, int] = {}
+        for size in sizes_of(task, args):
+            if objects_of(task, size) in by_objects:
+                parser.error(f"--sizes {by_objects[objects_of(task, size)]:,} and {size:,} give "
+                             f"task {task} the same data ({objects_of(task, size):,} objects): "
+                             "a growth exponent between equal sizes is undefined")
+            by_objects[objects_of(task, size)] = size
+    import matplotlib.figure
+
+    formats = matplotlib.figure.Figure().canvas.get_supported_filetypes()
+    if args.plot is not None and (args.plot.is_dir()
+                                  or args.plot.suffix[1:].lower() not in formats):
+        parser.error(f"--plot {args.plot}: a file whose suffix names a figure format "
+                     f"({', '.join(sorted(formats))})")
+    if args.json is not None:
+        try:
+            os.close(_open_to_append(args.json))
+        except OSError as error:
+            parser.error(f"--json {args.json}: cannot append to it ({error.strerror or error}"
+                         f"{'; a link is refused' if args.json.is_symlink() else ''})")
+    _check_overrides(parser, args)
+
+
+def _check_overrides(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Composes and checks each task's overrides as a run does (one line on a refusal)."""
+    from tagtorch.api import compose
+    from tagtorch.config_checks import check_config
+
+    with tempfile.TemporaryDirectory() as folder:
+        for task in args.tasks:
+            try:
+                check_config(compose(overrides_of(task, sizes_of(task, args)[0], args.seed,
+                                                  args.models, args.set), folder))
+            except ValueError as error:  # ConfigError, or what Hydra cannot compose
+                parser.error(f"task {task} with --models {args.models} --set {args.set}: "
+                             f"{str(error).splitlines()[0]}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs every (task, size) in its own process; returns the exit status."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
+    parser = _parser()
+    args = parser.parse_args(argv)
+    check_arguments(parser, args)
     if args.one is not None:
-        print(json.dumps(run_one(args.one[0], int(args.one[1]), args.seed, args.models,
-                                 args.set)))
-        return
+        return _run_one_here(args)
     runs = []
     for task in args.tasks:
-        sizes = sorted(args.sizes)
-        if args.quick:
-            sizes = [5_000, 25_000] if task == "tagrec" else [10_000, 100_000]
-        for size in sizes:
+        for size in sizes_of(task, args):
             command = [sys.executable, __file__, "--one", task, str(size), "--seed",
                        str(args.seed), *(["--models", *args.models] if args.models else []),
                        *(["--set", *args.set] if args.set else [])]
@@ -316,13 +441,44 @@ def main() -> None:
             print(f"{task} at {run['size']:,}: {measured(run, 'total'):.1f} s, peak "
                   f"{run['peak_gb']:.2f} GB", flush=True)
             if args.json is not None:
-                with args.json.open("a") as out:
-                    out.write(json.dumps(run) + "\n")
+                _append_line(args.json, json.dumps(run))
     print(table(runs))
     print("\n".join(target_lines(runs)))
     if args.plot is not None and runs:
         plot(runs, args.plot)
+    return 0
+
+
+def _run_one_here(args: argparse.Namespace) -> int:
+    """The child's run (``--one``): its JSON line, or one line for the input's error."""
+    from tagtorch.train import user_error
+
+    try:
+        print(json.dumps(run_one(args.tasks[0], args.sizes[0], args.seed, args.models,
+                                 args.set)))
+    except Exception as error:
+        cause = user_error(error)
+        if cause is None:
+            raise
+        print(f"error: {cause}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _open_to_append(path: Path) -> int:
+    """A descriptor appending to ``path`` (created if missing); a link there is refused."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+
+
+def _append_line(path: Path, line: str) -> None:
+    """Appends ``line`` to a JSON-lines file: each run kept as soon as it ends."""
+    handle = _open_to_append(path)
+    try:
+        os.write(handle, (line + "\n").encode())
+    finally:
+        os.close(handle)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -209,11 +209,13 @@ async def flood(url: str, bodies, args: argparse.Namespace, askers: int) -> dict
 def over_http(recommender, bodies, args: argparse.Namespace, with_flood: bool
               ) -> dict[int | str, dict]:
     from tagtorch.serve import start_service
+    from tagtorch.storage import atomic_write
 
     out: dict[int | str, dict] = {}
     with tempfile.TemporaryDirectory() as tmp:
         folder = recommender.save(Path(tmp) / "artifact")
-        (Path(tmp) / "token").write_text(TOKEN)
+        with atomic_write(Path(tmp) / "token") as partial:
+            partial.write_text(TOKEN)
         server, url = start_service(folder, "--token-file", str(Path(tmp) / "token"),
                                     timeout=300)
         try:

@@ -50,6 +50,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from tagtorch.storage import atomic_write
+
 HERE = Path(__file__).resolve().parent
 DEVICES = ("cpu", "cuda")
 
@@ -203,7 +205,8 @@ def run_part(part: Part, device: str, dry: bool, folder: Path) -> Outcome:
         output = "".join(part.decode(errors="replace") if isinstance(part, bytes) else part or ""
                          for part in (stopped.stdout, stopped.stderr))
         status = f"over budget ({budget:g} s)"
-    raw.write_text(output)
+    with atomic_write(raw) as partial:
+        partial.write_text(output)
     result = None if part.result is None else part.result(device, folder)
     summary = result.read_text() if result is not None and result.is_file() else (
         summary_of(output))
@@ -258,7 +261,8 @@ def main(argv: list[str] | None = None) -> int:
                   flush=True)
             outcomes.append(outcome)
             # written after every run: a table cut short still holds the rows done
-            (args.out / "table.md").write_text(markdown(outcomes, card, command))
+            with atomic_write(args.out / "table.md") as partial:
+                partial.write_text(markdown(outcomes, card, command))
     print(f"table: {args.out / 'table.md'}")
     return 0 if all(o.status == "ok" or o.status.startswith("skipped") for o in outcomes) else 1
 

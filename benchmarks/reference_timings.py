@@ -38,6 +38,7 @@ from hydra.utils import instantiate
 from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.evaluation.tag_recommendation import SET_SOURCES
 from tagtorch.evaluation.timings import REFERENCE_FILE, data_size, reference_key
+from tagtorch.storage import atomic_write
 
 
 def set_timings(config: dict[str, Any], data: Folksonomy) -> dict[str, list[float]]:
@@ -95,9 +96,11 @@ def main() -> None:
     for folder in args.folders:
         table.update(folder_timings(folder, args.sets_only))
         print(f"{folder}: {len(table)} model classes so far")
-    REFERENCE_FILE.write_text(json.dumps({
-        "machine": f"{platform.machine()}, the 2-core build machine the tables were measured on",
-        "timings": dict(sorted(table.items()))}, indent=1) + "\n", encoding="utf-8")
+    with atomic_write(REFERENCE_FILE) as partial:
+        partial.write_text(json.dumps({
+            "machine": f"{platform.machine()}, the 2-core build machine the tables were "
+                       "measured on",
+            "timings": dict(sorted(table.items()))}, indent=1) + "\n", encoding="utf-8")
     print(f"{REFERENCE_FILE}: {len(table)} model classes")
 
 

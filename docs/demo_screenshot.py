@@ -21,11 +21,11 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
-from pathlib import Path
 
 from playwright.sync_api import sync_playwright
 
 from tagtorch.serve import start_service
+from tagtorch.storage import atomic_write
 
 BROWSER_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
@@ -54,8 +54,8 @@ def main() -> int:
                 page.fill(f"#{name}", value)
             page.click("button")
             page.wait_for_selector("#result td, #note:not(:empty)", timeout=60_000)
-            Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=args.output, full_page=True)
+            with atomic_write(args.output) as partial:  # never through a link at the name
+                partial.write_bytes(page.screenshot(full_page=True, type="png"))
             browser.close()
     finally:
         server.terminate()

@@ -29,27 +29,135 @@ Layer: an entry point beside ``train`` (it uses :mod:`tagtorch.api`).
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from tagtorch.errors import ConfigError, DataFormatError
+
 if TYPE_CHECKING:
+    from tagtorch.candidates.letor import LetorData
     from tagtorch.data.folksonomy import Folksonomy
 
 __all__ = ["main"]
 
 
-def _options(pairs: list[str]) -> dict[str, object]:
-    """``KEY=VALUE`` loader options, values read as YAML (``500`` is a number)."""
-    options = {}
+def _short(value: Any, most: int = 60) -> Any:
+    """``value`` (an option's key or value) for a message, its text cut to ``most`` characters."""
+    text = str(value)
+    return value if len(text) <= most else f"{text[:most]}…"
+
+
+_PLAIN = (str, int, float, bool, type(None))
+"""The scalars of a plain YAML value (a date, bytes or a set is not one)."""
+
+
+def _not_plain(value: Any) -> str | None:
+    """What makes ``value`` other than plain data (None: it is plain).
+
+    Plain: scalars of :data:`_PLAIN` in lists and mappings, no container twice (a YAML alias
+    that repeats one, or a cycle, would be expanded without bound by the config merge).
+    """
+    seen: set[int] = set()
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list | dict):
+            if id(item) in seen:
+                return "an alias repeating a list or mapping (or a recursive one)"
+            seen.add(id(item))
+            stack += [*item.keys(), *item.values()] if isinstance(item, dict) else item
+        elif not isinstance(item, _PLAIN):
+            return f"a {type(item).__name__}"
+    return None
+
+
+def _options(pairs: list[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` loader options, values read as plain YAML (``500`` is a number).
+
+    Only plain data is read (``yaml.safe_load``: a ``!!python/...`` tag constructs nothing;
+    :func:`_not_plain`), and a config node (``_target_``, ...), which the loader's config would
+    build, is refused.
+
+    Raises:
+        ConfigError: naming the option: not ``KEY=VALUE``, a value that is not plain YAML
+            (unparsable, a tag, a date, a repeated alias), or a config node.
+
+    Example:
+        >>> _options(["n_objects=500", "name=my data"])
+        {'n_objects': 500, 'name': 'my data'}
+        >>> _options(["x=!!python/object/apply:os.system ['echo hi']"])
+        Traceback (most recent call last):
+        ...
+        tagtorch.errors.ConfigError: config key --option x="!!python/object/apply:os.system \
+['echo hi']": expected a plain YAML value (a number, a string, a list, a mapping), found a \
+python tag
+    """
+    from tagtorch.storage import CONFIG_KEYS, refuse_config_nodes
+
+    options: dict[str, Any] = {}
     for pair in pairs:
-        key, sep, value = pair.partition("=")
+        key, sep, text = pair.partition("=")
         if not sep or not key:
-            raise ValueError(f"--option takes KEY=VALUE, got {pair!r}")
-        options[key] = yaml.safe_load(value)
+            raise ConfigError("--option", _short(pair), "KEY=VALUE")
+        problem: str | None
+        try:
+            value = yaml.safe_load(text)
+        except (yaml.YAMLError, ValueError, RecursionError) as error:  # ValueError: 4300 digits
+            first = (str(error).splitlines() or [type(error).__name__])[0]
+            problem = ("a python tag" if "python/" in str(error)
+                       else f"YAML it cannot parse ({_short(first)})")
+        else:
+            problem = _not_plain(value)
+        if problem is not None:
+            raise ConfigError(f"--option {_short(key)}", _short(text), "a plain YAML value (a "
+                              f"number, a string, a list, a mapping), found {problem}")
+        try:
+            refuse_config_nodes({key: value}, "value")
+        except ValueError:
+            raise ConfigError(f"--option {_short(key)}", _short(text),
+                              f"a loader setting, not a config node "
+                              f"({', '.join(sorted(CONFIG_KEYS))}): it would build an object"
+                              ) from None
+        options[key] = value
     return options
+
+
+def _stem(name: str, what: str) -> str:
+    """``name`` if it is a file name's stem (the files go into the output folder only).
+
+    Raises:
+        ConfigError: naming ``what``, for a path (``../x``, ``a/b``), ``.``, ``..`` or nothing.
+    """
+    if not name or Path(name).name != name or name in {".", ".."}:
+        raise ConfigError(what, _short(name), "a file name's stem, not a path")
+    return name
+
+
+def _load(source: str, options: dict[str, Any]) -> Folksonomy | LetorData:
+    """:func:`tagtorch.load` of ``source`` with the loader ``options``.
+
+    Raises:
+        ConfigError: the loader refuses the options (an unknown one, a value of another type),
+            naming the option (all of them when the loader's message names none).
+    """
+    from tagtorch.api import load
+
+    try:
+        return load(source, **options)
+    except TypeError as error:  # what a loader's call raises for its keyword arguments
+        if not options:
+            raise
+        reason = (str(error).splitlines() or [type(error).__name__])[0]
+        named = re.search(r"keyword argument '(\w+)'", reason)
+        keys = [named.group(1)] if named and named.group(1) in options else list(options)
+        raise ConfigError(f"--option {_short(', '.join(keys))}",
+                          _short(options[keys[0]] if len(keys) == 1 else options),
+                          f"a setting the loader of {source!r} takes ({_short(reason, 200)})"
+                          ) from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -74,7 +182,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {args.out} exists and is not a folder: name a folder to write into",
               file=sys.stderr)
         return 2
-    from tagtorch.api import load
     from tagtorch.data.folksonomy import Folksonomy
     from tagtorch.data.loaders.tagrec import (
         given_test_posts,
@@ -82,14 +189,15 @@ def main(argv: list[str] | None = None) -> int:
         write_tagrec,
         write_tagrec_split,
     )
-    from tagtorch.errors import DataFormatError
 
     try:
-        folk = load(args.source, **_options(args.option))
+        if args.name is not None:  # before any work
+            _stem(args.name, "--name")
+        folk = _load(args.source, _options(args.option))
         if not isinstance(folk, Folksonomy):
             raise ValueError(f"{args.source}: a LETOR folder; export writes a folksonomy's "
                              "files (TagRec, a fold's LETOR lists)")
-        name = args.name or folk.name
+        name = _stem(args.name or folk.name, "--name" if args.name else "the data's name")
         if args.format == "letor":
             paths = _write_letor_fold(folk, args.out, name, args.fold, args.override)
         elif args.split == "none":

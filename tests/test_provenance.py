@@ -13,15 +13,20 @@ import pytest
 import torch
 
 import tagtorch as tt
+from tagtorch.errors import UnreadableFileError
 from tagtorch.evaluation.provenance import (
+    MAX_TEXT,
     PROVENANCE_FILE,
     TABLE_PARTS,
+    check_record,
     chosen_rows,
     curve_rows,
     headline_record,
     paired_rows,
     per_fold_rows,
     provenance_markdown,
+    read_records,
+    run_provenance,
     targets_rows,
 )
 from tagtorch.train import API_COMMAND
@@ -31,13 +36,13 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from provenance import (  # noqa: E402
     FIGURE,
     RESULT_PAGES,
+    main,
     provenance_page,
     traced_blocks,
     tracing_counts,
 )
 
-RUNS = {p.stem: json.loads(p.read_text(encoding="utf-8"))
-        for p in sorted((ROOT / "docs" / "runs").glob("*.json"))}
+RUNS = read_records(ROOT / "docs" / "runs")  # each record checked
 
 
 def test_the_page_is_rendered_from_its_records():
@@ -162,7 +167,149 @@ def test_a_record_keeps_each_learning_curves_first_best_and_last_epoch(tmp_path)
 
 
 def test_a_folder_without_provenance_is_refused_by_name(tmp_path):
-    from tagtorch.errors import UnreadableFileError
-
     with pytest.raises(UnreadableFileError, match=r"provenance\.json"):
         headline_record(tmp_path)
+
+
+RECORD = {"command": "python -m tagtorch.train", "commit": "abc", "uncommitted_changes": False,
+          "tagtorch": "0.1", "started": "now", "threads": 2, "data": "loader", "folds": [0],
+          "split": {"n_folds": 5}, "test": "ttest", "correction": "Holm",
+          "best_first": ["## Best first by ndcg@5", "", "| method | ndcg@5 |", "|---|---|",
+                         "| a | 0.5000 |"], "metrics": [], "paired": []}
+
+
+def _without(key):
+    return {k: v for k, v in RECORD.items() if k != key}
+
+
+@pytest.mark.parametrize(("record", "message"), [
+    ([RECORD], "expected an object, found a list"),
+    ("record", "expected an object, found a string"),
+    (_without("best_first"), "field 'best_first': missing"),
+    (_without("command"), "field 'command': missing"),
+    (_without("folds"), "field 'folds' (or 'seeds'): missing"),
+    ({**RECORD, "best_first": []}, "field 'best_first': expected the best-first table's lines"),
+    ({**RECORD, "best_first": {"a": 1}}, "field 'best_first': expected a list of strings, found "
+                                         "an object"),
+    ({**RECORD, "best_first": ["## Best first by x", 3]}, "field 'best_first[1]': expected a "
+                                                          "string, found a number"),
+    ({**RECORD, "metrics": [None]}, "field 'metrics[0]': expected a string, found null"),
+    ({**RECORD, "command": ["python", "-m"]}, "field 'command': expected a string, found a list"),
+    ({**RECORD, "commit": 12}, "field 'commit': expected a string or null, found a number"),
+    ({**RECORD, "threads": "many"}, "field 'threads': expected an integer >= 0"),
+    ({**RECORD, "threads": True}, "field 'threads': expected an integer >= 0"),
+    ({**RECORD, "uncommitted_changes": "yes"}, "field 'uncommitted_changes': expected true"),
+    ({**RECORD, "split": [5]}, "field 'split': expected an object, found a list"),
+    ({**RECORD, "folds": {"a": 1}}, "field 'folds': expected a list of integers or a string"),
+    ({**RECORD, "folds": [0, "1"]}, "field 'folds[1]': expected an integer >= 0"),
+    ({**RECORD, "merged_from": "a"}, "field 'merged_from': expected a list of the merged runs"),
+    ({**RECORD, "merged_from": [3]}, "field 'merged_from[0]': expected an object, found a number"),
+    ({**RECORD, "merged_from": [{"commit": "x"}]}, "field 'merged_from[0].folder': missing"),
+    ({**RECORD, "merged_from": [{"folder": "f", "command": {}}]},
+     "field 'merged_from[0].command': expected a string or null, found an object"),
+    ({**RECORD, "command": "x" * (MAX_TEXT + 1)}, "field 'command': a string of 100,001 "
+                                                  "characters, more than"),
+    ({**RECORD, "best_first": [*RECORD["best_first"], "|" * (MAX_TEXT + 1)]},
+     "field 'best_first[5]': a string of 100,001 characters"),
+    ({**RECORD, "split": {"k" * (MAX_TEXT + 1): 1}}, "a string of 100,001 characters"),
+])
+def test_a_malformed_record_is_refused_in_one_line_naming_the_file_and_field(record, message):
+    with pytest.raises(UnreadableFileError) as refused:
+        check_record(record, "docs/runs/x.json")
+    text = str(refused.value)
+    assert text.startswith("docs/runs/x.json: ") and message in text, text
+    assert "\n" not in text and len(text) < 300  # one line, never the huge value itself
+
+
+def test_a_records_strings_cannot_add_html_links_or_lines_to_the_page():
+    hostile = r"<script>alert(1)</script> [x](javascript:alert(1)) &amp; \[y](z)"
+    record = {**RECORD, "tagtorch": hostile, "started": "now\n\n<img src=x>", "test": hostile,
+              "folds": hostile, "data": "a`b <b>", "command": "run `x` \n\n<i>",
+              "split": {"k": hostile},
+              "best_first": [f"## Best first by {hostile}", "", "| method | m |", "|---|---|",
+                             f"| {hostile} | 1 |"],
+              "paired": ["| a | b |", "|---|---|", f"| {hostile} | 1 |"]}
+    page = provenance_markdown({"x": check_record(record, "x.json")})
+    prose = re.sub(r"(`+) .*? \1|(`+)[^` ].*?\2", "", page)  # code spans show text as it is
+    assert not re.search(r"<[a-z/!?]", prose), prose  # no HTML
+    assert not re.search(r"(?<!\\)(\\\\)*[\[\]]", prose), prose  # no unescaped bracket: no link
+    assert "&amp;amp;" in page and "&lt;script&gt;" in page  # entities shown as text
+    assert r"\[x\](javascript:alert(1))" in page and r"\\\[y\](z)" in page
+    assert "``a`b <b>``" in page and "- command: ``run `x` <i>``\n" in page  # on its line
+    assert "now  &lt;img src=x&gt;" in page  # the line breaks gone: one line of the page
+
+
+def _folder(tmp_path, provenance=None, config=None, report=None):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / PROVENANCE_FILE).write_text(json.dumps(
+        run_provenance("python -m tagtorch.train") if provenance is None else provenance))
+    (folder / "config.yaml").write_text(
+        "data: {_target_: loader}\ntask: {seeds: [0]}\n" if config is None else config)
+    (folder / "report.md").write_text(
+        "## Best first by ndcg@5\n\n| rank | method | ndcg@5 |\n|---|---|---|\n| 1 | a | 0.5 |\n"
+        if report is None else report)
+    return folder
+
+
+PROVENANCE = {"command": "c", "commit": None, "tagtorch": "0.1", "started": "now"}
+
+
+@pytest.mark.parametrize(("files", "message"), [
+    ({"provenance": [1]}, "provenance.json: expected an object, found a list"),
+    ({"provenance": {**PROVENANCE, "command": {"a": 1}}},
+     "provenance.json: field 'command': expected a string, found an object"),
+    ({"provenance": {k: v for k, v in PROVENANCE.items() if k != "tagtorch"}},
+     "provenance.json: field 'tagtorch': missing"),
+    ({"provenance": {**PROVENANCE, "merged_from": [{"folder": 3}]}},
+     "provenance.json: field 'merged_from[0].folder': expected a string, found a number"),
+    ({"config": "- 1\n"}, "config.yaml: expected an object, found a list"),
+    ({"config": "task: {}\n"}, "config.yaml: field 'data': missing"),
+    ({"config": "data: {a: 1}\n"}, "config.yaml: field 'data._target_': expected a string"),
+    ({"config": "data: {_target_: x}\ntask: abc\n"},
+     "config.yaml: field 'task': expected an object, found a string"),
+    ({"config": "data: {_target_: x}\ntask: {significance: [1]}\n"},
+     "config.yaml: field 'task.significance': expected an object, found a list"),
+    ({"config": "data: {_target_: x}\ntask: {significance: {test: 3}}\n"},
+     "config.yaml: field 'task.significance.test': expected a string, found a number"),
+    ({"config": "data: {_target_: x}\ntask: {seeds: {a: 1}}\n"},
+     "config.yaml: field 'task.seeds': expected a list of integers, a string or null"),
+    ({"config": "data: {_target_: x}\ntask: {split: [1]}\n"},
+     "config.yaml: field 'task.split': expected a number, a string or null, found a list"),
+    ({"config": "data: [\n"}, "config.yaml: not YAML"),
+    ({"config": "data: !!python/object/apply:os.system ['echo hi']\n"}, "config.yaml: not YAML"),
+    ({"report": "## Best first by ndcg@5\n\nno table\n"}, "report.md: no best-first table"),
+])
+def test_a_malformed_run_folder_is_refused_in_one_line_naming_the_file(tmp_path, files, message):
+    folder = _folder(tmp_path, **files)
+    with pytest.raises(UnreadableFileError) as refused:
+        headline_record(folder)
+    assert str(refused.value).startswith(str(folder)) and message in str(refused.value)
+    assert "\n" not in str(refused.value)
+
+
+def test_the_script_refuses_a_bad_record_or_argument_in_one_line(tmp_path, capsys):
+    docs = tmp_path / "docs"
+    (docs / "runs").mkdir(parents=True)
+    (docs / "runs" / "bad.json").write_text(json.dumps({**RECORD, "command": 3}))
+    assert main(["--docs", str(docs)]) == 2
+    assert capsys.readouterr().err == (f"error: {docs / 'runs' / 'bad.json'}: field 'command': "
+                                       "expected a string, found a number\n")
+    (docs / "runs" / "bad.json").unlink()
+    (docs / "runs" / "a b.json").write_text(json.dumps(RECORD))
+    assert main(["--docs", str(docs)]) == 2
+    assert "a record's name is letters, digits, _ and -" in capsys.readouterr().err
+    for argv in (["../up=run"], ["nosep"], ["--given", "a/b=c"]):
+        with pytest.raises(SystemExit) as stopped:
+            main(["--docs", str(docs), *argv])
+        assert stopped.value.code == 2
+    assert not (tmp_path / "up.json").exists()
+    assert capsys.readouterr().err.count("error:") == 3
+    assert not (docs / "provenance.md").exists()  # nothing written on a refusal
+
+
+def test_the_check_mode_writes_nothing_and_says_whether_the_page_is_current(capsys):
+    page = ROOT / "docs" / "provenance.md"
+    before = page.stat().st_mtime_ns
+    assert main(["--check"]) == 0
+    assert "current" in capsys.readouterr().out and page.stat().st_mtime_ns == before

@@ -40,6 +40,7 @@ import contextlib
 import fcntl
 import logging
 import math
+import os
 import shlex
 import sys
 import time
@@ -90,15 +91,21 @@ def file_lock(path: Path) -> Iterator[None]:
     Processes on one machine that lock the same file take turns (``fcntl.flock``; the lock is
     released when the block ends or the process dies).
 
+    The file is never written; it keeps its name (a rename would hand the lock to a new
+    file), so a link planted there is refused (``O_NOFOLLOW``) rather than followed.
+
     Raises:
-        OSError: the lock file cannot be created (a missing or read-only folder).
+        OSError: the lock file cannot be created (a missing or read-only folder) or is a link.
     """
-    with open(path, "a") as handle:
+    handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+    finally:
+        os.close(handle)
 
 
 def storage_lock(url: str) -> contextlib.AbstractContextManager[None]:

@@ -12,16 +12,24 @@ best and last epochs) that
 ``benchmarks/provenance.py`` keeps under ``docs/runs/`` and renders into ``docs/provenance.md``
 (:func:`provenance_markdown`, then the script's count of the docs paragraphs traced to a
 record): the records the README's headline numbers are traced to.
+
+Records and run folders are read as hostile input: :func:`read_records` and
+:func:`headline_record` check every field a page shows (:func:`check_record`; a malformed one
+is an :class:`~tagtorch.errors.UnreadableFileError` naming the file and the field), and the page
+copies a record's strings escaped, so that a record cannot add HTML or a link to it.
 """
 
 from __future__ import annotations
 
 import datetime
+import html
 import json
 import platform
+import re
 import shlex
 import subprocess
 import sys
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -30,12 +38,13 @@ import yaml
 
 from tagtorch.errors import UnreadableFileError
 from tagtorch.evaluation.report import headline_section, markdown_table
-from tagtorch.storage import read_json
+from tagtorch.storage import read_json, reading
 from tagtorch.version import __version__
 
-__all__ = ["PROVENANCE_FILE", "TABLE_PARTS", "chosen_rows", "command_line", "curve_rows",
-           "headline_metric", "headline_record", "paired_rows", "per_fold_rows",
-           "provenance_markdown", "run_provenance", "targets_rows"]
+__all__ = ["MAX_TEXT", "PROVENANCE_FILE", "RECORD_FIELDS", "RECORD_NAME", "TABLE_PARTS",
+           "check_record", "chosen_rows", "command_line", "curve_rows", "headline_metric",
+           "headline_record", "paired_rows", "per_fold_rows", "provenance_markdown",
+           "read_records", "run_provenance", "targets_rows"]
 
 PROVENANCE_FILE = "provenance.json"
 """The file of :func:`run_provenance` in a run folder."""
@@ -43,7 +52,176 @@ PROVENANCE_FILE = "provenance.json"
 TABLE_PARTS = ("best_first", "metrics", "paired", "targets", "per_fold", "chosen", "curves")
 """The parts of a :func:`headline_record` that hold a run's tables (where its figures are)."""
 
+MAX_TEXT = 100_000
+"""The most characters one string of a record may hold (a command, a table row): a longer one
+is not a record tagtorch wrote, and would not be copied into a page."""
+
+RECORD_NAME = re.compile(r"[\w-]+")
+"""A record's name (its file's stem, the page's anchor): letters, digits, ``_`` and ``-``."""
+
+
+def _is_count(value: Any) -> bool:
+    """An integer >= 0 (not a boolean)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+_KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "text": (lambda v: isinstance(v, str), "a string"),
+    "text or null": (lambda v: isinstance(v, str | None), "a string or null"),
+    "flag": (lambda v: isinstance(v, bool | None), "true, false or null"),
+    "count": (_is_count, "an integer >= 0"),
+    "object": (lambda v: isinstance(v, dict), "an object"),
+    "repeats": (lambda v: isinstance(v, str | list), "a list of integers or a string"),
+    "repeats or null": (lambda v: isinstance(v, str | list | None),
+                        "a list of integers, a string or null"),
+    "scalar": (lambda v: isinstance(v, str | int | float | bool | None),
+               "a number, a string or null"),
+    "lines": (lambda v: isinstance(v, list), "a list of strings"),
+    "runs": (lambda v: isinstance(v, list), "a list of the merged runs"),
+}
+"""Each kind of field of a record: its test and what the messages say is expected."""
+
+_ITEMS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "repeats": (_is_count, "an integer >= 0"),
+    "repeats or null": (_is_count, "an integer >= 0"),
+    "lines": (lambda v: isinstance(v, str), "a string"),
+}
+"""The kinds that are lists: the test and expectation of each item."""
+
+_RUN_FIELDS = {"folder": "text", "commit": "text or null", "command": "text or null"}
+"""The fields of a merged run's entry (``merged_from``) that a page shows."""
+
+PROVENANCE_FIELDS = {"command": "text", "commit": "text or null",
+                     "uncommitted_changes": "flag", "given_by_hand": "flag",
+                     "tagtorch": "text", "python": "text", "torch": "text", "threads": "count",
+                     "started": "text", "merged_from": "runs"}
+"""The fields of :func:`run_provenance` (a run folder's ``provenance.json``) and their kinds."""
+
+RECORD_FIELDS = {**PROVENANCE_FIELDS, "data": "text", "seeds": "repeats", "folds": "repeats",
+                 "split": "object", "test": "text", "correction": "text",
+                 **dict.fromkeys(TABLE_PARTS, "lines")}
+"""The fields of a :func:`headline_record` and their kinds (``_KINDS``)."""
+
+_TASK_FIELDS = {"seeds": "repeats or null", "folds": "repeats or null",
+                **dict.fromkeys(("p", "split", "query", "aggregate", "n_folds"), "scalar")}
+"""The settings of a run's ``config.yaml`` (under ``task``) that a record copies."""
+
+_REQUIRED = ("command", "commit", "tagtorch", "started")
+"""The provenance fields every record has (the others are optional)."""
+
 _CHECKOUT = Path(__file__).resolve().parents[2]
+
+
+def _json_kind(value: Any) -> str:
+    """What a JSON value is, for a message (never the value: it may be huge or hostile)."""
+    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean",
+             int: "a number", float: "a number", type(None): "null"}
+    return names.get(type(value), type(value).__name__)
+
+
+def _long_text(value: Any, where: str) -> tuple[str, int] | None:
+    """The place and length of the first string (key or value) over :data:`MAX_TEXT`."""
+    stack = [(where, value)]
+    while stack:
+        place, item = stack.pop()
+        if isinstance(item, str) and len(item) > MAX_TEXT:
+            return place, len(item)
+        if isinstance(item, dict):
+            stack += [(f"{place}.{str(key)[:40]}", key) for key in item]
+            stack += [(f"{place}.{str(key)[:40]}", child) for key, child in item.items()]
+        elif isinstance(item, list):
+            stack += [(f"{place}[{i}]", child) for i, child in enumerate(item)]
+    return None
+
+
+def _check_fields(record: Any, where: str | Path, fields: Mapping[str, str],
+                  required: tuple[str, ...], prefix: str = "") -> dict[str, Any]:
+    """``record`` if it is an object whose ``fields`` have their kinds (see check_record).
+
+    ``prefix``: the place of ``record`` in its file (``merged_from[0].``), for the messages.
+    """
+    if not isinstance(record, dict):
+        raise UnreadableFileError(f"{where}: " + (f"field {prefix[:-1]!r}: " if prefix else "")
+                                  + f"expected an object, found {_json_kind(record)}")
+    for name in required:
+        if name not in record:
+            raise UnreadableFileError(f"{where}: field {prefix + name!r}: missing")
+    for name, kind in fields.items():
+        if name not in record:
+            continue
+        test, expected = _KINDS[kind]
+        if not test(record[name]):
+            raise UnreadableFileError(f"{where}: field {prefix + name!r}: expected {expected}, "
+                                      f"found {_json_kind(record[name])}")
+        if kind == "runs":
+            for i, run in enumerate(record[name]):
+                _check_fields(run, where, _RUN_FIELDS, ("folder",), f"{prefix}{name}[{i}].")
+        elif isinstance(record[name], list) and kind in _ITEMS:
+            test, expected = _ITEMS[kind]
+            for i, item in enumerate(record[name]):
+                if not test(item):
+                    raise UnreadableFileError(f"{where}: field {f'{prefix}{name}[{i}]'!r}: "
+                                              f"expected {expected}, found {_json_kind(item)}")
+        long = _long_text(record[name], prefix + name)
+        if long is not None:
+            raise UnreadableFileError(f"{where}: field {long[0]!r}: a string of {long[1]:,} "
+                                      f"characters, more than the {MAX_TEXT:,} a record holds")
+    return record
+
+
+def check_record(record: Any, where: str | Path) -> dict[str, Any]:
+    """A run record read from a file (``docs/runs/NAME.json``), checked before it is rendered.
+
+    Every field :func:`provenance_markdown` reads has its kind (:data:`RECORD_FIELDS`); other
+    fields are left as they are.
+
+    Args:
+        record: the parsed JSON.
+        where: the file, for the messages.
+
+    Returns:
+        ``record``, unchanged.
+
+    Raises:
+        UnreadableFileError: ``"{where}: field 'NAME': ..."``, for a missing field, a field
+            of another kind (a list item's index named), an empty best-first table, neither
+            seeds nor folds, or a string longer than :data:`MAX_TEXT`.
+
+    Example:
+        >>> try:
+        ...     check_record({"command": "x", "commit": None, "tagtorch": "1",
+        ...                   "started": "now", "data": "d", "split": {}, "folds": [0],
+        ...                   "test": "ttest", "correction": "Holm", "best_first": [3]},
+        ...                  "docs/runs/x.json")
+        ... except UnreadableFileError as error:
+        ...     print(error)
+        docs/runs/x.json: field 'best_first[0]': expected a string, found a number
+    """
+    _check_fields(record, where, RECORD_FIELDS, (*_REQUIRED, "data", "split", "test",
+                                                 "correction", "best_first"))
+    if "seeds" not in record and "folds" not in record:
+        raise UnreadableFileError(f"{where}: field 'folds' (or 'seeds'): missing")
+    if not record["best_first"]:
+        raise UnreadableFileError(f"{where}: field 'best_first': expected the best-first "
+                                  "table's lines, found an empty list")
+    return record
+
+
+def read_records(folder: str | Path) -> dict[str, dict[str, Any]]:
+    """The run records of ``folder`` (``NAME.json`` each), by name, each checked.
+
+    Raises:
+        UnreadableFileError: naming the file: a name other than :data:`RECORD_NAME`'s, not a
+            regular file, not JSON, or a record :func:`check_record` refuses.
+    """
+    records = {}
+    for path in sorted(Path(folder).glob("*.json")):
+        if not RECORD_NAME.fullmatch(path.stem):
+            raise UnreadableFileError(f"{path}: a record's name is letters, digits, _ and -")
+        if not path.is_file():
+            raise UnreadableFileError(f"{path}: not a regular file")
+        records[path.stem] = check_record(read_json(path), path)
+    return records
 
 
 def _git(*arguments: str) -> str | None:
@@ -109,14 +287,17 @@ def headline_record(folder: str | Path, provenance: dict[str, Any] | None = None
 
     Raises:
         UnreadableFileError: the folder lacks ``provenance.json`` (and none is given),
-            ``config.yaml`` or a report with a best-first table.
+            ``config.yaml`` or a report with a best-first table, or one of its files holds a
+            field of another kind (:func:`check_record`'s message: the file and the field), or
+            a table it cannot read.
     """
     folder = Path(folder)
     if provenance is None:
-        provenance = read_json(folder / PROVENANCE_FILE, keys=["command", "commit"])
+        provenance = _check_fields(read_json(folder / PROVENANCE_FILE),
+                                   folder / PROVENANCE_FILE, PROVENANCE_FIELDS, _REQUIRED)
     else:
         provenance = {**provenance, "given_by_hand": True}
-    config = yaml.safe_load(_read(folder / "config.yaml"))
+    setting = _run_setting(folder / "config.yaml")
     report = _read(folder / "report.md")
     table = headline_section(report)
     if not table:
@@ -124,22 +305,42 @@ def headline_record(folder: str | Path, provenance: dict[str, Any] | None = None
     after = report[report.index(table) + len(table):].split("\n## ", 1)[0]
     metrics = [line for line in after.splitlines() if line.startswith(("|", "### "))]
     metric = headline_metric(table.splitlines())
-    extra = {"paired": paired_rows(report, metric),
-             "per_fold": per_fold_rows(folder / "results.csv", metric)}
+    with reading(folder / "results.csv", "results table"):
+        extra = {"paired": paired_rows(report, metric),
+                 "per_fold": per_fold_rows(folder / "results.csv", metric)}
     for part, name, rows_of in (("targets", "targets.csv", targets_rows),
                                 ("chosen", "tuning.csv", chosen_rows),
                                 ("curves", "curves.csv", curve_rows)):
         if (folder / name).is_file():
-            extra[part] = rows_of(folder / name)
-    task = config.get("task", {})
-    repeats = ({"seeds": task["seeds"]} if "seeds" in task
+            with reading(folder / name, f"{part} table"):
+                extra[part] = rows_of(folder / name)
+    return {**provenance, **setting, "correction": "Holm", "best_first": table.splitlines(),
+            "metrics": metrics, **extra}
+
+
+def _run_setting(path: Path) -> dict[str, Any]:
+    """The data, seeds or folds, split and test of a run's ``config.yaml``, checked.
+
+    Raises:
+        UnreadableFileError: naming the file and the field, for one of another kind.
+    """
+    try:
+        config = yaml.safe_load(_read(path))
+    except yaml.YAMLError as error:
+        raise UnreadableFileError(f"{path}: not YAML ({str(error).splitlines()[0]})") from None
+    data = _check_fields(config, path, {}, ("data",)).get("data")
+    target = data.get("_target_") if isinstance(data, dict) else None
+    if not isinstance(target, str):
+        raise UnreadableFileError(f"{path}: field 'data._target_': expected a string (the "
+                                  f"loader), found {_json_kind(target)}")
+    task = _check_fields(config.get("task") or {}, path, _TASK_FIELDS, (), "task.")
+    significance = _check_fields(task.get("significance") or {}, path, {"test": "text"}, (),
+                                 "task.significance.")
+    repeats = ({"seeds": task["seeds"]} if task.get("seeds") is not None
                else {"folds": task.get("folds") or f"all {task.get('n_folds', '')}".strip()})
-    significance = task.get("significance") or {}
-    return {**provenance, "data": config["data"]["_target_"], **repeats,
-            "split": {k: task[k] for k in ("p", "split", "query", "aggregate", "n_folds")
-                      if k in task},
-            "test": significance.get("test", "ttest"), "correction": "Holm",
-            "best_first": table.splitlines(), "metrics": metrics, **extra}
+    split = {k: task[k] for k in ("p", "split", "query", "aggregate", "n_folds") if k in task}
+    test = significance.get("test", "ttest")
+    return {"data": target, **repeats, "split": split, "test": test}
 
 
 def paired_rows(report: str, metric: str) -> list[str]:
@@ -226,7 +427,11 @@ def targets_rows(path: Path) -> list[str]:
 
 
 def provenance_markdown(records: dict[str, dict[str, Any]]) -> str:
-    """``docs/provenance.md``: one section per run record (name -> :func:`headline_record`)."""
+    """``docs/provenance.md``: one section per run record (name -> :func:`headline_record`).
+
+    A record's strings are copied escaped (:func:`_text`, :func:`_code`): a record cannot add
+    HTML, a link or a line to the page.
+    """
     lines = ["# Provenance of the headline numbers", "",
              "Generated by `python benchmarks/provenance.py` from the run folders' "
              "`provenance.json`, `config.yaml` and `report.md` (the records are kept in "
@@ -234,35 +439,71 @@ def provenance_markdown(records: dict[str, dict[str, Any]]) -> str:
              "of these records; the last section says which paragraphs of the docs pages' "
              "results are traced to one.", ""]
     for name, record in sorted(records.items()):
-        repeats = (f"seeds {record['seeds']}" if "seeds" in record
-                   else f"folds {record['folds']}")
-        commit = record.get("commit") or "not recorded"
-        dirty = " (with uncommitted changes)" if record.get("uncommitted_changes") else ""
-        if record.get("given_by_hand"):
-            dirty += " (command and commit given by hand: the run predates provenance.json)"
-        threads = f", {record['threads']} torch threads" if "threads" in record else ""
-        lines += [f"## {name}", "", f"- command: `{_where_left_out(record['command'])}`",
-                  f"- commit: `{commit}`{dirty}; tagtorch {record['tagtorch']}{threads}, "
-                  f"started {record['started']}",
-                  *(f"- merged from: commit `{str(run.get('commit') or 'not recorded')[:12]}`, "
-                    f"`{_where_left_out(run.get('command') or run['folder'])}`"
-                    for run in record.get("merged_from", [])),
-                  f"- data: `{record['data']}`, {json.dumps(record['split'])}, {repeats}",
-                  f"- test: paired {record['test']} over the per-query values, "
-                  f"{record['correction']}-corrected", "",
-                  *(f"**{line[3:]}**" if line.startswith("## ") else line
-                    for line in record["best_first"]), "",
-                  *_metric_lines(record.get("metrics", [])),
-                  *_titled(f"Paired tests on {headline_metric(record['best_first'])}",
-                           record.get("paired", [])),
-                  *_titled("Targets (targets.csv)", record.get("targets", [])),
-                  *_titled(f"Each fold or seed: {headline_metric(record['best_first'])}",
-                           record.get("per_fold", [])),
-                  *_titled("Settings chosen on validation (tuning.csv)",
-                           record.get("chosen", [])),
-                  *_titled("Learning curves at the first, best (validation) and last epoch "
-                           "(curves.csv)", record.get("curves", []))]
+        lines += _record_lines(name, record)
     return "\n".join(lines)
+
+
+def _record_lines(name: str, record: dict[str, Any]) -> list[str]:
+    """The section of one record (checked by :func:`check_record`), its strings escaped."""
+    repeats = (f"seeds {_repeats(record['seeds'])}" if "seeds" in record
+               else f"folds {_repeats(record['folds'])}")
+    dirty = " (with uncommitted changes)" if record.get("uncommitted_changes") else ""
+    if record.get("given_by_hand"):
+        dirty += " (command and commit given by hand: the run predates provenance.json)"
+    threads = f", {record['threads']} torch threads" if "threads" in record else ""
+    metric = _text(headline_metric(record["best_first"]))
+    return [f"## {_text(name)}", "",
+            f"- command: {_code(_where_left_out(record['command']))}",
+            f"- commit: {_code(record.get('commit') or 'not recorded')}{dirty}; tagtorch "
+            f"{_text(record['tagtorch'])}{threads}, started {_text(record['started'])}",
+            *(f"- merged from: commit {_code(str(run.get('commit') or 'not recorded')[:12])}, "
+              f"{_code(_where_left_out(run.get('command') or run['folder']))}"
+              for run in record.get("merged_from", [])),
+            f"- data: {_code(record['data'])}, {_text(json.dumps(record['split']))}, {repeats}",
+            f"- test: paired {_text(record['test'])} over the per-query values, "
+            f"{_text(record['correction'])}-corrected", "",
+            *(f"**{_text(line[3:])}**" if line.startswith("## ") else _text(line)
+              for line in record["best_first"]), "",
+            *_metric_lines(record.get("metrics", [])),
+            *_titled(f"Paired tests on {metric}", record.get("paired", [])),
+            *_titled("Targets (targets.csv)", record.get("targets", [])),
+            *_titled(f"Each fold or seed: {metric}", record.get("per_fold", [])),
+            *_titled("Settings chosen on validation (tuning.csv)", record.get("chosen", [])),
+            *_titled("Learning curves at the first, best (validation) and last epoch "
+                     "(curves.csv)", record.get("curves", []))]
+
+
+_LINE_BREAKS = re.compile(r"[\r\n\v\f\x1c-\x1e\x85\u2028\u2029]")
+"""What ends a line (``str.splitlines``): a record's string stays on its line of the page."""
+
+
+def _text(value: Any) -> str:
+    r"""``value`` as markdown text on one line: ``&``, ``<``, ``>``, ``\``, ``[``, ``]`` escaped.
+
+    Example:
+        >>> print(_text("<img src=x onerror=alert(1)> [click](javascript:x)"))
+        &lt;img src=x onerror=alert(1)&gt; \[click\](javascript:x)
+    """
+    text = _LINE_BREAKS.sub(" ", str(value)).replace("\\", "\\\\")
+    return html.escape(text, quote=False).replace("[", "\\[").replace("]", "\\]")
+
+
+def _code(value: Any) -> str:
+    """``value`` as a markdown code span on one line, fenced longer than any backticks it holds.
+
+    Example:
+        >>> _code("a`b"), _code("plain")
+        ('``a`b``', '`plain`')
+    """
+    text = _LINE_BREAKS.sub(" ", str(value))
+    fence = "`" * (max(map(len, re.findall("`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def _repeats(value: list[int] | str) -> str:
+    """Seeds or folds: a checked list of integers as it is, a phrase escaped."""
+    return str(value) if isinstance(value, list) else _text(value)
 
 
 def _where_left_out(command: str) -> str:
@@ -276,15 +517,15 @@ def headline_metric(best_first: list[str]) -> str:
 
 
 def _titled(title: str, rows: list[str]) -> list[str]:
-    """A bold title, then the table ``rows`` (nothing when a table has no rows past its rule)."""
-    return [f"**{title}**", "", *rows, ""] if len(rows) > 2 else []
+    """A bold title, then the table ``rows`` escaped (nothing without rows past its rule)."""
+    return [f"**{title}**", "", *map(_text, rows), ""] if len(rows) > 2 else []
 
 
 def _metric_lines(rows: list[str]) -> list[str]:
     """A record's ``metrics`` as markdown: ``###`` headings bold, a blank line after a table."""
     lines: list[str] = []
     for i, row in enumerate(rows):
-        lines += [f"**{row[4:]}**", ""] if row.startswith("### ") else [row]
+        lines += [f"**{_text(row[4:])}**", ""] if row.startswith("### ") else [_text(row)]
         if row.startswith("|") and (i + 1 == len(rows) or not rows[i + 1].startswith("|")):
             lines.append("")
     return lines

@@ -90,7 +90,7 @@ from tagtorch.extras import require_extra
 from tagtorch.progress import progress
 from tagtorch.rankers.base import BaseRanker, check_feature_names
 from tagtorch.rankers.tree_scoring import FlatForest
-from tagtorch.storage import MANIFEST_FILE, load_arrays, plain_json
+from tagtorch.storage import MANIFEST_FILE, atomic_write, load_arrays, plain_json
 
 __all__ = [
     "Backend",
@@ -511,10 +511,12 @@ class _TreeRanker(BaseRanker):
         model_file = folder / MODEL_FILES[self.backend]
         if self.backend == "sklearn":
             self.model_.save(model_file)
-        elif self.backend == "lightgbm":
-            self.model_.save_model(str(model_file), num_iteration=-1)
-        else:
-            self.model_.save_model(str(model_file))
+            return [model_file.name]
+        with atomic_write(model_file) as partial:  # never through a link at the name
+            if self.backend == "lightgbm":
+                self.model_.save_model(str(partial), num_iteration=-1)
+            else:  # XGBoost picks the format from the name: asked for JSON explicitly
+                partial.write_bytes(bytes(self.model_.save_raw(raw_format="json")))
         return [model_file.name]
 
     def _manifest_extras(self) -> dict[str, Any]:
