@@ -6,9 +6,12 @@ serving object), and counted against the posts sent.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import resource
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -16,14 +19,24 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import AUTH, serving
+from conftest import AUTH, TOKEN, serving
 
 from tagtorch.data.synthetic import generate_folksonomy
 from tagtorch.data.text import TextProcessor
 from tagtorch.errors import UnreadableFileError
 from tagtorch.posts.baselines import MostPopularUserResource
+from tagtorch.recommend import main as recommend_main
 from tagtorch.serving import PostRecommender, Recommender
-from tagtorch.serving.journal import BACKUP_FOLDER, COMPACTION_FOLDER, Journal, encode_record
+from tagtorch.serving.journal import (
+    BACKUP_FOLDER,
+    COMPACTION_FOLDER,
+    CompactionError,
+    Journal,
+    JournalWriteError,
+    encode_record,
+    finish_compaction,
+)
+from tagtorch.storage import MANIFEST_FILE
 
 
 @pytest.fixture(scope="module")
@@ -106,8 +119,12 @@ def test_a_crash_after_rotation_replays_the_segments_first(folder):
     assert {"s", "t"} <= set(PostRecommender.load(folder).users)
 
 
-def cut_short_compaction(folder, monkeypatch):
-    """A compaction that crashes after its copy is ready, with one file moved."""
+def cut_short_compaction(folder, monkeypatch, at_manifest=False):
+    """A compaction that crashes after its copy is ready, with one file moved.
+
+    ``at_manifest``: every other staged file moved and the old manifest moved to ``backup/``,
+    the crash comes before the new manifest is moved in: the folder has no manifest.
+    """
     served = PostRecommender.load(folder)
     served.add_posts([{"user": "kept", "resource": "r1", "tags": ["Kepttag"], "time": 1}])
     real, calls = os.replace, []
@@ -115,20 +132,40 @@ def cut_short_compaction(folder, monkeypatch):
     def crashing(source, target):  # os is one module: every os.replace comes here
         if Path(source).parent.name == COMPACTION_FOLDER and Path(target).parent == folder:
             calls.append(source)
-            if len(calls) == 2:  # the first staged file moved, then the crash
+            if (Path(source).name == MANIFEST_FILE) if at_manifest else len(calls) == 2:
                 raise OSError(5, "simulated crash")
         real(source, target)
 
     monkeypatch.setattr("tagtorch.serving.journal.os.replace", crashing)
-    with pytest.raises(OSError, match="simulated"):
+    with pytest.raises(CompactionError, match=r"simulated crash.*--finish-compaction"):
         served.compact()
     monkeypatch.undo()
     assert (folder / COMPACTION_FOLDER / "READY").exists()
+    assert (folder / MANIFEST_FILE).exists() != at_manifest
+    assert (folder / BACKUP_FOLDER / MANIFEST_FILE).exists() == at_manifest
+
+
+def test_a_crash_between_the_manifests_moves_is_named_by_every_loader(folder, monkeypatch,
+                                                                     capsys):
+    """Issue 69: the old manifest moved out, not the new one in: "not a recommender folder"."""
+    cut_short_compaction(folder, monkeypatch, at_manifest=True)
+    for load in (Recommender.load, PostRecommender.load):
+        with pytest.raises(UnreadableFileError,
+                           match=r"compaction .* cut short.* --finish-compaction"):
+            load(folder)
+    assert recommend_main([str(folder), "--user", "kept", "--resource", "r1"]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "--finish-compaction" in error, error
+    finish_compaction(folder)  # what --finish-compaction does
+    assert not (folder / COMPACTION_FOLDER).exists()
+    assert "kept" in PostRecommender.load(folder).users
 
 
 @pytest.mark.integration  # an end-to-end run (the default run keeps its 8 minutes)
-def test_a_compaction_cut_short_is_named_by_every_reader_with_its_remedy(folder, monkeypatch):
-    cut_short_compaction(folder, monkeypatch)
+@pytest.mark.parametrize("at_manifest", [False, True])
+def test_a_compaction_cut_short_is_named_by_every_reader_with_its_remedy(folder, monkeypatch,
+                                                                        at_manifest):
+    cut_short_compaction(folder, monkeypatch, at_manifest)
     with pytest.raises(UnreadableFileError, match=r"compaction .* cut short.*--finish-compaction"):
         Recommender.load(folder)
     recommend = subprocess.run([sys.executable, "-m", "tagtorch.recommend", str(folder),
@@ -171,7 +208,7 @@ def test_a_whole_last_record_without_its_newline_is_kept(folder):
 
 def test_a_personalized_post_with_a_text_says_texts_are_not_taken(folder):
     served = PostRecommender.load(folder)
-    with pytest.raises(ValueError, match=r"'title' not taken: .*object .* no texts"):
+    with pytest.raises(ValueError, match=r"'title' not taken: .*'object'.* no texts"):
         served.add_posts([{**post("u"), "title": "a text"}])
 
 
@@ -241,3 +278,106 @@ def test_a_new_segment_is_numbered_after_the_highest(tmp_path):
     journal.rotate()
     assert (tmp_path / "journal.compacting-6.jsonl").exists()
     assert [batch[0]["user"] for _, batch in journal.read()] == ["five", "later"]
+
+
+@contextlib.contextmanager
+def file_size_limit(limit: int):
+    """No file this process writes may grow past ``limit`` bytes (RLIMIT_FSIZE, ``ulimit -f``).
+
+    SIGXFSZ is ignored (Python's default too), so a write past the limit fails with EFBIG.
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, previous)
+
+
+def journal_bulk(folder, count: int = 3000) -> set[str]:
+    """Journals ``count`` posts of new users (data past 70 kB once compacted); their users."""
+    served = PostRecommender.load(folder)
+    users = [f"bulk-{i}" for i in range(count)]
+    for start in range(0, count, 1000):
+        served.add_posts([post(user) for user in users[start:start + 1000]])
+    return set(users)
+
+
+def test_a_compaction_past_a_file_size_limit_says_what_to_do_and_loses_no_post(folder):
+    """Issue 69: a (re)start's compaction under ``ulimit -f`` ended in an OSError traceback."""
+    users = journal_bulk(folder)
+    served = PostRecommender.load(folder)
+    with file_size_limit(70_000), pytest.raises(CompactionError) as refused:
+        served.compact()
+    message = str(refused.value)
+    assert "\n" not in message and message.startswith(str(folder / COMPACTION_FOLDER))
+    assert "File too large; raise the file-size limit (ulimit -f)" in message, message
+    assert not (folder / COMPACTION_FOLDER).exists()  # the half-written copy dropped
+    assert users <= set(PostRecommender.load(folder).users)  # its segment replayed
+    assert PostRecommender.load(folder).compact()  # with room: the next start's compaction
+    assert not list(folder.glob("journal*"))
+    assert users <= set(PostRecommender.load(folder).users)  # in the data itself
+
+
+def test_posts_past_a_file_size_limit_are_refused_and_leave_no_trace(folder):
+    served = PostRecommender.load(folder)
+    served.add_posts([post("before")])
+    size = (folder / "journal.jsonl").stat().st_size
+    over = [post(f"over-{i}") for i in range(100)]  # about 6 kB
+    with file_size_limit(size + 1000), pytest.raises(
+            JournalWriteError, match=r"journal\.jsonl: the posts were not stored: File too "
+                                     r"large; raise the file-size limit \(ulimit -f\)$"):
+        served.add_posts(over)
+    assert (folder / "journal.jsonl").stat().st_size == size  # its partial bytes cut
+    assert "over-0" not in served.users
+    served.add_posts([post("after")])
+    users = set(PostRecommender.load(folder).users)
+    assert {"before", "after"} <= users and not any(u.startswith("over-") for u in users)
+
+
+@pytest.mark.integration  # the real server and two more starts of the command (about 30 s)
+def test_a_service_under_a_file_size_limit_acknowledges_only_stored_posts(folder, tmp_path):
+    """Issue 69: every 200 survives, every refusal is a 503 naming the journal, the compaction
+    that cannot write is logged in one line, and the restart that cannot compact refuses in one.
+    """
+    from test_serve_hostile import refused_start, serve_command, stop, wait_for
+
+    journal_bulk(folder)
+    assert PostRecommender.load(folder).compact()  # the data: past the limit once written
+    (tmp_path / "token").write_text(TOKEN)
+    writes, limit = ("--token-file", str(tmp_path / "token")), 70_000
+    command, url = serve_command(folder, *writes, "--apply-interval", "0.05", "--compact-after",
+                                 "1", "--max-body", "200000", file_size_limit=limit)
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    acknowledged: set[str] = set()
+    refused: set[str] = set()
+    try:
+        wait_for(url, process)
+        for request in range(8):  # 20 kB each: the fresh journal is full by the fifth
+            users = {f"limit{request}-{i}" for i in range(300)}
+            answer = httpx.post(f"{url}/v1/posts", json={"posts": [post(u) for u in users]},
+                                headers=AUTH, timeout=60)
+            assert answer.status_code in (200, 503), answer.text
+            if answer.status_code == 503:
+                assert "journal.jsonl" in answer.text and "ulimit -f" in answer.text
+            (acknowledged if answer.status_code == 200 else refused).update(users)
+            deadline = time.monotonic() + 60
+            while httpx.get(f"{url}/v1/info", timeout=10).json()["pending_posts"]:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+    finally:
+        output = stop(process)
+    assert acknowledged and refused, output
+    assert "Traceback" not in output and "compacting the journal failed" in output, output
+    code, stderr = refused_start(folder, *writes, file_size_limit=limit)  # the restart
+    assert code == 2 and "Traceback" not in stderr, stderr
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith("error: ") and COMPACTION_FOLDER in last and "ulimit -f" in last
+    finished = subprocess.run([sys.executable, "-m", "tagtorch.serve", str(folder),
+                               "--finish-compaction"], capture_output=True, text=True,
+                              timeout=120)
+    assert finished.returncode == 0, finished.stderr
+    users = set(PostRecommender.load(folder).users)
+    assert acknowledged <= users and not refused & users

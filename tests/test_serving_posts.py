@@ -162,6 +162,31 @@ def test_the_service_answers_posts_and_refuses_objects(fitted, server):
     assert 'id="resource"' in httpx.get(f"{server}/", timeout=10).text
 
 
+def test_a_refused_post_names_the_fields_the_posts_schema_takes(server):
+    """Issue 69: the message offered "object (or resource)"; the schema refuses resource."""
+    import re
+
+    import httpx
+
+    def refusal(**fields):
+        body = {"posts": [{"user": "u", "tags": ["!!!"], **fields}]}
+        response = httpx.post(f"{server}/v1/posts", json=body, headers=AUTH, timeout=30)
+        assert response.status_code == 422, response.text  # nothing is journaled
+        return response.json()["detail"]
+
+    detail = refusal(object="o", title="a text")
+    named = re.fullmatch(r"post 0: 'title' not taken: a post to a personalized tag recommender "
+                         r"has (.*), and no texts", detail)
+    assert named, detail
+    fields = re.findall(r"'(\w+)'", named.group(1))
+    assert {"user", "object", "tags"} <= set(fields), detail
+    taken = refusal(**{field: {"time": 5}.get(field, "o") for field in fields
+                       if field not in ("user", "tags")})
+    assert "no tag left" in taken, taken  # past the schema: each field named is taken
+    schema = refusal(resource="o")
+    assert any(problem["loc"][-1] == "resource" for problem in schema), schema
+
+
 POST_FIELDS = st.sampled_from(["user", "resource", "time", "k", "tags", "title"])
 
 

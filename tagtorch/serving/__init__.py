@@ -7,6 +7,7 @@ from typing import TypeAlias
 
 from tagtorch.errors import UnreadableFileError
 from tagtorch.serving.items import ItemRecommendations, ItemRecommender
+from tagtorch.serving.journal import check_no_compaction_left
 from tagtorch.serving.posts import PostRecommender
 from tagtorch.serving.resources import ResourceRecommendations, ResourceRecommender
 from tagtorch.serving.tags import Recommendations, TagRecommender
@@ -40,8 +41,11 @@ class Recommender:
 
         Raises:
             UnreadableFileError: no manifest, or one naming neither kind of recommender (the
-                chosen class then checks every file, :func:`tagtorch.storage.read_manifest`).
+                chosen class then checks every file, :func:`tagtorch.storage.read_manifest`),
+                or a compaction a crash cut short (its manifest may be missing meanwhile:
+                :func:`~tagtorch.serving.journal.check_no_compaction_left`).
         """
+        check_no_compaction_left(Path(path))
         manifest_path = Path(path) / MANIFEST_FILE
         if not manifest_path.is_file():
             raise UnreadableFileError(f"{manifest_path}: no such file; {path} is not a "

@@ -7,7 +7,10 @@ Example:
 The folder is locked (a writer alone, readers shared), a compaction a crash cut short is
 finished and the journal written into the data (with writes on), the artifact is loaded and
 warmed up by one request, then uvicorn serves :func:`tagtorch.serving.service.create_app`
-behind the connection and header guards (:mod:`tagtorch.serving.guards`).
+behind the connection and header guards (:mod:`tagtorch.serving.guards`). A numeric option out
+of its range (:data:`OPTION_RANGES`), a folder that cannot be read or written, and a compaction
+that cannot write (a full disk, a file-size limit) end the command with one line on standard
+error and exit status 2; the journal keeps every acknowledged post.
 :func:`start_service` starts the real command on a free port of 127.0.0.1 (tests, benchmarks).
 """
 
@@ -37,9 +40,29 @@ from tagtorch.serving.ingest import PostQueue
 from tagtorch.serving.journal import check_writable, finish_compaction, lock_folder
 from tagtorch.serving.service import MAX_BODY_BYTES, TOKEN_VARIABLE, ServiceSettings, create_app
 
-__all__ = ["main", "open_folder", "service_settings", "start_service"]
+__all__ = ["OPTION_RANGES", "check_options", "main", "open_folder", "service_settings",
+           "start_service"]
 
 log = logging.getLogger(__name__)
+
+MOST_SECONDS = 86_400.0
+"""The longest interval or timeout an option takes (a day): a longer one is a typo."""
+MOST_COUNT = 10**9
+"""The largest count an option takes (posts, tags, cache entries)."""
+OPTION_RANGES: dict[str, tuple[type, float, float]] = {
+    "--port": (int, 1, 65_535),
+    "--max-new-tags-per-request": (int, 0, MOST_COUNT),
+    "--max-new-tags": (int, 0, MOST_COUNT),
+    "--max-pending-posts": (int, 1, MOST_COUNT),
+    "--apply-interval": (float, 0.0, MOST_SECONDS),
+    "--compact-after": (int, 1, MOST_COUNT),
+    "--max-body": (int, 1, 2**30),
+    "--body-timeout": (float, 0.01, MOST_SECONDS),
+    "--header-timeout": (float, 0.01, MOST_SECONDS),
+    "--max-connections": (int, 1, 1_000_000),
+    "--rule-cache": (int, 0, MOST_COUNT),
+}
+"""Each numeric option's type, least and largest value (:func:`check_options`)."""
 
 
 def start_service(folder: str | Path, *options: str, timeout: float = 300.0,
@@ -84,8 +107,9 @@ def start_service(folder: str | Path, *options: str, timeout: float = 300.0,
 
 
 def _parser() -> argparse.ArgumentParser:
+    """The command line (a bad value is an ``ArgumentError``, shown by :func:`main` in one line)."""
     parser = argparse.ArgumentParser(prog="python -m tagtorch.serve",
-                                     description=__doc__.splitlines()[0])
+                                     description=__doc__.splitlines()[0], exit_on_error=False)
     parser.add_argument("path", help="a recommender folder written by task=fit")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
@@ -124,6 +148,27 @@ def _parser() -> argparse.ArgumentParser:
                         help="tag recommenders: one-object rule results kept for repeated "
                              "requests (0: off)")
     return parser
+
+
+def check_options(args: argparse.Namespace) -> None:
+    """Refuses a numeric option's value out of its range (:data:`OPTION_RANGES`), before any work.
+
+    Raises:
+        ValueError: naming the option, the value and the range, in one line.
+
+    Example:
+        >>> check_options(_parser().parse_args(["FOLDER", "--compact-after", "0"]))
+        Traceback (most recent call last):
+        ...
+        ValueError: --compact-after 0: expected an integer from 1 to 1,000,000,000
+    """
+    for option, (kind, least, most) in OPTION_RANGES.items():
+        value = getattr(args, option.removeprefix("--").replace("-", "_"))
+        in_range = isinstance(value, int | float) and least <= value <= most  # NaN: False
+        if not in_range or not isinstance(value, kind):  # "--port=--" gives []
+            expected = (f"an integer from {least:,} to {most:,}" if kind is int
+                        else f"a number of seconds from {least:g} to {most:g}")
+            raise ValueError(f"{option} {value!r:.40}: expected {expected}")
 
 
 def service_settings(args: argparse.Namespace) -> ServiceSettings:
@@ -188,7 +233,11 @@ def open_folder(folder: Path, writes: bool, rule_cache: int) -> AnyRecommender:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Loads the artifact, warms it up and serves until interrupted."""
+    """Loads the artifact, warms it up and serves until interrupted; returns the exit status.
+
+    Bad input (an option's value, the folder, its files) and a folder that cannot be written
+    end with one line on standard error and exit status 2.
+    """
     try:
         import uvicorn
 
@@ -197,7 +246,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {MissingExtraError('serve', missing.name)}", file=sys.stderr)
         return 2
 
-    args = _parser().parse_args(argv)
+    try:
+        args = _parser().parse_args(argv)
+        check_options(args)
+    except (argparse.ArgumentError, ValueError) as error:
+        print(f"error: {error!s:.500}", file=sys.stderr)  # a value echoed, cut
+        return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     try:
         settings = service_settings(args)

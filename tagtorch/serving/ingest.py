@@ -25,7 +25,8 @@ the records of posts not applied yet are written again into the fresh journal) a
 data with every applied post (:func:`~tagtorch.serving.journal.compact_journal`) while new
 posts go on into the fresh journal. The journal, and the time a start takes to replay it, stay
 bounded however long the service runs. A mining pass that failed stops the compactions until
-the next start (its posts are in the journal only).
+the next start (its posts are in the journal only), as does a compaction that cannot write (a
+full disk, a file-size limit: logged in one line naming the file and what to do).
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from tagtorch.serving.journal import Journal
+from tagtorch.errors import UnreadableFileError
+from tagtorch.serving.journal import CompactionError, Journal, JournalWriteError
 
 __all__ = ["PostQueue", "QueueFullError", "TakesPosts", "TooManyNewTagsError"]
 
@@ -68,6 +70,9 @@ class TakesPosts(Protocol):
         ...
 
 log = logging.getLogger(__name__)
+
+_TOLD = (CompactionError, JournalWriteError, UnreadableFileError, OSError)
+"""Errors whose one line says it all (the file, what went wrong): logged without a traceback."""
 
 
 class TooManyNewTagsError(ValueError):
@@ -205,9 +210,10 @@ class PostQueue:
             return False
         try:
             journal.rotate(self._records)  # the posts not applied yet stay in the journal
-        except Exception:  # a segment holds them: the next start replays it
+        except Exception as error:  # a segment holds them: the next start replays it
             self._failed = True
-            log.exception("moving the journal aside failed; it is compacted at the next start")
+            log.error("moving the journal aside failed; it is compacted at the next start: %s",
+                      error, exc_info=not isinstance(error, _TOLD))
             return False
         self._journaled = len(self._pending)
         return True
@@ -217,9 +223,10 @@ class PostQueue:
         start = time.perf_counter()
         try:
             self.recommender.compact(rotate=False)
-        except Exception:  # the segments hold the posts: the next start replays them
+        except Exception as error:  # the segments hold the posts: the next start compacts them
             self._failed = True
-            log.exception("compacting the journal failed; it is compacted at the next start")
+            log.error("compacting the journal failed: %s", error,
+                      exc_info=not isinstance(error, _TOLD))
             return
         self.compactions += 1
         log.info("the journal compacted into the data in %.2f s", time.perf_counter() - start)

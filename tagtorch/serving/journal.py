@@ -9,8 +9,9 @@ JSON: Unicode line separators (U+2028, U+2029, U+0085) are escaped, and lines ar
 
 Writing (:meth:`Journal.append`) starts at the end of the last whole record: a torn tail left
 by a failed write or a crash (never acknowledged) is cut first, so it cannot swallow the next
-record. The record is flushed to disk (fsync) before the call returns; a failed write cuts its
-own partial bytes and raises :class:`JournalWriteError`, and nothing is applied. Reading
+record. The record is flushed to disk (fsync) before the call returns; a failed write (a full
+disk, a file-size limit) cuts its own partial bytes and raises :class:`JournalWriteError`
+naming the file and what to do (:func:`write_problem`), and nothing is applied. Reading
 (:meth:`Journal.read`) validates every record with the endpoint's schema and leaves out a torn
 last line with a warning; a last line that is a whole record without its newline (an editor's
 save) is a record, and the next append starts a new line after it. Any other bad line is an
@@ -24,7 +25,10 @@ journal is first moved aside as a numbered segment (``journal.compacting-N.jsonl
 holds them. Loading replays the segments, then the journal. A crash at any step loses no post
 (a post replayed over data that holds it changes nothing); :func:`finish_compaction` completes
 or drops a compaction cut short, and a folder whose compaction was cut short after its copy
-was ready is refused by readers with the way to finish it (:func:`check_no_compaction_left`).
+was ready is refused by readers with the way to finish it (:func:`check_no_compaction_left`),
+its manifest missing too (a crash between moving the old one out and the new one in). A
+compaction that cannot write (a full disk, a file-size limit) raises :class:`CompactionError`
+in one line, naming the file and what to do; the journal keeps every post meanwhile.
 
 :func:`lock_folder` keeps two processes from writing one artifact folder.
 """
@@ -32,6 +36,7 @@ was ready is refused by readers with the way to finish it (:func:`check_no_compa
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import logging
@@ -49,9 +54,10 @@ from tagtorch.errors import UnreadableFileError
 from tagtorch.serving.schema import Post, PostBatch
 from tagtorch.storage import MANIFEST_FILE
 
-__all__ = ["BACKUP_FOLDER", "COMPACTION_FOLDER", "JOURNAL_FILE", "Journal", "JournalWriteError",
-           "check_no_compaction_left", "check_writable", "compact_journal", "encode_record",
-           "finish_compaction", "lock_folder", "replay", "sync_folder", "sync_tree"]
+__all__ = ["BACKUP_FOLDER", "COMPACTION_FOLDER", "JOURNAL_FILE", "CompactionError", "Journal",
+           "JournalWriteError", "check_no_compaction_left", "check_writable", "compact_journal",
+           "encode_record", "finish_compaction", "lock_folder", "replay", "sync_folder",
+           "sync_tree", "write_problem"]
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +71,32 @@ _SEGMENT_STEM = "journal.compacting-"
 _SEGMENT = re.compile(r"journal\.compacting-([0-9]{1,9})\.jsonl")
 
 
+_REMEDIES: dict[int | None, str] = {
+    errno.EFBIG: "raise the file-size limit (ulimit -f)", errno.ENOSPC: "free disk space",
+    errno.EDQUOT: "free disk space (the disk quota is full)",
+    **dict.fromkeys((errno.EACCES, errno.EPERM, errno.EROFS), "make the folder writable")}
+"""What to do about a failed write, by its ``errno`` (:func:`write_problem`)."""
+
+
 class JournalWriteError(RuntimeError):
     """A record could not be stored (disk full, no permission, ...): nothing was applied."""
+
+
+class CompactionError(RuntimeError):
+    """A compaction could not write the data (disk full, ...): the journal keeps every post."""
+
+
+def write_problem(error: OSError) -> str:
+    """``"reason; remedy"`` of a failed write, for a one-line message.
+
+    Example:
+        >>> write_problem(OSError(errno.EFBIG, "File too large"))
+        'File too large; raise the file-size limit (ulimit -f)'
+        >>> write_problem(OSError(errno.ENOSPC, "No space left on device"))
+        'No space left on device; free disk space'
+    """
+    remedy = _REMEDIES.get(error.errno, "check the disk and the folder")
+    return f"{error.strerror or error}; {remedy}"
 
 
 def encode_record(posts: Sequence[Mapping[str, Any]]) -> bytes:
@@ -157,8 +187,8 @@ class Journal:
             descriptor = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW
                                  | os.O_CLOEXEC, 0o644)
         except OSError as error:
-            raise JournalWriteError(f"{self.path}: cannot be opened for writing "
-                                    f"({error.strerror or error})") from None
+            raise JournalWriteError(f"{self.path}: cannot be opened for writing: "
+                                    f"{write_problem(error)}") from None
         try:
             if os.fstat(descriptor).st_size != end:
                 os.ftruncate(descriptor, end)  # the torn tail of a failed write or a crash
@@ -167,15 +197,15 @@ class Journal:
             while view:
                 view = view[os.write(descriptor, view):]
             os.fsync(descriptor)
+            if end == 0:  # the file's entry in its folder must reach the disk too
+                sync_folder(self.path.parent)
         except OSError as error:
             with contextlib.suppress(OSError):
                 os.ftruncate(descriptor, end)
-            raise JournalWriteError(f"{self.path}: the posts were not stored "
-                                    f"({error.strerror or error})") from None
+            raise JournalWriteError(f"{self.path}: the posts were not stored: "
+                                    f"{write_problem(error)}") from None
         finally:
             os.close(descriptor)
-        if end == 0:  # the file's entry in its folder must reach the disk too
-            sync_folder(self.path.parent)
         self._end, self._unended = end + len(record), False
 
     def rotate(self, unapplied: Sequence[bytes] = ()) -> bool:
@@ -335,8 +365,8 @@ def check_writable(folder: Path, room: int = 1 << 16) -> None:
         if journal.exists() and not os.access(journal, os.W_OK):
             raise PermissionError(13, f"{journal.name} is read-only")
     except OSError as error:
-        raise RuntimeError(f"{folder}: posts cannot be stored here ({error.strerror or error}); "
-                           f"serve it with --read-only, or make it writable") from None
+        raise RuntimeError(f"{folder}: posts cannot be stored here: {write_problem(error)}, "
+                           f"or serve it with --read-only") from None
 
 
 def compact_journal(journal: Journal | None, lock: threading.Lock,
@@ -351,7 +381,8 @@ def compact_journal(journal: Journal | None, lock: threading.Lock,
     crash before the marker leaves the folder as it was (the next start drops the half-written
     copy, and replays the segments); after it, the next start finishes the move. A journal
     replayed over data that already holds it changes nothing (a post adds tags to a set), so
-    no step can lose or double a post.
+    no step can lose or double a post. A write that fails (a full disk, a file-size limit)
+    drops the copy and leaves the folder as it was, the segments holding the posts.
 
     Args:
         journal: the recommender's journal (None: nothing to do).
@@ -361,21 +392,31 @@ def compact_journal(journal: Journal | None, lock: threading.Lock,
 
     Returns:
         Whether anything was written (False: no journal, or nothing journaled).
+
+    Raises:
+        CompactionError: a write failed, naming the file and what to do.
     """
     if journal is None:
         return False
     folder = journal.path.parent
     staging, backup = folder / COMPACTION_FOLDER, folder / BACKUP_FOLDER
     with lock:
-        if not (journal.rotate() if rotate else journal.segments()):
-            return False
-        for old in (staging, backup):
-            shutil.rmtree(old, ignore_errors=True)
-        backup.mkdir()
-        save(staging)
-        sync_tree(staging)
-        (staging / _READY).touch(exist_ok=False)  # O_EXCL: never a planted link
-        sync_folder(staging)
+        try:
+            if not (journal.rotate() if rotate else journal.segments()):
+                return False
+            for old in (staging, backup):
+                shutil.rmtree(old, ignore_errors=True)
+            backup.mkdir()
+            save(staging)
+            sync_tree(staging)
+            (staging / _READY).touch(exist_ok=False)  # O_EXCL: never a planted link
+            sync_folder(staging)
+        except OSError as error:
+            shutil.rmtree(staging, ignore_errors=True)  # the folder is as it was: free the room
+            raise CompactionError(
+                f"{staging}: the journaled posts could not be written into the data: "
+                f"{write_problem(error)}; the journal keeps every post, and the next start "
+                f"compacts it") from None
         finish_compaction(folder)
     return True
 
@@ -385,7 +426,21 @@ def finish_compaction(folder: Path) -> None:
 
     Every entry of the staged copy (the artifact's files and model folder, its manifest last)
     replaces the folder's; the journal's segments go to ``backup/``.
+
+    Raises:
+        CompactionError: a move failed, naming the folder, what to do and the way to finish.
     """
+    try:
+        _move_staged(folder)
+    except OSError as error:
+        raise CompactionError(
+            f"{folder}: a compaction could not finish: {write_problem(error)}; then finish it "
+            f"with `python -m tagtorch.serve {folder} --finish-compaction` (no post was "
+            f"lost)") from None
+
+
+def _move_staged(folder: Path) -> None:
+    """:func:`finish_compaction`'s moves (an ``OSError`` as it comes)."""
     staging, backup = folder / COMPACTION_FOLDER, folder / BACKUP_FOLDER
     if not staging.is_dir():
         return

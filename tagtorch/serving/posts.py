@@ -324,14 +324,18 @@ def _checked_post(position: int, post: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(post, Mapping):
         raise ValueError(f"post {position}: expected a mapping, got {type(post).__name__}")
     named = dict(post)
-    if "object" in named and "resource" not in named:
+    if "object" in named:  # the service's and the journal's name of the resource
+        if "resource" in named:
+            raise ValueError(f"post {position}: both 'object' and 'resource' given; a post to a "
+                             f"personalized tag recommender names its resource once, in "
+                             f"'object'")
         named["resource"] = named.pop("object")
     user, resource, moment = _checked_ids(f"post {position}", named)
     extra = sorted(set(named) - {"user", "resource", "time", "tags"})
     if extra:
         raise ValueError(f"post {position}: {', '.join(map(repr, extra))} not taken: a post to "
-                         f"a personalized tag recommender has user, object (or resource), tags "
-                         f"and time, and no texts")
+                         f"a personalized tag recommender has 'user', 'object' (its resource), "
+                         f"'tags' and 'time', and no texts")
     raw = named.get("tags")
     if not isinstance(raw, list) or not raw or not all(
             isinstance(t, str) and 0 < len(t) <= MAX_ID_CHARS for t in raw):

@@ -33,7 +33,8 @@ service refuses at the start a folder it could not journal into. Connections, he
 bodies are bounded (:mod:`tagtorch.serving.guards`): a body over ``--max-body`` bytes gets
 413 as soon as it passes the limit, chunked or not. A request the schema or the recommender
 refuses gets 4xx with the reason (never its input echoed), never a 5xx; a journal that cannot
-store a batch gets 503 with the reason. ``docs/serving.md`` has a deployment example.
+store a batch (a full disk, a file-size limit) gets 503 with the reason, logged in one line, and
+the batch is neither acknowledged nor applied. ``docs/serving.md`` has a deployment example.
 
 An endpoint of the other kind of recommender answers 404 with a message naming the right one.
 The artifact is loaded once and warmed up (kernels compiled) by one request before the server
@@ -199,7 +200,10 @@ def _posts_route(app: FastAPI, recommender: AnyRecommender,
             return JSONResponse({"detail": _refusal(error)}, 413)
         except ValueError as error:
             return JSONResponse({"detail": _refusal(error)}, 422)
-        except (QueueFullError, JournalWriteError) as error:
+        except JournalWriteError as error:  # the operator's to fix (a full disk, a limit)
+            log.error("%s", error)
+            return JSONResponse({"detail": _refusal(error)}, 503, {"retry-after": "5"})
+        except QueueFullError as error:
             return JSONResponse({"detail": _refusal(error)}, 503, {"retry-after": "5"})
         return {"added": added, "pending": queue.pending}
 
