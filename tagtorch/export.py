@@ -127,14 +127,17 @@ python tag
 
 
 def _stem(name: str, what: str) -> str:
-    """``name`` if it is a file name's stem (the files go into the output folder only).
+    """``name`` if it is safe as the files' stem (:func:`~tagtorch.evaluation.trec.check_name`).
 
     Raises:
-        ConfigError: naming ``what``, for a path (``../x``, ``a/b``), ``.``, ``..`` or nothing.
+        ConfigError: naming ``what``, for a path (``../x``, ``a/b``) or another unsafe name.
     """
-    if not name or Path(name).name != name or name in {".", ".."}:
-        raise ConfigError(what, _short(name), "a file name's stem, not a path")
-    return name
+    from tagtorch.evaluation.trec import NAME_RULE, check_name
+
+    try:
+        return check_name(name, what)
+    except ValueError:
+        raise ConfigError(what, _short(name), f"a file name's stem of {NAME_RULE}") from None
 
 
 def _load(source: str, options: dict[str, Any]) -> Folksonomy | LetorData:

@@ -59,7 +59,9 @@ def test_plain_options_are_read_as_yaml():
      "error: config key --option n_objects='abc': expected a setting the loader of 'synthetic' "
      "takes ('<' not supported between instances of 'str' and 'int')"),
     (["--name", "../escaped"],
-     "error: config key --name='../escaped': expected a file name's stem, not a path"),
+     "error: config key --name='../escaped': expected a file name's stem of 1 to 100 ASCII "
+     "letters, digits, '_', '-', '.' or '+', starting with a letter, digit or '_', without "
+     "'..' (it names the run's files)"),
 ])
 def test_the_command_refuses_in_one_line_with_status_2(tmp_path, monkeypatch, capsys, argv,
                                                         message):
