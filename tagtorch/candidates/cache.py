@@ -19,7 +19,7 @@ from tagtorch.storage import load_arrays, save_arrays
 
 log = logging.getLogger(__name__)
 
-OPTIONAL = ("tag_topics", "object_topics", "tag_distance")
+OPTIONAL = ("tag_topics", "object_topics", "tag_distance", "input_tags")
 """The optional fields of a candidate set: stored when present, None when absent."""
 
 CANDIDATE_CODE = (

@@ -7,10 +7,12 @@ from dataclasses import dataclass, fields, replace
 
 import torch
 
-_PADDING = {"tags": -1, "mask": False, "tag_distance": 1}
+_PADDING = {"tags": -1, "mask": False, "tag_distance": 1, "input_tags": -1}
 """Padding values of the fields whose padding is not 0 (see :class:`CandidateSet`)."""
-_PER_OBJECT = ("objects", "n_relevant", "object_topics")
+_PER_OBJECT = ("objects", "n_relevant", "object_topics", "input_tags")
 """The fields with one entry per list, not per candidate."""
+_RAGGED = ("input_tags",)
+"""The per-list fields whose width varies from part to part (padded to the widest)."""
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,10 @@ class CandidateSet:
             list, ``1 -`` Jaccard of the sets of D objects tagged with them (1 when both are
             empty, 0 on the diagonal of a tag in D; 1 at padding), for GP_rnd's ADC terminal
             and AILD fitness (Belém et al.); None unless the generator computes it.
+        input_tags: optional ``[B, M]`` long codes of each object's input tags ``I_o``
+            (ascending, ``-1`` at padding), for rankers that read the object's tags
+            themselves (:mod:`tagtorch.rankers.tag_context`); None where the lists have no
+            input tags (LETOR files).
     """
 
     objects: torch.Tensor
@@ -48,6 +54,7 @@ class CandidateSet:
     tag_topics: torch.Tensor | None = None
     object_topics: torch.Tensor | None = None
     tag_distance: torch.Tensor | None = None
+    input_tags: torch.Tensor | None = None
 
     def __post_init__(self) -> None:
         if (self.tag_topics is None) != (self.object_topics is None):
@@ -96,12 +103,14 @@ class CandidateSet:
         n_relevant: torch.Tensor,
         feature_names: tuple[str, ...],
         object_topics: torch.Tensor | None = None,
+        input_tags: torch.Tensor | None = None,
     ) -> CandidateSet:
         """:meth:`from_flat` of flat pieces, each emptied from ``chunks`` once it is copied.
 
         The pieces ``(rows, tags, features, labels, tag_topics or None)`` come in list order
         (rows non-decreasing across them, an object's candidates in one piece): the flat
-        entries and the padded lists are never both held whole.
+        entries and the padded lists are never both held whole. ``input_tags``: the optional
+        ``[B, M]`` input tags of the objects (``-1`` padding).
         """
         b = len(objects)
         counts = torch.zeros(b, dtype=torch.long)
@@ -132,7 +141,8 @@ class CandidateSet:
         return cls(objects=objects.long(), tags=padded_tags, features=padded_features,
                    labels=padded_labels, mask=mask, n_relevant=n_relevant.long(),
                    feature_names=tuple(feature_names), tag_topics=padded_topics,
-                   object_topics=None if object_topics is None else object_topics.float())
+                   object_topics=None if object_topics is None else object_topics.float(),
+                   input_tags=None if input_tags is None else input_tags.long())
 
     @classmethod
     def concat(cls, parts: list[CandidateSet]) -> CandidateSet:
@@ -172,6 +182,8 @@ class CandidateSet:
             shape = [b, *value.shape[1:]]
             if name not in _PER_OBJECT:
                 shape[1] = width
+            if name in _RAGGED:
+                shape[1] = max(getattr(part, name).shape[1] for part in parts)
             if name == "tag_distance":
                 shape[2] = width
             merged[name] = value.new_full(shape, _PADDING.get(name, 0))
@@ -184,7 +196,9 @@ class CandidateSet:
                 if out is None:
                     continue
                 value = getattr(part, name)
-                if name in _PER_OBJECT:
+                if name in _RAGGED:
+                    out[row : row + n, : value.shape[1]] = value
+                elif name in _PER_OBJECT:
                     out[row : row + n] = value
                 elif name == "tag_distance":
                     out[row : row + n, :length, :length] = value

@@ -233,6 +233,10 @@ class LatreCandidates(SignatureSettings):
         rule_cache: for serving (ours): the rule features of this many one-object calls are
             kept (least recently used out first), keyed by the object's input tags and its
             text and topic candidates, so that a repeated request skips rule mining. 0: off.
+        input_tags: every candidate set also carries each object's input tags ``I_o``
+            (``CandidateSet.input_tags``), at most this many, the most frequent in D (ties by
+            code), for rankers that read them (ours: :mod:`tagtorch.rankers.tag_context`);
+            0: not carried. The candidates and features are the same either way.
     """
 
     max_antecedent: int
@@ -253,6 +257,7 @@ class LatreCandidates(SignatureSettings):
     fields: Sequence[str] | None
     source_features: bool
     rule_cache: int
+    input_tags: int
 
     feature_names: tuple[str, ...] = FEATURE_NAMES
     _cap_reported: bool = False  # the max_antecedent_tags warning was given
@@ -282,8 +287,11 @@ class LatreCandidates(SignatureSettings):
         fields: Sequence[str] | None = None,
         source_features: bool = False,
         rule_cache: int = 0,
+        input_tags: int = 32,
     ) -> None:
         check_rule_settings(max_antecedent, min_support, min_confidence)
+        if isinstance(input_tags, bool) or not isinstance(input_tags, int) or input_tags < 0:
+            raise ValueError(f"input_tags must be an integer >= 0, got {input_tags!r}")
         for name, cap in (("max_antecedent_tags", max_antecedent_tags),
                           ("max_train_tags", max_train_tags)):
             if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int)
@@ -459,6 +467,7 @@ class LatreCandidates(SignatureSettings):
             objects=torch.as_tensor(queries.objects, dtype=torch.long), chunks=pieces,
             n_relevant=torch.as_tensor(queries.gold_tags.lengths, dtype=torch.long),
             feature_names=self.feature_names, object_topics=object_topics,
+            input_tags=self._input_tags(queries.input_tags),
         )
         if not self.distances:
             return candidates
@@ -466,6 +475,17 @@ class LatreCandidates(SignatureSettings):
         distance = self.tag_distance(candidates.tags, candidates.mask)
         self._tick("features", start)
         return replace(candidates, tag_distance=distance)
+
+    def _input_tags(self, inputs: Ragged) -> torch.Tensor | None:
+        """``[B, M]`` input tags of the queries (``-1`` padding), or None when ``input_tags=0``.
+
+        Each object keeps its ``input_tags`` tags most frequent in D, in ascending code order.
+        """
+        if not self.input_tags:
+            return None
+        kept, _ = most_frequent_per_row(inputs, self.tag_counts, self.input_tags)
+        values, _ = kept.padded(np.arange(len(kept)), fill=-1)
+        return torch.as_tensor(values, dtype=torch.long)
 
     def tag_distance(self, tags: torch.Tensor, mask: torch.Tensor,
                      max_pairs: int = 1 << 22) -> torch.Tensor:

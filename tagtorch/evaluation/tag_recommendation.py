@@ -93,7 +93,7 @@ from tagtorch.evaluation.tuning import (
 from tagtorch.metrics.diversity import diversity_metrics, tag_incidence
 from tagtorch.metrics.functional import ranking_metrics
 from tagtorch.progress import progress
-from tagtorch.rankers.base import Ranker
+from tagtorch.rankers.base import Ranker, fit_ranker
 from tagtorch.settings import ModelTask, SignatureSettings
 from tagtorch.storage import atomic_write
 
@@ -559,7 +559,7 @@ class TagRecommendationProtocol(SignatureSettings):
         for point in progress(grid_points(self.tune[name]),
                               f"fold {ready.fold.fold}, {name}: grid", unit="setting"):
             ranker = cast(Ranker, self.given.build(name, config, point))
-            ranker.fit(learn, None)
+            fit_ranker(ranker, learn, ready.fold.train_tags)
             scores, _ = self._score(ranker, held_out)
             rows.append({"method": name, "fold": ready.fold.fold, "setting": setting_text(point),
                          f"val_{self.tune_metric}": mean_metric(
@@ -650,7 +650,7 @@ class TagRecommendationProtocol(SignatureSettings):
             tuning.append(chosen)
         ranker = make()
         start = time.perf_counter()
-        ranker.fit(ready.val, None)
+        fit_ranker(ranker, ready.val, fold.train_tags)
         fit_seconds = time.perf_counter() - start
         if checkpoints is not None:
             (checkpoints / name).mkdir(parents=True, exist_ok=True)

@@ -28,6 +28,7 @@ from typing import Any, ClassVar, Protocol, Self, cast, runtime_checkable
 import torch
 
 from tagtorch.candidates.candidate_set import CandidateSet
+from tagtorch.data.ragged import Ragged
 from tagtorch.errors import UnreadableFileError
 from tagtorch.settings import ModelTask, SignatureSettings, checked_settings
 from tagtorch.storage import (
@@ -42,7 +43,8 @@ from tagtorch.storage import (
     write_manifest,
 )
 
-__all__ = ["RANKER_MODULES", "BaseRanker", "Ranker", "check_feature_names", "load_ranker"]
+__all__ = ["RANKER_MODULES", "BaseRanker", "Ranker", "TagSetLearner", "check_feature_names",
+           "fit_ranker", "load_ranker"]
 
 
 @runtime_checkable
@@ -69,6 +71,29 @@ class Ranker(Protocol):
     def load(cls, path: str | Path) -> Self:
         """Reads a model written by :meth:`save`."""
         ...
+
+
+@runtime_checkable
+class TagSetLearner(Protocol):
+    """A ranker that also learns from D's tag assignments, before its ``fit`` on V.
+
+    Ours: the tag embeddings of :class:`~tagtorch.rankers.tag_context.TagContextRanker`.
+    """
+
+    def learn_tag_sets(self, tag_sets: Ragged) -> None:
+        """Keeps D's tag sets (ragged ``[n_D]`` tag codes) for the next ``fit``."""
+        ...
+
+
+def fit_ranker(ranker: Ranker, train: CandidateSet, tag_sets: Ragged | None) -> None:
+    """``ranker.fit(train)``, first handing D's ``tag_sets`` to a :class:`TagSetLearner`.
+
+    The one way the protocol, its tuning and a fitted recommender fit a tag ranker: D's tags
+    reach only the rankers that ask for them, V is what every ranker learns on, T is unseen.
+    """
+    if tag_sets is not None and isinstance(ranker, TagSetLearner):
+        ranker.learn_tag_sets(tag_sets)
+    ranker.fit(train, None)
 
 
 def check_feature_names(fitted: tuple[str, ...] | None, batch: CandidateSet) -> None:

@@ -51,7 +51,8 @@ __all__ = ["FeatureNormalizer", "ListScorer", "NeuralRanker"]
 
 Normalization = Literal["log1p_zscore", "zscore", "none"]
 Norm = Literal["none", "layer", "batch"]
-ListBatch = tuple[Tensor, Tensor, Tensor, Tensor]
+ListBatch = tuple[Tensor, ...]
+"""``(features, labels, mask, n_relevant, *list_inputs)`` of a batch of lists."""
 
 
 class FeatureNormalizer(nn.Module):
@@ -203,15 +204,25 @@ class ListScorer(nn.Module):
         return self.out(h).squeeze(-1).masked_fill(~mask, 0.0)
 
 
-def _trim(batch: Sequence[Tensor]) -> list[Tensor]:
-    """Cuts a ``(features, labels, mask, n_relevant)`` batch to its longest real list."""
-    features, labels, mask, n_relevant = batch
+def _trim(batch: Sequence[Tensor], cut: Sequence[bool] = ()) -> list[Tensor]:
+    """Cuts a ``(features, labels, mask, n_relevant, *inputs)`` batch to its longest real list.
+
+    ``cut[i]``: whether the extra input ``i`` (:attr:`NeuralRanker.list_inputs`) is
+    per-candidate (``[B, L]``, cut like the mask); the others are kept whole.
+    """
+    features, labels, mask, n_relevant, *inputs = batch
     width = max(int(mask.sum(-1).max()), 1) if len(mask) else 1
-    return [features[:, :width], labels[:, :width], mask[:, :width], n_relevant]
+    return [features[:, :width], labels[:, :width], mask[:, :width], n_relevant,
+            *(x[:, :width] if per_candidate else x
+              for x, per_candidate in zip(inputs, cut, strict=True))]
 
 
-def _collate(items: list[tuple[Tensor, ...]]) -> list[Tensor]:
-    return _trim([torch.stack(column) for column in zip(*items, strict=True)])
+def _collate(items: list[tuple[Tensor, ...]], cut: Sequence[bool] = ()) -> list[Tensor]:
+    return _trim([torch.stack(column) for column in zip(*items, strict=True)], cut)
+
+
+PER_CANDIDATE = frozenset({"tags", "labels", "mask", "features"})
+"""The :class:`CandidateSet` fields with one value per candidate (``[B, L, ...]``)."""
 
 
 class NeuralRanker(BaseRanker, pl.LightningModule):
@@ -258,6 +269,10 @@ class NeuralRanker(BaseRanker, pl.LightningModule):
         "trainer": (pl.Trainer,),
     })
     """The settings that build objects, and the classes each may build (saved as configs)."""
+
+    list_inputs: ClassVar[tuple[str, ...]] = ()
+    """The :class:`CandidateSet` fields :meth:`forward` takes after the features and the mask
+    (none here: the scorer sees the features alone)."""
 
     loss: str
     optimizer: Callable[..., torch.optim.Optimizer] | None
@@ -316,22 +331,40 @@ class NeuralRanker(BaseRanker, pl.LightningModule):
         """The early-stopping quantity, ``val/ndcg@k``."""
         return f"val/ndcg@{self.k}"
 
-    def _build(self, n_features: int) -> None:
+    def _build(self, n_features: int, train: CandidateSet | None = None) -> None:
+        """The normalizer and the scorer for ``n_features``.
+
+        ``train``: the training lists at fit time, None at load time (a subclass may read them).
+        """
         make = self.init_args["scorer"] or (lambda f: ListScorer(f))
         self.normalizer = FeatureNormalizer(n_features, self.normalization)
         self.scorer = make(n_features)
 
-    def forward(self, features: Tensor, mask: Tensor) -> Tensor:
+    def forward(self, features: Tensor, mask: Tensor, *inputs: Tensor) -> Tensor:
         """Scores ``[B, L]`` of raw features ``[B, L, F]`` (0 at padding)."""
         if self.scorer is None or self.normalizer is None:
-            raise RuntimeError("NeuralRanker is not fitted: call fit() or load()")
-        return self.scorer(self.normalizer(features, mask), mask)
+            raise RuntimeError(f"{type(self).__name__} is not fitted: call fit() or load()")
+        return self.scorer(self.normalizer(features, mask), mask, *inputs)
+
+    def _inputs(self, lists: CandidateSet) -> list[Tensor]:
+        """The fields of :attr:`list_inputs` of ``lists``.
+
+        Raises:
+            ValueError: ``lists`` lack one of them.
+        """
+        values = [getattr(lists, name) for name in self.list_inputs]
+        missing = [name for name, value in zip(self.list_inputs, values, strict=True)
+                   if value is None]
+        if missing:
+            raise ValueError(f"{type(self).__name__} reads the candidate lists' {missing}, "
+                             f"which these lists do not carry")
+        return values
 
     # ----------------------------------------------------------------- Lightning hooks
     def training_step(self, batch: ListBatch, batch_idx: int) -> Tensor:
         """Loss on a batch of training lists."""
-        features, labels, mask, _ = batch
-        loss = self.loss_fn(self(features, mask), labels, mask, **self.loss_params)
+        features, labels, mask, _, *inputs = batch
+        loss = self.loss_fn(self(features, mask, *inputs), labels, mask, **self.loss_params)
         self.log("train/loss", loss, on_step=False, on_epoch=True, batch_size=len(features),
                  prog_bar=True, sync_dist=True)
         return loss
@@ -343,8 +376,8 @@ class NeuralRanker(BaseRanker, pl.LightningModule):
 
     def validation_step(self, batch: ListBatch, batch_idx: int) -> None:
         """Accumulates the loss and NDCG@k (with the gold tags outside the list) of a batch."""
-        features, labels, mask, n_relevant = batch
-        scores = self(features, mask).float()
+        features, labels, mask, n_relevant, *inputs = batch
+        scores = self(features, mask, *inputs).float()
         loss = self.loss_fn(scores, labels, mask, **self.loss_params)
         self.val_ndcg.update(scores, labels, mask, n_relevant)
         total, lists = self._val_loss
@@ -382,10 +415,12 @@ class NeuralRanker(BaseRanker, pl.LightningModule):
     # ----------------------------------------------------------------- Ranker interface
     def _loader(self, lists: CandidateSet, shuffle: bool) -> DataLoader:
         dataset = TensorDataset(lists.features.float(), lists.labels.float(), lists.mask,
-                                lists.n_relevant)
+                                lists.n_relevant, *self._inputs(lists))
         generator = torch.Generator().manual_seed(self.seed)
+        cut = tuple(name in PER_CANDIDATE for name in self.list_inputs)
         return DataLoader(dataset, batch_size=self.batch_size, shuffle=shuffle,
-                          collate_fn=_collate, generator=generator if shuffle else None)
+                          collate_fn=functools.partial(_collate, cut=cut),
+                          generator=generator if shuffle else None)
 
     def _split(self, train: CandidateSet) -> tuple[CandidateSet, CandidateSet]:
         order = torch.randperm(len(train), generator=torch.Generator().manual_seed(self.seed))
@@ -404,7 +439,8 @@ class NeuralRanker(BaseRanker, pl.LightningModule):
         check_feature_names(tuple(train.feature_names), val)
         pl.seed_everything(self.seed, workers=True, verbose=False)
         self.feature_names_ = tuple(train.feature_names)
-        self._build(len(self.feature_names_))
+        self._inputs(train)
+        self._build(len(self.feature_names_), train)
         assert self.normalizer is not None
         self.normalizer.fit(train.features, train.mask)
         useful = ((train.labels > 0) & train.mask).any(-1)
@@ -434,7 +470,7 @@ class NeuralRanker(BaseRanker, pl.LightningModule):
         was_training = self.training
         self.eval()
         self.to(batch.features.device)
-        scores = self(batch.features.float(), batch.mask).float()
+        scores = self(batch.features.float(), batch.mask, *self._inputs(batch)).float()
         self.train(was_training)
         return scores
 

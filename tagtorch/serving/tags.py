@@ -42,7 +42,7 @@ from tagtorch.data.splits import TagQueries, split_input_gold
 from tagtorch.data.terms import TermIndex
 from tagtorch.data.text import TextProcessor
 from tagtorch.metrics.functional import check_k
-from tagtorch.rankers.base import BaseRanker
+from tagtorch.rankers.base import BaseRanker, fit_ranker
 from tagtorch.serving.artifact import open_artifact, reading, write_artifact
 from tagtorch.serving.journal import (
     JOURNAL_FILE,
@@ -241,7 +241,7 @@ class TagRecommender:
                           candidates.settings(), ranker, info,
                           object_ids=[str(o) for o in folksonomy.objects])
         val = recommender.generator(TagQueries(val_objects, input_tags, gold_tags))
-        ranker.fit(val, None)
+        fit_ranker(ranker, val, object_tags.take(train_objects))
         return recommender
 
     # ---------------------------------------------------------------------------- saving
