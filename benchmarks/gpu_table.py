@@ -27,6 +27,10 @@ and ``--devices``; a run over its budget is stopped and marked so):
   Ray launcher, with two trials per GPU (``gpus_per_job=0.5``) against the same sweep on the CPU
   cores.
 
+- ``sweep-deep``: an Optuna sweep of our deep tag ranker (``hparams_search=tag_context``) on
+  Last.fm's fold 0, 8 trials one after another through Hydra's basic launcher (no Ray on the
+  device), on the GPU (``trainer=gpu``) against the CPU cores; its summary gives trials per hour.
+
 - ``item-scale``: item models past HetRec (``bench_dorank.py --scale``, 50,000 users, 100,000
   items, 2 million triples): a training epoch (sampled negatives; fast learning on a sample of
   sets, scaled) and the top 10 items for all users (timed on a sample, scaled).
@@ -139,6 +143,27 @@ def _sweep(device: str, dry: bool, folder: Path) -> list[str]:
             f"hydra.sweep.dir={folder / f'sweep-{device}'}"]
 
 
+def _sweep_deep(device: str, dry: bool, folder: Path) -> list[str]:
+    on_device = (["trainer=gpu", "hydra.sweeper.devices=[0]"] if device == "cuda"
+                 else ["trainer=cpu"])
+    size = (["hydra.sweeper.n_trials=2", "trainer.max_epochs=1",
+             "model.tag_context.pretrain_epochs=1"] if dry
+            else ["data=lastfm", "hydra.sweeper.n_trials=8"])
+    return [sys.executable, "-m", "tagtorch.train", "-m", "hparams_search=tag_context",
+            "logger=none", "task.folds=[0]", *on_device, *size,
+            f"hydra.sweep.dir={folder / f'sweep-deep-{device}'}"]
+
+
+def trials_per_hour(trials: Path, seconds: float) -> str:
+    """The line of a sweep's pace: its finished trials (``trials.csv``) per hour of the run."""
+    import pandas as pd
+
+    states = pd.read_csv(trials)["state"] if trials.is_file() else pd.Series([], dtype=str)
+    done = int(states.isin(["COMPLETE", "PRUNED"]).sum())
+    return (f"trials per hour: {done / max(seconds, 1e-9) * 3600:.1f} ({done} trials finished "
+            f"in {seconds:.0f} s, start-up included)")
+
+
 PARTS = (
     Part("candidates-150k", "LATRE candidates + 13 features, 150,000 synthetic objects (rules "
          "on the CPU; features on the device)", _candidates(150_000), 240),
@@ -155,6 +180,9 @@ PARTS = (
     Part("sweep", "LambdaRank sweep, 8 trials on Last.fm, Ray launcher (2 trials per GPU)",
          _sweep, 200, needs_data=True,
          result=lambda device, folder: folder / f"sweep-{device}" / "trials.csv"),
+    Part("sweep-deep", "TagContextRanker sweep, 8 trials on Last.fm fold 0, no Ray (basic "
+         "launcher, trials one after another)", _sweep_deep, 400, needs_data=True,
+         result=lambda device, folder: folder / f"sweep-deep-{device}" / "trials.csv"),
     Part("resume", "Do-Rank and PITF interrupted and resumed == uninterrupted, bit for bit "
          "(the device's random state restored)", _resume, 120),
 )
@@ -210,7 +238,10 @@ def run_part(part: Part, device: str, dry: bool, folder: Path) -> Outcome:
     result = None if part.result is None else part.result(device, folder)
     summary = result.read_text() if result is not None and result.is_file() else (
         summary_of(output))
-    return Outcome(part, device, status, time.perf_counter() - start, summary)
+    seconds = time.perf_counter() - start
+    if result is not None and result.name == "trials.csv":
+        summary = f"{trials_per_hour(result, seconds)}\n{summary}"
+    return Outcome(part, device, status, seconds, summary)
 
 
 def markdown(outcomes: list[Outcome], card: str, command: str) -> str:
