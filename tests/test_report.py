@@ -321,3 +321,29 @@ def test_a_long_figure_title_stays_inside_the_figure(tmp_path, monkeypatch):
     plots.plot_comparison(results, "ndcg@10", tmp_path / "f.png", title=title)
     x0, x1, top, width, height = seen[0]
     assert x0 >= 0 and x1 <= width and top <= height
+
+
+def test_quality_against_time_draws_each_methods_means(tmp_path, monkeypatch):
+    """The figure of docs/neural_vs_trees.md: the scattered points are the methods' means."""
+    import matplotlib.pyplot as plt
+
+    from tagtorch.evaluation import plots
+
+    rows = [("rf", f, "ndcg@5", 0.3 + f / 100) for f in range(2)]
+    rows += [("rf", f, "fit_seconds", 10.0 * (f + 1)) for f in range(2)]
+    rows += [("mlp", f, "ndcg@5", 0.2) for f in range(2)]
+    rows += [("mlp", f, "fit_seconds", 4.0) for f in range(2)]
+    results = pd.DataFrame(rows, columns=["method", "fold", "metric", "value"])
+    drawn = []
+    original = plt.Axes.scatter
+
+    def spy(ax, x, y, *args, **kwargs):
+        drawn.append(dict(zip(x.index, zip(x, y, strict=True), strict=True)))
+        return original(ax, x, y, *args, **kwargs)
+
+    monkeypatch.setattr(plt.Axes, "scatter", spy)
+    path = plots.plot_quality_against_time({"run": results}, "ndcg@5", tmp_path / "q.png")
+    assert path.read_bytes()[:4] == b"\x89PNG"
+    assert drawn == [{"mlp": (4.0, 0.2), "rf": (15.0, pytest.approx(0.305))}]
+    with pytest.raises(ValueError, match="lack 'map'"):
+        plots.plot_quality_against_time({"run": results}, "map", tmp_path / "x.png")

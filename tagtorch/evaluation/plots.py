@@ -176,3 +176,39 @@ def plot_tradeoff(curves: pd.DataFrame, path: str | Path, x: str = "val_alpha_nd
     ax.legend(fontsize=8)
     fig.tight_layout()
     return _save(fig, path)
+
+
+def plot_quality_against_time(panels: Mapping[str, pd.DataFrame], metric: str,
+                              path: str | Path, time: str = "fit_seconds") -> Path:
+    """Each method's mean ``metric`` against its mean ``time``, one panel per run (one PNG).
+
+    A point per method (labelled), the time on a log scale: where a person sees at once which
+    method buys its quality with time.
+
+    Args:
+        panels: the panel's title -> that run's results (columns ``method, fold, metric,
+            value``, the ``results.csv`` of a run folder).
+        metric: the quality (vertical axis), e.g. ``"ndcg@5"``.
+        path: the PNG file to write.
+        time: the timing metric (horizontal axis), e.g. ``"fit_seconds"``.
+
+    Raises:
+        ValueError: a run lacks ``metric`` or ``time``.
+    """
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.6), squeeze=False)
+    for ax, (title, results) in zip(axes[0], panels.items(), strict=True):
+        means = (results[results["metric"].isin([metric, time])]
+                 .pivot_table(index="method", columns="metric", values="value", aggfunc="mean"))
+        if metric not in means or time not in means:
+            raise ValueError(f"{title}: the results lack {metric!r} or {time!r}")
+        means = means.dropna()
+        ax.scatter(means[time], means[metric], s=18, color="#4c72b0")
+        for method, row in means.iterrows():
+            ax.annotate(str(method), (row[time], row[metric]), fontsize=6,
+                        textcoords="offset points", xytext=(3, 2))
+        ax.set_xscale("log")
+        ax.set_xlabel(f"{time} (mean over folds, log scale)")
+        ax.set_ylabel(f"{metric} (mean over folds)")
+        ax.set_title(textwrap.fill(title, TITLE_WIDTH // 2), fontsize=9)
+    fig.tight_layout()
+    return _save(fig, path)
