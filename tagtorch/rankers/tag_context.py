@@ -279,6 +279,7 @@ class TagContextRanker(NeuralRanker):
 
     list_inputs: ClassVar[tuple[str, ...]] = ("tags", "input_tags")
 
+    loss_params: dict[str, Any]
     embedding_dim: int
     hidden: Sequence[int]
     attention_layers: int
