@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 
@@ -29,6 +30,7 @@ from tagtorch.evaluation.provenance import (
     run_provenance,
     targets_rows,
 )
+from tagtorch.evaluation.report import markdown_report
 from tagtorch.train import API_COMMAND
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -194,6 +196,9 @@ def _without(key):
     ({**RECORD, "best_first": ["## Best first by x", 3]}, "field 'best_first[1]': expected a "
                                                           "string, found a number"),
     ({**RECORD, "metrics": [None]}, "field 'metrics[0]': expected a string, found null"),
+    ({**RECORD, "timings": 3}, "field 'timings': expected a list of strings, found a number"),
+    ({**RECORD, "timings": ["| method |", None]},
+     "field 'timings[1]': expected a string, found null"),
     ({**RECORD, "command": ["python", "-m"]}, "field 'command': expected a string, found a list"),
     ({**RECORD, "commit": 12}, "field 'commit': expected a string or null, found a number"),
     ({**RECORD, "threads": "many"}, "field 'threads': expected an integer >= 0"),
@@ -228,7 +233,8 @@ def test_a_records_strings_cannot_add_html_links_or_lines_to_the_page():
               "split": {"k": hostile},
               "best_first": [f"## Best first by {hostile}", "", "| method | m |", "|---|---|",
                              f"| {hostile} | 1 |"],
-              "paired": ["| a | b |", "|---|---|", f"| {hostile} | 1 |"]}
+              "paired": ["| a | b |", "|---|---|", f"| {hostile} | 1 |"],
+              "timings": ["| method | fit_seconds |", "|---|---|", f"| {hostile} | 1 |"]}
     page = provenance_markdown({"x": check_record(record, "x.json")})
     prose = re.sub(r"(`+) .*? \1|(`+)[^` ].*?\2", "", page)  # code spans show text as it is
     assert not re.search(r"<[a-z/!?]", prose), prose  # no HTML
@@ -250,6 +256,35 @@ def _folder(tmp_path, provenance=None, config=None, report=None):
         "## Best first by ndcg@5\n\n| rank | method | ndcg@5 |\n|---|---|---|\n| 1 | a | 0.5 |\n"
         if report is None else report)
     return folder
+
+
+def test_a_record_keeps_the_reports_timing_table_and_one_without_it_is_accepted(tmp_path):
+    results = pd.DataFrame(
+        [("rf", 0, "ndcg@5", 0.41234), ("rf", 0, "fit_seconds", 2.53241),
+         ("rf", 0, "ms_model", 0.99183), ("sum", 0, "ndcg@5", 0.3), ("sum", 0, "fit_seconds", 0.0),
+         ("sum", 0, "ms_model", 0.03412)], columns=["method", "fold", "metric", "value"])
+    folder = _folder(tmp_path, report=markdown_report(results, title="T",
+                                                      headline_metric="ndcg@5"))
+    report = (folder / "report.md").read_text(encoding="utf-8")
+    section = report.split("\n## Time per test object (ms; fit in seconds)\n", 1)[1]
+    expected = [line for line in section.split("\n## ", 1)[0].splitlines()
+                if line.startswith("|")]
+    assert expected[0] == "| method | fit_seconds | ms_model |" and len(expected) == 4
+    record = headline_record(folder)
+    assert record["timings"] == expected
+    assert not set(expected) & set(record["metrics"])  # the timings are a section of their own
+    page = provenance_markdown({"t": check_record(record, "t.json")})
+    assert ("\n**Time per test object (ms; fit in seconds)**\n\n" + "\n".join(expected) + "\n"
+            in page)
+    [(_, names, missing)] = traced_blocks("Fit in 2.5324 s ([run](provenance.md#t)).",
+                                          {"t": record})  # a timing figure is traced
+    assert names == ["t"] and missing == []
+    (tmp_path / "plain").mkdir()
+    plain = headline_record(_folder(tmp_path / "plain"))  # a report without timings
+    assert "timings" not in plain and "Time per test object" not in provenance_markdown(
+        {"p": check_record(plain, "p.json")})
+    assert provenance_markdown({"x": RECORD}) == provenance_markdown({"x": {**RECORD,
+                                                                            "timings": []}})
 
 
 PROVENANCE = {"command": "c", "commit": None, "tagtorch": "0.1", "started": "now"}

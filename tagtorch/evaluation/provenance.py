@@ -6,8 +6,8 @@ changes), the versions, torch's thread count (a neural ranker's float sums, and 
 digits, depend on it) and the start time (:func:`run_provenance`). :func:`headline_record`
 reads a finished run folder back into one small record (command, commit, data, seeds or folds,
 the paired test and its correction, the report's best-first table, the tables of every
-metric's means, the every-pair tests and each fold's value of the headline metric,
-``targets.csv``'s tests, the settings chosen on validation and the learning curves' first,
+metric's means, the timing table, the every-pair tests and each fold's value of the headline
+metric, ``targets.csv``'s tests, the settings chosen on validation and the learning curves' first,
 best and last epochs) that
 ``benchmarks/provenance.py`` keeps under ``docs/runs/`` and renders into ``docs/provenance.md``
 (:func:`provenance_markdown`, then the script's count of the docs paragraphs traced to a
@@ -37,19 +37,20 @@ import pandas as pd
 import yaml
 
 from tagtorch.errors import UnreadableFileError
-from tagtorch.evaluation.report import headline_section, markdown_table
+from tagtorch.evaluation.report import TIMING_HEADING, headline_section, markdown_table
 from tagtorch.storage import read_json, reading
 from tagtorch.version import __version__
 
 __all__ = ["MAX_TEXT", "PROVENANCE_FILE", "RECORD_FIELDS", "RECORD_NAME", "TABLE_PARTS",
            "check_record", "chosen_rows", "command_line", "curve_rows", "headline_metric",
            "headline_record", "paired_rows", "per_fold_rows", "provenance_markdown",
-           "read_records", "run_provenance", "targets_rows"]
+           "read_records", "run_provenance", "targets_rows", "timing_rows"]
 
 PROVENANCE_FILE = "provenance.json"
 """The file of :func:`run_provenance` in a run folder."""
 
-TABLE_PARTS = ("best_first", "metrics", "paired", "targets", "per_fold", "chosen", "curves")
+TABLE_PARTS = ("best_first", "metrics", "paired", "targets", "per_fold", "chosen", "curves",
+               "timings")
 """The parts of a :func:`headline_record` that hold a run's tables (where its figures are)."""
 
 MAX_TEXT = 100_000
@@ -273,12 +274,14 @@ def headline_record(folder: str | Path, provenance: dict[str, Any] | None = None
 
     The tables: the best-first table (``best_first``), the tables of every metric's means
     that follow it up to the report's next section (``metrics``: their rows and ``###``
-    headings; empty when the report has none), the paired tests of every pair of methods on
-    the best-first table's metric (``paired``, :func:`paired_rows`), that metric in each fold or
-    seed (``per_fold``, :func:`per_fold_rows`) and, when the run wrote them, ``targets.csv``'s
-    tests (``targets``, :func:`targets_rows`), the settings ``tuning.csv`` marks chosen
-    (``chosen``, :func:`chosen_rows`) and the first, best and last epochs of ``curves.csv``'s
-    learning curves (``curves``, :func:`curve_rows`).
+    headings; empty when the report has none), the rows of the report's timing table (fit
+    seconds and ms per test object: ``timings``, :func:`timing_rows`; left out when the report
+    has none), the paired tests of every pair of methods on the best-first table's metric
+    (``paired``, :func:`paired_rows`), that metric in each fold or seed (``per_fold``,
+    :func:`per_fold_rows`) and, when the run wrote them, ``targets.csv``'s tests (``targets``,
+    :func:`targets_rows`), the settings ``tuning.csv`` marks chosen (``chosen``,
+    :func:`chosen_rows`) and the first, best and last epochs of ``curves.csv``'s learning curves
+    (``curves``, :func:`curve_rows`).
 
     Args:
         folder: the run folder.
@@ -308,6 +311,8 @@ def headline_record(folder: str | Path, provenance: dict[str, Any] | None = None
     with reading(folder / "results.csv", "results table"):
         extra = {"paired": paired_rows(report, metric),
                  "per_fold": per_fold_rows(folder / "results.csv", metric)}
+    if timings := timing_rows(report):
+        extra["timings"] = timings
     for part, name, rows_of in (("targets", "targets.csv", targets_rows),
                                 ("chosen", "tuning.csv", chosen_rows),
                                 ("curves", "curves.csv", curve_rows)):
@@ -354,6 +359,24 @@ def paired_rows(report: str, metric: str) -> list[str]:
     section = report[start + 1:].split("\n## ", 1)[0]
     rows = [line for line in section.splitlines() if line.startswith("|")]
     return rows[:2] + [row for row in rows[2:] if row.split("|")[3].strip() == metric]
+
+
+def timing_rows(report: str) -> list[str]:
+    r"""The rows of the report's timing table (its section headed :data:`TIMING_HEADING`).
+
+    Every line of the section that starts with ``|``; empty when the report has no such section.
+
+    Example:
+        >>> timing_rows("## Time per test object (ms; fit in seconds)\n\n`ms_model`: per query."
+        ...             "\n\n| method | fit_seconds |\n|---|---|\n| rf | 2.5324 ± n/a |\n\n## Next")
+        ['| method | fit_seconds |', '|---|---|', '| rf | 2.5324 ± n/a |']
+    """
+    lines = report.splitlines()
+    if TIMING_HEADING not in lines:
+        return []
+    section = lines[lines.index(TIMING_HEADING) + 1:]
+    end = next((i for i, line in enumerate(section) if line.startswith("## ")), len(section))
+    return [line for line in section[:end] if line.startswith("|")]
 
 
 def _csv(path: Path) -> pd.DataFrame:
@@ -465,6 +488,7 @@ def _record_lines(name: str, record: dict[str, Any]) -> list[str]:
             *(f"**{_text(line[3:])}**" if line.startswith("## ") else _text(line)
               for line in record["best_first"]), "",
             *_metric_lines(record.get("metrics", [])),
+            *_titled(TIMING_HEADING[3:], record.get("timings", [])),
             *_titled(f"Paired tests on {metric}", record.get("paired", [])),
             *_titled("Targets (targets.csv)", record.get("targets", [])),
             *_titled(f"Each fold or seed: {metric}", record.get("per_fold", [])),

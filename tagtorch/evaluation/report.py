@@ -36,6 +36,8 @@ from tagtorch.version import __version__
 COVERAGE_METRICS = ("evaluated_objects", "no_candidates", "no_gold_candidates")
 #: The values of ``significance.test``.
 SIGNIFICANCE_TESTS = ("ttest", "wilcoxon", "randomization", "both")
+#: The heading of the report's timing section (:func:`is_timing_metric`'s metrics).
+TIMING_HEADING = "## Time per test object (ms; fit in seconds)"
 
 
 @dataclass(frozen=True)
@@ -223,7 +225,7 @@ def markdown_report(
         *quality_tables(summary[~is_timing & ~is_coverage]),
     ]
     if is_timing.any():
-        lines += ["", "## Time per test object (ms; fit in seconds)", "",
+        lines += ["", TIMING_HEADING, "",
                   _timing_note(summary), "", summary_table(summary[is_timing])]
     if is_coverage.any():
         lines += ["", "## Candidate coverage (mean over folds)", "",

@@ -47,7 +47,7 @@ from torch import Tensor, nn
 from tagtorch.candidates.candidate_set import CandidateSet
 from tagtorch.data.ragged import Ragged
 from tagtorch.errors import UnreadableFileError
-from tagtorch.rankers.neural import FeatureNormalizer, NeuralRanker, Normalization
+from tagtorch.rankers.neural import FeatureNormalizer, NeuralRanker, Normalization, list_padding
 
 __all__ = ["TagContextNet", "TagContextRanker", "TagVocabulary"]
 
@@ -178,7 +178,8 @@ class TagContextNet(nn.Module):
                 none = ~known.any(-1)
                 visible = known.clone()
                 visible[none, 0] = True  # an object with no known input tag sees one zero row
-                attended, _ = self.input_attention(tag, given, given, key_padding_mask=~visible,
+                padding = None if bool(visible.all()) else ~visible  # None: the fast path
+                attended, _ = self.input_attention(tag, given, given, key_padding_mask=padding,
                                                    need_weights=False)
                 mean = given.sum(1) / known.sum(-1, keepdim=True).clamp(min=1)
                 completion = self.completion_logits(inputs).gather(1, rows)
@@ -197,9 +198,7 @@ class TagContextNet(nn.Module):
         h = x.new_zeros((*mask.shape, hidden.shape[-1]))
         h[mask] = hidden
         if self.context is not None:
-            keep = mask.clone()
-            keep[~mask.any(-1), 0] = True  # an empty list attends to one padding position
-            h = self.context(h, src_key_padding_mask=~keep)
+            h = self.context(h, src_key_padding_mask=list_padding(mask))
         return self.out(h).squeeze(-1).masked_fill(~mask, 0.0)
 
 
