@@ -56,7 +56,7 @@ DOCS = ROOT / "docs"
 RESULT_PAGES = ["index.md", "getting_started.md", "choosing.md", "tag_recommendation.md",
                 "diversity.md", "extended_candidates.md", "item_recommendation.md",
                 "dorank_results.md", "personalized.md", "personalized_tags.md",
-                "resource_ranking.md"]
+                "resource_ranking.md", "neural_vs_trees.md"]
 """The docs pages whose figures are results of runs (the speed pages hold benchmarks')."""
 FIGURE = re.compile(r"(?<![\w.])\d\.\d{4}(?!\d)")
 LINK = re.compile(r"provenance\.md#([\w-]+)")
