@@ -108,12 +108,13 @@ def fit(raw_train, processor, method: str):
     from hydra.utils import instantiate
     from omegaconf import OmegaConf
 
+    from tagtorch.candidates.latre import LatreCandidates
     from tagtorch.serving.tags import TagRecommender, display_names
 
     cfg = compose(method)
     folksonomy = processor.apply(raw_train)
-    candidates = {k: v for k, v in OmegaConf.to_container(cfg.candidates, resolve=True).items()
-                  if k != "_target_"}
+    candidates = LatreCandidates(**{k: v for k, v in OmegaConf.to_container(
+        cfg.candidates, resolve=True).items() if k != "_target_"})
     ranker = instantiate(next(iter(cfg.model.values())))
     return TagRecommender.fit(folksonomy, processor, candidates, ranker,
                               display=display_names(raw_train, processor, folksonomy),
