@@ -174,12 +174,9 @@ class TagContextNet(nn.Module):
             parts.append(tag)
             if self.use_input_tags:
                 given = self.drop(self.embedding(inputs))  # [B, M, d], 0 at unknown / padding
-                known = inputs > 0
-                none = ~known.any(-1)
-                visible = known.clone()
-                visible[none, 0] = True  # an object with no known input tag sees one zero row
-                padding = None if bool(visible.all()) else ~visible  # None: the fast path
-                attended, _ = self.input_attention(tag, given, given, key_padding_mask=padding,
+                known = inputs > 0  # an object with no known input tag sees one zero row
+                attended, _ = self.input_attention(tag, given, given,
+                                                   key_padding_mask=list_padding(known),
                                                    need_weights=False)
                 mean = given.sum(1) / known.sum(-1, keepdim=True).clamp(min=1)
                 completion = self.completion_logits(inputs).gather(1, rows)
