@@ -19,10 +19,14 @@ allRank==1.4.3``: :mod:`allrank_oracle`) on the same random scores and labels: m
 forward + backward of each loss at each width, and allRank's time over ours (``> 1``: tagtorch is
 faster), at the settings where the two compute the same loss (``tests/test_losses.py``).
 
+``--attention`` prints the attention scorer's lists/s with dropout on its attention weights (0.1,
+as allRank) and without (``attention_dropout: 0``, which lets PyTorch's fused kernel run).
+
 Usage::
 
     python benchmarks/bench_neural.py
     python benchmarks/bench_neural.py --allrank --seconds 1
+    python benchmarks/bench_neural.py --attention --lengths 128 512 1024
     python benchmarks/bench_neural.py --lengths 32 128 --seconds 1 --losses listnet lambdarank
 """
 
@@ -34,6 +38,7 @@ import platform
 import statistics
 import time
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from allrank_oracle import load_allrank_losses, to_allrank
@@ -59,13 +64,14 @@ def random_batch(n_lists: int, width: int, device: torch.device,
 
 
 def lists_per_second(loss_name: str, width: int, n_candidates: int, device: torch.device,
-                     seconds: float, bf16: bool = False) -> float:
-    """Training throughput of one loss at one list width."""
+                     seconds: float, bf16: bool = False, **settings: Any) -> float:
+    """Training throughput of one loss at one list width (``settings``: of the ListScorer)."""
     torch.manual_seed(0)
     n_lists = max(1, n_candidates // width)
     features, labels, mask = random_batch(n_lists, width, device)
     normalizer = FeatureNormalizer(N_FEATURES).to(device).fit(features, mask)
-    scorer = ListScorer(N_FEATURES, hidden=(64, 64), dropout=0.1, norm="layer").to(device)
+    scorer = ListScorer(N_FEATURES, hidden=(64, 64), dropout=0.1, norm="layer",
+                        **settings).to(device)
     optimizer = torch.optim.AdamW(scorer.parameters(), lr=1e-3)
     loss_fn = get_loss(loss_name)
 
@@ -156,6 +162,19 @@ def allrank_table(losses: list[str], lengths: list[int], n_candidates: int,
         print(f"{name:<12}" + "".join(f"{c:>34}" for c in cells), flush=True)
 
 
+def attention_table(lengths: list[int], n_candidates: int, seconds: float) -> None:
+    """Prints lists/s of the attention scorer (conf/scorer/attention.yaml: 2 layers of 4 heads)
+    with dropout 0.1 on the attention weights and with none, side by side (ListNet loss)."""
+    header = f"{'L':>6}{'dropout 0.1':>14}{'dropout 0':>14}{'ratio':>8}"
+    print("attention scorer, cpu fp32, ListNet (lists/s)\n" + header + "\n" + "-" * len(header))
+    for width in lengths:
+        rates = [lists_per_second("listnet", width, n_candidates, torch.device("cpu"), seconds,
+                                  attention_layers=2, attention_dropout=rate)
+                 for rate in (None, 0.0)]
+        print(f"{width:>6}{rates[0]:>14,.1f}{rates[1]:>14,.1f}{rates[1] / rates[0]:>7.1f}x",
+              flush=True)
+
+
 def main() -> None:
     """Prints the lists/s table of every loss, list width and device."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -168,7 +187,12 @@ def main() -> None:
                         help="devices to measure (default: cpu, and cuda when available)")
     parser.add_argument("--allrank", action="store_true",
                         help="the losses alone against allRank's, on the CPU")
+    parser.add_argument("--attention", action="store_true",
+                        help="the attention scorer with and without dropout on its weights")
     args = parser.parse_args()
+    if args.attention:
+        attention_table(args.lengths, args.candidates, args.seconds)
+        return
     if args.allrank:
         print(f"torch {torch.__version__}, {platform.machine()}, {torch.get_num_threads()} CPU "
               f"threads; {args.candidates} padded slots per batch, medians over alternating "

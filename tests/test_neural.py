@@ -94,6 +94,25 @@ def test_scorer_ignores_padding(kwargs):
     assert torch.isfinite(long).all() and (long[~padded_mask] == 0).all()
 
 
+def test_attention_dropout_acts_on_the_attention_weights_only():
+    torch.manual_seed(0)
+    x, mask = torch.randn(2, 6, 3), torch.ones(2, 6, dtype=torch.bool)
+    mask[1, 4:] = False
+
+    def scorer(**kwargs: float | None) -> ListScorer:
+        return ListScorer(3, hidden=[8], attention_layers=1, attention_heads=2, **kwargs).train()
+
+    quiet = scorer(dropout=0.0, attention_dropout=0.0)
+    torch.testing.assert_close(quiet(x, mask), quiet.eval()(x, mask))  # training == evaluation
+    noisy = scorer(dropout=0.0, attention_dropout=0.5)
+    assert not torch.equal(noisy(x, mask), noisy(x, mask))
+    inherited = scorer(dropout=0.3)  # None: the dropout of the rest of the network
+    assert inherited.context is not None
+    assert [layer.self_attn.dropout for layer in inherited.context.layers] == [0.3]
+    with pytest.raises(ValueError, match="attention_dropout"):
+        ListScorer(3, hidden=[8], attention_layers=1, attention_heads=2, attention_dropout=1.0)
+
+
 def test_scorer_rejects_bad_settings():
     with pytest.raises(ValueError, match="hidden layer"):
         ListScorer(3, hidden=[], attention_layers=1)
