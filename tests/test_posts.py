@@ -183,10 +183,15 @@ def _plain_mp_ur(data, beta, user, resource, user_part):
     return result
 
 
-def _plain_bll(data, d, beta):
-    """BLLCalculator's user activations and resource part, post by post."""
+def _plain_bll(data, d, beta, reference):
+    """BLLCalculator's user activations and resource part, post by post (``reference``: the
+    user's latest test time, TagRec's ``getBaselineTimestamp``, or the post's own)."""
+    latest: dict[int, float] = {}
+    for u, t in zip(data.test.users, data.test.times, strict=True):
+        latest[int(u)] = max(latest.get(int(u), -math.inf), t)
     result = []
-    for u, r, now in zip(data.test.users, data.test.resources, data.test.times, strict=True):
+    for u, r, own in zip(data.test.users, data.test.resources, data.test.times, strict=True):
+        now = own if reference == "post" else latest[int(u)]
         act: dict[int, float] = {}
         for i in range(len(data.train)):
             if data.train.users[i] == u and data.train.times[i] <= now:
@@ -226,9 +231,9 @@ def test_the_batched_baselines_equal_plain_per_post_implementations(split):
                                strict=True):
             assert mine.keys() == plain.keys()
             assert all(math.isclose(mine[t], plain[t], rel_tol=1e-12) for t in plain)
-    for beta in (1.0, 0.5):
-        got = _as_dicts(BaseLevelLearning(0.5, beta).fit(data).score(data.test))
-        for mine, plain in zip(got, _plain_bll(data, 0.5, beta), strict=True):
+    for beta, reference in itertools.product((1.0, 0.5), ("user_latest", "post")):
+        got = _as_dicts(BaseLevelLearning(0.5, beta, reference).fit(data).score(data.test))
+        for mine, plain in zip(got, _plain_bll(data, 0.5, beta, reference), strict=True):
             assert mine.keys() == plain.keys()
             assert all(math.isclose(mine[t], plain[t], rel_tol=1e-9) for t in plain)
     popular = MostPopular().fit(data).top_tags(data.test, 10)

@@ -16,10 +16,12 @@ sparse ``[Q, W]`` matrix (sparse products, no per-post loops). Formulas as in Ta
   ``Math.exp`` does not overflow, above a count of about 709);
 - ``bll``, ``bll_c`` (``BLLCalculator``, Kowald et al. 2014): the user's base-level activation
   of each tag, ``Σ_j (t_ref − t_j + 1)^(−d)`` over the user's training posts ``j`` with the
-  tag, ``t_ref`` the test post's time, ``d = 0.5``, divided by the row's sum; ``bll_c`` adds
-  the resource's relative tag counts: ``β · BLL + (1 − β) · P(t | r)``, β = 0.5. A training
-  post later than the test post is left out (TagRec's ``Math.pow`` gives NaN there and skips
-  it).
+  tag, ``d = 0.5``, divided by the row's sum; ``bll_c`` adds the resource's relative tag
+  counts: ``β · BLL + (1 − β) · P(t | r)``, β = 0.5. ``t_ref`` is TagRec's: the latest time
+  among the user's test posts, the same for all of them (``Utilities.getBaselineTimestamp``);
+  ``reference_time="post"`` takes each test post's own time, as Kowald et al. write it. A
+  training post later than ``t_ref`` is left out, its tags too (TagRec's ``Math.pow`` gives
+  NaN there and it skips the line).
 
 Ties are TagRec's (:meth:`~tagtorch.posts.base.PostRanker.tie_order`): its maps hold a user's
 tags in the order of first use, then the resource's other tags in theirs, and its sort
@@ -32,6 +34,8 @@ else the posts' order with a post's tags by code.
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 import scipy.sparse as sp
 from sklearn.preprocessing import normalize
@@ -39,6 +43,8 @@ from sklearn.preprocessing import normalize
 from tagtorch.candidates.neighbours import incidence
 from tagtorch.posts.base import PostRanker, recommend
 from tagtorch.posts.data import PostData, Posts, first_use
+
+ReferenceTime = Literal["user_latest", "post"]
 
 __all__ = ["BaseLevelLearning", "MostPopular", "MostPopularUserResource", "counts_by",
            "first_uses", "tagrec_ties"]
@@ -192,10 +198,17 @@ class BaseLevelLearning(PostRanker):
     Args:
         d: the decay exponent (Kowald et al.: 0.5).
         beta: the user (BLL) part's weight; 1.0 is ``bll``, 0.5 ``bll_c``.
+        reference_time: ``"user_latest"`` (TagRec's): every post of a user is scored at the
+            latest time among that user's posts scored together (TagRec: the user's test
+            posts); ``"post"``: each post at its own time (Kowald et al.'s formula).
     """
 
-    def __init__(self, d: float = 0.5, beta: float = 1.0) -> None:
-        self.d, self.beta = d, beta
+    def __init__(self, d: float = 0.5, beta: float = 1.0,
+                 reference_time: ReferenceTime = "user_latest") -> None:
+        if reference_time not in ("user_latest", "post"):
+            raise ValueError(f"reference_time must be 'user_latest' or 'post', "
+                             f"got {reference_time!r}")
+        self.d, self.beta, self.reference_time = d, beta, reference_time
 
     def _fit(self, data: PostData) -> None:
         """The training posts' tags by user (sorted) and the resources' relative counts."""
@@ -207,18 +220,35 @@ class BaseLevelLearning(PostRanker):
         self.resource_ = normalize(counts, norm="l1")
         self.user_first_, self.resource_first_ = first_uses(data)
 
-    def activations(self, posts: Posts) -> sp.csr_matrix:
-        """``[Q, W]`` each post's user's normalized base-level activations at its time."""
-        users = self.train_.users
-        starts = np.searchsorted(users, posts.users, "left")
-        ends = np.searchsorted(users, posts.users, "right")
-        counts = ends - starts
-        rows = np.repeat(np.arange(len(posts)), counts)  # (test post, its user's train post)
+    def reference_times(self, posts: Posts) -> np.ndarray:
+        """``[Q]`` the time at which each post's activations are computed (``reference_time``)."""
+        if self.reference_time == "post":
+            return np.asarray(posts.times)
+        users, inverse = np.unique(posts.users, return_inverse=True)
+        latest = np.full(len(users), np.iinfo(np.int64).min, dtype=np.asarray(posts.times).dtype)
+        np.maximum.at(latest, inverse, posts.times)
+        return latest[inverse]
+
+    def _counted(self, users: np.ndarray, times: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(rows, columns)``: each ``(user, time)``'s training posts made by then.
+
+        ``age = time − t_j + 1 > 0``: TagRec's ``Math.pow`` gives NaN for a later post, and
+        it skips that line before its tags enter the user's map.
+        """
+        starts = np.searchsorted(self.train_.users, users, "left")
+        counts = np.searchsorted(self.train_.users, users, "right") - starts
+        rows = np.repeat(np.arange(len(users)), counts)
         columns = np.arange(len(rows)) + np.repeat(starts - (np.cumsum(counts) - counts),
                                                    counts)
-        age = posts.times[rows] - self.train_.times[columns] + 1.0
-        keep = age > 0  # a training post later than the test post: left out
-        weights = sp.csr_matrix((age[keep] ** -self.d, (rows[keep], columns[keep])),
+        keep = times[rows] - self.train_.times[columns] + 1.0 > 0
+        return rows[keep], columns[keep]
+
+    def activations(self, posts: Posts) -> sp.csr_matrix:
+        """``[Q, W]`` each post's user's normalized base-level activations at its reference."""
+        reference = self.reference_times(posts)
+        rows, columns = self._counted(posts.users, reference)
+        age = reference[rows] - self.train_.times[columns] + 1.0
+        weights = sp.csr_matrix((age ** -self.d, (rows, columns)),
                                 shape=(len(posts), len(self.train_)))
         return normalize((weights @ self.tags_).tocsr(), norm="l1")
 
@@ -230,6 +260,16 @@ class BaseLevelLearning(PostRanker):
         return scores.tocsr()
 
     def tie_order(self, posts: Posts) -> sp.csr_matrix:
-        """TagRec's order of equal scores (:func:`tagrec_ties`)."""
-        return tagrec_ties(posts, self.user_first_,
-                           self.resource_first_ if self.beta < 1.0 else None)
+        """TagRec's order of equal scores (:func:`tagrec_ties`).
+
+        With ``user_latest``, a user's tags are in their order of first use among the training
+        posts counted at the reference time (TagRec never inserts the others); with ``post``,
+        among all of the user's training posts.
+        """
+        user_first = self.user_first_
+        if self.reference_time == "user_latest":
+            users, first = np.unique(posts.users, return_index=True)
+            _, columns = self._counted(users, self.reference_times(posts)[first])
+            counted = self.train_.take(columns)
+            user_first = first_use(counted, counted.users, *self.user_first_.shape)
+        return tagrec_ties(posts, user_first, self.resource_first_ if self.beta < 1.0 else None)

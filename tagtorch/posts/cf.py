@@ -6,8 +6,9 @@ Folksonomies" (PKDD), in TagRec's form (github.com/learning-layers/TagRec,
 neighbours, output ``usercf_5``: the ``5`` is a beta that this variant never reads, there is no
 resource part). For a test post ``(u, r)``:
 
-1. Candidates: every other user with a training post of ``r``, in the order of the training
-   posts (by user, then time). When there is none, every training user, ``u`` included.
+1. Candidates: every other user with a training post of ``r``, in the order of those posts'
+   lines (TagRec's ``LinkedHashMap`` of the lines on ``r``). When there is none, every
+   training user, ``u`` included, in the order of each user's first training line.
 2. Each candidate ``v`` gets the cosine of the users' tag-count profiles over all training
    posts: the integer dot product over ``sqrt(|u|² · |v|²)`` (0 without a common tag).
 3. The candidates are sorted by similarity, equal ones the later in the candidate order first
@@ -42,7 +43,7 @@ import scipy.sparse as sp
 from tagtorch.candidates.neighbours import incidence
 from tagtorch.posts.base import PostRanker, recommend
 from tagtorch.posts.baselines import counts_by
-from tagtorch.posts.data import PostData, Posts
+from tagtorch.posts.data import PostData, Posts, post_places
 
 __all__ = ["UserCF"]
 
@@ -62,14 +63,6 @@ def _line_places(posts: Posts, n_tags: int) -> sp.csr_matrix:
                           np.asarray(posts.tags.offsets, dtype=np.int64)),
                          shape=(len(posts), n_tags))
 
-
-def _post_places(posts: Posts) -> np.ndarray:
-    """``[P]`` each post's place in the source (its first assignment's), else its index."""
-    if posts.source_order is None:
-        return np.arange(len(posts), dtype=np.int64)
-    first = np.full(len(posts), np.iinfo(np.int64).max)
-    np.minimum.at(first, posts.tags.row_ids, posts.source_order)
-    return first
 
 _CHUNK = 4096
 """Test posts scored at once (bounds the fallback's ``[posts, users]`` similarities)."""
@@ -99,7 +92,8 @@ class UserCF(PostRanker):
             (np.ones(len(train)), (train.resources, np.arange(len(train)))),
             shape=(data.n_resources, len(train)))
         self.users_ = np.asarray(train.users, dtype=np.int64)
-        place = _post_places(train)  # TagRec's line order of the training posts
+        place = post_places(train)  # TagRec's line order of the training posts
+        self.place_ = place
         by_place = np.argsort(place, kind="stable")
         self.first_ = np.full(data.n_users, -1, dtype=np.int64)  # the candidate order
         self.first_[self.users_[by_place[::-1]]] = place[by_place[::-1]]
@@ -118,11 +112,17 @@ class UserCF(PostRanker):
         norms = np.sqrt(self.squares_[users] * self.squares_[others])
         return np.divide(dots, norms, out=np.zeros_like(dots), where=(dots > 0) & (norms > 0))
 
-    def _candidates(self, posts: Posts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(rows, users, posts)`` each post's candidate neighbours and the post that votes."""
+    def _candidates(self, posts: Posts
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(rows, users, posts, met)``: each post's candidate neighbours and votes.
+
+        ``posts``: the training post that votes; ``met``: the candidate's place in TagRec's
+        candidate map (its line on ``r``; in the fallback, its first training line).
+        """
         pairs = self.posts_of_[posts.resources].tocoo()
         other = self.users_[pairs.col] != posts.users[pairs.row]
         rows, voting = pairs.row[other].astype(np.int64), pairs.col[other].astype(np.int64)
+        met = self.place_[voting]
         lonely = np.flatnonzero(np.bincount(rows, minlength=len(posts)) == 0)
         if len(lonely):  # nobody else tagged r: every user (u too) with its last post
             shared = (self.counts_[posts.users[lonely]] @ self.counts_.T).tocoo()
@@ -134,14 +134,15 @@ class UserCF(PostRanker):
             fallback_rows, fallback_users = keys // len(self.first_), keys % len(self.first_)
             rows = np.concatenate([rows, fallback_rows])
             voting = np.concatenate([voting, self.last_[fallback_users]])
-        return rows, self.users_[voting], voting
+            met = np.concatenate([met, self.first_[fallback_users]])
+        return rows, self.users_[voting], voting, met
 
     def _neighbours(self, posts: Posts) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """``(rows, ranks, sims, posts)`` the voting neighbours, by post, then rank."""
-        rows, users, voting = self._candidates(posts)
+        rows, users, voting, met = self._candidates(posts)
         sims = self._cosines(posts.users[rows], users)
         new = self.first_[posts.users[rows]] < 0  # TagRec leaves a new user's candidates as met
-        later = np.where(new, self.first_[users], -self.first_[users])
+        later = np.where(new, met, -met)
         order = np.lexsort((later, -sims, rows))  # equal: the later user first
         rows, sims, voting = rows[order], sims[order], voting[order]
         starts = np.searchsorted(rows, rows)  # rows sorted: where each post's run starts

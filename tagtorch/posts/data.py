@@ -28,8 +28,8 @@ from tagtorch.data.splits import p_core
 from tagtorch.errors import DataCheckError
 
 __all__ = ["SPLITS", "PostData", "Posts", "first_use", "held_out", "held_out_last", "last_posts",
-           "personalized_split", "posts_from_assignments", "posts_of", "user_tag_reduce",
-           "validation_posts"]
+           "personalized_split", "post_places", "posts_from_assignments", "posts_of",
+           "user_tag_reduce", "validation_posts"]
 
 SPLITS = ("leave_last", "global_time", "random", "given")
 """How test posts are chosen (module docstring)."""
@@ -186,6 +186,19 @@ def user_tag_reduce(posts: Posts, n_tags: int, values: np.ndarray, reduce: np.uf
     order = np.argsort(keys, kind="stable")
     unique, starts = np.unique(keys[order], return_index=True)
     return unique // n_tags, unique % n_tags, reduce.reduceat(values[rows][order], starts)
+
+
+def post_places(posts: Posts) -> np.ndarray:
+    """``[P]`` each post's place in the source (its first assignment's), else its index.
+
+    TagRec reads its files line by line: where the posts know their lines
+    (:attr:`Posts.source_order`), this is the order in which TagRec meets them.
+    """
+    if posts.source_order is None:
+        return np.arange(len(posts), dtype=np.int64)
+    first = np.full(len(posts), np.iinfo(np.int64).max)
+    np.minimum.at(first, posts.tags.row_ids, posts.source_order)
+    return first
 
 
 def first_use(posts: Posts, keys: np.ndarray, n_rows: int, n_tags: int) -> sp.csr_matrix:

@@ -178,7 +178,9 @@ class FolkRank(PostRanker):
         train = data.train
         posts = train.tags.row_ids
         codes = (train.tags.values, train.users[posts], train.resources[posts])
-        ranks = [first_appearance(c, n) for c, n in
+        lines = (np.arange(len(posts)) if train.source_order is None  # TagRec's file order
+                 else np.argsort(train.source_order, kind="stable"))
+        ranks = [first_appearance(c[lines], n) for c, n in
                  zip(codes, (data.n_tags, data.n_users, data.n_resources), strict=True)]
         self.sizes_ = np.array([int(r.max(initial=-1)) + 1 for r in ranks])
         starts = np.r_[0, np.cumsum(self.sizes_)]

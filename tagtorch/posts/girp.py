@@ -2,13 +2,15 @@
 
 Zhang, Tang and Zhang (2012), "Integrating Temporal Usage Pattern into Personalized Tag
 Prediction" (APWeb), as TagRec computes it (github.com/learning-layers/TagRec,
-``processing/GIRPTMCalculator.java``). For a user with ``n`` training posts in time order
-(positions ``0 … n − 1``), a tag first used at position ``f`` and last at ``l`` has the
-recency ``ln(n + 1 − f) · ln(n + 1 − l)^(−ln(n + 1 − f))``; ``girp`` scores it by the tag's
-relative frequency among the user's assignments times that recency, ``girptm`` adds the
-resource's relative tag frequency (unweighted, as TagRec does). The positions count the user's
-training posts, not the test post's time: TagRec's recency does not depend on when the test
-post was made. Ties as TagRec's (:func:`~tagtorch.posts.baselines.tagrec_ties`).
+``processing/GIRPTMCalculator.java``). For a user with ``n`` training posts (positions
+``0 … n − 1`` in the order of TagRec's file, whose lines it reads as they come: its sort by
+time is commented out; posts without a source, in time order), a tag first used at position
+``f`` and last at ``l`` has the recency ``ln(n + 1 − f) · ln(n + 1 − l)^(−ln(n + 1 − f))``;
+``girp`` scores it by the tag's relative frequency among the user's assignments times that
+recency, ``girptm`` adds the resource's relative tag frequency (unweighted, as TagRec does).
+The positions count the user's training posts, not the test post's time: TagRec's recency does
+not depend on when the test post was made. Ties as TagRec's
+(:func:`~tagtorch.posts.baselines.tagrec_ties`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from sklearn.preprocessing import normalize
 from tagtorch.candidates.neighbours import incidence
 from tagtorch.posts.base import PostRanker
 from tagtorch.posts.baselines import counts_by, first_uses, tagrec_ties
-from tagtorch.posts.data import PostData, Posts, user_tag_reduce
+from tagtorch.posts.data import PostData, Posts, post_places, user_tag_reduce
 
 __all__ = ["Girp"]
 
@@ -38,7 +40,7 @@ class Girp(PostRanker):
     def _fit(self, data: PostData) -> None:
         """Each user's tag scores (they do not depend on the test post) and the resources'."""
         train = data.train
-        order = np.argsort(train.users, kind="stable")  # by user, keeping time order
+        order = np.lexsort((post_places(train), train.users))  # by user, then line
         users = train.users[order]
         first_row = np.searchsorted(users, users, "left")
         n_posts = np.bincount(users, minlength=data.n_users)
