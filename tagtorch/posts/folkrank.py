@@ -7,12 +7,14 @@ Ranking" (ESWC), as TagRec runs it (github.com/learning-layers/TagRec,
 What TagRec does, step by step (the default here reproduces it, to the last bit of the sums):
 
 - **Graph.** The *facts* are the training tag assignments ``(t, u, r)``, read post by post in
-  TagRec's file order (by user, then time). Ours: the training posts' order and a post's tags
-  by code (not :attr:`~tagtorch.posts.data.Posts.source_order`; the facts' order only changes
-  sums at the last bit, and the lists equal TagRec's on its shuffled random splits too). Each
-  dimension numbers its nodes in order of first appearance in the
-  facts: for tags that is TagRec's own tag index. Every fact adds 2 to the *count* of each of its
-  three nodes (a hyperedge read as two directed edges per node).
+  TagRec's file order (its leave-last files: by user, then time). Ours: the training posts'
+  order and a post's tags by code (the facts' order only changes sums at the last bit). Each
+  dimension numbers its nodes in order of first appearance in the facts *in the file's order*
+  (:attr:`~tagtorch.posts.data.Posts.source_order` where the posts know it): for tags that is
+  TagRec's own tag index, which orders ties, so the lists equal TagRec's on its shuffled
+  random splits too (``ml_random_tagged`` in ``tests/test_tagrec_oracle.py``). Every fact
+  adds 2 to the *count* of each of its three nodes (a hyperedge read as two directed edges
+  per node).
 - **Iteration.** All weights start at ``1/|D|`` in each dimension ``D``. Each iteration spreads
   ``w / count`` of every node along each of its facts to the fact's two other nodes (the total
   weight is kept), adds the preference, and sets ``w ← α·w + β·spread + γ·p_D`` with α = 0,
