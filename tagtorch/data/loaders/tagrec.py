@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import logging
 import re
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,7 +84,11 @@ TAGREC_FIELDS = ("user", "resource", "timestamp", "tags", "categories", "rating"
 
 _ENCODED = re.compile(r"[%,;\"\r\n]")
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-"""Characters no tag may hold (control characters, Unicode's line and paragraph separators)."""
+"""Characters no tag keeps (control characters, Unicode's line and paragraph separators): each
+is replaced with :data:`REPLACEMENT` (real folksonomies hold them: MovieLens-20M's tags.csv has
+U+008F), so no file tagtorch writes or line it serves can be broken by a tag."""
+REPLACEMENT = "\ufffd"
+"""What a control character or line separator in a tag becomes (Unicode's replacement character)."""
 _WEIGHT = re.compile(r"^(.*)_([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)$")
 
 
@@ -149,15 +154,17 @@ def _field_names(path: Path, encoding: str) -> tuple[str, ...]:
 
 
 def _post_tags(table: RawTable, lowercase: bool,
-               url_decode: bool) -> tuple[np.ndarray, np.ndarray]:
+               url_decode: bool) -> tuple[np.ndarray, np.ndarray, int]:
     """Each post's tags (split, decoded, trimmed, lower-cased) and the post of each tag.
 
     Split in Arrow; each *distinct* raw tag is decoded, trimmed and lower-cased once, and the
     tags are references to those strings (no Python string per tag).
 
-    Raises:
-        DataFormatError: a tag that holds a control character or a line or paragraph
-            separator (raw or percent-decoded: NUL, ESC, U+2028), naming the first line.
+    A tag's control characters and line or paragraph separators (raw or percent-decoded:
+    NUL, ESC, U+008F, U+2028) are replaced with :data:`REPLACEMENT`.
+
+    Returns:
+        ``(tags, post of each tag, the number of lines with a replaced character)``.
     """
     fields = pa.array(table.frame["tags"].astype(str).to_numpy(dtype=object), type=pa.string())
     split = pc.split_pattern(fields, ",")
@@ -167,14 +174,13 @@ def _post_tags(table: RawTable, lowercase: bool,
     trimmed = [(decode_percent(tag) if url_decode else tag).strip()
                for tag in encoded.dictionary.to_pylist()]
     bad = [code for code, tag in enumerate(trimmed) if _CONTROL.search(tag)]
-    if bad:
-        first = int(np.flatnonzero(np.isin(indices, bad))[0])
-        raise table.error(int(posts[first]), "tags without control characters or line separators",
-                          repr(trimmed[indices[first]][:80]))
+    for code in bad:
+        trimmed[code] = _CONTROL.sub(REPLACEMENT, trimmed[code]).strip()
+    replaced = len(np.unique(posts[np.isin(indices, bad)])) if bad else 0
     distinct = np.empty(len(trimmed), dtype=object)
     distinct[:] = [tag.lower() if lowercase else tag for tag in trimmed]
     kept = np.array([tag != "" for tag in trimmed], dtype=bool)[indices]
-    return distinct[indices[kept]], posts[kept]
+    return distinct[indices[kept]], posts[kept], replaced
 
 
 def _categories(table: RawTable, objects: np.ndarray, lowercase: bool,
@@ -261,6 +267,7 @@ class _Posts:
     texts: list[pd.DataFrame] = field(default_factory=list)
     categories: list[pd.DataFrame] = field(default_factory=list)
     categorized: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    replaced_lines: int = 0
 
     def add(self, table: RawTable, integer_ids: bool, lowercase: bool, url_decode: bool) -> int:
         """Adds one chunk's posts; returns the number of its assignments."""
@@ -268,7 +275,8 @@ class _Posts:
                else table.frame[column].astype("string").str.strip()
                for column in ("user", "resource")]
         seen = len(self.objects.index)
-        tags, posts = _post_tags(table, lowercase, url_decode)
+        tags, posts, replaced = _post_tags(table, lowercase, url_decode)
+        self.replaced_lines += replaced
         users, objects = self.users.of(raw[0]), self.objects.of(raw[1])
         self.columns.append((users[posts], objects[posts], self.tags.of(tags),
                              _timestamps(table)[posts]))
@@ -354,6 +362,10 @@ def load_tagrec(path: str | Path, name: str | None = None, url_decode: bool = Tr
     for file in files:
         _read_posts(file, posts, options, encoding, chunk_bytes)
         ends.append(len(posts.columns))
+    if posts.replaced_lines:
+        warnings.warn(f"{', '.join(map(str, files))}: {posts.replaced_lines} line(s) hold tags "
+                      f"with control characters or line separators, replaced with U+FFFD",
+                      stacklevel=2)
     assignments = posts.frame()
     assignments[SOURCE_ORDER] = np.arange(len(assignments))  # TagRec reads lines in order
     test_posts = posts.frame(ends[0])[["user", "object"]] if test_path is not None else None
