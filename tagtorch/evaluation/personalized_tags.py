@@ -55,7 +55,7 @@ from tagtorch.storage import atomic_write
 
 log = logging.getLogger(__name__)
 
-__all__ = ["PersonalizedTagTask", "target_tests"]
+__all__ = ["PersonalizedTagTask", "target_tests", "trec_tag_codes"]
 
 
 class PersonalizedTagTask(SeededTask):
@@ -126,8 +126,9 @@ class PersonalizedTagTask(SeededTask):
         return split
 
     def qrels(self, split: PostData) -> list[str]:
-        """The test posts' tags."""
-        return qrels_lines(self._ids(split), split.test.tags)
+        """The test posts' tags (as :func:`trec_tag_codes` numbers them)."""
+        codes = trec_tag_codes(split)
+        return qrels_lines(self._ids(split), (codes[row] for row in split.test.tags))
 
     def outcome(self, data: Folksonomy, split: PostData, seed: int, name: str,
                 node: Mapping[str, Any], done: Outcomes) -> MethodOutcome:
@@ -191,8 +192,8 @@ class PersonalizedTagTask(SeededTask):
         extra = {f"tagrec_f1@{k}": means[f"tagrec_f1@{k}"] for k in self.ks}
         extra.update(fit_seconds=fit_seconds, ms_model=1000 * seconds / max(len(data.test), 1))
         ids = self._ids(data)
-        lines = (ranked_lines(ids, ranked, ranked >= 0, name, self.depth)
-                 if self.writes_trec(seed) else None)
+        lines = (ranked_lines(ids, trec_tag_codes(data)[np.maximum(ranked, 0)], ranked >= 0,
+                              name, self.depth) if self.writes_trec(seed) else None)
         outcome = MethodOutcome.from_values(
             name, seed, np.asarray(ids), {k: torch.from_numpy(v) for k, v in values.items()},
             extra=extra, run_lines=lines)
@@ -201,6 +202,21 @@ class PersonalizedTagTask(SeededTask):
                  max(self.ks), means[f"tagrec_f1@{max(self.ks)}"], fit_seconds,
                  extra["ms_model"])
         return outcome
+
+
+def trec_tag_codes(split: PostData) -> np.ndarray:
+    """``[W]`` each tag's number in the run and qrels files: the training tags first.
+
+    The split's codes number the tags of the training and the test posts together, so a test
+    tag that sorts first would renumber every run file. Here the training tags keep their
+    order and come first, the tags only the test posts hold after them: a run file (which
+    only ever lists training tags) depends on the training posts alone.
+    """
+    seen = np.zeros(split.n_tags, dtype=bool)
+    seen[np.asarray(split.train.tags.values, dtype=np.int64)] = True
+    codes = np.empty(split.n_tags, dtype=np.int64)
+    codes[np.r_[np.flatnonzero(seen), np.flatnonzero(~seen)]] = np.arange(split.n_tags)
+    return codes
 
 
 def _relabelled(outcome: MethodOutcome, seed: int) -> MethodOutcome:
