@@ -519,3 +519,17 @@ def test_target_f1_on_random_splits_counts_only_the_posts_of_each_seed():
     tests = target_tests(pd.DataFrame(rows), "hybrid", ["bll"], ("tagrec_f1@5",),
                          average_folds=False, n_resamples=200)
     assert tests[["value", "baseline_value"]].values.tolist() == [[1.0, 0.5]]
+
+
+@pytest.mark.parametrize("method", ["hybrid_lambdamart", "hybrid_rf", "hybrid_lambdarank",
+                                    "pitf_posts"])
+def test_the_validation_override_of_the_docs_works_without_an_experiment(tmp_path, method):
+    """Issue 71: ``model.hybrid_lambdamart.validation=random`` failed outside
+    ``+experiment=posts_tagrec_sample`` (Hydra wanted ``+``): the setting is in every config."""
+    from hydra.utils import instantiate
+    from test_train import compose_cfg
+
+    cfg = compose_cfg(tmp_path, ["task=posts", f"model=[{method}]",
+                                 f"model.{method}.validation=random"])
+    model = instantiate(cfg.model[method])
+    assert model.validation == "random" and model.validation_fraction == 0.2
