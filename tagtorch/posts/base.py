@@ -14,6 +14,7 @@ posts, which gives the same scores. A learned method that keeps more state adds 
 from __future__ import annotations
 
 from abc import abstractmethod
+from collections.abc import Mapping
 from pathlib import Path
 from typing import ClassVar, Self, TypeAlias
 
@@ -158,7 +159,15 @@ class PostRanker(SignatureSettings):
             "users": train.users, "resources": train.resources, "times": train.times,
             "tag_offsets": train.tags.offsets, "tag_values": train.tags.values,
             "sizes": np.array([data.n_users, data.n_resources, data.n_tags]),
-            **({} if train.source_order is None else {"source_order": train.source_order})})
+            **({} if train.source_order is None else {"source_order": train.source_order}),
+            **self._saved_arrays()})
+
+    def _saved_arrays(self) -> dict[str, np.ndarray]:
+        """More arrays :meth:`save` writes: what a method learns from besides the posts."""
+        return {}
+
+    def _restore(self, arrays: Mapping[str, np.ndarray], file: Path, n_resources: int) -> None:
+        """Reads :meth:`_saved_arrays`'s arrays back (checked) before the model is refitted."""
 
     @classmethod
     def load(cls, path: str | Path) -> Self:
@@ -200,4 +209,5 @@ class PostRanker(SignatureSettings):
         train = Posts(users, resources, times.astype(np.int64), Ragged(offsets, values),
                       None if order is None else order.astype(np.int64))
         empty = train.take(np.zeros(0, dtype=np.int64))
+        model._restore(arrays, file, n_resources)
         return model.fit(PostData(train, empty, n_users, n_resources, n_tags, None))
