@@ -41,9 +41,10 @@ COGNITIVE = {"three_layers": ("layers_5_5", {}),
              "three_lt": ("layerstagbll_5_5", {}),
              "three_lt_user": ("userlayerstagbll_5_5", {"resource": False}),
              "three_lt_topic": ("layerstopicbll_5_5", {}),
-             "three_lt_topic_user": ("userlayerstopicbll_5_5", {"resource": False})}
-"""TagRec's cognitive algorithms (issue 71): name -> (its output, overrides of the config of
-the name's first two words), on the fixtures its jar ran them on (:data:`COGNITIVE_SPLITS`)."""
+             "three_lt_topic_user": ("userlayerstopicbll_5_5", {"resource": False}),
+             "bll_ac": ("bll_ac_5_0.5", {}), "bll_c_ac": ("bll_c_ac_5_0.5", {})}
+"""TagRec's cognitive algorithms (issue 71): name -> (its output, overrides of the config named
+without ``_user``), on the fixtures its jar ran them on (:data:`COGNITIVE_SPLITS`)."""
 COGNITIVE_SPLITS = {"ml_random_tagged": "ml_t"}
 COLUMNS = ("tagrec_recall", "tagrec_precision", "tagrec_f1", "tagrec_mrr", "tagrec_map",
            "tagrec_ndcg", "coverage")

@@ -22,6 +22,13 @@ sparse ``[Q, W]`` matrix (sparse products, no per-post loops). Formulas as in Ta
   ``reference_time="post"`` takes each test post's own time, as Kowald et al. write it. A
   training post later than ``t_ref`` is left out, its tags too (TagRec's ``Math.pow`` gives
   NaN there and it skips the line).
+- ``bll_ac``, ``bll_c_ac`` (``associative=True``; TagRec's ``bll_c_ac`` command, Kowald et al.
+  2015 and Trattner et al. 2016, BLLac+MPr): where the resource has training posts, the user's
+  activations plus an associative part, ``X(t) = B(t) + Σ_d J(t, d) · P(d | r)`` over all the
+  user's tags ``t`` and the resource's tags ``d``, with ``J`` the Jaccard index of the two tags'
+  training posts (TagRec's ``CooccurenceMatrix``), divided by its sum; then ``β · X + (1 − β) ·
+  P(t | r)``. Every tag of the user is a candidate (0 included), the counted ones first in the
+  tie order.
 
 Ties are TagRec's (:meth:`~tagtorch.posts.base.PostRanker.tie_order`): its maps hold a user's
 tags in the order of first use, then the resource's other tags in theirs, and its sort
@@ -41,7 +48,7 @@ import scipy.sparse as sp
 from sklearn.preprocessing import normalize
 
 from tagtorch.candidates.neighbours import incidence
-from tagtorch.posts.base import PostRanker, recommend
+from tagtorch.posts.base import PostRanker, recommend, value_at
 from tagtorch.posts.data import PostData, Posts, first_use
 
 ReferenceTime = Literal["user_latest", "post"]
@@ -201,14 +208,18 @@ class BaseLevelLearning(PostRanker):
         reference_time: ``"user_latest"`` (TagRec's): every post of a user is scored at the
             latest time among that user's posts scored together (TagRec: the user's test
             posts); ``"post"``: each post at its own time (Kowald et al.'s formula).
+        associative: add the associative component of the resource's tags (TagRec's
+            ``bll_ac``; with ``beta=0.5`` its BLLac+MPr, ``bll_c_ac``; module docstring).
     """
 
     def __init__(self, d: float = 0.5, beta: float = 1.0,
-                 reference_time: ReferenceTime = "user_latest") -> None:
+                 reference_time: ReferenceTime = "user_latest",
+                 associative: bool = False) -> None:
         if reference_time not in ("user_latest", "post"):
             raise ValueError(f"reference_time must be 'user_latest' or 'post', "
                              f"got {reference_time!r}")
         self.d, self.beta, self.reference_time = d, beta, reference_time
+        self.associative = associative
 
     def _fit(self, data: PostData) -> None:
         """The training posts' tags by user (sorted) and the resources' relative counts."""
@@ -219,6 +230,9 @@ class BaseLevelLearning(PostRanker):
                            incidence(data.train.tags, data.n_tags))
         self.resource_ = normalize(counts, norm="l1")
         self.user_first_, self.resource_first_ = first_uses(data)
+        if self.associative:
+            self.jaccard_ = _jaccard(self.tags_)
+            self.user_tags_ = counts_by(self.train_.users, data.n_users, self.tags_)
 
     def reference_times(self, posts: Posts) -> np.ndarray:
         """``[Q]`` the time at which each post's activations are computed (``reference_time``)."""
@@ -252,12 +266,37 @@ class BaseLevelLearning(PostRanker):
                                 shape=(len(posts), len(self.train_)))
         return normalize((weights @ self.tags_).tocsr(), norm="l1")
 
+    def associated(self, posts: Posts, activation: sp.csr_matrix) -> sp.csr_matrix:
+        """``[Q, W]`` TagRec's BLLac, ``X(t) = B(t) + Σ_d J(t, d) · P(d | r)`` (module docstring).
+
+        Over all the user's tags, divided by its sum; the activations ``B`` alone where ``r``
+        has no training post. The user's tags with ``X = 0`` stay candidates (stored zeros).
+        """
+        share = self.resource_[posts.resources].tocsr()
+        known = np.diff(share.indptr) > 0
+        own = self.user_tags_[posts.users].tocoo()
+        keep = known[own.row]
+        rows, cols = own.row[keep], own.col[keep]
+        values = (value_at(activation, rows, cols)
+                  + value_at((share @ self.jaccard_).tocsr(), rows, cols))
+        sums = np.bincount(rows, weights=values, minlength=len(posts))
+        values = values / np.where(sums > 0, sums, 1.0)[rows]
+        alone = activation.tocoo()
+        alone_keep = ~known[alone.row]
+        return _stored(np.r_[rows, alone.row[alone_keep]], np.r_[cols, alone.col[alone_keep]],
+                       np.r_[values, alone.data[alone_keep]], activation.shape)
+
     def score(self, posts: Posts) -> sp.csr_matrix:
-        """``[Q, W]`` β · BLL + (1 − β) · P(t | r)."""
-        scores = self.beta * self.activations(posts)
+        """``[Q, W]`` β · BLL (or BLLac) + (1 − β) · P(t | r)."""
+        user = self.activations(posts)
+        if self.associative:
+            user = self.associated(posts, user)
+        parts = [(user.tocoo(), self.beta)]
         if self.beta < 1.0:
-            scores = scores + (1.0 - self.beta) * self.resource_[posts.resources]
-        return scores.tocsr()
+            parts.append((self.resource_[posts.resources].tocoo(), 1.0 - self.beta))
+        return _stored(np.concatenate([m.row for m, _ in parts]),
+                       np.concatenate([m.col for m, _ in parts]),
+                       np.concatenate([w * m.data for m, w in parts]), user.shape)
 
     def tie_order(self, posts: Posts) -> sp.csr_matrix:
         """TagRec's order of equal scores (:func:`tagrec_ties`).
@@ -272,4 +311,28 @@ class BaseLevelLearning(PostRanker):
             _, columns = self._counted(users, self.reference_times(posts)[first])
             counted = self.train_.take(columns)
             user_first = first_use(counted, counted.users, *self.user_first_.shape)
+        if self.associative:  # then the user's other tags, in their order of first use
+            later = self.user_first_.copy()
+            later.data += int(user_first.data.max(initial=0))
+            user_first = (later - later.multiply(user_first.astype(bool)) + user_first).tocsr()
         return tagrec_ties(posts, user_first, self.resource_first_ if self.beta < 1.0 else None)
+
+
+def _stored(rows: np.ndarray, cols: np.ndarray, values: np.ndarray,
+            shape: tuple[int, int]) -> sp.csr_matrix:
+    """A CSR matrix of the entries, duplicates summed and stored zeros kept (candidates)."""
+    matrix = sp.csr_matrix((values, (rows, cols)), shape=shape)
+    matrix.sum_duplicates()
+    return matrix
+
+
+def _jaccard(tags: sp.csr_matrix) -> sp.csr_matrix:
+    """``[W, W]`` the Jaccard index of the tags' training posts (TagRec's ``CooccurenceMatrix``).
+
+    ``c_xy / (n_x + n_y − c_xy)``: the posts with both over the posts with either.
+    """
+    binary = tags.astype(bool).astype(np.float64)
+    both = (binary.T @ binary).tocoo()
+    n = np.asarray(binary.sum(0)).ravel()
+    return sp.csr_matrix((both.data / (n[both.row] + n[both.col] - both.data),
+                          (both.row, both.col)), shape=both.shape)
