@@ -53,7 +53,7 @@ def test_every_shipped_configuration_passes(tmp_path, experiment):
      "states its task"),
     (["model=bm25"], "model.bm25._target_", "a tag ranker"),
     (["task=posts", "model=bm25"], "model.bm25._target_", "a post ranker"),
-    (["task=posts", "model=bm25"], "model.bm25._target_", "task=posts, one of apr, bll, bll_c"),
+    (["task=posts", "model=bm25"], "model.bm25._target_", "task=posts, one of apr, bll, bll_ac, bll_c, bll_c_ac"),
     (["task=resources", "model=bm25", "task.metrics=[mrr@0]"], "task.metrics", "mrr@K"),
     (["task=itemrec", "model=[dorank,lambdamart]"], "model.lambdamart._target_",
      "an item model"),
