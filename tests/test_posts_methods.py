@@ -533,3 +533,31 @@ def test_the_validation_override_of_the_docs_works_without_an_experiment(tmp_pat
                                  f"model.{method}.validation=random"])
     model = instantiate(cfg.model[method])
     assert model.validation == "random" and model.validation_fraction == 0.2
+
+
+def test_three_layers_saved_with_its_categories_refits_on_more_resources(tmp_path):
+    """The categories travel with a saved ThreeLayers; posts of resources added later (as the
+    tag service adds them) have none, and the refit does not fail on them."""
+    import scipy.sparse as sp
+
+    from tagtorch.data.ragged import Ragged
+    from tagtorch.posts.data import Posts
+    from tagtorch.posts.three_layers import ThreeLayers
+
+    folk = Folksonomy.from_frame(
+        pd.DataFrame({"user": ["a", "a", "b", "b"], "object": ["r1", "r2", "r1", "r3"],
+                      "tag": ["x", "y", "x", "z"], "timestamp": [1, 2, 3, 4]}),
+        categories=pd.DataFrame({"object": ["r1", "r2", "r3"], "category": ["c", "c", "d"]}))
+    data = personalized_split(folk, p=1, split="leave_last")
+    model = ThreeLayers().fit(data)
+    model.save(tmp_path / "m")
+    loaded = ThreeLayers.load(tmp_path / "m")
+    assert model.categories_.nnz == 3 and (loaded.categories_ != model.categories_).nnz == 0
+    more = data.train.take(np.arange(len(data.train)))
+    grown = PostData(more, more.take(np.zeros(0, dtype=np.int64)), data.n_users,
+                     data.n_resources + 1, data.n_tags, None)
+    refitted = loaded.fit(grown)
+    new_post = Posts(np.array([0]), np.array([data.n_resources]), np.array([9]),
+                     Ragged.from_lists([[]]))
+    assert refitted.categories_.shape[0] == data.n_resources + 1
+    assert isinstance(refitted.score(new_post), sp.csr_matrix)

@@ -24,6 +24,9 @@ Words but Remembering the Meaning" (3LT), as TagRec computes them
 - **Ties.** TagRec inserts the candidates in its tag index order (first appearance in its
   file) and its sort puts the later insertion first: the higher index wins a tie.
 
+The tag service (``task=fit``) keeps no categories: served, the model is fitted on posts alone
+and answers as 3Layers without categories does (every tag of the user weighs the same).
+
 Deviation: TagRec reads each line's own categories; tagtorch's folksonomy holds one category
 set per resource (its first non-empty field), the same thing where a resource's lines agree (as
 in every file TagRec's converters write). TagRec keeps a category's weight suffix as part of
@@ -91,8 +94,12 @@ class ThreeLayers(PostRanker):
         self.n_tags_ = data.n_tags
         self.tags_ = incidence(self.train_.tags, data.n_tags).astype(bool).astype(np.float64)
         self.user_tags_ = counts_by(self.train_.users, data.n_users, self.tags_).astype(bool)
-        self.categories_ = (self.saved_categories_ if data.folksonomy is None
-                            and self.saved_categories_ is not None else _category_sets(data))
+        categories = (self.saved_categories_ if data.folksonomy is None
+                      and self.saved_categories_ is not None else _category_sets(data))
+        if categories.shape[0] < data.n_resources:  # resources added since: no categories
+            categories = sp.vstack([categories, sp.csr_matrix(
+                (data.n_resources - categories.shape[0], categories.shape[1]))], format="csr")
+        self.categories_ = categories
         self.resource_ = normalize(counts_by(data.train.resources, data.n_resources,
                                              incidence(data.train.tags, data.n_tags)),
                                    norm="l1")
