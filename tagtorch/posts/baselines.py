@@ -49,7 +49,7 @@ from sklearn.preprocessing import normalize
 
 from tagtorch.candidates.neighbours import incidence
 from tagtorch.posts.base import PostRanker, recommend, value_at
-from tagtorch.posts.data import PostData, Posts, first_use
+from tagtorch.posts.data import PostData, Posts, first_use, posts_of_users
 
 ReferenceTime = Literal["user_latest", "post"]
 
@@ -249,11 +249,7 @@ class BaseLevelLearning(PostRanker):
         ``age = time − t_j + 1 > 0``: TagRec's ``Math.pow`` gives NaN for a later post, and
         it skips that line before its tags enter the user's map.
         """
-        starts = np.searchsorted(self.train_.users, users, "left")
-        counts = np.searchsorted(self.train_.users, users, "right") - starts
-        rows = np.repeat(np.arange(len(users)), counts)
-        columns = np.arange(len(rows)) + np.repeat(starts - (np.cumsum(counts) - counts),
-                                                   counts)
+        rows, columns = posts_of_users(self.train_.users, users)
         keep = times[rows] - self.train_.times[columns] + 1.0 > 0
         return rows[keep], columns[keep]
 

@@ -29,7 +29,7 @@ from tagtorch.errors import DataCheckError
 
 __all__ = ["SPLITS", "PostData", "Posts", "first_use", "held_out", "held_out_last", "last_posts",
            "personalized_split", "post_places", "posts_from_assignments", "posts_of",
-           "user_tag_reduce", "validation_posts"]
+           "posts_of_users", "user_tag_reduce", "validation_posts"]
 
 SPLITS = ("leave_last", "global_time", "random", "given")
 """How test posts are chosen (module docstring)."""
@@ -186,6 +186,23 @@ def user_tag_reduce(posts: Posts, n_tags: int, values: np.ndarray, reduce: np.uf
     order = np.argsort(keys, kind="stable")
     unique, starts = np.unique(keys[order], return_index=True)
     return unique // n_tags, unique % n_tags, reduce.reduceat(values[rows][order], starts)
+
+
+def posts_of_users(sorted_users: np.ndarray, users: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(rows, columns)``: for each ``users[row]``, every place of that user in ``sorted_users``.
+
+    ``sorted_users``: the (training) posts' users, sorted. The pairs come row by row, each
+    user's places in order: the (test post, training post) pairs of a per-user method.
+
+    Example:
+        >>> [a.tolist() for a in posts_of_users(np.array([0, 0, 2]), np.array([2, 1, 0]))]
+        [[0, 2, 2], [2, 0, 1]]
+    """
+    starts = np.searchsorted(sorted_users, users, "left")
+    counts = np.searchsorted(sorted_users, users, "right") - starts
+    rows = np.repeat(np.arange(len(users)), counts)
+    columns = np.arange(len(rows)) + np.repeat(starts - (np.cumsum(counts) - counts), counts)
+    return rows, columns
 
 
 def post_places(posts: Posts) -> np.ndarray:

@@ -47,7 +47,7 @@ from tagtorch.candidates.neighbours import incidence
 from tagtorch.errors import UnreadableFileError
 from tagtorch.posts.base import PostRanker
 from tagtorch.posts.baselines import counts_by
-from tagtorch.posts.data import PostData, Posts, first_use, user_tag_reduce
+from tagtorch.posts.data import PostData, Posts, first_use, posts_of_users, user_tag_reduce
 from tagtorch.storage import check_codes, check_count
 
 __all__ = ["ThreeLayers"]
@@ -108,14 +108,21 @@ class ThreeLayers(PostRanker):
         users, tags, last = user_tag_reduce(self.train_, data.n_tags, self.train_.times,
                                             np.maximum)
         self.last_use_ = (users * np.int64(data.n_tags) + tags, last)
+        self.last_category_ = self._last_category_use()
+
+    def _last_category_use(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(user · C + category, time)``: each user's last training post with the category."""
+        cats = self.categories_[self.train_.resources]
+        per = np.diff(cats.indptr)
+        owner = np.repeat(self.train_.users, per) * np.int64(cats.shape[1])
+        keys, inverse = np.unique(owner + cats.indices, return_inverse=True)
+        last = np.full(len(keys), -np.inf)
+        np.maximum.at(last, inverse, np.repeat(self.train_.times, per))
+        return keys, last
 
     def _exemplars(self, posts: Posts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(rows, columns, a)``: each post's user's training posts and their similarity."""
-        users = self.train_.users
-        starts = np.searchsorted(users, posts.users, "left")
-        counts = np.searchsorted(users, posts.users, "right") - starts
-        rows = np.repeat(np.arange(len(posts)), counts)
-        columns = np.arange(len(rows)) + np.repeat(starts - (np.cumsum(counts) - counts), counts)
+        rows, columns = posts_of_users(self.train_.users, posts.users)
         mine = self.categories_[posts.resources[rows]]
         theirs = self.categories_[self.train_.resources[columns]]
         shared = np.asarray(mine.multiply(theirs).sum(1)).ravel()
@@ -133,13 +140,8 @@ class ThreeLayers(PostRanker):
         per = np.diff(theirs.indptr)
         pair = np.repeat(np.arange(len(rows)), per)
         keys = posts.users[rows][pair] * np.int64(n_cats) + theirs.indices
-        # the user's last post with each category, over all its training posts
-        cats = self.categories_[self.train_.resources]
-        owner = np.repeat(self.train_.users, np.diff(cats.indptr)) * np.int64(n_cats)
-        all_keys, inverse = np.unique(owner + cats.indices, return_inverse=True)
-        last = np.full(len(all_keys), -np.inf)
-        np.maximum.at(last, inverse, np.repeat(self.train_.times, np.diff(cats.indptr)))
-        found = last[np.searchsorted(all_keys, keys)]
+        known, last = self.last_category_
+        found = last[np.searchsorted(known, keys)]
         values = _recency(posts.times[rows][pair].astype(np.float64), found, self.d)
         return np.bincount(pair, weights=values, minlength=len(rows))
 
