@@ -883,3 +883,31 @@ def test_the_line_layout_of_any_text_equals_a_line_by_line_count(sep):
         text = "".join(rng.choice(alphabet, size=int(rng.integers(0, 30))))
         counts, blank = _line_layout(text, sep)
         assert (counts.tolist(), blank.tolist()) == plain_line_layout(text, sep), repr(text)
+
+
+def test_control_characters_in_tags_load_replaced_with_one_warning_and_write_back(
+        tmp_path: Path) -> None:
+    """Issue 71: MovieLens-20M's tags.csv holds U+008F. Every loader keeps such a file: each
+    control character or line separator in a tag becomes U+FFFD, with one warning counting the
+    assignments (other odd Unicode, a bidi override or a zero-width space, is data and kept),
+    and the folksonomy written as TagRec's file reads back with the same tags."""
+    from tagtorch.data.loaders.tagrec import load_tagrec, write_tagrec
+
+    folder = tmp_path / "release"
+    shutil.copytree(FIXTURES / "ml-csv", folder)
+    odd = {"sci\u008ffi": "sci\ufffdfi", "a\u2028b": "a\ufffdb", "p\u2029q": "p\ufffdq",
+           "x\x1b[31m": "x\ufffd[31m", "nel\u0085x": "nel\ufffdx", "del\x7fx": "del\ufffdx",
+           "bidi\u202ex": "bidi\u202ex", "zw\u200bx": "zw\u200bx", "sci\u0090fi": "sci\ufffdfi"}
+    with (folder / "tags.csv").open("a", encoding="utf-8") as tags:
+        tags.writelines(f'18,431,"{tag}",{1462138900 + i}\n' for i, tag in enumerate(odd))
+    with pytest.warns(UserWarning, match=r"7 tag assignment\(s\) hold control characters"):
+        folk = load_movielens_csv(path=folder)
+    assert set(odd.values()) <= set(folk.tags.tolist())
+    assert len(folk.tags) == 6 + len(set(odd.values()))  # the two sci-fi tags are one
+    with pytest.warns(UserWarning, match="7 tag assignment"):
+        table = load_table(folder / "tags.csv", columns={"user": "userId", "object": "movieId",
+                                                         "tag": "tag"})
+    assert sorted(table.tags) == sorted(folk.tags)
+    back = load_tagrec(write_tagrec(folk, tmp_path / "x.txt"), lowercase=False,
+                       integer_ids=True)
+    assert sorted(back.tags) == sorted(folk.tags)

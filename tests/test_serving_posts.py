@@ -231,6 +231,24 @@ def test_posts_are_journaled_replayed_and_compacted(fitted, tmp_path):
         "someone", "r-new").tags
 
 
+def test_tags_with_line_separators_survive_the_journal_and_compaction(fitted, tmp_path):
+    """Issue 71 (and issue 52's restart defect): a journal line is split on newlines only, so a
+    tag holding U+2028, U+2029, U+0085 or a C1 control comes back whole from the journal, and
+    from the compacted data."""
+    _, _, folder = fitted
+    copy = shutil.copytree(folder, tmp_path / "artifact")
+    tags = ["one\u2028a", "two\u2029b", "three\u0085c", "sci\u008ffi"]
+    served = PostRecommender.load(copy)
+    assert served.add_posts([{"user": "sep", "resource": "r-sep", "tags": tags, "time": 7}]) == 1
+    assert len((copy / "journal.jsonl").read_bytes().split(b"\n")) == 2  # one whole record
+    for restarted in (PostRecommender.load(copy), None):
+        if restarted is None:
+            assert PostRecommender.load(copy).compact()
+            restarted = PostRecommender.load(copy)
+        answer = [tag for tag, _ in restarted.recommend_tags("sep", "elsewhere", k=10).tags]
+        assert sorted(answer[:4]) == sorted(tags)
+
+
 @pytest.mark.integration  # an end-to-end run (the default run keeps its 8 minutes)
 def test_the_service_takes_posts_that_survive_a_restart(fitted, tmp_path):
     import time as clock

@@ -26,6 +26,7 @@ from tagtorch.data.folksonomy import MISSING_TIME, SOURCE_ORDER, Folksonomy
 from tagtorch.data.loaders import tagrec
 from tagtorch.data.loaders.reading import decode_percent
 from tagtorch.data.loaders.tagrec import (
+    given_test_posts,
     last_post_per_user,
     load_tagrec,
     tagrec_posts,
@@ -55,7 +56,8 @@ def _chunks(request, monkeypatch):
 def content(folk: Folksonomy) -> str:
     """The fingerprint without the file's line order (which TagRec-read data keeps)."""
     kept = folk.assignments.drop(columns=[SOURCE_ORDER], errors="ignore")
-    return dataclasses.replace(folk, assignments=kept).fingerprint()
+    bare = folk.untagged_posts.drop(columns=[SOURCE_ORDER], errors="ignore")
+    return dataclasses.replace(folk, assignments=kept, untagged_posts=bare).fingerprint()
 
 def test_posts_are_split_trimmed_lower_cased_decoded_and_deduplicated(tmp_path):
     path = tmp_path / "x.txt"
@@ -234,7 +236,6 @@ def test_the_export_command_writes_files_that_load_back_the_same(tmp_path):
 
 def test_a_given_split_is_kept_through_filters_and_written_back(tmp_path):
     """data.test_path marks the test file's posts; they survive select() and round-trip."""
-    from tagtorch.data.loaders.tagrec import given_test_posts
     from tagtorch.data.splits import given_split
 
     train, test = tmp_path / "x_train.txt", tmp_path / "x_test.txt"
@@ -259,6 +260,33 @@ def test_a_given_split_is_kept_through_filters_and_written_back(tmp_path):
     paths = write_tagrec_split(folk, tmp_path / "out", "x", given_test_posts(folk))
     assert content(load_tagrec(paths[0], test_path=paths[1])) == content(folk)
     assert content(load_tagrec(paths[2])) != content(folk)  # no split marked
+
+
+def test_lines_without_tags_are_kept_as_posts_in_place(tmp_path):
+    """Issue 71: TagRec's reader keeps a line whose tag field is empty, and counts and scores
+    it; tagtorch keeps it as an untagged post with its time and its place among the lines (a
+    tagless line takes one place; a line's tags one each), a test one as a test post, and
+    writes it back."""
+    train, test = tmp_path / "x_train.txt", tmp_path / "x_test.txt"
+    train.write_text('"u1";"r1";"100";"a,b";""\n"u2";"r9";"";"";""\n'
+                     '"u3";"r1";"120";" , ";""\n"u2";"r2";"130";"a";""\n')
+    test.write_text('"u1";"r2";"200";"";""\n"u4";"r3";"210";"c";""\n')
+    folk = load_tagrec(train, test_path=test)
+    bare = folk.untagged_posts.assign(user=folk.users[folk.untagged_posts["user"]],
+                                      object=folk.objects[folk.untagged_posts["object"]])
+    assert bare.sort_values(SOURCE_ORDER).values.tolist() == [
+        ["u2", "r9", MISSING_TIME, 2], ["u3", "r1", 120, 3], ["u1", "r2", 200, 5]]
+    places = folk.assignments.assign(tag=folk.tags[folk.assignments["tag"]])
+    assert sorted(places[["tag", SOURCE_ORDER]].values.tolist()) == [
+        ["a", 0], ["a", 4], ["b", 1], ["c", 6]]
+    marked = {(folk.users[u], folk.objects[o]) for u, o in folk.test_posts.itertuples(index=False)}
+    assert marked == {("u1", "r2"), ("u4", "r3")}
+    assert "r9" in folk.objects and len(tagrec_posts(folk)) == 6
+    paths = write_tagrec_split(folk, tmp_path / "out", "x", given_test_posts(folk))
+    assert '"u1";"r2";"200";"";""' in paths[1].read_text()
+    assert content(load_tagrec(paths[0], test_path=paths[1])) == content(folk)
+    kept = folk.select((folk.assignments["user"] != 3).to_numpy())  # u4 goes, and u3, r9
+    assert kept.users[kept.untagged_posts["user"]].tolist() == ["u1"]  # (no assignment left)
 
 
 @pytest.mark.parametrize(("field", "expected"), [

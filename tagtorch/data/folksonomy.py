@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -30,6 +32,31 @@ SOURCE_ORDER = "source_order"
 """The optional assignment column of a source whose line order means something (TagRec's
 files: its programs process lines in file order): each assignment's place in the source, line
 by line and within a line in its order (a repeated assignment: its first place)."""
+
+
+CONTROL_CHARACTERS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+"""Characters no tag keeps (C0 and C1 control characters, DEL, Unicode's line and paragraph
+separators): real folksonomies hold them (MovieLens-20M's tags.csv has U+008F), and each one
+becomes :data:`REPLACEMENT`, so no file tagtorch writes (TagRec's lines, TREC and LETOR files)
+and no line it serves can be broken by a tag."""
+REPLACEMENT = "\ufffd"
+"""What a control character or line separator in a tag becomes (Unicode's replacement character)."""
+
+
+def replace_controls(texts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    r"""``texts`` (distinct strings) with :data:`CONTROL_CHARACTERS` replaced, and which changed.
+
+    Example:
+        >>> cleaned, changed = replace_controls(np.array(["rock", "sci\x8ffi"], dtype=object))
+        >>> cleaned.tolist() == ["rock", "sci\ufffdfi"], changed.tolist()
+        (True, [False, True])
+    """
+    cleaned = np.asarray(texts, dtype=object).copy()
+    changed = np.zeros(len(cleaned), dtype=bool)
+    for i, text in enumerate(cleaned.tolist()):
+        if CONTROL_CHARACTERS.search(text):
+            cleaned[i], changed[i] = CONTROL_CHARACTERS.sub(REPLACEMENT, text).strip(), True
+    return cleaned, changed
 
 
 def _category_table(categories: pd.DataFrame | None,
@@ -85,6 +112,11 @@ class Folksonomy:
         test_posts: the posts a given split marks as test (``user`` and ``object`` int64
             codes; e.g. the lines of TagRec's ``X_test.txt``), for ``task.split=given``;
             empty when the source gives no split. Kept through every transform.
+        untagged_posts: the posts the source holds without a tag (TagRec's lines with an
+            empty tag field, which TagRec keeps, counts and scores): ``user``, ``object`` and
+            ``timestamp`` int64, and :data:`SOURCE_ORDER` where the source's order matters;
+            one row per (user, object) without an assignment. Their users and objects have
+            codes. Empty for most sources.
     """
 
     assignments: pd.DataFrame
@@ -101,6 +133,8 @@ class Folksonomy:
          "weight": np.zeros(0, np.float64)}))
     test_posts: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(
         {"user": np.zeros(0, np.int64), "object": np.zeros(0, np.int64)}))
+    untagged_posts: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(
+        {c: np.zeros(0, np.int64) for c in ("user", "object", "timestamp")}))
 
     @classmethod
     def from_frame(
@@ -111,6 +145,7 @@ class Folksonomy:
         name: str = "folksonomy",
         profiles: pd.DataFrame | None = None,
         test_posts: pd.DataFrame | None = None,
+        untagged_posts: pd.DataFrame | None = None,
     ) -> Folksonomy:
         """Builds a folksonomy from raw ids.
 
@@ -128,7 +163,10 @@ class Folksonomy:
                 assignments and rows with a missing or non-positive weight are ignored; a
                 repeated (object, key) keeps its summed weight.
             test_posts: columns ``user`` and ``object`` (raw ids): the posts a given split
-                marks as test; pairs without an assignment are ignored.
+                marks as test; pairs without an assignment or untagged post are ignored.
+            untagged_posts: columns ``user``, ``object`` (raw ids), optionally ``timestamp``
+                and :data:`SOURCE_ORDER`: posts without a tag (see the attribute); a pair that
+                also has an assignment is left out (the tagged post stands for both).
 
         Returns:
             The folksonomy with contiguous ids (sorted raw ids and tag strings).
@@ -154,11 +192,13 @@ class Folksonomy:
         frame["timestamp"] = (
             pd.to_numeric(frame["timestamp"], errors="coerce").fillna(MISSING_TIME).astype(np.int64)
         )
-        user, users = _encode(frame["user"])
-        obj, objects = _encode(frame["object"])
-        tag, tags = _encode(frame["tag"].astype(object))
+        bare = _untagged_frame(untagged_posts)
+        user, users = _encode(_with_untagged(frame["user"], bare["user"]))
+        obj, objects = _encode(_with_untagged(frame["object"], bare["object"]))
+        tag, tags = _clean_tags(*_encode(frame["tag"].astype(object)), name)
         table = pd.DataFrame(
-            {"user": user, "object": obj, "tag": tag, "timestamp": frame["timestamp"].to_numpy()}
+            {"user": user[:len(frame)], "object": obj[:len(frame)], "tag": tag,
+             "timestamp": frame["timestamp"].to_numpy()}
         )
         if SOURCE_ORDER in frame:
             table[SOURCE_ORDER] = frame[SOURCE_ORDER].to_numpy(np.int64)
@@ -172,8 +212,12 @@ class Folksonomy:
         extra = {}
         if profiles is not None and len(profiles):
             extra["profiles"] = _profile_table(profiles, object_index)
+        untagged = _untagged_codes(bare, user[len(frame):], obj[len(frame):], table)
+        if len(untagged):
+            extra["untagged_posts"] = untagged
         if test_posts is not None and len(test_posts):
-            extra["test_posts"] = _post_codes(test_posts, pd.Index(users), object_index, table)
+            known = pd.concat([table[["user", "object"]], untagged[["user", "object"]]])
+            extra["test_posts"] = _post_codes(test_posts, pd.Index(users), object_index, known)
         return cls(
             assignments=_deduplicate(table),
             users=users,
@@ -219,7 +263,8 @@ class Folksonomy:
         It covers the assignments (user, object and tag codes and timestamps, in row order),
         the vocabularies those codes name (raw user ids, raw object ids, tag strings), the text
         fields (names and every object's strings), the categories (the (object, category)
-        rows and the category names) and the profiles, when there are any. It leaves out the
+        rows and the category names), and the profiles, a given split's test posts and the
+        untagged posts, when there are any. It leaves out the
         dataset's ``name`` (a label for logs) and ``meta`` (free-form source facts). Two
         folksonomies with equal digests have equal content, so the candidate cache, the text
         cache and the evaluation's run pieces key their entries by it; the digest is the same in
@@ -269,6 +314,8 @@ class Folksonomy:
             table("profiles", self.profiles[["object", "key", "weight"]])
         if len(self.test_posts):  # likewise an absent split
             table("test_posts", self.test_posts[["user", "object"]])
+        if len(self.untagged_posts):  # and absent untagged posts
+            table("untagged_posts", self.untagged_posts)
         value = digest.hexdigest()
         self.__dict__["_fingerprint"] = value  # frozen dataclass: memoized beside the fields
         return value
@@ -316,7 +363,10 @@ class Folksonomy:
         return replace(self, texts=texts.reset_index(drop=True))
 
     def select(self, assignment_mask: np.ndarray) -> Folksonomy:
-        """Keeps the masked assignments and re-codes users, objects and tags contiguously."""
+        """Keeps the masked assignments and re-codes users, objects and tags contiguously.
+
+        Untagged posts and test posts are kept where their user and object keep an assignment.
+        """
         table = self.assignments[np.asarray(assignment_mask, dtype=bool)]
         users, user_code = np.unique(table["user"].to_numpy(), return_inverse=True)
         objects, object_code = np.unique(table["object"].to_numpy(), return_inverse=True)
@@ -334,7 +384,12 @@ class Folksonomy:
                                 & self.test_posts["object"].isin(objects)]
         posts = pd.DataFrame({"user": np.searchsorted(users, posts["user"].to_numpy()),
                               "object": np.searchsorted(objects, posts["object"].to_numpy())})
-        kept_posts = posts.merge(new[["user", "object"]].drop_duplicates(), how="inner")
+        bare = self.untagged_posts
+        bare = bare[np.isin(bare["user"], users) & np.isin(bare["object"], objects)]
+        bare = bare.assign(user=np.searchsorted(users, bare["user"].to_numpy()),
+                           object=np.searchsorted(objects, bare["object"].to_numpy()))
+        kept_posts = posts.merge(pd.concat([new[["user", "object"]], bare[["user", "object"]]])
+                                 .drop_duplicates(), how="inner")
         return replace(
             self,
             assignments=new,
@@ -345,6 +400,7 @@ class Folksonomy:
             categories=cats,
             profiles=profiles.reset_index(drop=True),
             test_posts=kept_posts.astype(np.int64),
+            untagged_posts=bare.reset_index(drop=True),
             meta={},
         )
 
@@ -384,9 +440,57 @@ def _profile_table(profiles: pd.DataFrame, object_index: pd.Index) -> pd.DataFra
         .groupby(["object", "key"], as_index=False)["weight"].sum()
 
 
+def _clean_tags(tag: np.ndarray, tags: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """The codes and vocabulary with :func:`replace_controls` applied, one warning if any."""
+    cleaned, changed = replace_controls(tags)
+    if not changed.any():
+        return tag, tags
+    rows = int(np.isin(tag, np.flatnonzero(changed)).sum())
+    warnings.warn(f"{name}: {rows} tag assignment(s) hold control characters or line "
+                  f"separators, replaced with U+FFFD", stacklevel=3)
+    return _encode(pd.Series(cleaned[tag]))
+
+
+def _with_untagged(ids: pd.Series, untagged: pd.Series) -> pd.Series:
+    """The assignments' raw ids, then the untagged posts' (none: the ids as they are)."""
+    return pd.concat([ids, untagged], ignore_index=True) if len(untagged) else ids
+
+
+def _untagged_frame(posts: pd.DataFrame | None) -> pd.DataFrame:
+    """Raw-id untagged posts with a user and an object, a ``timestamp`` column filled in."""
+    if posts is None or not len(posts):
+        return pd.DataFrame({"user": [], "object": [], "timestamp": []})
+    columns = [c for c in ("user", "object", "timestamp", SOURCE_ORDER) if c in posts]
+    frame = posts.loc[posts[["user", "object"]].notna().all(axis=1), columns]
+    stamps = frame["timestamp"] if "timestamp" in frame else pd.Series(MISSING_TIME,
+                                                                      index=frame.index)
+    return frame.assign(timestamp=pd.to_numeric(stamps, errors="coerce").fillna(MISSING_TIME))
+
+
+def _untagged_codes(bare: pd.DataFrame, user: np.ndarray, obj: np.ndarray,
+                    table: pd.DataFrame) -> pd.DataFrame:
+    """The untagged posts' codes: one per (user, object) without an assignment.
+
+    A repeated pair keeps its earliest known time and its first place.
+    """
+    if not len(bare):
+        return pd.DataFrame({c: np.zeros(0, np.int64) for c in ("user", "object", "timestamp")})
+    codes = pd.DataFrame({"user": user, "object": obj,
+                          "timestamp": bare["timestamp"].to_numpy(np.int64),
+                          **({SOURCE_ORDER: bare[SOURCE_ORDER].to_numpy(np.int64)}
+                             if SOURCE_ORDER in bare else {})})
+    codes = codes.merge(table[["user", "object"]].drop_duplicates(), how="left",
+                        indicator=True)
+    codes = codes[codes.pop("_merge") == "left_only"]
+    known = codes["timestamp"].where(codes["timestamp"] != MISSING_TIME, np.iinfo(np.int64).max)
+    merged = codes.assign(timestamp=known).groupby(["user", "object"], as_index=False).min()
+    merged.loc[merged["timestamp"] == np.iinfo(np.int64).max, "timestamp"] = MISSING_TIME
+    return merged.astype(np.int64)
+
+
 def _post_codes(posts: pd.DataFrame, user_index: pd.Index, object_index: pd.Index,
                 table: pd.DataFrame) -> pd.DataFrame:
-    """The ``(user, object)`` codes of raw-id posts that have an assignment, sorted, unique."""
+    """The ``(user, object)`` codes of raw-id posts that are in ``table``, sorted, unique."""
     codes = pd.DataFrame({"user": user_index.get_indexer(posts["user"]),
                           "object": object_index.get_indexer(posts["object"])})
     codes = codes[(codes >= 0).all(axis=1)].drop_duplicates()

@@ -160,6 +160,7 @@ class PostRanker(SignatureSettings):
             "tag_offsets": train.tags.offsets, "tag_values": train.tags.values,
             "sizes": np.array([data.n_users, data.n_resources, data.n_tags]),
             **({} if train.source_order is None else {"source_order": train.source_order}),
+            **({} if train.places is None else {"places": train.places}),
             **self._saved_arrays()})
 
     def _saved_arrays(self) -> dict[str, np.ndarray]:
@@ -206,8 +207,15 @@ class PostRanker(SignatureSettings):
                                   or len(np.unique(order)) != len(order)):
             raise UnreadableFileError(f"{file}: source_order must be distinct integers in "
                                       f"[0, {_MOST}), one per tag")
+        places = arrays.get("places")
+        if places is not None and (places.shape != users.shape or places.dtype.kind not in "iu"
+                                   or (len(places) and (places.min() < 0
+                                                        or places.max() >= _MOST))):
+            raise UnreadableFileError(f"{file}: places must be integers in [0, {_MOST}), one "
+                                      "per post")
         train = Posts(users, resources, times.astype(np.int64), Ragged(offsets, values),
-                      None if order is None else order.astype(np.int64))
+                      None if order is None else order.astype(np.int64),
+                      None if places is None else places.astype(np.int64))
         empty = train.take(np.zeros(0, dtype=np.int64))
         model._restore(arrays, file, n_resources)
         return model.fit(PostData(train, empty, n_users, n_resources, n_tags, None))

@@ -47,6 +47,8 @@ class Posts:
         source_order: ``[nnz]`` aligned with ``tags.values``: each assignment's place in the
             source (:data:`~tagtorch.data.folksonomy.SOURCE_ORDER`; None: a source whose order
             means nothing, the posts' order stands for it).
+        places: ``[P]`` each post's first place in the source, set with ``source_order``
+            (a post without a tag has a place but no assignment; :func:`post_places`).
     """
 
     users: np.ndarray
@@ -54,6 +56,7 @@ class Posts:
     times: np.ndarray
     tags: Ragged
     source_order: np.ndarray | None = None
+    places: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.users)
@@ -63,7 +66,8 @@ class Posts:
         order = (None if self.source_order is None
                  else self.source_order[self.tags.positions(np.asarray(rows, dtype=np.int64))])
         return Posts(self.users[rows], self.resources[rows], self.times[rows],
-                     self.tags.take(rows), order)
+                     self.tags.take(rows), order,
+                     None if self.places is None else self.places[rows])
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,8 @@ class PostData:
 def posts_of(folksonomy: Folksonomy) -> Posts:
     """The folksonomy's posts, ordered by user, then time, then resource.
 
+    Its untagged posts (:attr:`Folksonomy.untagged_posts`) are posts without tags.
+
     Example:
         >>> import pandas as pd
         >>> f = Folksonomy.from_frame(pd.DataFrame({
@@ -100,20 +106,29 @@ def posts_of(folksonomy: Folksonomy) -> Posts:
         >>> p.users.tolist(), p.resources.tolist(), p.times.tolist(), [t.tolist() for t in p.tags]
         ([0, 0, 1], [1, 0, 0], [5, 9, 1], [[0, 1], [0], [2]])
     """
-    a = folksonomy.assignments
+    a, bare = folksonomy.assignments, folksonomy.untagged_posts
+    ordered = SOURCE_ORDER in a
+    untagged = None
+    if len(bare):  # posts without a tag (TagRec's tagless lines)
+        untagged = (bare["user"].to_numpy(), bare["object"].to_numpy(),
+                    bare["timestamp"].to_numpy(),
+                    bare[SOURCE_ORDER].to_numpy() if ordered and SOURCE_ORDER in bare
+                    else np.full(len(bare), np.iinfo(np.int64).max))
     return posts_from_assignments(a["user"].to_numpy(), a["object"].to_numpy(),
                                   a["tag"].to_numpy(), a["timestamp"].to_numpy(),
-                                  a[SOURCE_ORDER].to_numpy() if SOURCE_ORDER in a else None)
+                                  a[SOURCE_ORDER].to_numpy() if ordered else None, untagged)
 
 
 def posts_from_assignments(users: np.ndarray, resources: np.ndarray, tags: np.ndarray,
-                           times: np.ndarray, source_order: np.ndarray | None = None) -> Posts:
+                           times: np.ndarray, source_order: np.ndarray | None = None,
+                           untagged: tuple[np.ndarray, ...] | None = None) -> Posts:
     """The posts of tag assignments (one per distinct (user, resource)), by user, time, resource.
 
     A post's time is the earliest of its assignments'; its tags are distinct, ascending. With
     ``source_order`` (``[A]``, each assignment's place in the source), equal times of a user
     are ordered by the posts' first place in the source instead of the resource (TagRec's
-    stable sort of its lines), and the posts keep the places.
+    stable sort of its lines), and the posts keep the places. ``untagged``: ``(users,
+    resources, times, places)`` of posts without a tag (places read with ``source_order``).
 
     Example:
         >>> p = posts_from_assignments(np.array([1, 0, 1]), np.array([0, 0, 0]),
@@ -121,6 +136,12 @@ def posts_from_assignments(users: np.ndarray, resources: np.ndarray, tags: np.nd
         >>> p.users.tolist(), p.times.tolist(), [t.tolist() for t in p.tags]
         ([0, 1], [3, 5], [[1], [0, 2]])
     """
+    if untagged is not None:  # each a row with tag -1, left out of the posts' tags
+        users, resources, times = (np.concatenate((a, b)) for a, b in
+                                   zip((users, resources, times), untagged, strict=False))
+        tags = np.concatenate((tags, np.full(len(untagged[0]), -1)))
+        if source_order is not None:
+            source_order = np.concatenate((source_order, untagged[3]))
     n_resources = np.int64(resources.max(initial=0)) + 1
     keys = users.astype(np.int64) * n_resources + resources
     unique, post = np.unique(keys, return_inverse=True)
@@ -139,9 +160,10 @@ def posts_from_assignments(users: np.ndarray, resources: np.ndarray, tags: np.nd
     sort = np.lexsort((seen, tags, rank[post]))  # by post, tag, first place
     keys = np.stack([rank[post][sort], tags.astype(np.int64)[sort]], 1)
     keep = np.r_[True, (keys[1:] != keys[:-1]).any(1)] if len(keys) else np.zeros(0, bool)
+    keep &= keys[:, 1] >= 0
     tag_rows = Ragged.from_groups(keys[keep, 0], keys[keep, 1], len(unique))
     return Posts(post_users[order], post_resources[order], first[order], tag_rows,
-                 None if source_order is None else seen[sort][keep])
+                 *((None, None) if source_order is None else (seen[sort][keep], place[order])))
 
 
 def last_posts(posts: Posts) -> np.ndarray:
@@ -206,11 +228,14 @@ def posts_of_users(sorted_users: np.ndarray, users: np.ndarray) -> tuple[np.ndar
 
 
 def post_places(posts: Posts) -> np.ndarray:
-    """``[P]`` each post's place in the source (its first assignment's), else its index.
+    """``[P]`` each post's place in the source (its first line's), else its index.
 
     TagRec reads its files line by line: where the posts know their lines
-    (:attr:`Posts.source_order`), this is the order in which TagRec meets them.
+    (:attr:`Posts.places`, else the first of :attr:`Posts.source_order`), this is the order in
+    which TagRec meets them.
     """
+    if posts.places is not None:
+        return posts.places
     if posts.source_order is None:
         return np.arange(len(posts), dtype=np.int64)
     first = np.full(len(posts), np.iinfo(np.int64).max)

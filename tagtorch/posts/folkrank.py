@@ -46,9 +46,16 @@ What TagRec does, step by step (the default here reproduces it, to the last bit 
   plain later-first ties). Tags outside the training facts are never listed (no node).
 
 Deviations: none in the computation or the lists, given the same training lines in the same
-order (TagRec's own lists: ``tests/test_folkrank_tagrec.py``). Not reproduced: a training line
-without tags shifts TagRec's node ids against its user and resource ids (tagtorch's posts
-always have tags), and a graph with fewer than 10 tags pads TagRec's list with tag 0. Outside
+order (TagRec's own lists: ``tests/test_folkrank_tagrec.py``), but one defect of TagRec's that
+the default does not copy. TagRec numbers its graph's users and resources by their first
+*tagged* training line, yet prefers the node whose number is the user's and resource's id in
+its reader, which numbers them by their first line of any kind: after a training line without
+tags, every later user (resource) has its preference on the wrong node, and the last ones on
+none. The default prefers the post's own user and resource; ``tagrec_preference_ids=True``
+copies the defect, for those who must match TagRec's published figures (on the
+``ml_random`` fixture, 11 tagless training lines of 1,464, it moves ``tagrec_mrr@10``
+by about 0.03: ``docs/personalized_tags.md``). Not reproduced: a graph with fewer than 10 tags
+pads TagRec's list with tag 0. Outside
 this module: TagRec's ``BookmarkReader`` drops lines whose timestamp is not all digits (a
 negative one), which changes its graph slightly (three Last.fm posts).
 
@@ -72,7 +79,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from tagtorch.posts.base import PostRanker
-from tagtorch.posts.data import PostData, Posts
+from tagtorch.posts.data import PostData, Posts, post_places
 from tagtorch.progress import progress
 
 __all__ = ["FolkRank", "tagrec_left_out"]
@@ -154,13 +161,17 @@ class FolkRank(PostRanker):
         top_k: the length of TagRec's lists whose boundary ties :meth:`tie_order` reproduces
             (TagRec: 10; 0: every tie later-first).
         n_jobs: threads scoring batches of posts (``-1``: one per core).
+        tagrec_preference_ids: prefer the nodes numbered as TagRec's reader numbers the post's
+            user and resource (TagRec's defect, module docstring; the same nodes unless a
+            training post has no tags).
     """
 
     spread: str
 
     def __init__(self, adapted: bool = False, damping: float = 0.7, max_iterations: int = 10,
                  epsilon: float = 1e-5, chunk: int = 512, spread: str = "edges",
-                 renormalize: bool = False, top_k: int = 10, n_jobs: int = -1) -> None:
+                 renormalize: bool = False, top_k: int = 10, n_jobs: int = -1,
+                 tagrec_preference_ids: bool = False) -> None:
         if not 0.0 < damping < 1.0:
             raise ValueError(f"damping must be in (0, 1), got {damping}")
         if spread not in ("facts", "edges"):
@@ -172,6 +183,7 @@ class FolkRank(PostRanker):
         self.adapted, self.damping, self.renormalize = adapted, damping, renormalize
         self.max_iterations, self.epsilon, self.chunk = max_iterations, epsilon, chunk
         self.top_k, self.n_jobs = top_k, n_jobs
+        self.tagrec_preference_ids = tagrec_preference_ids
 
     def _fit(self, data: PostData) -> None:
         """The graph of the training facts and the run without preference."""
@@ -187,6 +199,8 @@ class FolkRank(PostRanker):
         self.sizes_ = np.array([int(r.max(initial=-1)) + 1 for r in ranks])
         starts = np.r_[0, np.cumsum(self.sizes_)]
         self.node_of_ = [np.where(r >= 0, r + starts[d], -1) for d, r in enumerate(ranks)]
+        self.preferred_ = (self._reader_nodes(data, starts) if self.tagrec_preference_ids
+                           else self.node_of_[1:])
         facts = np.stack([self.node_of_[d][c] for d, c in enumerate(codes)], axis=1)
         n = int(starts[-1])
         self.graph_ = fact_graph(facts, n)
@@ -197,6 +211,20 @@ class FolkRank(PostRanker):
         self._left_out: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         none = np.full(0, -1)
         self.baseline_ = self._spread(none, none, 1)[:self.sizes_[0], 0]
+
+    def _reader_nodes(self, data: PostData, starts: np.ndarray) -> list[np.ndarray]:
+        """The user and resource nodes TagRec prefers: its reader's ids read as node ids.
+
+        TagRec's reader numbers users and resources by their first line in the file (training
+        lines first, tagless ones included); an id past the graph's nodes prefers none.
+        """
+        lines = np.argsort(post_places(data.train), kind="stable")
+        nodes = []
+        for d, (codes, n) in enumerate(((data.train.users, data.n_users),
+                                        (data.train.resources, data.n_resources)), start=1):
+            rank = first_appearance(codes[lines], n)
+            nodes.append(np.where((rank >= 0) & (rank < self.sizes_[d]), rank + starts[d], -1))
+        return nodes
 
     def _norms(self, users: np.ndarray, resources: np.ndarray, n_posts: int) -> np.ndarray:
         """``[3, n_posts]`` each dimension's ``|D| + Σ preference weights`` (TagRec's norm).
@@ -261,8 +289,8 @@ class FolkRank(PostRanker):
 
         def run(start: int) -> np.ndarray:
             part = slice(start, start + size)
-            users = self.node_of_[1][posts.users[part]]
-            resources = self.node_of_[2][posts.resources[part]]
+            users = self.preferred_[0][posts.users[part]]
+            resources = self.preferred_[1][posts.resources[part]]
             tags = self._spread(users, resources, len(users))[:self.sizes_[0]].T
             out[part] = tags if self.adapted else tags - self.baseline_
             if not self.top_k:

@@ -16,7 +16,9 @@ post's tags (the gold ``G``), with ``found`` the gold tags in the cut list:
 - ``tagrec_f1@k`` = 2 R P / (R + P) of the *means* R and P (``writeAverageMetrics``);
 - TagRec averages over the posts that have a list (``getPredictionCount``): a post without a
   recommendation is NaN here, left out of the mean as TagRec leaves it out, and ``coverage``
-  (1 for a post with a list, else 0) is TagRec's user coverage.
+  (1 for a post with a list, else 0) is TagRec's user coverage;
+- a post without tags (TagRec's line with an empty tag field) has TagRec's gold of one empty
+  tag, never hit: every ``tagrec_*`` value is 0, in the mean when the post has a list.
 
 Beside them tagtorch's standard metrics, one grammar and one implementation for every task
 (:func:`tagtorch.metrics.functional.ranking_metrics`), averaged over *all* test posts (an
@@ -49,20 +51,23 @@ def _hits(recommended: np.ndarray, gold: Ragged) -> np.ndarray:
 
 def _tagrec_values(hits: np.ndarray, listed: np.ndarray, sizes: np.ndarray, k: int,
                    precision_divisor: str) -> dict[str, np.ndarray]:
-    """TagRec's per-post values at ``k`` (module docstring), NaN for a post without a list."""
+    """TagRec's per-post values at ``k`` (module docstring), NaN for a post without a list.
+
+    A post without gold tags scores 0 (TagRec's gold of one empty tag).
+    """
     rank = np.arange(1, k + 1)
     cut = hits[:, :k]
     found = cut.sum(1).astype(np.float64)
     n = np.minimum(listed, k) if precision_divisor == "list" else np.full(len(hits), k)
     precision_at = np.cumsum(cut, 1) / rank
     discount = 1.0 / np.log2(rank + 1)
+    sizes = np.maximum(sizes, 1.0)  # no gold tag: TagRec's one empty gold tag
     ideal = np.cumsum(1.0 / np.log2(np.arange(1, int(sizes.max(initial=1)) + 2) + 1))
     values = {"tagrec_recall": found / sizes, "tagrec_precision": found / np.maximum(n, 1),
               "tagrec_mrr": (cut / rank).sum(1) / sizes,
               "tagrec_map": (precision_at * cut).sum(1) / sizes,
               "tagrec_ndcg": (cut * discount).sum(1) / ideal[sizes.astype(np.int64) - 1]}
-    skipped = (listed == 0) | (sizes == 0)
-    return {f"{name}@{k}": np.where(skipped, np.nan, v) for name, v in values.items()}
+    return {f"{name}@{k}": np.where(listed == 0, np.nan, v) for name, v in values.items()}
 
 
 def post_metrics(recommended: np.ndarray, gold: Ragged, ks: Sequence[int],

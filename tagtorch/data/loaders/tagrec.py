@@ -38,6 +38,11 @@ fingerprint but for the read-back's :data:`~tagtorch.data.folksonomy.SOURCE_ORDE
 
 Each assignment keeps its place in the files (line by line, a line's tags in order; the
 training file first): TagRec's programs read lines in that order, and its ties follow it.
+
+A line without a tag (an empty tag field) is kept, as TagRec's reader keeps it, as an untagged
+post (:attr:`~tagtorch.data.folksonomy.Folksonomy.untagged_posts`, with its place): TagRec
+scores such a test post (its gold is one empty tag, never hit) and counts such a training post
+among its user's and resource's lines.
 """
 
 from __future__ import annotations
@@ -55,7 +60,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from tqdm.auto import tqdm
 
-from tagtorch.data.folksonomy import MISSING_TIME, SOURCE_ORDER, Folksonomy
+from tagtorch.data.folksonomy import (
+    MISSING_TIME,
+    SOURCE_ORDER,
+    Folksonomy,
+    replace_controls,
+)
 from tagtorch.data.loaders.reading import (
     CHUNK_BYTES,
     RawTable,
@@ -83,12 +93,6 @@ TAGREC_FIELDS = ("user", "resource", "timestamp", "tags", "categories", "rating"
 """TagRec's fields by position (the first four are required)."""
 
 _ENCODED = re.compile(r"[%,;\"\r\n]")
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-"""Characters no tag keeps (control characters, Unicode's line and paragraph separators): each
-is replaced with :data:`REPLACEMENT` (real folksonomies hold them: MovieLens-20M's tags.csv has
-U+008F), so no file tagtorch writes or line it serves can be broken by a tag."""
-REPLACEMENT = "\ufffd"
-"""What a control character or line separator in a tag becomes (Unicode's replacement character)."""
 _WEIGHT = re.compile(r"^(.*)_([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)$")
 
 
@@ -161,7 +165,7 @@ def _post_tags(table: RawTable, lowercase: bool,
     tags are references to those strings (no Python string per tag).
 
     A tag's control characters and line or paragraph separators (raw or percent-decoded:
-    NUL, ESC, U+008F, U+2028) are replaced with :data:`REPLACEMENT`.
+    NUL, ESC, U+008F, U+2028) are replaced (:func:`~tagtorch.data.folksonomy.replace_controls`).
 
     Returns:
         ``(tags, post of each tag, the number of lines with a replaced character)``.
@@ -171,12 +175,10 @@ def _post_tags(table: RawTable, lowercase: bool,
     posts = np.repeat(np.arange(len(fields)), pc.list_value_length(split).to_numpy())
     encoded = pc.dictionary_encode(pc.list_flatten(split))
     indices = encoded.indices.to_numpy()
-    trimmed = [(decode_percent(tag) if url_decode else tag).strip()
-               for tag in encoded.dictionary.to_pylist()]
-    bad = [code for code, tag in enumerate(trimmed) if _CONTROL.search(tag)]
-    for code in bad:
-        trimmed[code] = _CONTROL.sub(REPLACEMENT, trimmed[code]).strip()
-    replaced = len(np.unique(posts[np.isin(indices, bad)])) if bad else 0
+    trimmed, changed = replace_controls(np.array(
+        [(decode_percent(tag) if url_decode else tag).strip()
+         for tag in encoded.dictionary.to_pylist()], dtype=object))
+    replaced = len(np.unique(posts[np.isin(indices, np.flatnonzero(changed))]))
     distinct = np.empty(len(trimmed), dtype=object)
     distinct[:] = [tag.lower() if lowercase else tag for tag in trimmed]
     kept = np.array([tag != "" for tag in trimmed], dtype=bool)[indices]
@@ -268,6 +270,9 @@ class _Posts:
     categories: list[pd.DataFrame] = field(default_factory=list)
     categorized: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     replaced_lines: int = 0
+    untagged: list[tuple[np.ndarray, ...]] = field(default_factory=list)
+    lines: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    placed: int = 0
 
     def add(self, table: RawTable, integer_ids: bool, lowercase: bool, url_decode: bool) -> int:
         """Adds one chunk's posts; returns the number of its assignments."""
@@ -278,8 +283,11 @@ class _Posts:
         tags, posts, replaced = _post_tags(table, lowercase, url_decode)
         self.replaced_lines += replaced
         users, objects = self.users.of(raw[0]), self.objects.of(raw[1])
-        self.columns.append((users[posts], objects[posts], self.tags.of(tags),
-                             _timestamps(table)[posts]))
+        places, bare = self._places(posts, len(users))
+        times = _timestamps(table)
+        self.columns.append((users[posts], objects[posts], self.tags.of(tags), times[posts],
+                             places))
+        self.untagged.append((users[bare], objects[bare], times[bare], self.lines[bare]))
         fields = [f for f in ("title", "description") if f in table.frame]
         first = ~pd.Index(objects).duplicated() & (objects >= seen)  # resources new here
         if fields and first.any():
@@ -294,13 +302,38 @@ class _Posts:
             self.categories.append(cats)
         return len(posts)
 
+    def _places(self, posts: np.ndarray, n_lines: int) -> tuple[np.ndarray, np.ndarray]:
+        """Each assignment's place (line by line, a line's tags in order) and the tagless lines.
+
+        A line without a tag takes one place of its own (kept in ``self.lines``), so the
+        places of every file's lines and tags follow the file (:data:`SOURCE_ORDER`).
+        """
+        counts = np.bincount(posts, minlength=n_lines)
+        slots = np.maximum(counts, 1)
+        self.lines = self.placed + np.cumsum(slots) - slots
+        self.placed += int(slots.sum())
+        within = np.arange(len(posts)) - (np.cumsum(counts) - counts)[posts]
+        return self.lines[posts] + within, counts == 0
+
     def frame(self, start: int = 0, stop: int | None = None) -> pd.DataFrame:
-        """The assignments of chunks ``[start, stop)`` with raw ids (references)."""
-        parts = self.columns[start:stop]
-        user, obj, tag, seconds = (np.concatenate([part[i] for part in parts]) for i in range(4))
+        """The assignments of chunks ``[start, stop)``: raw ids (references), time, place."""
+        user, obj, tag, seconds, places = _joined(self.columns[start:stop])
         return pd.DataFrame({"user": self.users.values()[user],
                              "object": self.objects.values()[obj],
-                             "tag": self.tags.values()[tag], "timestamp": seconds})
+                             "tag": self.tags.values()[tag], "timestamp": seconds,
+                             SOURCE_ORDER: places})
+
+    def untagged_frame(self, start: int = 0, stop: int | None = None) -> pd.DataFrame:
+        """The lines without a tag of chunks ``[start, stop)``: raw ids, time and place."""
+        user, obj, seconds, places = _joined(self.untagged[start:stop])
+        return pd.DataFrame({"user": self.users.values()[user],
+                             "object": self.objects.values()[obj], "timestamp": seconds,
+                             SOURCE_ORDER: places})
+
+
+def _joined(parts: list[tuple[np.ndarray, ...]]) -> list[np.ndarray]:
+    """The chunks' columns, each concatenated."""
+    return [np.concatenate(column) for column in zip(*parts, strict=True)]
 
 
 def _read_posts(path: Path, posts: _Posts, options: dict[str, bool], encoding: str,
@@ -366,13 +399,13 @@ def load_tagrec(path: str | Path, name: str | None = None, url_decode: bool = Tr
         warnings.warn(f"{', '.join(map(str, files))}: {posts.replaced_lines} line(s) hold tags "
                       f"with control characters or line separators, replaced with U+FFFD",
                       stacklevel=2)
-    assignments = posts.frame()
-    assignments[SOURCE_ORDER] = np.arange(len(assignments))  # TagRec reads lines in order
-    test_posts = posts.frame(ends[0])[["user", "object"]] if test_path is not None else None
+    test_posts = (pd.concat([posts.frame(ends[0]), posts.untagged_frame(ends[0])])[
+        ["user", "object"]] if test_path is not None else None)
     dataset = name or path.name.split(".")[0].removesuffix("_train") or path.name
     cats = pd.concat(posts.categories, ignore_index=True) if posts.categories else None
-    return Folksonomy.from_frame(assignments, pd.concat(posts.texts) if posts.texts else None,
-                                 cats, name=dataset, test_posts=test_posts)
+    return Folksonomy.from_frame(posts.frame(), pd.concat(posts.texts) if posts.texts else None,
+                                 cats, name=dataset, test_posts=test_posts,
+                                 untagged_posts=posts.untagged_frame())
 
 
 def tagrec_posts(folksonomy: Folksonomy) -> pd.DataFrame:
@@ -380,8 +413,9 @@ def tagrec_posts(folksonomy: Folksonomy) -> pd.DataFrame:
 
     A post is a user's tagging of one resource, as in TagRec's own converters (which join a
     user's consecutive lines for one resource) and in :func:`tagtorch.posts.data.
-    posts_from_assignments`: its time is the earliest of its assignments'. Ordered by user,
-    then time, then object (each user's posts in time order, as TagRec's splits are written).
+    posts_from_assignments`: its time is the earliest of its assignments'. The untagged posts
+    (:attr:`Folksonomy.untagged_posts`) are posts without tags. Ordered by user, then time,
+    then object (each user's posts in time order, as TagRec's splits are written).
 
     Returns:
         Columns ``user``, ``object``, ``timestamp`` (codes and seconds) and ``tags`` (a list
@@ -390,6 +424,10 @@ def tagrec_posts(folksonomy: Folksonomy) -> pd.DataFrame:
     frame = folksonomy.assignments.sort_values(["user", "object", "tag"])
     grouped = frame.groupby(["user", "object"], sort=False).agg(
         timestamp=("timestamp", "min"), tags=("tag", list)).reset_index()
+    bare = folksonomy.untagged_posts[["user", "object", "timestamp"]]
+    if len(bare):
+        grouped = pd.concat([grouped, bare.assign(tags=[[] for _ in range(len(bare))])],
+                            ignore_index=True)
     return grouped.sort_values(["user", "timestamp", "object"], kind="stable",
                                ignore_index=True)[["user", "object", "timestamp", "tags"]]
 
