@@ -561,3 +561,27 @@ def test_three_layers_saved_with_its_categories_refits_on_more_resources(tmp_pat
                      Ragged.from_lists([[]]))
     assert refitted.categories_.shape[0] == data.n_resources + 1
     assert isinstance(refitted.score(new_post), sp.csr_matrix)
+
+
+def test_a_saved_hybrid_keeps_its_3layers_sources_categories(tmp_path):
+    """The hybrid's 3Layers source reads the resources' categories, which the saved posts do
+    not hold: they travel with the saved hybrid, whose lists after loading are the same."""
+    from tagtorch.posts.hybrid import Hybrid
+
+    rng = np.random.default_rng(3)
+    n = 500
+    frame = pd.DataFrame({"user": rng.integers(0, 12, n).astype(str),
+                          "object": rng.integers(0, 30, n).astype(str),
+                          "tag": rng.zipf(1.6, n).clip(1, 30).astype(str),
+                          "timestamp": rng.integers(0, 10_000, n)})
+    objects = np.unique(frame["object"])
+    categories = pd.DataFrame({"object": np.repeat(objects, 2),
+                               "category": rng.integers(0, 4, 2 * len(objects)).astype(str)})
+    data = personalized_split(Folksonomy.from_frame(frame, categories=categories), p=1)
+    model = Hybrid(HYBRID_RANKER, depth=10, selection=0.0).fit(data)
+    assert model.sources_["three_layers"].categories_.nnz > len(objects)
+    model.save(tmp_path / "hybrid")
+    loaded = Hybrid.load(tmp_path / "hybrid")
+    assert (loaded.sources_["three_layers"].categories_
+            != model.sources_["three_layers"].categories_).nnz == 0
+    np.testing.assert_array_equal(loaded.top_tags(data.test, 10), model.top_tags(data.test, 10))

@@ -6,7 +6,9 @@ candidates, describe each (post, tag) pair by features, and let a learning-to-ra
 (λ-MART, RF or LambdaRank through the tag ranker contract, :mod:`tagtorch.rankers`) order them.
 
 - Candidates: the union of the top ``depth`` tags of every base method (``mp_ur``, ``bll_c``,
-  ``bll``, ``girptm``, ``folkrank``, ``cf``) and of two co-occurrence sources.
+  ``bll``, ``girptm``, ``folkrank``, ``cf``, ``mp``, ``apr``, and TagRec's cognitive
+  algorithms BLLac+MPr and 3Layers, ``bll_c_ac`` and ``three_layers``) and of two
+  co-occurrence sources.
 - Co-occurrence (after LATRE's association rules, Menezes et al. 2010, with one-tag
   antecedents): ``Σ_t' conf(t' → t)`` over the resource's training tags and over the tags of
   the user's latest training post, ``conf(t' → t)`` = posts with both / posts with ``t'``.
@@ -29,6 +31,7 @@ candidates, describe each (post, tag) pair by features, and let a learning-to-ra
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
@@ -50,6 +53,7 @@ from tagtorch.posts.data import PostData, Posts, last_posts, user_tag_reduce, va
 from tagtorch.posts.folkrank import FolkRank
 from tagtorch.posts.girp import Girp
 from tagtorch.posts.metrics import post_metrics
+from tagtorch.posts.three_layers import ThreeLayers
 from tagtorch.rankers.base import RANKER_MODULES, BaseRanker, Ranker
 from tagtorch.settings import build_trusted, trusted_config
 from tagtorch.storage import plain_json
@@ -66,7 +70,9 @@ def _base_methods() -> dict[str, PostRanker]:
     """The baselines whose scores are candidates and features."""
     return {"mp_ur": MostPopularUserResource(), "bll_c": BaseLevelLearning(beta=0.5),
             "bll": BaseLevelLearning(), "girptm": Girp(), "folkrank": FolkRank(),
-            "cf": UserCF(), "mp": MostPopular(), "apr": FolkRank(adapted=True)}
+            "cf": UserCF(), "mp": MostPopular(), "apr": FolkRank(adapted=True),
+            "bll_c_ac": BaseLevelLearning(beta=0.5, associative=True),
+            "three_layers": ThreeLayers()}
 
 
 class Hybrid(PostRanker):
@@ -88,6 +94,8 @@ class Hybrid(PostRanker):
     config_settings = frozenset({"ranker"})
 
     feature_names_: tuple[str, ...]
+    saved_categories_: sp.csr_matrix | None = None
+    """The categories a saved hybrid was loaded with, for its 3Layers source."""
     choice_: str = "ranker"
     """What ranks the test posts: ``"ranker"`` or the name of the source chosen instead."""
 
@@ -152,7 +160,9 @@ class Hybrid(PostRanker):
     def _fit_sources(self, data: PostData) -> None:
         """The base methods, the co-occurrence rules and the statistics of ``data.train``."""
         train = data.train
-        self.sources_ = {name: method.fit(data) for name, method in _base_methods().items()}
+        methods = _base_methods()
+        cast(ThreeLayers, methods["three_layers"]).saved_categories_ = self.saved_categories_
+        self.sources_ = {name: method.fit(data) for name, method in methods.items()}
         tags = incidence(train.tags, data.n_tags)
         self.confidence_ = normalize((tags.T @ tags).tocsr(), norm="max")  # conf(t' → t)
         self.user_counts_ = counts_by(train.users, data.n_users, tags)
@@ -167,6 +177,16 @@ class Hybrid(PostRanker):
         self.user_posts_ = np.bincount(train.users, minlength=data.n_users)
         self.resource_posts_ = np.bincount(train.resources, minlength=data.n_resources)
         self.n_tags_ = data.n_tags
+
+    def _saved_arrays(self) -> dict[str, np.ndarray]:
+        """The 3Layers source's categories (the posts alone do not hold them)."""
+        return self.sources_["three_layers"]._saved_arrays()
+
+    def _restore(self, arrays: Mapping[str, np.ndarray], file: Path, n_resources: int) -> None:
+        """Reads the 3Layers source's categories back."""
+        source = ThreeLayers()
+        source._restore(arrays, file, n_resources)
+        self.saved_categories_ = source.saved_categories_
 
     def _source_scores(self, posts: Posts) -> dict[str, PostScores]:
         """Every source's ``[Q, W]`` scores of ``posts``."""
