@@ -585,3 +585,41 @@ def test_a_saved_hybrid_keeps_its_3layers_sources_categories(tmp_path):
     assert (loaded.sources_["three_layers"].categories_
             != model.sources_["three_layers"].categories_).nnz == 0
     np.testing.assert_array_equal(loaded.top_tags(data.test, 10), model.top_tags(data.test, 10))
+
+
+def test_the_hybrids_rounds_learn_each_users_earlier_posts_described_by_sources_before_them(
+        monkeypatch):
+    """``rounds=3``: the ranker learns the lists of each user's last, second-to-last and
+    third-to-last training posts (a user needs one more post than it gives), each with the
+    sources fitted on the user's posts before it; one round learns the last ones only."""
+    from tagtorch.posts.hybrid import Hybrid
+
+    data = random_split(5, n=500)
+    per_user = np.bincount(data.train.users, minlength=data.n_users)
+    learned: list[int] = []
+    fitted: list[int] = []
+    original_fit, original_sources = Hybrid._build_ranker, Hybrid._fit_sources
+
+    def capture(self):
+        ranker = original_fit(self)
+        fit = ranker.fit
+        ranker.fit = lambda lists: (learned.append(len(lists)), fit(lists))[1]
+        return ranker
+
+    def sources(self, part):
+        fitted.append(len(part.train))
+        return original_sources(self, part)
+
+    monkeypatch.setattr(Hybrid, "_build_ranker", capture)
+    monkeypatch.setattr(Hybrid, "_fit_sources", sources)
+    for rounds in (1, 3):
+        learned.clear()
+        fitted.clear()
+        Hybrid(HYBRID_RANKER, depth=5, selection=0.0, rounds=rounds).fit(data)
+        expected = [int((per_user >= r + 1).sum()) for r in range(1, rounds + 1)]
+        assert learned == [sum(expected)]
+        # the sources: on the posts before each round, then on all training posts
+        assert fitted == [len(data.train) - sum(expected[:r + 1]) for r in range(rounds)] + [
+            len(data.train)]
+    with pytest.raises(ValueError, match="rounds"):
+        Hybrid(HYBRID_RANKER, rounds=0)

@@ -26,11 +26,16 @@ candidates, describe each (post, tag) pair by features, and let a learning-to-ra
   is better the hybrid *is* that source (``choice_``; on cold-start data, where new users and
   resources leave little to learn, APR's or MP's popularity can be the best there is). The
   ranker is then learned again on all validation posts. Everything is chosen on training posts.
+- Rounds (``rounds``, ours): the ranker learns from more than one validation carve. Round
+  ``r`` carves validation posts from what the earlier rounds left (with ``leave_last``: each
+  user's ``r``-th last training post), fits the sources on the posts before them and adds their
+  candidates to the ranker's training lists: ``rounds`` times the lists of one carve, each
+  described as the test posts are, by sources that never saw it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -41,6 +46,7 @@ from sklearn.preprocessing import normalize
 
 from tagtorch.candidates.candidate_set import CandidateSet
 from tagtorch.candidates.neighbours import incidence
+from tagtorch.errors import DataCheckError
 from tagtorch.posts.base import PostRanker, PostScores, recommend, value_at
 from tagtorch.posts.baselines import (
     BaseLevelLearning,
@@ -89,6 +95,9 @@ class Hybrid(PostRanker):
             ``global_time`` / ``random`` (a ``validation_fraction`` share: data where users
             have one post each, e.g. TagRec's samples).
         validation_fraction: that share.
+        selection: the share of the validation posts kept back to choose between the ranker
+            and the sources (0: always the ranker).
+        rounds: validation carves the ranker learns from (module docstring; 1: one carve).
     """
 
     config_settings = frozenset({"ranker"})
@@ -101,7 +110,9 @@ class Hybrid(PostRanker):
 
     def __init__(self, ranker: Mapping[str, Any], depth: int = 50, seed: int = 0,
                  validation: str = "leave_last", validation_fraction: float = 0.2,
-                 selection: float = 0.3) -> None:
+                 selection: float = 0.3, rounds: int = 1) -> None:
+        if rounds < 1:
+            raise ValueError(f"rounds must be at least 1, got {rounds}")
         if depth < 1:
             raise ValueError(f"depth must be at least 1, got {depth}")
         if not 0.0 <= selection < 1.0:
@@ -109,27 +120,52 @@ class Hybrid(PostRanker):
         self.ranker, self.depth, self.seed = plain_json(ranker), depth, seed
         trusted_config(ranker, RANKER_MODULES, (BaseRanker,), "ranker")  # refused now, not late
         self.validation, self.validation_fraction = validation, validation_fraction
-        self.selection = selection
+        self.selection, self.rounds = selection, rounds
 
     def _fit(self, data: PostData) -> None:
         """Fits the ranker on the validation posts, then the sources on all training posts."""
-        train = data.train
-        val = validation_posts(train, data.n_users, self.validation,
-                               self.validation_fraction, self.seed)
-        inner = PostData(train.take(np.flatnonzero(~val)), train.take(np.flatnonzero(val)),
-                         data.n_users, data.n_resources, data.n_tags, data.folksonomy)
+        inner = self._carve(data, self.seed)
         self._fit_sources(inner)
         self.choice_ = "ranker"  # so that _choose scores the ranker, on a refit too
         if self.selection > 0:
             self.choice_ = self._choose(inner.test)
         if self.choice_ == "ranker":
-            self.model_ = self._learn(inner.test)
+            self.model_ = self._learn(inner.test, self._earlier_rounds(inner))
         self._fit_sources(data)
 
-    def _learn(self, posts: Posts) -> Ranker:
-        """The ranker learned on ``posts``' candidates (the sources fitted without them)."""
+    def _carve(self, data: PostData, seed: int) -> PostData:
+        """``data.train`` split into posts to fit the sources on and validation posts."""
+        train = data.train
+        val = validation_posts(train, data.n_users, self.validation,
+                               self.validation_fraction, seed)
+        return PostData(train.take(np.flatnonzero(~val)), train.take(np.flatnonzero(val)),
+                        data.n_users, data.n_resources, data.n_tags, data.folksonomy)
+
+    def _earlier_rounds(self, inner: PostData) -> list[CandidateSet]:
+        """The labelled candidates of rounds 2..``rounds`` (module docstring).
+
+        Each is carved from what the round before left; fewer where too few are left to carve.
+        """
+        parts = []
+        for round_ in range(1, self.rounds):
+            try:
+                inner = self._carve(PostData(inner.train, inner.train, inner.n_users,
+                                             inner.n_resources, inner.n_tags,
+                                             inner.folksonomy), self.seed + round_)
+            except DataCheckError:
+                break
+            self._fit_sources(inner)
+            parts.append(self._candidates(inner.test, with_labels=True))
+        return parts
+
+    def _learn(self, posts: Posts, more: Sequence[CandidateSet] = ()) -> Ranker:
+        """The ranker learned on ``posts``' candidates and on ``more`` labelled candidates.
+
+        The sources are fitted without ``posts``.
+        """
+        lists = self._candidates(posts, with_labels=True)
         model = self._build_ranker()
-        model.fit(self._candidates(posts, with_labels=True))
+        model.fit(CandidateSet.concat([lists, *more]) if more else lists)
         return model
 
     def _build_ranker(self) -> BaseRanker:
