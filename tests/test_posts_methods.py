@@ -623,3 +623,39 @@ def test_the_hybrids_rounds_learn_each_users_earlier_posts_described_by_sources_
             len(data.train)]
     with pytest.raises(ValueError, match="rounds"):
         Hybrid(HYBRID_RANKER, rounds=0)
+
+
+def test_three_layers_on_lda_topics_weighs_the_exemplars_of_the_resources_theme():
+    """Without categories 3Layers weighs every tag of the user the same (TagRec's fallback);
+    with ``topics``, each resource's LDA topics over its training tags are its categories. On
+    two themes of disjoint tags, a user with one post per theme and a test post of theme A:
+    the A exemplar has similarity 1 (v = ln 2), the B exemplar 0, which TagRec's normalization
+    weighs 1, so U = ln 2 / (1 + ln 2) and 1 / (1 + ln 2) by hand (0.5 each without topics)."""
+    from tagtorch.posts.three_layers import ThreeLayers
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for theme, tags in (("a", ["a1", "a2", "a3"]), ("b", ["b1", "b2", "b3"])):
+        for r in range(8):
+            for u in range(6):  # others tag the theme's resources with its tags
+                rows += [(f"o{u}", f"{theme}{r}", str(t), 1) for t in rng.choice(tags, 2,
+                                                                                  replace=False)]
+    rows += [(f"o{u}", "later", "a1", 20) for u in range(6)]  # the others' test posts
+    # users with one post per theme, then a test post of theme A (me) or B (me2)
+    rows += [("me", "a0", "a1", 2), ("me", "b0", "b2", 3), ("me", "a7", "a2", 9),
+             ("me2", "b1", "b2", 2), ("me2", "a1", "a1", 3), ("me2", "b7", "b3", 9)]
+    folk = Folksonomy.from_frame(pd.DataFrame(rows, columns=["user", "object", "tag",
+                                                             "timestamp"]))
+    data = personalized_split(folk, p=1)
+    tags = list(folk.tags)
+    plain = ThreeLayers(resource=False).fit(data).user_part(data.test).toarray()
+    topics = ThreeLayers(topics=2, topic_iterations=200, resource=False).fit(data)
+    part = topics.user_part(data.test).toarray()
+    users = [folk.users[u] for u in data.test.users]
+    same, other = math.log(2) / (1 + math.log(2)), 1 / (1 + math.log(2))
+    for user, theme_tag, other_tag in (("me", "a1", "b2"), ("me2", "b2", "a1")):
+        row = users.index(user)
+        assert plain[row, tags.index(theme_tag)] == plain[row, tags.index(other_tag)] == 0.5
+        assert part[row, tags.index(theme_tag)] == pytest.approx(same)
+        assert part[row, tags.index(other_tag)] == pytest.approx(other)
+    assert topics.categories_.shape == (data.n_resources, 2)

@@ -27,6 +27,16 @@ Words but Remembering the Meaning" (3LT), as TagRec computes them
 The tag service (``task=fit``) keeps no categories: served, the model is fitted on posts alone
 and answers as 3Layers without categories does (every tag of the user weighs the same).
 
+Topics instead of categories (``topics=Z``, ours; ``model=three_layers_lda``). Where the data has
+no categories TagRec's 3Layers runs on nothing (every tag of the user weighs the same); its
+authors fed it LDA topics, written into the file's category field by ``Pipeline lda_samples``
+(``MalletCalculator.createSample``: a resource LDA, Z = 1000, each resource's topics with
+``θ > 0.001``). That path does not work at TagRec's commit: its Mallet hyperparameter
+optimization breaks the model (``tagtorch.posts.lda``), and it fits the topics on every line,
+test lines included. ``topics=Z`` fits tagtorch's LDA (α = β = 0.01, the last of
+``topic_iterations`` sweeps, seeded) on the resources' *training* tags and takes each resource's
+topics with ``θ > 0.001`` as its categories; a resource without training posts has none.
+
 Deviation: TagRec reads each line's own categories; tagtorch's folksonomy holds one category
 set per resource (its first non-empty field), the same thing where a resource's lines agree (as
 in every file TagRec's converters write). TagRec keeps a category's weight suffix as part of
@@ -44,15 +54,20 @@ import scipy.sparse as sp
 from sklearn.preprocessing import normalize
 
 from tagtorch.candidates.neighbours import incidence
+from tagtorch.data.ragged import Ragged
 from tagtorch.errors import UnreadableFileError
 from tagtorch.posts.base import PostRanker
 from tagtorch.posts.baselines import counts_by
 from tagtorch.posts.data import PostData, Posts, first_use, posts_of_users, user_tag_reduce
 from tagtorch.storage import check_codes, check_count
+from tagtorch.topics.lda import LDA
 
 __all__ = ["ThreeLayers"]
 
 Time = Literal["none", "tags", "topics"]
+TOPIC_THRESHOLD = 0.001
+"""A resource's LDA topic is one of its categories above this ``θ`` (TagRec's
+``MalletCalculator.TOPIC_THRESHOLD`` for tag samples)."""
 
 
 def _recency(now: np.ndarray, last: np.ndarray, d: float) -> np.ndarray:
@@ -74,18 +89,26 @@ class ThreeLayers(PostRanker):
             ``userlayers``).
         time: ``"none"`` (3Layers), ``"tags"`` (3LT on the tags) or ``"topics"`` (3LT on
             the categories).
+        topics: 0: the data's categories; ``Z > 0``: each resource's LDA topics instead
+            (module docstring; ours, a working stand-in for TagRec's ``lda_samples``).
+        topic_iterations: the LDA's Gibbs sweeps.
+        seed: the LDA's seed.
     """
 
     saved_categories_: sp.csr_matrix | None = None
     """The categories a saved model was loaded with (:meth:`load`; its posts have no folksonomy)."""
 
     def __init__(self, beta: float = 0.5, d: float = 0.5, resource: bool = True,
-                 time: Time = "none") -> None:
+                 time: Time = "none", topics: int = 0, topic_iterations: int = 300,
+                 seed: int = 0) -> None:
+        if topics < 0:
+            raise ValueError(f"topics must be 0 (the data's categories) or more, got {topics}")
         if time not in ("none", "tags", "topics"):
             raise ValueError(f"time must be 'none', 'tags' or 'topics', got {time!r}")
         if not 0.0 <= beta <= 1.0:
             raise ValueError(f"beta must be in [0, 1], got {beta}")
         self.beta, self.d, self.resource, self.time = beta, d, resource, time
+        self.topics, self.topic_iterations, self.seed = topics, topic_iterations, seed
 
     def _fit(self, data: PostData) -> None:
         """The training posts by user, the resources' categories and tag shares."""
@@ -95,7 +118,8 @@ class ThreeLayers(PostRanker):
         self.tags_ = incidence(self.train_.tags, data.n_tags).astype(bool).astype(np.float64)
         self.user_tags_ = counts_by(self.train_.users, data.n_users, self.tags_).astype(bool)
         categories = (self.saved_categories_ if data.folksonomy is None
-                      and self.saved_categories_ is not None else _category_sets(data))
+                      and self.saved_categories_ is not None
+                      else self._topic_sets(data) if self.topics else _category_sets(data))
         if categories.shape[0] < data.n_resources:  # resources added since: no categories
             categories = sp.vstack([categories, sp.csr_matrix(
                 (data.n_resources - categories.shape[0], categories.shape[1]))], format="csr")
@@ -109,6 +133,17 @@ class ThreeLayers(PostRanker):
                                             np.maximum)
         self.last_use_ = (users * np.int64(data.n_tags) + tags, last)
         self.last_category_ = self._last_category_use()
+
+    def _topic_sets(self, data: PostData) -> sp.csr_matrix:
+        """``[R, Z]`` each resource's LDA topics with ``θ > 0.001`` over its training tags."""
+        train = data.train
+        documents = Ragged.from_groups(train.resources[train.tags.row_ids], train.tags.values,
+                                       data.n_resources)
+        lda = LDA(n_topics=self.topics, alpha=0.01, beta=0.01,
+                  iterations=self.topic_iterations, burn_in=self.topic_iterations - 1,
+                  seed=self.seed, progress=False).fit(documents, data.n_tags)
+        chosen = (lda.theta_ > TOPIC_THRESHOLD) & (documents.lengths > 0)[:, None]
+        return sp.csr_matrix(chosen.astype(np.float64))
 
     def _last_category_use(self) -> tuple[np.ndarray, np.ndarray]:
         """``(user · C + category, time)``: each user's last training post with the category."""
