@@ -54,7 +54,7 @@ import inspect
 import logging
 import math
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -403,6 +403,24 @@ def keep_search_method(cfg: DictConfig) -> None:
             del cfg.model[name]
 
 
+def _check_targets(targets: Any, models: Mapping[str, Any]) -> None:
+    """The targets' method and at least one baseline are among the chosen methods.
+
+    Checked before any fit: a run whose targets name a method it does not fit would otherwise
+    fit everything and fail when it writes its report.
+    """
+    if not targets:
+        return
+    chosen = sorted(models)
+    if targets.get("method") not in models:
+        raise ConfigError("task.targets.method", targets.get("method"),
+                          f"one of the chosen methods {chosen} (or drop task.targets)")
+    baselines = list(targets.get("baselines") or [])
+    if not any(baseline in models for baseline in baselines):
+        raise ConfigError("task.targets.baselines", baselines,
+                          f"at least one of the chosen methods {chosen}")
+
+
 def check_config(cfg: DictConfig) -> None:
     """Checks a composed configuration before any work.
 
@@ -463,3 +481,4 @@ of integers from 1 to 1000000000 (cut-offs), e.g. [5] or [1,5,10]
             raise ConfigError("candidates.diversity", candidates.get("diversity"),
                               f"the topics that model.{name} (xTReD) re-ranks by: "
                               "candidates=latre_diverse")
+    _check_targets(task.get("targets"), models)

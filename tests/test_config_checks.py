@@ -55,6 +55,12 @@ def test_every_shipped_configuration_passes(tmp_path, experiment):
     (["task=posts", "model=bm25"], "model.bm25._target_", "a post ranker"),
     (["task=posts", "model=bm25"], "model.bm25._target_",
      "task=posts, one of apr, bll, bll_ac, bll_c, bll_c_ac"),
+    # issue 72: targets naming a method the run does not fit are refused before any fit
+    (["task=posts", "model=[bll_c,folkrank]", "+task.targets={method: hybrid_lambdamart, "
+      "baselines: [bll_c]}"], "task.targets.method",
+     "one of the chosen methods ['bll_c', 'folkrank']"),
+    (["task=posts", "model=[bll_c,mp]", "+task.targets={method: mp, baselines: [cf]}"],
+     "task.targets.baselines", "at least one of the chosen methods ['bll_c', 'mp']"),
     (["task=resources", "model=bm25", "task.metrics=[mrr@0]"], "task.metrics", "mrr@K"),
     (["task=itemrec", "model=[dorank,lambdamart]"], "model.lambdamart._target_",
      "an item model"),
