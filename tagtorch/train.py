@@ -13,8 +13,9 @@ with an Optuna sweeper) can optimize it: ``METRIC`` is the first method's mean o
 task's default: the first method's ``ndcg@K`` (K the first of ``task.ks``) for tag
 recommendation, the first method's ``val_dcg@10`` for item recommendation and its
 ``val_{task.tune_metric}`` for resource ranking (scores on held-out training posts: tune on
-them, never on test); ``train`` returns None where
-the default does not exist (a first method that is not trained, the ``describe`` task). A
+them, never on test), the first method's ``tagrec_mrr@K`` (K the largest of ``task.ks``, what
+the report ranks by) for personalized tags; ``train`` returns None where the default does not
+exist (a first method that is not trained, the ``describe`` task). A
 configured metric that the run does not report is an error naming the key and the metrics
 available. An ``hparams_search`` sweep must optimize a validation metric: the sweeper refuses a
 test metric (:func:`check_sweep_metric`, :func:`is_test_metric`) before any trial.
@@ -92,7 +93,8 @@ def _task_kind(cfg: DictConfig) -> str | None:
 def default_metric(cfg: DictConfig) -> str | None:
     """The task's metric to optimize when ``optimized_metric`` is null (None: it has none).
 
-    Tag recommendation: ``ndcg@K`` with K the first of ``task.ks``; item
+    Tag recommendation: ``ndcg@K`` with K the first of ``task.ks``; personalized tags:
+    ``tagrec_mrr@K`` with K the largest of ``task.ks`` (what its report ranks by); item
     recommendation: ``val_dcg@10``, resource ranking ``val_{task.tune_metric}`` (validation
     scores, never a test figure).
     """
@@ -103,6 +105,8 @@ def default_metric(cfg: DictConfig) -> str | None:
         return None
     if kind == "resources":
         return f"val_{cfg.task.get('tune_metric', 'mrr@10')}"
+    if kind == "posts":  # the metric its report ranks by
+        return f"tagrec_mrr@{max(cfg.task.ks)}"
     return "val_dcg@10" if kind == "itemrec" else None
 
 

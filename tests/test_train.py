@@ -219,6 +219,19 @@ def test_train_returns_the_optimized_metric(tmp_path):
         train(compose_cfg(tmp_path, [*settings, "optimized_metric=ndcg@7"]))
 
 
+def test_a_posts_run_optimizes_the_metric_its_report_ranks_by(tmp_path, caplog):
+    """Issue 72: a posts run ended with ``optimized_metric None: None``; its default is the
+    first method's ``tagrec_mrr@K`` (K the largest cut-off), the report's ranking metric."""
+    cfg = compose_cfg(tmp_path, ["task=posts", "data.n_objects=300", "model=[mp_ur,mp]",
+                                 "task.seeds=[0]", "task.p=2"])
+    with caplog.at_level("INFO", logger="tagtorch.train"):
+        value = train(cfg)
+    results = pd.read_csv(tmp_path / "results.csv")
+    mrr = results.query("method == 'mp_ur' and metric == 'tagrec_mrr@10'")["value"]
+    assert isinstance(value, float) and value == pytest.approx(float(mrr.iloc[0]), abs=1e-12)
+    assert f"optimized_metric tagrec_mrr@10: {value}" in caplog.text
+
+
 @pytest.mark.parametrize("value", ["nope/ndcg@5", "a/b/c", "/"])
 def test_a_bad_optimized_metric_fails_before_any_work(tmp_path, value):
     with pytest.raises(ConfigError, match="optimized_metric"):
