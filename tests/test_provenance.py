@@ -348,3 +348,23 @@ def test_the_check_mode_writes_nothing_and_says_whether_the_page_is_current(caps
     before = page.stat().st_mtime_ns
     assert main(["--check"]) == 0
     assert "current" in capsys.readouterr().out and page.stat().st_mtime_ns == before
+
+
+def test_a_records_version_names_the_commit_that_ran():
+    """Issue 72: records made at three commits all said the installed version (an editable
+    install keeps it); in a checkout the version is made at run time from the commit, with
+    git's count of commits and ``.dirty`` for uncommitted changes (git itself is the reference)."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    if not (root / ".git").exists():
+        pytest.skip("not a git checkout")
+    record = run_provenance("python -m tagtorch.train")
+    head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    count = subprocess.run(["git", "-C", str(root), "rev-list", "--count", "HEAD"],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    assert record["commit"] == head
+    assert record["tagtorch"].split("+")[0].endswith(f".dev{count}")
+    assert record["tagtorch"].split("+")[1] == (
+        f"g{head[:9]}" + (".dirty" if record["uncommitted_changes"] else ""))

@@ -246,14 +246,33 @@ def run_provenance(command: str) -> dict[str, Any]:
     import torch
 
     status = _git("status", "--porcelain", "--untracked-files=no")
+    commit = _git("rev-parse", "HEAD")
     return {
         "command": command,
-        "commit": _git("rev-parse", "HEAD"),
+        "commit": commit,
         "uncommitted_changes": None if status is None else bool(status),
-        "tagtorch": __version__, "python": platform.python_version(),
+        "tagtorch": _run_version(commit, bool(status)), "python": platform.python_version(),
         "torch": torch.__version__, "threads": torch.get_num_threads(),
         "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }
+
+
+def _run_version(commit: str | None, dirty: bool) -> str:
+    """The version of tagtorch as of the checkout at run time, setuptools-scm's way.
+
+    The installed ``__version__`` is fixed when the package is installed (an editable install
+    keeps it through later commits); in a checkout the version is made again from the commit
+    that runs: ``BASE.devN+gHASH`` (N commits), ``.dirty`` with uncommitted changes.
+
+    Example:
+        >>> _run_version(None, False) == __version__
+        True
+    """
+    count = _git("rev-list", "--count", "HEAD") if commit else None
+    if commit is None or count is None:
+        return __version__
+    base = __version__.split(".dev")[0].split("+")[0]
+    return f"{base}.dev{count}+g{commit[:9]}{'.dirty' if dirty else ''}"
 
 
 def command_line() -> str:
