@@ -254,7 +254,8 @@ def test_the_generators_rows_are_what_its_files_hold(tmp_path):
 @pytest.mark.integration  # a command-line run (the default run keeps its 8 minutes)
 def test_the_readmes_letor_command_runs_as_written_with_lambdamart_by_default(tmp_path):
     """Issue 72: ``python -m tagtorch.train task=letor data=letor data.path=FOLDER`` failed
-    (the default model, LATRE+wTS, needs LATRE's features); ``task=letor`` now picks λ-MART."""
+    (the default model, LATRE+wTS, needs LATRE's features); ``task=letor`` now picks λ-MART,
+    and its report ranks by the NDCG it optimizes (it named ndcg@5 and ranked by ndcg@10)."""
     import subprocess
     import sys
 
@@ -272,3 +273,6 @@ def test_the_readmes_letor_command_runs_as_written_with_lambdamart_by_default(tm
     assert done.returncode == 0, done.stderr[-2000:]
     results = pd.read_csv(tmp_path / "run" / "results.csv")
     assert set(results["method"]) == {"lambdamart"}
+    # the report ranks by the metric the run optimizes, and the run's last line names it
+    assert "Best first by ndcg@5" in (tmp_path / "run" / "report.md").read_text()
+    assert "optimized_metric ndcg@5:" in (done.stdout + done.stderr)

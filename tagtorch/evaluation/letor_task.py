@@ -121,8 +121,10 @@ class LetorTask(Task):
             qrels = _graded_qrels(data.test)
             runs = {file: list(whole.run_lines[name])
                     for name, file in run_file_names(list(configs)).items()}
+        # ranked by the metric a run optimizes by default (tagtorch.train.default_metric)
+        headline = f"ndcg@{self.ks[0]}" if "ndcg" in self.metrics else None
         report = write_run(output_dir, results, per_query, title, qrels=qrels, runs=runs,
-                           significance=self.significance)
+                           significance=self.significance, plot_metric=headline)
         return EvaluationResult(results, per_query, report, output_dir)
 
     def evaluate(self, name: str, make: Callable[[], Ranker], data: LetorData) -> MethodOutcome:
