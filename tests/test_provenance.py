@@ -368,3 +368,12 @@ def test_a_records_version_names_the_commit_that_ran():
     assert record["tagtorch"].split("+")[0].endswith(f".dev{count}")
     assert record["tagtorch"].split("+")[1] == (
         f"g{head[:9]}" + (".dirty" if record["uncommitted_changes"] else ""))
+
+
+def test_a_recorded_command_leaves_out_where_the_run_went(monkeypatch):
+    """Issue 72: records' commands carried ``hydra.run.dir=/a/machine/folder``."""
+    from tagtorch.evaluation.provenance import command_line
+
+    monkeypatch.setattr("sys.argv", ["train.py", "task=posts", "hydra.run.dir=/work/x/run",
+                                     "model=[a,b]", "hydra.sweep.dir=/tmp/s"])
+    assert command_line() == "python -m tagtorch.train task=posts 'model=[a,b]'"

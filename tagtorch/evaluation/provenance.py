@@ -276,8 +276,13 @@ def _run_version(commit: str | None, dirty: bool) -> str:
 
 
 def command_line() -> str:
-    """This process's ``python -m tagtorch.train ...`` command, quoted for a shell to run again."""
-    return " ".join(["python -m tagtorch.train", *map(shlex.quote, sys.argv[1:])])
+    """This process's ``python -m tagtorch.train ...`` command, quoted for a shell to run again.
+
+    Without the ``hydra.run.dir=`` and ``hydra.sweep.dir=`` overrides: where a run went on the
+    machine that made it, not what it ran (a reader runs the command into a folder of theirs).
+    """
+    words = [w for w in sys.argv[1:] if not w.startswith(("hydra.run.dir=", "hydra.sweep.dir="))]
+    return " ".join(["python -m tagtorch.train", *map(shlex.quote, words)])
 
 
 def _read(path: Path) -> str:
