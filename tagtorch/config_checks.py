@@ -403,6 +403,30 @@ def keep_search_method(cfg: DictConfig) -> None:
             del cfg.model[name]
 
 
+def _check_model(name: str, node: Any, kinds: Sequence[ModelTask],
+                 container: Mapping[str, Any]) -> None:
+    """One chosen method: a config node whose class is a model of the task, its candidates."""
+    target = node.get("_target_") if isinstance(node, dict) else None
+    if target is None:
+        raise ConfigError(f"model.{name}", node, "a config node with a _target_ class")
+    if _model_kind(f"model.{name}._target_", target) not in kinds:
+        task = "fit" if len(kinds) > 1 else kinds[0]
+        raise ConfigError(f"model.{name}._target_", target,
+                          f"{' or '.join(KIND_NAMES[kind] for kind in kinds)} for "
+                          f"task={task}, one of {', '.join(shipped_models(kinds))}")
+    candidates = container.get("candidates") or {}
+    chosen = (container.get("method_candidates") or {}).get(name)
+    if chosen is not None:
+        candidates = (container.get("candidate_sets") or {}).get(chosen)
+        if candidates is None:
+            raise ConfigError(f"method_candidates.{name}", chosen, "a name of candidate_sets "
+                              f"{sorted(container.get('candidate_sets') or {})}")
+    if target == "tagtorch.rankers.xtred.XTReD" and not candidates.get("diversity"):
+        raise ConfigError("candidates.diversity", candidates.get("diversity"),
+                          f"the topics that model.{name} (xTReD) re-ranks by: "
+                          "candidates=latre_diverse")
+
+
 def _check_targets(targets: Any, models: Mapping[str, Any]) -> None:
     """The targets' method and at least one baseline are among the chosen methods.
 
@@ -462,23 +486,5 @@ of integers from 1 to 1000000000 (cut-offs), e.g. [5] or [1,5,10]
     for name in models:  # every name (shown as its repr), before a model's other checks
         _check_name("model", name, "method")
     for name, node in models.items():
-        target = node.get("_target_") if isinstance(node, dict) else None
-        if target is None:
-            raise ConfigError(f"model.{name}", node, "a config node with a _target_ class")
-        if _model_kind(f"model.{name}._target_", target) not in kinds:
-            task = "fit" if len(kinds) > 1 else kinds[0]
-            raise ConfigError(f"model.{name}._target_", target,
-                              f"{' or '.join(KIND_NAMES[kind] for kind in kinds)} for "
-                              f"task={task}, one of {', '.join(shipped_models(kinds))}")
-        candidates = container.get("candidates") or {}
-        chosen = (container.get("method_candidates") or {}).get(name)
-        if chosen is not None:
-            candidates = (container.get("candidate_sets") or {}).get(chosen)
-            if candidates is None:
-                raise ConfigError(f"method_candidates.{name}", chosen, "a name of candidate_sets "
-                                  f"{sorted(container.get('candidate_sets') or {})}")
-        if target == "tagtorch.rankers.xtred.XTReD" and not candidates.get("diversity"):
-            raise ConfigError("candidates.diversity", candidates.get("diversity"),
-                              f"the topics that model.{name} (xTReD) re-ranks by: "
-                              "candidates=latre_diverse")
+        _check_model(name, node, kinds, container)
     _check_targets(task.get("targets"), models)

@@ -177,21 +177,7 @@ class Folksonomy:
         missing = {"user", "object", "tag"} - set(assignments.columns)
         if missing:
             raise ValueError(f"{name}: assignments lack the column(s) {sorted(missing)}")
-        frame = assignments.loc[:, [c for c in (*ASSIGNMENT_COLUMNS, SOURCE_ORDER)
-                                    if c in assignments]].copy()
-        if "timestamp" not in frame:
-            frame["timestamp"] = MISSING_TIME
-        frame["tag"] = frame["tag"].astype("string").str.strip()
-        ok = frame[["user", "object", "tag"]].notna().all(axis=1) & (frame["tag"] != "")
-        if (~ok).any():
-            log.info("%s: dropped %d assignments with a missing user, object or tag",
-                     name, int((~ok).sum()))
-        frame = frame[ok]
-        if frame.empty:
-            raise ValueError(f"{name}: no tag assignments")
-        frame["timestamp"] = (
-            pd.to_numeric(frame["timestamp"], errors="coerce").fillna(MISSING_TIME).astype(np.int64)
-        )
+        frame = _assignment_frame(assignments, name)
         bare = _untagged_frame(untagged_posts)
         user, users = _encode(_with_untagged(frame["user"], bare["user"]))
         obj, objects = _encode(_with_untagged(frame["object"], bare["object"]))
@@ -263,14 +249,12 @@ class Folksonomy:
         It covers the assignments (user, object and tag codes and timestamps, in row order),
         the vocabularies those codes name (raw user ids, raw object ids, tag strings), the text
         fields (names and every object's strings), the categories (the (object, category)
-        rows and the category names), and the profiles, a given split's test posts and the
-        untagged posts, when there are any. It leaves out the
-        dataset's ``name`` (a label for logs) and ``meta`` (free-form source facts). Two
-        folksonomies with equal digests have equal content, so the candidate cache, the text
-        cache and the evaluation's run pieces key their entries by it; the digest is the same in
-        every process and on every run (pandas' value hashing with its fixed key, never Python's
-        salted ``hash``). It is computed once per object (a folksonomy is not modified in place;
-        transforms return new ones).
+        rows and the category names), and the profiles, test posts and untagged posts, when
+        there are any; not the dataset's ``name`` (a label for logs) nor ``meta`` (free-form
+        source facts). Equal digests mean equal content: the candidate cache, the text cache
+        and the evaluation's run pieces key their entries by it; the digest is the same in every
+        process and on every run (pandas' value hashing with its fixed key, never Python's
+        salted ``hash``). It is computed once per object (transforms return new ones).
 
         Example:
             >>> frame = pd.DataFrame({"user": ["u", "u"], "object": ["a", "b"],
@@ -438,6 +422,30 @@ def _profile_table(profiles: pd.DataFrame, object_index: pd.Index) -> pd.DataFra
     return pd.DataFrame({"object": object_index.get_indexer(rows["object"]), "key": key,
                          "weight": rows["weight"].to_numpy(dtype=np.float64)}) \
         .groupby(["object", "key"], as_index=False)["weight"].sum()
+
+
+def _assignment_frame(assignments: pd.DataFrame, name: str) -> pd.DataFrame:
+    """The raw-id assignments with a user, an object and a tag (trimmed), times as integers.
+
+    Raises:
+        ValueError: none is left.
+    """
+    frame = assignments.loc[:, [c for c in (*ASSIGNMENT_COLUMNS, SOURCE_ORDER)
+                                if c in assignments]].copy()
+    if "timestamp" not in frame:
+        frame["timestamp"] = MISSING_TIME
+    frame["tag"] = frame["tag"].astype("string").str.strip()
+    ok = frame[["user", "object", "tag"]].notna().all(axis=1) & (frame["tag"] != "")
+    if (~ok).any():
+        log.info("%s: dropped %d assignments with a missing user, object or tag",
+                 name, int((~ok).sum()))
+    frame = frame[ok]
+    if frame.empty:
+        raise ValueError(f"{name}: no tag assignments")
+    frame["timestamp"] = (
+        pd.to_numeric(frame["timestamp"], errors="coerce").fillna(MISSING_TIME).astype(np.int64)
+    )
+    return frame
 
 
 def _clean_tags(tag: np.ndarray, tags: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray]:
