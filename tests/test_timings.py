@@ -20,6 +20,13 @@ def announced(caplog) -> str:
     return next(r.getMessage() for r in caplog.records if "fits to run" in r.getMessage())
 
 
+def shown(seconds: float) -> str:
+    """An estimate as the log shows it (issue 72: "about 0.0 min" for a few seconds)."""
+    if seconds < 0.5:
+        return "under 1 s"
+    return f"{seconds:.0f} s" if seconds < 60 else f"{seconds / 60:.1f} min"
+
+
 def test_a_second_run_estimates_from_the_first_runs_seconds(tmp_path, monkeypatch, caplog):
     path = tmp_path / "timings.jsonl"
     monkeypatch.setenv("TAGTORCH_TIMINGS", str(path))
@@ -34,7 +41,7 @@ def test_a_second_run_estimates_from_the_first_runs_seconds(tmp_path, monkeypatc
     latest = {r["key"]: r["seconds"] for r in rows}  # the same size: the latest record each
     expected = 3 * sum(latest.values())
     assert announced(caplog).startswith(
-        f"6 fits to run; about {expected / 60:.1f} min (6 timed before on this machine;")
+        f"6 fits to run; about {shown(expected)} (6 timed before on this machine;")
 
 
 def test_a_first_run_estimates_from_the_reference_timings(tmp_path, monkeypatch, caplog):
@@ -52,7 +59,7 @@ def test_a_first_run_estimates_from_the_reference_timings(tmp_path, monkeypatch,
     run_task(cfg)
     expected = 2 * (6.0 * size / 1000 + 3 * 3.0 * size / 2000)  # two seeds; a 3-point grid
     assert announced(caplog) == (
-        f"4 fits to run; about {expected / 60:.1f} min (4 from the reference machine's timings "
+        f"4 fits to run; about {shown(expected)} (4 from the reference machine's timings "
         f"(2 cores); scaled to {size:,} tag assignments)")
 
 
@@ -80,7 +87,7 @@ def test_a_tag_recommendation_run_estimates_its_folds(tmp_path, monkeypatch, cap
     run_task(cfg)
     expected = 2 * 4.0 * size / 1000 + 2 * 2.0 * size / 1000
     assert announced(caplog) == (  # 2 folds x (2 methods + the paper's candidate set)
-        f"6 fits to run; about {expected / 60:.1f} min (4 from the reference machine's timings "
+        f"6 fits to run; about {shown(expected)} (4 from the reference machine's timings "
         f"(2 cores); scaled to {size:,} tag assignments); 2 never timed")
     rows = [json.loads(line) for line in (tmp_path / "empty.jsonl").read_text().splitlines()]
     assert len(rows) == 6 and len({r["key"] for r in rows}) == 3
@@ -102,7 +109,7 @@ def test_a_letor_run_estimates_by_training_documents(tmp_path, monkeypatch, capl
                       "task.trec=false", "logger=none"], tmp_path / "run"))
     expected = 30.0 * documents / 500
     assert announced(caplog) == (
-        f"1 fits to run; about {expected / 60:.1f} min (1 from the reference machine's timings "
+        f"1 fits to run; about {shown(expected)} (1 from the reference machine's timings "
         f"(2 cores); scaled to {documents:,} training documents)")
 
 

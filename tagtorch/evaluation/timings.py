@@ -132,9 +132,21 @@ def announce(timings: TimingLog, fits: Sequence[tuple[str, str, int]],
         parts.append(f"{len(elsewhere) - unknown} from the reference machine's timings "
                      "(2 cores)")
     log.info("%d fits to run; %s", len(fits), (
-        f"about {(here + reference) / 60:.1f} min ({', '.join(parts)}; scaled to "
+        f"about {_duration(here + reference)} ({', '.join(parts)}; scaled to "
         f"{size:,} {unit})" if parts else "none timed before: no estimate yet")
         + (f"; {unknown} never timed" if parts and unknown else ""))
+
+
+def _duration(seconds: float) -> str:
+    """``seconds`` as a person reads an estimate: seconds under a minute, else minutes.
+
+    Example:
+        >>> _duration(0.4), _duration(42.2), _duration(95.0)
+        ('under 1 s', '42 s', '1.6 min')
+    """
+    if seconds < 0.5:
+        return "under 1 s"
+    return f"{seconds:.0f} s" if seconds < 60 else f"{seconds / 60:.1f} min"
 
 
 def timing_key(task: str, method: Any, tune: Any, protocol: Any) -> str:
