@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from tagtorch.data.folksonomy import Folksonomy
 from tagtorch.errors import UnreadableFileError
@@ -591,19 +592,27 @@ def test_the_hybrids_rounds_learn_each_users_earlier_posts_described_by_sources_
         monkeypatch):
     """``rounds=3``: the ranker learns the lists of each user's last, second-to-last and
     third-to-last training posts (a user needs one more post than it gives), each with the
-    sources fitted on the user's posts before it; one round learns the last ones only."""
+    sources fitted on the user's posts before it; one round learns the last ones only, with
+    the same features."""
     from tagtorch.posts.hybrid import Hybrid
 
     data = random_split(5, n=500)
     per_user = np.bincount(data.train.users, minlength=data.n_users)
     learned: list[int] = []
     fitted: list[int] = []
+    features: dict[int, torch.Tensor] = {}
     original_fit, original_sources = Hybrid._build_ranker, Hybrid._fit_sources
 
     def capture(self):
         ranker = original_fit(self)
         fit = ranker.fit
-        ranker.fit = lambda lists: (learned.append(len(lists)), fit(lists))[1]
+
+        def record(lists):
+            learned.append(len(lists))
+            features[self.rounds] = lists.features.clone()
+            return fit(lists)
+
+        ranker.fit = record
         return ranker
 
     def sources(self, part):
@@ -621,6 +630,10 @@ def test_the_hybrids_rounds_learn_each_users_earlier_posts_described_by_sources_
         # the sources: on the posts before each round, then on all training posts
         assert fitted == [len(data.train) - sum(expected[:r + 1]) for r in range(rounds)] + [
             len(data.train)]
+    # the last carve's lists are described by the sources fitted before them, as with one
+    # round (the first round's lists come first, padded to the widest part)
+    one, three = features[1], features[3]
+    assert torch.equal(three[:len(one), :one.shape[1]], one)
     with pytest.raises(ValueError, match="rounds"):
         Hybrid(HYBRID_RANKER, rounds=0)
 

@@ -130,7 +130,8 @@ class Hybrid(PostRanker):
         if self.selection > 0:
             self.choice_ = self._choose(inner.test)
         if self.choice_ == "ranker":
-            self.model_ = self._learn(inner.test, self._earlier_rounds(inner))
+            first = self._candidates(inner.test, with_labels=True)  # before the sources move
+            self.model_ = self._learn([first, *self._earlier_rounds(inner)])
         self._fit_sources(data)
 
     def _carve(self, data: PostData, seed: int) -> PostData:
@@ -158,14 +159,13 @@ class Hybrid(PostRanker):
             parts.append(self._candidates(inner.test, with_labels=True))
         return parts
 
-    def _learn(self, posts: Posts, more: Sequence[CandidateSet] = ()) -> Ranker:
-        """The ranker learned on ``posts``' candidates and on ``more`` labelled candidates.
+    def _learn(self, lists: Sequence[CandidateSet]) -> Ranker:
+        """The ranker learned on labelled candidate lists, one part per carve.
 
-        The sources are fitted without ``posts``.
+        Each part is described by the sources fitted without its posts.
         """
-        lists = self._candidates(posts, with_labels=True)
         model = self._build_ranker()
-        model.fit(CandidateSet.concat([lists, *more]) if more else lists)
+        model.fit(CandidateSet.concat(list(lists)) if len(lists) > 1 else lists[0])
         return model
 
     def _build_ranker(self) -> BaseRanker:
@@ -186,7 +186,7 @@ class Hybrid(PostRanker):
         if held.all() or not held.any():
             return "ranker"
         learn, select = val.take(np.flatnonzero(~held)), val.take(np.flatnonzero(held))
-        self.model_ = self._learn(learn)
+        self.model_ = self._learn([self._candidates(learn, with_labels=True)])
         found = {"ranker": self.top_tags(select, 10),
                  **{name: source.top_tags(select, 10) for name, source in self.sources_.items()}}
         hits = {name: float(post_metrics(ranked, select.tags, [10])["mrr@10"].mean())
