@@ -271,7 +271,6 @@ class _Posts:
     categorized: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     replaced_lines: int = 0
     untagged: list[tuple[np.ndarray, ...]] = field(default_factory=list)
-    lines: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     placed: int = 0
 
     def add(self, table: RawTable, integer_ids: bool, lowercase: bool, url_decode: bool) -> int:
@@ -283,11 +282,12 @@ class _Posts:
         tags, posts, replaced = _post_tags(table, lowercase, url_decode)
         self.replaced_lines += replaced
         users, objects = self.users.of(raw[0]), self.objects.of(raw[1])
-        places, bare = self._places(posts, len(users))
-        times = _timestamps(table)
+        lines, counts = self._line_places(posts, len(users))
+        within = np.arange(len(posts)) - (np.cumsum(counts) - counts)[posts]
+        times, bare = _timestamps(table), counts == 0
         self.columns.append((users[posts], objects[posts], self.tags.of(tags), times[posts],
-                             places))
-        self.untagged.append((users[bare], objects[bare], times[bare], self.lines[bare]))
+                             lines[posts] + within))  # a line's tags in order
+        self.untagged.append((users[bare], objects[bare], times[bare], lines[bare]))
         fields = [f for f in ("title", "description") if f in table.frame]
         first = ~pd.Index(objects).duplicated() & (objects >= seen)  # resources new here
         if fields and first.any():
@@ -302,18 +302,17 @@ class _Posts:
             self.categories.append(cats)
         return len(posts)
 
-    def _places(self, posts: np.ndarray, n_lines: int) -> tuple[np.ndarray, np.ndarray]:
-        """Each assignment's place (line by line, a line's tags in order) and the tagless lines.
+    def _line_places(self, posts: np.ndarray, n_lines: int) -> tuple[np.ndarray, np.ndarray]:
+        """Each line's first place in the files and its number of tags.
 
-        A line without a tag takes one place of its own (kept in ``self.lines``), so the
-        places of every file's lines and tags follow the file (:data:`SOURCE_ORDER`).
+        A line takes one place per tag, a line without a tag one of its own, so the places of
+        every file's lines and tags follow the file (:data:`SOURCE_ORDER`).
         """
         counts = np.bincount(posts, minlength=n_lines)
         slots = np.maximum(counts, 1)
-        self.lines = self.placed + np.cumsum(slots) - slots
+        starts = self.placed + np.cumsum(slots) - slots
         self.placed += int(slots.sum())
-        within = np.arange(len(posts)) - (np.cumsum(counts) - counts)[posts]
-        return self.lines[posts] + within, counts == 0
+        return starts, counts
 
     def frame(self, start: int = 0, stop: int | None = None) -> pd.DataFrame:
         """The assignments of chunks ``[start, stop)``: raw ids (references), time, place."""
