@@ -28,7 +28,35 @@ from tagtorch.posts.base import PostRanker
 from tagtorch.posts.data import PostData, Posts
 from tagtorch.topics.lda import LDA
 
-__all__ = ["TopicTags"]
+__all__ = ["TopicTags", "topic_mixtures"]
+
+
+def topic_mixtures(keys: np.ndarray, n_documents: int, data: PostData, n_topics: int,
+                   alpha: float, beta: float, iterations: int, threshold: float, seed: int
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """One LDA over documents of training tags: ``θ`` thresholded and ``φ`` (TagRec's Mallet).
+
+    Args:
+        keys: ``[P]`` each training post's document (a user or resource code).
+        n_documents: the number of documents.
+        data: the split (its training posts' tags are the words).
+        n_topics: ``Z``.
+        alpha: the per-topic prior.
+        beta: the per-word prior.
+        iterations: Gibbs sweeps; θ and φ of the last one.
+        threshold: a document's topics with ``θ`` above it count (0 otherwise).
+        seed: the sampler's seed.
+
+    Returns:
+        ``θ`` (``[n_documents, Z]``, 0 for a document without posts) and ``φ`` (``[Z, W]``).
+    """
+    train = data.train
+    documents = Ragged.from_groups(keys[train.tags.row_ids], train.tags.values, n_documents)
+    lda = LDA(n_topics=n_topics, alpha=alpha, beta=beta, iterations=iterations,
+              burn_in=iterations - 1, seed=seed, progress=False).fit(documents, data.n_tags)
+    theta = np.where(lda.theta_ > threshold, lda.theta_, 0.0)
+    theta[documents.lengths == 0] = 0.0
+    return theta, lda.phi_
 
 
 class TopicTags(PostRanker):
@@ -57,15 +85,8 @@ class TopicTags(PostRanker):
     def _model(self, keys: np.ndarray, n_documents: int, data: PostData
                ) -> tuple[np.ndarray, np.ndarray]:
         """``θ`` (``[n_documents, Z]``, thresholded, 0 without posts) and ``φ`` (``[Z, W]``)."""
-        train = data.train
-        documents = Ragged.from_groups(keys[train.tags.row_ids], train.tags.values,
-                                       n_documents)
-        lda = LDA(n_topics=self.n_topics, alpha=self.alpha, beta=self.beta,
-                  iterations=self.iterations, burn_in=self.iterations - 1, seed=self.seed,
-                  progress=False).fit(documents, data.n_tags)
-        theta = np.where(lda.theta_ > self.threshold, lda.theta_, 0.0)
-        theta[documents.lengths == 0] = 0.0
-        return theta, lda.phi_
+        return topic_mixtures(keys, n_documents, data, self.n_topics, self.alpha, self.beta,
+                              self.iterations, self.threshold, self.seed)
 
     def _fit(self, data: PostData) -> None:
         """The user and resource models' tag scores."""

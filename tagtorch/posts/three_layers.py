@@ -54,13 +54,12 @@ import scipy.sparse as sp
 from sklearn.preprocessing import normalize
 
 from tagtorch.candidates.neighbours import incidence
-from tagtorch.data.ragged import Ragged
 from tagtorch.errors import UnreadableFileError
 from tagtorch.posts.base import PostRanker
 from tagtorch.posts.baselines import counts_by
 from tagtorch.posts.data import PostData, Posts, first_use, posts_of_users, user_tag_reduce
+from tagtorch.posts.lda import topic_mixtures
 from tagtorch.storage import check_codes, check_count
-from tagtorch.topics.lda import LDA
 
 __all__ = ["ThreeLayers"]
 
@@ -136,14 +135,9 @@ class ThreeLayers(PostRanker):
 
     def _topic_sets(self, data: PostData) -> sp.csr_matrix:
         """``[R, Z]`` each resource's LDA topics with ``θ > 0.001`` over its training tags."""
-        train = data.train
-        documents = Ragged.from_groups(train.resources[train.tags.row_ids], train.tags.values,
-                                       data.n_resources)
-        lda = LDA(n_topics=self.topics, alpha=0.01, beta=0.01,
-                  iterations=self.topic_iterations, burn_in=self.topic_iterations - 1,
-                  seed=self.seed, progress=False).fit(documents, data.n_tags)
-        chosen = (lda.theta_ > TOPIC_THRESHOLD) & (documents.lengths > 0)[:, None]
-        return sp.csr_matrix(chosen.astype(np.float64))
+        theta, _ = topic_mixtures(data.train.resources, data.n_resources, data, self.topics,
+                                  0.01, 0.01, self.topic_iterations, TOPIC_THRESHOLD, self.seed)
+        return sp.csr_matrix((theta > 0).astype(np.float64))
 
     def _last_category_use(self) -> tuple[np.ndarray, np.ndarray]:
         """``(user · C + category, time)``: each user's last training post with the category."""
