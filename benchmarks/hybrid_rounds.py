@@ -6,7 +6,7 @@ chooses it without reading a test post: on each HetRec 3-core (TagRec's protocol
 last *training* post becomes a pseudo-test post, the hybrid is fitted on the training posts
 before them with each ``rounds`` given, and its ``tagrec_mrr@10`` on the pseudo-test posts is
 printed beside BLLac+MPr's (TagRec's best baseline there). The test posts of the split are never
-read. ``hybrid_lambdamart``'s ``rounds: 8`` is the best mean of this table over both data sets.
+read. ``hybrid_lambdamart``'s ``rounds: 12`` is the best mean of this table over both data sets.
 
 ``--given STEM``: a TagRec split's training file (``STEM_train.txt.gz``, e.g. the one-post-per-
 user samples' random splits in ``tests/fixtures/tagrec/``), a random 20% of its training posts
