@@ -372,7 +372,7 @@ def drop_unselected_settings(cfg: DictConfig) -> list[str]:
 
 
 def keep_search_method(cfg: DictConfig) -> None:
-    """Leaves only ``search_method`` in ``model`` when it is set (an hparams_search's method).
+    """Leaves only ``search_method`` (an hparams_search's method) in ``model`` and ``task.tune``.
 
     A search tunes one method; with an experiment of many (``+experiment=compare_lastfm
     hparams_search=lambdamart``) the others would be fitted in every trial for nothing.
@@ -384,6 +384,10 @@ def keep_search_method(cfg: DictConfig) -> None:
         >>> cfg = OmegaConf.create({"search_method": "b", "model": {"a": {}, "b": {}}})
         >>> keep_search_method(cfg); list(cfg.model)
         ['b']
+        >>> cfg = OmegaConf.create({"search_method": "b", "model": {"a": {}, "b": {}},
+        ...                         "task": {"tune": {"a": {"k": [1, 2]}, "b": {"k": [3]}}}})
+        >>> keep_search_method(cfg); OmegaConf.to_container(cfg.task.tune)
+        {'b': {'k': [3]}}
         >>> cfg = OmegaConf.create({"search_method": "c", "seed": 1,
         ...                         "model": {"a": {"seed": "${seed}"}, "c": "${model.a}"}})
         >>> keep_search_method(cfg); OmegaConf.to_container(cfg.model, resolve=True)
@@ -399,8 +403,11 @@ def keep_search_method(cfg: DictConfig) -> None:
     with open_dict(cfg):
         if OmegaConf.is_interpolation(cfg.model, method):  # a copy (rf_extended: ${model.rf})
             cfg.model[method] = OmegaConf.to_container(cfg.model[method], resolve=False)
+        tune = (cfg.get("task") or {}).get("tune") or {}
         for name in [str(m) for m in models if m != method]:
             del cfg.model[name]
+            if name in tune:  # a grid of a method left out (deep_vs_trees' tune.rf)
+                del tune[name]
 
 
 def _check_model(name: str, node: Any, kinds: Sequence[ModelTask],

@@ -377,3 +377,24 @@ def test_a_recorded_command_leaves_out_where_the_run_went(monkeypatch):
     monkeypatch.setattr("sys.argv", ["train.py", "task=posts", "hydra.run.dir=/work/x/run",
                                      "model=[a,b]", "hydra.sweep.dir=/tmp/s"])
     assert command_line() == "python -m tagtorch.train task=posts 'model=[a,b]'"
+
+
+def test_a_recorded_command_names_data_in_the_data_home_relative_to_it(monkeypatch):
+    """Issue 72: a record's command named a machine's folder (``/work/shared/data/...``)."""
+    from tagtorch.evaluation.provenance import command_line
+
+    monkeypatch.setenv("TAGTORCH_DATA_DIR", "/srv/data/")
+    monkeypatch.setattr("sys.argv", ["train.py", "data.path=/srv/data/s/f.txt",
+                                     "data.test_path=/srv/database/t.txt", "x=/srv/data"])
+    assert command_line() == ("python -m tagtorch.train "
+                              "'data.path=${oc.env:TAGTORCH_DATA_DIR}/s/f.txt' "
+                              "data.test_path=/srv/database/t.txt x=/srv/data")
+
+
+def test_no_record_names_a_folder_of_the_machine_that_ran_it():
+    """Issue 72: records' commands carried ``hydra.run.dir=/work/exp/...`` and data paths of
+    the machine that ran them; a reader's run needs neither (data: the data home, relative)."""
+    found = [f"{path.name}: {match}" for path in sorted((ROOT / "docs" / "runs").glob("*.json"))
+             for match in re.findall(r"(?:=|\"folder\": \"|--out )(/[\w./-]+)",
+                                     path.read_text(encoding="utf-8"))]
+    assert not found, found

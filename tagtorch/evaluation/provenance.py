@@ -24,6 +24,7 @@ from __future__ import annotations
 import datetime
 import html
 import json
+import os
 import platform
 import re
 import shlex
@@ -280,8 +281,14 @@ def command_line() -> str:
 
     Without the ``hydra.run.dir=`` and ``hydra.sweep.dir=`` overrides: where a run went on the
     machine that made it, not what it ran (a reader runs the command into a folder of theirs).
+    A value inside the data home ``TAGTORCH_DATA_DIR`` is written relative to it
+    (``data.path=${oc.env:TAGTORCH_DATA_DIR}/x.txt``), which the reader's data home resolves.
     """
+    home = os.environ.get("TAGTORCH_DATA_DIR", "").rstrip("/")
     words = [w for w in sys.argv[1:] if not w.startswith(("hydra.run.dir=", "hydra.sweep.dir="))]
+    if home:
+        words = [re.sub(rf"=(?:{re.escape(home)})(?=/)", "=${oc.env:TAGTORCH_DATA_DIR}", w, count=1)
+                 for w in words]
     return " ".join(["python -m tagtorch.train", *map(shlex.quote, words)])
 
 
