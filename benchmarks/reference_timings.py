@@ -80,7 +80,7 @@ def folder_timings(folder: Path, sets_only: bool = False) -> dict[str, list[floa
             continue
         scoring = rows.get("ms_model", 0.0) * queries[name].reindex(rows.index).fillna(0) / 1000
         seconds = float((rows["fit_seconds"] + scoring).mean())
-        out[f"{task}|{node['_target_']}"] = [size, round(seconds, 3)]
+        out[reference_key(task, node)] = [size, round(seconds, 3)]
     return {**out, **sets}
 
 

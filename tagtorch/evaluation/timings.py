@@ -80,11 +80,17 @@ def reference_estimate(targets: Sequence[tuple[str, int]], size: int,
     return total, unknown
 
 
-def reference_key(task: str, config: Any, parts: Sequence[str] = ()) -> str:
+MODEL_COST_SETTINGS = ("topics",)
+"""Settings of a method that change its cost beyond its class, by default: 3Layers' LDA topics
+(``three_layers_lda`` fits a topic model; ``three_layers`` counts categories)."""
+
+
+def reference_key(task: str, config: Any, parts: Sequence[str] = MODEL_COST_SETTINGS) -> str:
     """The ``"TASK|MODEL_CLASS"`` of a method of ``task`` in the reference timings.
 
-    ``parts``: settings of ``config`` that change the cost beyond its class (a candidate set's
-    sources); each one set is appended as ``+NAME``.
+    ``parts``: settings of ``config`` that change the cost beyond its class (a method's
+    :data:`MODEL_COST_SETTINGS`, a candidate set's sources); each one set is appended as
+    ``+NAME``.
 
     Example:
         >>> reference_key("LetorTask", {"_target_": "tagtorch.rankers.trees.LambdaMART"})
