@@ -32,6 +32,7 @@ exit status 2; other errors keep their traceback (they are bugs to report).
 from __future__ import annotations
 
 import logging
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
+from pytorch_lightning.utilities.exceptions import SIGTERMException
 
 from tagtorch.cache import describe_caches
 from tagtorch.candidates.letor import LetorData
@@ -353,6 +355,10 @@ def main(cfg: DictConfig) -> float | None:
     with trial_of(cfg.get("sweep")) as trial:
         try:
             return train(cfg)
+        except SIGTERMException:  # Lightning ends a fit on SIGTERM with SystemExit(None): 0
+            print("error: stopped by SIGTERM during a fit; no report was written (a seeded "
+                  "task continues with task.resume=true)", file=sys.stderr)
+            raise SystemExit(128 + signal.SIGTERM) from None
         except Exception as error:
             cause = user_error(error)
             if cause is None or trial is not None:  # a sweep records the trial as failed

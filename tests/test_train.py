@@ -280,3 +280,25 @@ def test_the_command_ends_with_the_best_first_table_and_the_report_path(tmp_path
     assert [row[1] for row in rows] == list(means.sort_values(ascending=False, kind="stable").index)
     assert out[-2] == f"report: {tmp_path / 'report.md'}"
     assert out[-1] == f"figure: {tmp_path / 'ndcg@10.png'}" and Path(out[-1][8:]).is_file()
+
+
+@pytest.mark.integration
+def test_a_run_stopped_by_sigterm_during_a_fit_exits_with_143_not_0(tmp_path):
+    """Lightning ends a fit on SIGTERM with ``SystemExit(None)``: a batch system's stop used to
+    leave a run without a report that exited with status 0, as a finished one does."""
+    import signal
+    import time
+
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tagtorch.train", "model=lambdarank", "trainer.max_epochs=500",
+         "logger=none", f"hydra.run.dir={tmp_path}", f"paths.checkpoint_dir={tmp_path}/c"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 240
+    while not (tmp_path / "lightning").exists() and time.monotonic() < deadline:
+        time.sleep(0.5)  # the first neural fit has started
+    time.sleep(3)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 143, stderr[-2000:]
+    assert "stopped by SIGTERM during a fit" in stderr
+    assert not (tmp_path / "report.md").exists()
