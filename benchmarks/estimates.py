@@ -74,17 +74,23 @@ def _seconds(text: str) -> float:
     return float(value) * (60 if unit == "min" else 1)
 
 
+def _start(command: str, scratch: Path) -> subprocess.Popen[str]:
+    """A command started with an empty timings file in ``scratch`` (a newcomer's machine), its
+    run folder there and its log on ``stdout``."""
+    env = {**os.environ, "TAGTORCH_TIMINGS": str(scratch / "timings.jsonl"),
+           "WANDB_MODE": "offline"}
+    words = [*shlex.split(command)[3:], "logger=none", f"hydra.run.dir={scratch}/run"]
+    return subprocess.Popen([sys.executable, "-m", "tagtorch.train", *words], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
 def measure(command: str) -> dict[str, float | int | None]:
     """Runs one command with an empty timings file: its estimate, and the seconds of its fits,
     of everything after the estimate was logged and of the whole command."""
     with tempfile.TemporaryDirectory() as scratch:
         timings = Path(scratch) / "timings.jsonl"
-        env = {**os.environ, "TAGTORCH_TIMINGS": str(timings), "WANDB_MODE": "offline"}
-        words = [*shlex.split(command)[3:], "logger=none", f"hydra.run.dir={scratch}/run"]
         start = time.perf_counter()
-        process = subprocess.Popen([sys.executable, "-m", "tagtorch.train", *words], cwd=ROOT,
-                                   env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                   text=True)
+        process = _start(command, Path(scratch))
         assert process.stdout is not None
         announced, at, output = None, None, []
         for line in process.stdout:
@@ -104,11 +110,7 @@ def measure(command: str) -> dict[str, float | int | None]:
 def announced_only(command: str) -> str:
     """The estimate line a command logs (it is stopped there, before its first fit)."""
     with tempfile.TemporaryDirectory() as scratch:
-        env = {**os.environ, "TAGTORCH_TIMINGS": str(Path(scratch) / "timings.jsonl")}
-        words = [*shlex.split(command)[3:], "logger=none", f"hydra.run.dir={scratch}/run"]
-        process = subprocess.Popen([sys.executable, "-m", "tagtorch.train", *words], cwd=ROOT,
-                                   env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                   text=True)
+        process = _start(command, Path(scratch))
         assert process.stdout is not None
         found = "ended before announcing its fits"
         for line in process.stdout:

@@ -20,7 +20,7 @@ import pandas as pd
 
 from tagtorch.candidates.letor import write_synthetic_letor
 from tagtorch.data.folksonomy import Folksonomy
-from tagtorch.data.loaders.tagrec import write_tagrec, write_tagrec_split
+from tagtorch.data.loaders.tagrec import last_post_per_user, write_tagrec, write_tagrec_split
 from tagtorch.data.synthetic import generate_folksonomy
 
 
@@ -129,22 +129,15 @@ def _table(folksonomy: Folksonomy) -> pd.DataFrame:
         "genre": folksonomy.category_names[categories.reindex(objects).fillna(0).astype(int)]})
 
 
-def _semicolon_lines(folksonomy: Folksonomy, path: Path) -> None:
-    """TagRec-like lines without a header (``data.header=false 'data.sep=";"'``)."""
-    write_tagrec(folksonomy, path)
-
-
 def _tagrec_split(folksonomy: Folksonomy, path: Path) -> None:
     """``X_train.txt`` and ``X_test.txt``: each user's last post held out."""
-    from tagtorch.data.loaders.tagrec import last_post_per_user
-
     write_tagrec_split(folksonomy, path.parent, path.name.rsplit("_", 1)[0],
                        last_post_per_user(folksonomy))
 
 
 NAMED_FILES: dict[str, Callable[[Folksonomy, Path], object]] = {
     "posts.tsv": lambda f, p: _table(f).to_csv(p, sep="\t", index=False),
-    "posts.csv": _semicolon_lines,
+    "posts.csv": write_tagrec,  # TagRec's lines read as a table: header=false, sep ";"
     "tags.parquet": lambda f, p: _table(f).to_parquet(p),
     "bib_core.txt": write_tagrec,
     "my_core.txt": write_tagrec,

@@ -45,7 +45,6 @@ pytestmark = pytest.mark.integration  # CI's second step (the default run keeps 
 ROOT = Path(__file__).resolve().parents[1]
 COMMANDS_PAGE = ROOT / "docs" / "commands.md"
 PAGES = [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").glob("*.md") if p != COMMANDS_PAGE)]
-_PLACEHOLDER = re.compile(r"\b(NAME|M|X)\b|\.\.\./")
 _TRAIN = r"python3? -m tagtorch\.train\b"
 _SWEEP = re.compile(r"=(range|choice|interval|glob)\(")
 
@@ -74,13 +73,6 @@ def _overrides(command: str) -> list[str]:
     return [w for w in words if w not in ("-m", "--multirun") and not _SWEEP.search(w)]
 
 
-RUN_ELSEWHERE = {
-    "python -m tagtorch.train task=letor data=letor data.path=FOLDER":
-        "tests/test_letor.py::test_the_readmes_letor_command_runs_as_written_with_lambdamart_"
-        "by_default (a synthetic LETOR folder for FOLDER)",
-}
-"""Commands with a placeholder that another test runs, with a value for it."""
-
 STAND_IN_OBJECTS = 10_000
 """A generator run of more objects than this runs on this many (the sizes: docs/scale.md)."""
 
@@ -93,8 +85,6 @@ def why_not_run(command: str) -> str | None:
     words = shlex.split(command.split(" #")[0])[3:]
     if "# not run" in command:
         return "marked `# not run` on its page"
-    if _PLACEHOLDER.search(command):
-        return "a pattern: a placeholder stands for your value"
     gpus = [w for w in words if w.startswith(("hydra.sweeper.devices=", "hydra.launcher.gpus"))]
     if gpus and not torch.cuda.is_available():
         return f"needs a GPU (`{gpus[0]}`)"
@@ -189,9 +179,6 @@ def _checked(command: str, tmp_path: Path, traced: dict[str, str]) -> str:
     """The commands page's second column: run (with which stand-ins), or why not."""
     record = traced.get(_what(command))
     its_run = f"; its run: [`{record}`](provenance.md#{record})" if record else ""
-    elsewhere = RUN_ELSEWHERE.get(command.split(" #")[0].strip())
-    if elsewhere:
-        return f"*run* by `{elsewhere}`{its_run}"
     reason = why_not_run(command)
     if reason is not None:
         return f"not run: {reason}{its_run}"
@@ -220,8 +207,8 @@ def test_the_pages_show_commands():
 def test_every_shown_command_composes_and_passes_the_checks(tmp_path, monkeypatch, stand_in_home,
                                                            page, command):
     monkeypatch.setenv("TAGTORCH_DATA_DIR", str(stand_in_home))  # as the runs below
-    if "# not run" in command or re.search(r"\bNAME\b", command):
-        pytest.skip(f"{page}: marked as not run, or a pattern with a placeholder NAME")
+    if "# not run" in command:
+        pytest.skip(f"{page}: marked as not run")
     cfg = compose_cfg(tmp_path, _overrides(command))
     drop_unselected_settings(cfg)
     check_config(cfg)
@@ -278,8 +265,8 @@ def _cluster(command: str, folder: Path, env: dict[str, str]
 def test_every_shown_command_runs_end_to_end(tmp_path, stand_in_home, command):
     """As the commands page says: on stand-in data, with its overrides; the others skip."""
     reason = why_not_run(command)
-    if reason is not None or command in RUN_ELSEWHERE:
-        pytest.skip(f"not run here: {reason or RUN_ELSEWHERE[command]}")
+    if reason is not None:
+        pytest.skip(f"not run here: {reason}")
     words = run_words(command, tmp_path)
     (tmp_path / "tests").symlink_to(ROOT / "tests")  # the paths the pages give from the checkout
     for word in words:
@@ -327,9 +314,3 @@ if __name__ == "__main__":
     print(f"{COMMANDS_PAGE}: {len(COMMANDS)} commands ({len(UNIQUE)} distinct), {len(run)} of "
           "them run end to end")
 
-
-def test_the_tests_that_run_placeholder_commands_exist():
-    for command, where in RUN_ELSEWHERE.items():
-        file, name = where.split(" (")[0].split("::")
-        assert f"def {name}(" in (ROOT / file).read_text(encoding="utf-8"), command
-        assert any(shown == command for _, shown in COMMANDS), command
