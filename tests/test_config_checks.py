@@ -54,7 +54,7 @@ def test_every_shipped_configuration_passes(tmp_path, experiment):
     (["model=bm25"], "model.bm25._target_", "a tag ranker"),
     (["task=posts", "model=bm25"], "model.bm25._target_", "a post ranker"),
     (["task=posts", "model=bm25"], "model.bm25._target_",
-     "task=posts, one of apr, bll, bll_ac, bll_c, bll_c_ac"),
+     "task=posts, one of apr, apr_local, bll, bll_ac, bll_c"),
     # issue 72: targets naming a method the run does not fit are refused before any fit
     (["task=posts", "model=[bll_c,folkrank]", "+task.targets={method: hybrid_lambdamart, "
       "baselines: [bll_c]}"], "task.targets.method",

@@ -21,8 +21,9 @@ from tagtorch.errors import UnreadableFileError
 from tagtorch.posts.base import recommend
 from tagtorch.posts.cf import UserCF
 from tagtorch.posts.data import PostData, personalized_split
-from tagtorch.posts.folkrank import FolkRank
+from tagtorch.posts.folkrank import FolkRank, tag_sums
 from tagtorch.posts.girp import Girp
+from tagtorch.posts.local_folkrank import LocalFolkRank
 
 
 def random_split(seed: int, n: int = 400, objects: int = 25) -> PostData:
@@ -100,10 +101,11 @@ def folkrank_compute(facts: list[list[int]], counts: list[list[int]],
     return weights
 
 
+@pytest.mark.parametrize("solver", ["per_post", "by_tag"])
 @pytest.mark.parametrize("adapted", [False, True])
-def test_folkrank_and_apr_equal_tagrecs_per_post_loop(adapted):
+def test_folkrank_and_apr_equal_tagrecs_per_post_loop(adapted, solver):
     data = random_split(3)
-    scores = FolkRank(adapted=adapted, chunk=4).fit(data).score(data.test)
+    scores = FolkRank(adapted=adapted, chunk=4, solver=solver).fit(data).score(data.test)
     for q in range(len(data.test)):
         expected = folkrank_reference(data, int(data.test.users[q]),
                                       int(data.test.resources[q]), adapted)
@@ -111,6 +113,55 @@ def test_folkrank_and_apr_equal_tagrecs_per_post_loop(adapted):
         assert got.keys() == expected.keys()
         np.testing.assert_allclose([got[t] for t in expected], list(expected.values()),
                                    rtol=1e-9, atol=1e-15)
+
+
+def test_the_tags_columns_sum_the_powers_of_the_spreading_matrix():
+    """``tag_sums`` against ``Σ_{j<K} M^j`` by dense matrix powers (``M = β A D⁻¹``)."""
+    model = FolkRank().fit(random_split(4))
+    summed, scale = model._summed_graph()
+    spread = 0.7 * model.graph_.toarray() / model.degree_[None, :]
+    powers = sum(np.linalg.matrix_power(spread, j) for j in range(10))
+    tags, rows = np.array([3, 0, 5]), np.array([model.sizes_[0] + 2, 1, 40])
+    got = tag_sums(summed.indptr, summed.indices, summed.data, scale, tags, 10, rows)
+    np.testing.assert_allclose(got, powers[np.ix_(tags, rows)].T, rtol=1e-12)
+
+
+@pytest.mark.parametrize("adapted", [False, True])
+def test_the_tags_columns_leave_the_posts_that_stop_early_to_their_own_runs(adapted):
+    """With ε between the posts' ninth changes, some posts stop early: ``by_tag`` must not
+    certify them, and its scores and lists are the per-post runs' (TagRec's loop)."""
+    data = random_split(5, n=1500, objects=80)
+    model = FolkRank(adapted=adapted, solver="by_tag").fit(data)
+    users = model.preferred_[0][data.test.users]
+    resources = model.preferred_[1][data.test.resources]
+    deltas: list[np.ndarray] = []
+    model._spread(users, resources, len(users), deltas=deltas)
+    ninth = np.abs(deltas[8]).sum(0)
+    epsilon = float(np.median(ninth))
+    stops = ninth <= epsilon
+    assert 0 < stops.sum() < len(stops)
+    tagged, own = (FolkRank(adapted=adapted, solver=s, epsilon=epsilon).fit(data)
+                   for s in ("by_tag", "per_post"))
+    certified = tagged._by_tag(users, resources)[1]
+    assert not (certified & stops).any() and (certified & ~stops).any()
+    finite = np.isfinite(own.score(data.test))
+    np.testing.assert_allclose(tagged.score(data.test)[finite], own.score(data.test)[finite],
+                               rtol=1e-10, atol=1e-14)
+    assert (tagged.top_tags(data.test, 10) == own.top_tags(data.test, 10)).all()
+
+
+@pytest.mark.parametrize("adapted", [False, True])
+def test_the_local_folkrank_stays_within_its_error_bound(adapted):
+    """LocalFolkRank against the exact runs of every iteration (no ε stop), tag by tag."""
+    data = random_split(6, n=1500, objects=80)
+    exact = FolkRank(adapted=adapted, epsilon=-1.0, solver="per_post").fit(data)
+    for push in (1e-3, 1e-5):
+        local = LocalFolkRank(adapted=adapted, push_epsilon=push, exact_tags=2).fit(data)
+        error = np.abs(local.score(data.test) - exact.score(data.test))[:, local.tag_codes_]
+        assert (error <= local.error_bound()[None, :] + 1e-15).all()
+    assert error.max() < 1e-3
+    with pytest.raises(ValueError, match="push_epsilon"):
+        LocalFolkRank(push_epsilon=0.0)
 
 
 def test_folkrank_ranks_the_users_and_the_resources_tags_first_in_a_hand_made_graph():

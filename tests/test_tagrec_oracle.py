@@ -110,6 +110,16 @@ def test_every_baseline_equals_tagrecs_output(split, method):
     assert_equals_tagrec(instantiate(node), data, name, TAGREC_NAMES[method])
 
 
+@pytest.mark.parametrize("solver", ["per_post", "by_tag"])
+@pytest.mark.parametrize("method", ["apr", "folkrank"])
+def test_both_of_folkranks_solvers_equal_tagrecs_output(split, method, solver):
+    """Each post's own run (TagRec's sums) and the tags' columns (issue 73) give its lists."""
+    name, data = split
+    node = OmegaConf.merge(OmegaConf.load(CONF / f"{method}.yaml")[method],
+                           DEFECT.get(name, {}).get(method, {}), {"solver": solver})
+    assert_equals_tagrec(instantiate(node), data, name, TAGREC_NAMES[method])
+
+
 @pytest.mark.parametrize("method", ["apr", "folkrank"])
 def test_folkranks_default_graph_ignores_lines_without_tags(method):
     """Without TagRec's defect, a training line without tags changes nothing in the graph.

@@ -63,18 +63,38 @@ negative one), which changes its graph slightly (three Last.fm posts).
 fact sends the whole share to both other nodes), which doubles the spread weight in every
 iteration, so the popularity part outweighs the preference: a variant for comparison only.
 
-We run the iterations for all test posts together: the columns of a ``[nodes, posts]`` matrix,
-each spread by one sparse product (each row's entries stored in TagRec's summation order, one
-per fact and neighbour, duplicates kept: about 3 times the entries of summed counts), each post
-stopping on its own ε as TagRec's per-post loop does.
+Two ways to compute the runs (``solver``), giving the same lists (issue 73; on every TagRec
+fixture, and on the synthetic sets of 100k to 1M posts, post by post):
+
+- ``per_post``: each post its own column of a ``[nodes, posts]`` matrix, spread by one sparse
+  product per iteration (each row's entries stored in TagRec's summation order, one per fact
+  and neighbour, duplicates kept), each post stopping on its own ε as TagRec's per-post loop
+  does: TagRec's sums to the last bit. The cost is ``K`` products over the graph per post.
+- ``by_tag`` (ours): a post's weights after ``K`` iterations are linear in its preference
+  ``p = c_u e_u + c_r e_r``: a run without preference nodes (one per group of posts with the
+  same norms) plus ``Σ_{j<K} M^j p`` (``M = β A D⁻¹``, the spreading). The graph is symmetric,
+  so ``(Σ_j M^j)[t, v]`` for every graph tag ``t`` and every node ``v`` comes from ``K``
+  products of ``M^T`` on the tags' unit vectors (:func:`tag_sums`): as many columns as tags,
+  whatever the number of posts, for every user's and resource's preference at once. This is
+  valid for a post that runs all ``K`` iterations; TagRec stops a post once its total change
+  ``‖d_k‖₁`` is at most ε. :meth:`FolkRank._certified` proves ``‖d_k‖₁ > ε`` for every
+  ``k < K`` by ``‖d_k‖₁ ≥ |⟨d_k, z⟩|`` for sign vectors ``z`` (the base run's change and 16
+  reference posts' own changes): one product per ``z`` and ``k`` for all posts. A post not
+  proved is run per post. The sums come in another order, so values that TagRec's sums make
+  exactly equal may differ in the last bits: scores within :data:`TIE_TOLERANCE` of each other
+  are tied (:func:`merge_near_ties`), in the best :data:`MERGED_DEPTH` of a list.
+- ``auto`` (the default): ``by_tag`` where the graph has fewer tags than there are posts to
+  score, else ``per_post``.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 
+import numba
 import numpy as np
 import scipy.sparse as sp
 
@@ -82,7 +102,19 @@ from tagtorch.posts.base import PostRanker
 from tagtorch.posts.data import PostData, Posts, post_places
 from tagtorch.progress import progress
 
-__all__ = ["FolkRank", "tagrec_left_out"]
+__all__ = ["SOLVERS", "FolkRank", "tag_sums", "tagrec_left_out"]
+
+SOLVERS = ("auto", "per_post", "by_tag")
+"""How :class:`FolkRank` computes its runs (class docstring)."""
+CERTIFY_MARGIN = 1e-9
+"""How far above ε a post's proved change must be (float error in the bound, far smaller)."""
+TAG_BLOCK = 64
+"""Tags per block of :func:`tag_sums` (two ``[nodes, TAG_BLOCK]`` arrays per thread)."""
+MERGED_DEPTH = 100
+"""How deep a list's near ties are merged (TagRec's lists hold 10 tags; the hybrid reads 50)."""
+TIE_TOLERANCE = 1e-13
+"""Scores of the tags' columns this close are one tie (their float error: at most 3e-15 on
+the fixtures and the synthetic sets, of weights summing to at most 3)."""
 
 
 def first_appearance(codes: np.ndarray, n_codes: int) -> np.ndarray:
@@ -145,6 +177,73 @@ def tagrec_left_out(weights: np.ndarray, k: int) -> np.ndarray:
     return (weights == kth) & (rank > window)
 
 
+def merge_near_ties(scores: np.ndarray, tolerance: float, rows: np.ndarray, depth: int
+                    ) -> np.ndarray:
+    """``scores`` (in place) with the near ties among each of ``rows``' best merged.
+
+    In a row where ``rows`` is True, the scores at least the ``depth``-th best less
+    ``tolerance`` are sorted, and each run of values within ``tolerance`` of the next is set to
+    the run's highest: a list of up to ``depth`` tags then orders them as ties. Scores further
+    down never reach such a list and are left as they are.
+
+    Example:
+        >>> merge_near_ties(np.array([[3.0, 1.0, 3.0 - 1e-15, 2.0]]), 1e-13, np.array([True]),
+        ...                 2)
+        array([[3., 1., 3., 2.]])
+    """
+    picked = np.flatnonzero(rows)
+    if not len(picked) or scores.shape[1] == 0:
+        return scores
+    part = scores[picked]
+    k = min(depth, part.shape[1])
+    kth = -np.partition(-part, k - 1, axis=1)[:, k - 1]
+    row, col = np.nonzero(part >= (kth - tolerance)[:, None])
+    values = part[row, col]
+    order = np.lexsort((-values, row))
+    row, col, values = row[order], col[order], values[order]
+    starts = np.ones(len(values), dtype=bool)
+    starts[1:] = (row[1:] != row[:-1]) | (values[:-1] - values[1:] > tolerance)
+    leader = np.maximum.accumulate(np.where(starts, np.arange(len(values)), 0))
+    part[row, col] = values[leader]
+    scores[picked] = part
+    return scores
+
+
+@numba.njit(nogil=True, cache=True)
+def tag_sums(indptr: np.ndarray, indices: np.ndarray, counts: np.ndarray, scale: np.ndarray,
+             tags: np.ndarray, terms: int, rows: np.ndarray) -> np.ndarray:
+    """``[len(rows), len(tags)]`` ``Σ_{j<terms} (M^T)^j e_t`` at ``rows`` for the nodes ``tags``.
+
+    ``M^T = diag(scale) · A`` with ``A`` the summed graph (``indptr, indices, counts``, CSR),
+    ``scale = β / degree``: ``(M^T)^j e_t`` at ``v`` is ``(M^j e_v)`` at ``t``, the weight a
+    preference on ``v`` sends to tag ``t`` in ``j`` iterations (``FolkRank._by_tag``).
+    """
+    n, width = len(indptr) - 1, len(tags)
+    y = np.zeros((n, width))
+    new = np.empty((n, width))
+    for c in range(width):
+        y[tags[c], c] = 1.0
+    for _ in range(terms - 1):
+        for i in range(n):
+            row = new[i]
+            row[:] = 0.0
+            for p in range(indptr[i], indptr[i + 1]):
+                a = counts[p]
+                source = y[indices[p]]
+                for c in range(width):
+                    row[c] += a * source[c]
+            s = scale[i]
+            for c in range(width):
+                row[c] *= s
+        for c in range(width):
+            new[tags[c], c] += 1.0
+        y, new = new, y
+    out = np.empty((len(rows), width))
+    for q in range(len(rows)):
+        out[q] = y[rows[q]]
+    return out
+
+
 class FolkRank(PostRanker):
     """``folkrank`` (``adapted=False``) and ``apr`` (``adapted=True``), module docstring.
 
@@ -160,10 +259,12 @@ class FolkRank(PostRanker):
             surfer ``1/|D|`` (TagRec: ``1/(2|D|)``, module docstring).
         top_k: the length of TagRec's lists whose boundary ties :meth:`tie_order` reproduces
             (TagRec: 10; 0: every tie later-first).
-        n_jobs: threads scoring batches of posts (``-1``: one per core).
+        n_jobs: threads scoring batches of posts or blocks of tags (``-1``: one per core).
         tagrec_preference_ids: prefer the nodes numbered as TagRec's reader numbers the post's
             user and resource (TagRec's defect, module docstring; the same nodes unless a
             training post has no tags).
+        solver: ``auto``, ``per_post`` or ``by_tag`` (module docstring).
+        references: posts whose own changes give :meth:`_certified` its sign vectors.
     """
 
     spread: str
@@ -171,7 +272,8 @@ class FolkRank(PostRanker):
     def __init__(self, adapted: bool = False, damping: float = 0.7, max_iterations: int = 10,
                  epsilon: float = 1e-5, chunk: int = 512, spread: str = "edges",
                  renormalize: bool = False, top_k: int = 10, n_jobs: int = -1,
-                 tagrec_preference_ids: bool = False) -> None:
+                 tagrec_preference_ids: bool = False, solver: str = "auto",
+                 references: int = 16) -> None:
         if not 0.0 < damping < 1.0:
             raise ValueError(f"damping must be in (0, 1), got {damping}")
         if spread not in ("facts", "edges"):
@@ -180,10 +282,15 @@ class FolkRank(PostRanker):
             raise ValueError(f"n_jobs must be -1 or >= 1, got {n_jobs}")
         if top_k < 0:
             raise ValueError(f"top_k must be >= 0, got {top_k}")
+        if solver not in SOLVERS:
+            raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
+        if references < 0:
+            raise ValueError(f"references must be >= 0, got {references}")
         self.adapted, self.damping, self.renormalize = adapted, damping, renormalize
         self.max_iterations, self.epsilon, self.chunk = max_iterations, epsilon, chunk
         self.top_k, self.n_jobs = top_k, n_jobs
         self.tagrec_preference_ids = tagrec_preference_ids
+        self.solver, self.references = solver, references
 
     def _fit(self, data: PostData) -> None:
         """The graph of the training facts and the run without preference."""
@@ -197,6 +304,7 @@ class FolkRank(PostRanker):
         ranks = [first_appearance(c[lines], n) for c, n in
                  zip(codes, (data.n_tags, data.n_users, data.n_resources), strict=True)]
         self.sizes_ = np.array([int(r.max(initial=-1)) + 1 for r in ranks])
+        self.start_ = np.repeat(1.0 / self.sizes_, self.sizes_)  # 1/|D| in every dimension
         starts = np.r_[0, np.cumsum(self.sizes_)]
         self.node_of_ = [np.where(r >= 0, r + starts[d], -1) for d, r in enumerate(ranks)]
         self.preferred_ = (self._reader_nodes(data, starts) if self.tagrec_preference_ids
@@ -237,21 +345,24 @@ class FolkRank(PostRanker):
                 norm[d] += self.sizes_[d] * ((nodes >= 0) if self.renormalize else 1.0)
         return norm
 
-    def _spread(self, users: np.ndarray, resources: np.ndarray, n_posts: int) -> np.ndarray:
+    def _spread(self, users: np.ndarray, resources: np.ndarray, n_posts: int,
+                norm: np.ndarray | None = None, deltas: list[np.ndarray] | None = None
+                ) -> np.ndarray:
         """``[nodes, n_posts]`` the final weights with each post's user and resource preferred.
 
         ``users`` and ``resources`` hold node ids, ``-1`` where not in the graph (no
         preference node, but the preference weight still counts in the norm); empty arrays:
-        the run without preference for all ``n_posts`` columns.
+        the run without preference for all ``n_posts`` columns. ``norm``: ``[3, n_posts]``
+        norms instead of :meth:`_norms`'. ``deltas``: gets each iteration's ``new − old``, and
+        every post runs ``max_iterations`` (no ε stop).
         """
         beta, gamma = self.damping, self.gamma_
         bounds = np.r_[0, np.cumsum(self.sizes_)]
-        norm = self._norms(users, resources, n_posts)
+        norm = self._norms(users, resources, n_posts) if norm is None else norm
         surfer = gamma * (1.0 / norm)  # γ · p_D, [3, n_posts]
         extra = [(gamma / beta) * (self.sizes_[d] / norm[d]) for d in (1, 2)]  # added before β
         nodes = [users, resources]
-        weights = np.repeat((1.0 / self.sizes_)[np.repeat(np.arange(3), self.sizes_)][:, None],
-                            n_posts, 1)
+        weights = np.repeat(self.start_[:, None], n_posts, 1)
         degree = self.degree_[:, None]
         active = np.arange(n_posts)
         for _ in range(self.max_iterations):
@@ -265,13 +376,15 @@ class FolkRank(PostRanker):
             new *= beta
             for d in range(3):  # each dimension's nodes a block of rows
                 new[bounds[d]:bounds[d + 1]] += surfer[d, active]
+            if deltas is not None:
+                deltas.append(new - current)
             current -= new  # the old weights are no longer needed (a copy, or replaced)
             delta = np.abs(current, out=current).sum(0)  # row by row: TagRec's order
             if every:
                 weights = new
             else:
                 weights[:, active] = new
-            active = active[delta > self.epsilon]
+            active = active[(delta > self.epsilon) | (deltas is not None)]
             if not len(active):
                 break
         return weights
@@ -279,30 +392,179 @@ class FolkRank(PostRanker):
     def _tag_weights(self, posts: Posts) -> tuple[np.ndarray, np.ndarray]:
         """``[Q, T]`` the graph's tags' scores (node order) and ``(posts, tags)`` left out.
 
-        Batches of ``chunk`` posts run in ``n_jobs`` threads (the sparse products and array
-        operations release the GIL); the second array lists :func:`tagrec_left_out` (``[2, n]``,
-        empty when ``top_k`` is 0).
+        The second array lists :func:`tagrec_left_out` (``[2, n]``, empty when ``top_k`` is 0).
         """
-        out = np.empty((len(posts), int(self.sizes_[0])))
+        users = self.preferred_[0][posts.users]
+        resources = self.preferred_[1][posts.resources]
+        out, merged = self._preferred_tags(users, resources)
+        baseline = 0.0 if self.adapted else self.baseline_
+        out -= baseline
+        if merged is not None:
+            for start in range(0, len(posts), self.chunk):
+                part = slice(start, start + self.chunk)
+                merge_near_ties(out[part], TIE_TOLERANCE, merged[part], MERGED_DEPTH)
+            rest = np.flatnonzero(~merged)
+            if len(rest):  # not proved to run every iteration: each its own run
+                out[rest] = self._per_post(users[rest], resources[rest]) - baseline
+        if not self.top_k:
+            return out, np.zeros((2, 0), dtype=np.int64)
+        parts = [np.zeros((2, 0), dtype=np.int64)]
+        for start in range(0, len(posts), self.chunk):
+            rows, cols = np.nonzero(tagrec_left_out(out[start:start + self.chunk], self.top_k))
+            parts.append(np.stack([rows + start, cols]))
+        return out, np.concatenate(parts, axis=1)
+
+    def _preferred_tags(self, users: np.ndarray, resources: np.ndarray
+                        ) -> tuple[np.ndarray, np.ndarray | None]:
+        """``[Q, T]`` the preferred run's tag weights, and ``[Q]`` the rows of merged near ties.
+
+        The second is None where no row's near ties are merged; its False rows are run again
+        per post.
+        """
+        if self._solver_for(len(users)) == "by_tag":
+            return self._by_tag(users, resources)
+        return self._per_post(users, resources), None
+
+    def _solver_for(self, n_posts: int) -> str:
+        """``per_post`` or ``by_tag`` for ``n_posts`` posts (``auto``: the fewer columns)."""
+        if self.solver != "auto":
+            return self.solver
+        return "by_tag" if self.sizes_[0] < n_posts else "per_post"
+
+    def _threads(self, n_items: int) -> int:
+        """The threads for ``n_items`` independent items (``n_jobs``, at most one per item)."""
         jobs = (os.cpu_count() or 1) if self.n_jobs == -1 else self.n_jobs
-        size = max(1, min(self.chunk, -(-len(posts) // jobs)))
+        return max(1, min(jobs, n_items))
 
-        def run(start: int) -> np.ndarray:
+    def _per_post(self, users: np.ndarray, resources: np.ndarray) -> np.ndarray:
+        """``[Q, T]`` the preferred run's tag weights, each post its own column (TagRec's sums).
+
+        Batches of ``chunk`` posts run in ``n_jobs`` threads (the sparse products and array
+        operations release the GIL).
+        """
+        out = np.empty((len(users), int(self.sizes_[0])))
+        size = max(1, min(self.chunk, -(-len(users) // self._threads(len(users)))))
+
+        def run(start: int) -> None:
             part = slice(start, start + size)
-            users = self.preferred_[0][posts.users[part]]
-            resources = self.preferred_[1][posts.resources[part]]
-            tags = self._spread(users, resources, len(users))[:self.sizes_[0]].T
-            out[part] = tags if self.adapted else tags - self.baseline_
-            if not self.top_k:
-                return np.zeros((2, 0), dtype=np.int64)
-            rows, cols = np.nonzero(tagrec_left_out(out[part], self.top_k))
-            return np.stack([rows + start, cols])
+            count = len(users[part])
+            out[part] = self._spread(users[part], resources[part], count)[:self.sizes_[0]].T
 
-        starts = range(0, len(posts), size)
-        with ThreadPoolExecutor(jobs) as pool:
-            left_out = list(progress(pool.map(run, starts), "APR" if self.adapted else "FolkRank",
-                                     unit="batch", total=len(starts), enabled=len(starts) > 1))
-        return out, np.concatenate([np.zeros((2, 0), dtype=np.int64), *left_out], axis=1)
+        starts = range(0, len(users), size)
+        with ThreadPoolExecutor(self._threads(len(starts))) as pool:
+            for _ in progress(pool.map(run, starts), self._label("per post"), unit="batch",
+                              total=len(starts), enabled=len(starts) > 1):
+                pass
+        return out
+
+    def _by_tag(self, users: np.ndarray, resources: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray]:
+        """``[Q, T]`` the preferred run's tag weights by the tags' columns, and ``[Q]`` certified.
+
+        :func:`tag_sums` gives ``(Σ_j M^j)[t, v]`` for every graph tag ``t`` at the posts' user
+        and resource nodes ``v`` (:meth:`_decomposed`). Valid for the posts that run all ``K``
+        iterations, which :meth:`_certified` proves (the others are False).
+        """
+        return self._decomposed(users, resources, self._tag_sum_parts, certify=True)
+
+    def _decomposed(self, users: np.ndarray, resources: np.ndarray,
+                    parts: Callable[[np.ndarray, np.ndarray, sp.csr_matrix, np.ndarray],
+                                    np.ndarray],
+                    certify: bool) -> tuple[np.ndarray, np.ndarray]:
+        """``[Q, T]`` the preferred run's tag weights as a base run plus the preference's part.
+
+        A post's weights after ``K`` iterations are a run without preference nodes (its norms,
+        one per group of posts with the same norms) plus ``Σ_{j<K} M^j p`` for its preference
+        ``p = c_u e_u + c_r e_r`` (module docstring), whose tag entries ``parts(nodes
+        [2, Q], coefficients [2, Q], summed graph, β / degree)`` gives. Also ``[Q]``: the posts
+        :meth:`_certified` proves to run every iteration (``certify``; else all True).
+        """
+        norm = self._norms(users, resources, len(users))
+        beta = self.damping
+        coefficients = np.stack([np.where(nodes >= 0, beta * ((self.gamma_ / beta) * (
+            self.sizes_[d] / norm[d])), 0.0) for d, nodes in ((1, users), (2, resources))])
+        nodes = np.stack([users, resources])
+        summed, scale = self._summed_graph()
+        out = parts(nodes, coefficients, summed, scale)
+        certified = np.full(len(users), not certify)
+        groups, group_of = np.unique(norm.T, axis=0, return_inverse=True)
+        for g, group_norm in enumerate(groups):
+            posts = np.flatnonzero(group_of.ravel() == g)
+            deltas: list[np.ndarray] = []
+            base = self._spread(np.full(1, -1), np.full(1, -1), 1, group_norm[:, None], deltas)
+            out[posts] += base[:self.sizes_[0], 0]
+            if certify:
+                certified[posts] = self._certified(nodes[:, posts], coefficients[:, posts],
+                                                   [d[:, 0] for d in deltas], summed, scale)
+        return out, certified
+
+    def _tag_sum_parts(self, nodes: np.ndarray, coefficients: np.ndarray,
+                       summed: sp.csr_matrix, scale: np.ndarray,
+                       tags: np.ndarray | None = None, out: np.ndarray | None = None
+                       ) -> np.ndarray:
+        """``[Q, T]`` each post's ``Σ_{j<K} M^j p`` at the tags, by :func:`tag_sums`.
+
+        Blocks of tags run in threads; a block's sums at the posts' nodes are dropped once used.
+
+        ``tags``: only these graph tags, written into their columns of ``out``.
+        """
+        rows, where = np.unique(np.where(nodes >= 0, nodes, nodes.max(initial=0)),
+                                return_inverse=True)
+        where = where.reshape(nodes.shape)
+        tags = np.arange(int(self.sizes_[0])) if tags is None else tags
+        out = np.empty((nodes.shape[1], int(self.sizes_[0]))) if out is None else out
+
+        def run(start: int) -> None:
+            block = tags[start:start + TAG_BLOCK]
+            sums = tag_sums(summed.indptr, summed.indices, summed.data, scale, block,
+                            self.max_iterations, rows)  # [rows, block]
+            out[:, block] = coefficients[0, :, None] * sums[where[0]]
+            out[:, block] += coefficients[1, :, None] * sums[where[1]]
+
+        starts = range(0, len(tags), TAG_BLOCK)
+        with ThreadPoolExecutor(self._threads(len(starts))) as pool:
+            for _ in progress(pool.map(run, starts), self._label("by tag"), unit="block",
+                              total=len(starts), enabled=len(starts) > 1):
+                pass
+        return out
+
+    def _summed_graph(self) -> tuple[sp.csr_matrix, np.ndarray]:
+        """The graph with its duplicate entries summed, and ``β / degree`` (``M^T``'s rows)."""
+        summed = self.graph_.copy()
+        summed.sum_duplicates()
+        return summed, self.damping / self.degree_
+
+    def _certified(self, nodes: np.ndarray, coefficients: np.ndarray,
+                   base_deltas: list[np.ndarray], summed: sp.csr_matrix, scale: np.ndarray
+                   ) -> np.ndarray:
+        """``[Q]`` the posts whose change exceeds ε in every iteration before the last.
+
+        A post's change in iteration ``k`` is ``d_k = D_k + M^{k-1} p`` (``D_k`` the base
+        run's, ``p`` its preference), and ``‖d_k‖₁ ≥ |⟨d_k, z⟩|`` for every ``z`` in
+        ``[-1, 1]``: with ``z`` the signs of ``D_k`` and of ``references`` posts' own
+        changes, ``⟨M^{k-1} p, z⟩`` is ``p``'s entries of ``(M^T)^{k-1} z`` (one product per
+        ``z`` and ``k`` for all posts). A post not proved to run every iteration is left to
+        the per-post solver (it may stop early, as TagRec's loop would stop it).
+        """
+        count = min(self.references, nodes.shape[1])
+        picks = np.linspace(0, nodes.shape[1] - 1, count).astype(np.int64)
+        own: list[np.ndarray] = []
+        if count:
+            self._spread(nodes[0, picks], nodes[1, picks], count, deltas=own)
+        certified = np.ones(nodes.shape[1], dtype=bool)
+        for k, base in enumerate(base_deltas[:-1], start=1):
+            z = np.sign(np.column_stack([base, *([own[k - 1]] if own else [])]))
+            dot = base @ z  # [Z]
+            for _ in range(k - 1):
+                z = scale[:, None] * (summed @ z)
+            bound = np.abs(dot + sum(coefficients[d, :, None] * z[np.maximum(nodes[d], 0)]
+                                     for d in range(2)))
+            certified &= bound.max(1) > self.epsilon + CERTIFY_MARGIN
+        return certified
+
+    def _label(self, solver: str) -> str:
+        """The progress bar's label."""
+        return f"{'APR' if self.adapted else 'FolkRank'} ({solver})"
 
     def score(self, posts: Posts) -> np.ndarray:
         """``[Q, W]`` dense scores; ``-inf`` for tags not in the graph.

@@ -58,6 +58,7 @@ from tagtorch.posts.cf import UserCF
 from tagtorch.posts.data import PostData, Posts, last_posts, user_tag_reduce, validation_posts
 from tagtorch.posts.folkrank import FolkRank
 from tagtorch.posts.girp import Girp
+from tagtorch.posts.local_folkrank import LocalFolkRank
 from tagtorch.posts.metrics import post_metrics
 from tagtorch.posts.three_layers import ThreeLayers
 from tagtorch.rankers.base import RANKER_MODULES, BaseRanker, Ranker
@@ -72,11 +73,16 @@ OWN_FOLDERS = ("log_dir", "checkpoint_dir")
 """The ranker settings naming folders it writes, dropped by :meth:`Hybrid._build_ranker`."""
 
 
-def _base_methods() -> dict[str, PostRanker]:
-    """The baselines whose scores are candidates and features."""
+def _base_methods(local_graph: bool = False) -> dict[str, PostRanker]:
+    """The baselines whose scores are candidates and features.
+
+    ``local_graph``: FolkRank and APR by local push
+    (:class:`~tagtorch.posts.local_folkrank.LocalFolkRank`).
+    """
+    graph = LocalFolkRank if local_graph else FolkRank
     return {"mp_ur": MostPopularUserResource(), "bll_c": BaseLevelLearning(beta=0.5),
-            "bll": BaseLevelLearning(), "girptm": Girp(), "folkrank": FolkRank(),
-            "cf": UserCF(), "mp": MostPopular(), "apr": FolkRank(adapted=True),
+            "bll": BaseLevelLearning(), "girptm": Girp(), "folkrank": graph(),
+            "cf": UserCF(), "mp": MostPopular(), "apr": graph(adapted=True),
             "bll_c_ac": BaseLevelLearning(beta=0.5, associative=True),
             "three_layers": ThreeLayers()}
 
@@ -98,6 +104,8 @@ class Hybrid(PostRanker):
         selection: the share of the validation posts kept back to choose between the ranker
             and the sources (0: always the ranker).
         rounds: validation carves the ranker learns from (module docstring; 1: one carve).
+        local_graph: FolkRank's and APR's sources by local push (ours, for large graphs:
+            :mod:`tagtorch.posts.local_folkrank`) instead of their exact runs.
     """
 
     config_settings = frozenset({"ranker"})
@@ -110,7 +118,7 @@ class Hybrid(PostRanker):
 
     def __init__(self, ranker: Mapping[str, Any], depth: int = 50, seed: int = 0,
                  validation: str = "leave_last", validation_fraction: float = 0.2,
-                 selection: float = 0.3, rounds: int = 1) -> None:
+                 selection: float = 0.3, rounds: int = 1, local_graph: bool = False) -> None:
         if rounds < 1:
             raise ValueError(f"rounds must be at least 1, got {rounds}")
         if depth < 1:
@@ -120,7 +128,7 @@ class Hybrid(PostRanker):
         self.ranker, self.depth, self.seed = plain_json(ranker), depth, seed
         trusted_config(ranker, RANKER_MODULES, (BaseRanker,), "ranker")  # refused now, not late
         self.validation, self.validation_fraction = validation, validation_fraction
-        self.selection, self.rounds = selection, rounds
+        self.selection, self.rounds, self.local_graph = selection, rounds, local_graph
 
     def _fit(self, data: PostData) -> None:
         """Fits the ranker on the validation posts, then the sources on all training posts."""
@@ -196,7 +204,7 @@ class Hybrid(PostRanker):
     def _fit_sources(self, data: PostData) -> None:
         """The base methods, the co-occurrence rules and the statistics of ``data.train``."""
         train = data.train
-        methods = _base_methods()
+        methods = _base_methods(self.local_graph)
         cast(ThreeLayers, methods["three_layers"]).saved_categories_ = self.saved_categories_
         self.sources_ = {name: method.fit(data) for name, method in methods.items()}
         tags = incidence(train.tags, data.n_tags)
