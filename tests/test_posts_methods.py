@@ -383,6 +383,19 @@ def test_the_hybrid_never_reads_test_tags_and_beats_popularity():
         Hybrid(HYBRID_RANKER, depth=0)
 
 
+def test_the_hybrids_local_graph_takes_the_local_folkrank_as_its_two_graph_sources():
+    from tagtorch.posts.hybrid import Hybrid
+
+    data = random_split(11, n=600)
+    hybrid = Hybrid(HYBRID_RANKER, depth=3, local_graph=True).fit(data)
+    local = {name: type(source) for name, source in hybrid.sources_.items()
+             if isinstance(source, FolkRank)}
+    assert local == {"folkrank": LocalFolkRank, "apr": LocalFolkRank}
+    exact = LocalFolkRank(adapted=True).fit(data).score(data.test)
+    np.testing.assert_array_equal(hybrid.sources_["apr"].score(data.test), exact)
+    assert recommend(hybrid.score(data.test), 3).shape == (len(data.test), 3)
+
+
 def test_lda_posts_sums_the_thresholded_topic_mixtures_of_the_users_and_resources_documents():
     from tagtorch.data.ragged import Ragged
     from tagtorch.posts.lda import TopicTags

@@ -450,11 +450,7 @@ class FolkRank(PostRanker):
             count = len(users[part])
             out[part] = self._spread(users[part], resources[part], count)[:self.sizes_[0]].T
 
-        starts = range(0, len(users), size)
-        with ThreadPoolExecutor(self._threads(len(starts))) as pool:
-            for _ in progress(pool.map(run, starts), self._label("per post"), unit="batch",
-                              total=len(starts), enabled=len(starts) > 1):
-                pass
+        self._in_threads(run, range(0, len(users), size), "per post", "batch")
         return out
 
     def _by_tag(self, users: np.ndarray, resources: np.ndarray
@@ -521,11 +517,7 @@ class FolkRank(PostRanker):
             out[:, block] = coefficients[0, :, None] * sums[where[0]]
             out[:, block] += coefficients[1, :, None] * sums[where[1]]
 
-        starts = range(0, len(tags), TAG_BLOCK)
-        with ThreadPoolExecutor(self._threads(len(starts))) as pool:
-            for _ in progress(pool.map(run, starts), self._label("by tag"), unit="block",
-                              total=len(starts), enabled=len(starts) > 1):
-                pass
+        self._in_threads(run, range(0, len(tags), TAG_BLOCK), "by tag", "block")
         return out
 
     def _summed_graph(self) -> tuple[sp.csr_matrix, np.ndarray]:
@@ -562,9 +554,14 @@ class FolkRank(PostRanker):
             certified &= bound.max(1) > self.epsilon + CERTIFY_MARGIN
         return certified
 
-    def _label(self, solver: str) -> str:
-        """The progress bar's label."""
-        return f"{'APR' if self.adapted else 'FolkRank'} ({solver})"
+    def _in_threads(self, run: Callable[[int], None], starts: range, solver: str,
+                    unit: str) -> None:
+        """``run(start)`` for every start in ``n_jobs`` threads, with a bar of ``unit``s."""
+        with ThreadPoolExecutor(self._threads(len(starts))) as pool:
+            for _ in progress(pool.map(run, starts), f"{'APR' if self.adapted else 'FolkRank'}"
+                              f" ({solver})", unit=unit, total=len(starts),
+                              enabled=len(starts) > 1):
+                pass
 
     def score(self, posts: Posts) -> np.ndarray:
         """``[Q, W]`` dense scores; ``-inf`` for tags not in the graph.

@@ -38,14 +38,11 @@ scores are within :data:`~tagtorch.posts.folkrank.TIE_TOLERANCE` of each other a
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 import numba
 import numpy as np
 import scipy.sparse as sp
 
 from tagtorch.posts.folkrank import FolkRank
-from tagtorch.progress import progress
 
 __all__ = ["LocalFolkRank", "pushed_tags", "reaching_tags"]
 
@@ -186,10 +183,6 @@ class LocalFolkRank(FolkRank):
                                     np.ascontiguousarray(nodes[:, part]),
                                     np.ascontiguousarray(coefficients[:, part]))
 
-        starts = range(0, n_posts, size)
-        with ThreadPoolExecutor(self._threads(len(starts))) as pool:
-            for _ in progress(pool.map(run, starts), self._label("local push"), unit="batch",
-                              total=len(starts), enabled=len(starts) > 1):
-                pass
+        self._in_threads(run, range(0, n_posts, size), "local push", "batch")
         exact = np.argsort(-self.degree_[:self.sizes_[0]], kind="stable")[:self.exact_tags]
         return self._tag_sum_parts(nodes, coefficients, summed, scale, exact, out)
