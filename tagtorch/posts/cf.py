@@ -44,6 +44,7 @@ from tagtorch.candidates.neighbours import incidence
 from tagtorch.posts.base import PostRanker, recommend
 from tagtorch.posts.baselines import counts_by
 from tagtorch.posts.data import PostData, Posts, post_places
+from tagtorch.progress import batch_ranges
 
 __all__ = ["UserCF"]
 
@@ -168,9 +169,9 @@ class UserCF(PostRanker):
                 sp.csr_matrix((place[first] + 1, index), shape=shape, dtype=np.int64))
 
     def _scores_and_ties(self, posts: Posts) -> tuple[sp.csr_matrix, sp.csr_matrix]:
-        """:meth:`_votes` of all posts, taken in chunks of ``_CHUNK``."""
-        blocks = [self._votes(posts.take(np.arange(start, min(start + _CHUNK, len(posts)))))
-                  for start in range(0, len(posts), _CHUNK)]
+        """:meth:`_votes` of all posts, taken in chunks of ``_CHUNK`` (a bar past one)."""
+        blocks = [self._votes(posts.take(np.arange(start, stop)))
+                  for start, stop in batch_ranges(len(posts), _CHUNK, "CF", unit="post")]
         if not blocks:
             return sp.csr_matrix((0, self.n_tags_)), sp.csr_matrix((0, self.n_tags_))
         return (sp.vstack([b[0] for b in blocks], format="csr"),
