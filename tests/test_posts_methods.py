@@ -383,6 +383,25 @@ def test_the_hybrid_never_reads_test_tags_and_beats_popularity():
         Hybrid(HYBRID_RANKER, depth=0)
 
 
+def test_the_hybrids_candidates_in_chunks_of_posts_equal_one_chunk(monkeypatch):
+    import tagtorch.posts.hybrid as hybrid_module
+
+    rng = np.random.default_rng(12)
+    frame = pd.DataFrame({"user": rng.integers(0, 150, 3000).astype(str),
+                          "object": rng.integers(0, 40, 3000).astype(str),
+                          "tag": rng.zipf(1.6, 3000).clip(1, 20).astype(str),
+                          "timestamp": rng.integers(0, 10_000, 3000)})
+    data = personalized_split(Folksonomy.from_frame(frame), p=1)
+    model = hybrid_module.Hybrid(HYBRID_RANKER, depth=3).fit(data)
+    whole = model._candidates(data.test, with_labels=True)
+    monkeypatch.setattr(hybrid_module, "CANDIDATE_CHUNK", 1)  # chunks of twice the tags
+    assert len(data.test) > 3 * 2 * data.n_tags
+    chunked = model._candidates(data.test, with_labels=True)
+    for name in ("tags", "features", "labels", "mask", "n_relevant"):
+        assert torch.equal(getattr(whole, name), getattr(chunked, name)), name
+    assert whole.feature_names == chunked.feature_names
+
+
 def test_the_hybrids_local_graph_takes_the_local_folkrank_as_its_two_graph_sources():
     from tagtorch.posts.hybrid import Hybrid
 

@@ -187,9 +187,10 @@ def merge_near_ties(scores: np.ndarray, tolerance: float, rows: np.ndarray, dept
     down never reach such a list and are left as they are.
 
     Example:
-        >>> merge_near_ties(np.array([[3.0, 1.0, 3.0 - 1e-15, 2.0]]), 1e-13, np.array([True]),
-        ...                 2)
-        array([[3., 1., 3., 2.]])
+        >>> merged = merge_near_ties(np.array([[3.0, 1.0, 3.0 - 1e-15, 2.0]]), 1e-13,
+        ...                          np.array([True]), 2)
+        >>> merged.tolist()
+        [[3.0, 1.0, 3.0, 2.0]]
     """
     picked = np.flatnonzero(rows)
     if not len(picked) or scores.shape[1] == 0:
@@ -267,7 +268,18 @@ class FolkRank(PostRanker):
         references: posts whose own changes give :meth:`_certified` its sign vectors.
     """
 
+    adapted: bool
+    damping: float
+    max_iterations: int
+    epsilon: float
+    chunk: int
     spread: str
+    renormalize: bool
+    top_k: int
+    n_jobs: int
+    tagrec_preference_ids: bool
+    solver: str
+    references: int
 
     def __init__(self, adapted: bool = False, damping: float = 0.7, max_iterations: int = 10,
                  epsilon: float = 1e-5, chunk: int = 512, spread: str = "edges",

@@ -61,6 +61,7 @@ from tagtorch.posts.girp import Girp
 from tagtorch.posts.local_folkrank import LocalFolkRank
 from tagtorch.posts.metrics import post_metrics
 from tagtorch.posts.three_layers import ThreeLayers
+from tagtorch.progress import batch_ranges
 from tagtorch.rankers.base import RANKER_MODULES, BaseRanker, Ranker
 from tagtorch.settings import build_trusted, trusted_config
 from tagtorch.storage import plain_json
@@ -68,6 +69,9 @@ from tagtorch.storage import plain_json
 __all__ = ["Hybrid"]
 
 SECONDS_PER_DAY = 86_400.0
+
+CANDIDATE_CHUNK = 8192
+"""The fewest posts whose candidates are built at once (:meth:`Hybrid._candidates`)."""
 
 OWN_FOLDERS = ("log_dir", "checkpoint_dir")
 """The ranker settings naming folders it writes, dropped by :meth:`Hybrid._build_ranker`."""
@@ -242,7 +246,26 @@ class Hybrid(PostRanker):
         return scores
 
     def _candidates(self, posts: Posts, with_labels: bool = False) -> CandidateSet:
-        """The posts' candidates and features as a padded ``[Q, L, F]`` batch."""
+        """The posts' candidates and features as a padded ``[Q, L, F]`` batch.
+
+        Built in chunks of posts (memory: every source's ``[chunk, W]`` scores at a time), of at
+        least :data:`CANDIDATE_CHUNK` and twice the tags (so that FolkRank's ``auto`` solver
+        keeps the tags' columns).
+        """
+        size = max(CANDIDATE_CHUNK, 2 * self.n_tags_)
+        chunks = list(batch_ranges(len(posts), size, "hybrid candidates", unit="post")) or [(0, 0)]
+        parts = [self._candidate_rows(posts.take(np.arange(start, stop)), with_labels)
+                 for start, stop in chunks]
+        rows = np.concatenate([part[0] + start for part, (start, _) in zip(parts, chunks,
+                                                                             strict=True)])
+        cols, features, labels = (np.concatenate([part[i] for part in parts]) for i in (1, 2, 3))
+        return _padded(rows, cols, features, labels, len(posts), parts[0][4],
+                       posts.tags.lengths if with_labels else np.zeros(len(posts), np.int64))
+
+    def _candidate_rows(self, posts: Posts, with_labels: bool
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                                   tuple[str, ...]]:
+        """``(rows, tags, [n, F] features, labels, feature names)`` of the posts' candidates."""
         scores = self._source_scores(posts)
         places = {name: _places(recommend(s, self.depth), self.n_tags_)
                   for name, s in scores.items()}
@@ -260,8 +283,7 @@ class Hybrid(PostRanker):
         features = np.stack([columns[n] for n in names], 1).astype(np.float32)
         gold = incidence(posts.tags, self.n_tags_) if with_labels else None
         labels = value_at(gold, rows, cols) if gold is not None else np.zeros(len(rows))
-        return _padded(rows, cols, features, labels, len(posts), names,
-                       posts.tags.lengths if with_labels else np.zeros(len(posts), np.int64))
+        return rows, cols, features, labels, names
 
     def _statistics(self, posts: Posts, rows: np.ndarray, cols: np.ndarray
                     ) -> dict[str, np.ndarray]:
