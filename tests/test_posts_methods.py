@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import scipy.sparse as sp
 import torch
 
 from tagtorch.data.folksonomy import Folksonomy
@@ -381,6 +382,23 @@ def test_the_hybrid_never_reads_test_tags_and_beats_popularity():
     assert mine > base
     with pytest.raises(ValueError, match="depth"):
         Hybrid(HYBRID_RANKER, depth=0)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_recommend_in_blocks_of_rows_ranks_as_a_plain_sort_per_row(monkeypatch, sparse):
+    import tagtorch.posts.base as base
+
+    monkeypatch.setattr(base, "RANKED_ROWS", 7)  # many blocks, one ragged
+    rng = np.random.default_rng(3)
+    values = rng.integers(-1, 5, (50, 12)).astype(np.float64)
+    ties = rng.integers(0, 4, (50, 12)).astype(np.float64)
+    scores = (sp.csr_matrix(np.where(values >= 0, values + 1, 0.0)) if sparse
+              else np.where(values >= 0, values + 1, -np.inf))
+    expected = [sorted((t for t in range(12) if values[q, t] >= 0),
+                       key=lambda t, q=q: (-values[q, t], -ties[q, t], t))[:4]
+                for q in range(50)]
+    got = base.recommend(scores, 4, ties)
+    assert got.tolist() == [e + [-1] * (4 - len(e)) for e in expected]
 
 
 def test_the_hybrids_candidates_in_chunks_of_posts_equal_one_chunk(monkeypatch):

@@ -41,6 +41,8 @@ not a candidate)."""
 
 _MOST = 2**40
 """The largest count a saved model may state (a bound for hostile files)."""
+RANKED_ROWS = 1024
+"""Rows :func:`recommend` sorts at a time (memory: a few arrays of their stored entries)."""
 
 
 def value_at(scores: PostScores, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
@@ -101,6 +103,15 @@ def recommend(scores: PostScores, k: int = 10, ties: PostScores | None = None) -
         if not scores.has_canonical_format:  # summed on a copy: the caller's stays as it was
             scores = scores.copy()
             scores.sum_duplicates()
+    out = np.full((scores.shape[0], k), -1, dtype=np.int64)
+    for start in range(0, scores.shape[0], RANKED_ROWS):
+        part = slice(start, start + RANKED_ROWS)
+        out[part] = _ranked(scores[part], k, None if ties is None else ties[part])
+    return out
+
+
+def _ranked(scores: sp.csr_matrix, k: int, ties: PostScores | None) -> np.ndarray:
+    """:func:`recommend` of canonical CSR scores, all their stored entries sorted at once."""
     rows = np.repeat(np.arange(scores.shape[0]), np.diff(scores.indptr))
     keys = (np.zeros(len(scores.data)) if ties is None
             else value_at(ties, rows, scores.indices))
