@@ -324,6 +324,7 @@ class FolkRank(PostRanker):
         facts = np.stack([self.node_of_[d][c] for d, c in enumerate(codes)], axis=1)
         n = int(starts[-1])
         self.graph_ = fact_graph(facts, n)
+        self._summed: sp.csr_matrix | None = None  # the summed graph, made on first use
         self.degree_ = np.bincount(facts.ravel(), minlength=n).astype(np.float64)
         self.degree_ *= 2.0 if self.spread == "edges" else 1.0
         self.tag_codes_ = np.argsort(ranks[0])[data.n_tags - self.sizes_[0]:]  # by node
@@ -498,7 +499,7 @@ class FolkRank(PostRanker):
         groups, group_of = np.unique(norm.T, axis=0, return_inverse=True)
         for g, group_norm in enumerate(groups):
             posts = np.flatnonzero(group_of.ravel() == g)
-            deltas: list[np.ndarray] = []
+            deltas: list[np.ndarray] = []  # also: every iteration runs (no ε stop)
             base = self._spread(np.full(1, -1), np.full(1, -1), 1, group_norm[:, None], deltas)
             out[posts] += base[:self.sizes_[0], 0]
             if certify:
@@ -533,10 +534,14 @@ class FolkRank(PostRanker):
         return out
 
     def _summed_graph(self) -> tuple[sp.csr_matrix, np.ndarray]:
-        """The graph with its duplicate entries summed, and ``β / degree`` (``M^T``'s rows)."""
-        summed = self.graph_.copy()
-        summed.sum_duplicates()
-        return summed, self.damping / self.degree_
+        """The graph with its duplicate entries summed, and ``β / degree`` (``M^T``'s rows).
+
+        Made once per fit, on the first call (the per-post solver never needs it).
+        """
+        if self._summed is None:
+            self._summed = self.graph_.copy()
+            self._summed.sum_duplicates()
+        return self._summed, self.damping / self.degree_
 
     def _certified(self, nodes: np.ndarray, coefficients: np.ndarray,
                    base_deltas: list[np.ndarray], summed: sp.csr_matrix, scale: np.ndarray
