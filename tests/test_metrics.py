@@ -37,6 +37,7 @@ from tagtorch.metrics import (
     recall_at_k,
     reciprocal_rank,
     success_at_k,
+    top_ranking_metrics,
 )
 from tagtorch.metrics.functional import MAX_CUTOFF, parse_key, parse_metric
 
@@ -118,6 +119,43 @@ def test_against_plain_reference_with_ties_grades_and_missing(seed: int, k: int)
         keys = (f"ndcg@{k}", f"p@{k}", f"r@{k}", f"s@{k}", "mrr", "map")
         actual = [got[key][i].item() for key in keys] + [ap_k[i].item()]
         np.testing.assert_allclose(actual, exp, rtol=1e-5, atol=1e-6, err_msg=f"list {i}")
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("k", [1, 4, 10])
+def test_top_ranking_metrics_of_long_lists_against_the_plain_reference(seed: int, k: int) -> None:
+    """The top places only, with ties, padding above the real scores, short and empty lists."""
+    g = torch.Generator().manual_seed(200 + seed)
+    b, width = 60, 80
+    lengths = torch.randint(0, width + 1, (b,), generator=g)
+    lengths[:6] = torch.tensor([0, 1, 3, 9, 10, 11])
+    mask = torch.arange(width) < lengths[:, None]
+    scores = torch.randint(0, 6, (b, width), generator=g).float()  # ties at every cut
+    scores = torch.where(mask, scores, torch.full_like(scores, 99.0))
+    labels = torch.rand(b, width, generator=g) < 0.04
+    labels[::7] = False  # lists without a relevant candidate: NaN
+    names = ("ndcg", "precision", "recall", "success", f"mrr@{k}", f"map@{k}")
+    got = top_ranking_metrics(scores, labels, mask, ks=(k,), metrics=names)
+    for i in range(b):
+        n = int(lengths[i])
+        row = labels[i, :n].float().tolist()
+        ndcg, p, r, s, rr, _, ap_k = ref_list(scores[i, :n].tolist(), row, int(sum(row)), k)
+        rr_k = rr if not rr < 1 / k else 0.0  # NaN stays NaN
+        actual = [got[key][i].item() for key in
+                  (f"ndcg@{k}", f"p@{k}", f"r@{k}", f"s@{k}", f"mrr@{k}", f"map@{k}")]
+        np.testing.assert_allclose(actual, (ndcg, p, r, s, rr_k, ap_k), rtol=1e-5, atol=1e-6,
+                                   err_msg=f"list {i}")
+
+
+def test_top_ranking_metrics_without_a_cut_off_read_whole_lists_and_take_bool_labels() -> None:
+    scores, labels, mask, _ = random_batch(5, width=30)
+    binary = labels > 1
+    whole = ranking_metrics(scores, binary, mask, ks=(3,), metrics=("mrr", "map", "success"))
+    top = top_ranking_metrics(scores, binary, mask, ks=(3,), metrics=("mrr", "map", "success"))
+    for key, value in whole.items():
+        torch.testing.assert_close(top[key], value, equal_nan=True)
+    with pytest.raises(ValueError, match="bool labels"):
+        top_ranking_metrics(scores, labels, mask, ks=(3,))
 
 
 # --------------------------------------------------------------------------------------------

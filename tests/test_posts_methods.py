@@ -391,6 +391,8 @@ def test_recommend_in_blocks_of_rows_ranks_as_a_plain_sort_per_row(monkeypatch, 
     monkeypatch.setattr(base, "RANKED_ROWS", 7)  # many blocks, one ragged
     rng = np.random.default_rng(3)
     values = rng.integers(-1, 5, (50, 12)).astype(np.float64)
+    values[::5, 5:] = -1  # rows of at most 5 candidates, some of fewer than 4
+    values[::9] = -1  # rows of none
     ties = rng.integers(0, 4, (50, 12)).astype(np.float64)
     scores = (sp.csr_matrix(np.where(values >= 0, values + 1, 0.0)) if sparse
               else np.where(values >= 0, values + 1, -np.inf))

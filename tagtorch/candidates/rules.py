@@ -209,7 +209,7 @@ def _contains(sorted_values: np.ndarray, value: int) -> np.bool_:
 
 
 @numba.njit(nogil=True, cache=True)
-def _kth_largest(values: np.ndarray, k: int) -> float:
+def kth_largest(values: np.ndarray, k: int) -> float:
     """The ``k``-th largest of ``values`` (``1 <= k <= len(values)``), by a bounded min-heap."""
     heap = values[:k].copy()
     for start in range(k // 2 - 1, -1, -1):
@@ -524,7 +524,7 @@ def _chosen(inputs, keep_terms, top_k, slot, cand, acc, n_cand):
         values = np.empty(n_eligible)
         for t in range(n_eligible):
             values[t] = acc[eligible[t], 1]
-        bar = _kth_largest(values, top_k)
+        bar = kth_largest(values, top_k)
         above = 0
         n_ties = 0
         for t in range(n_eligible):

@@ -59,7 +59,7 @@ from tagtorch.evaluation.runs import (
 from tagtorch.evaluation.task import Outcomes, SeededTask, tuning_notes
 from tagtorch.evaluation.trec import qrels_lines, scored_lines
 from tagtorch.evaluation.tuning import grid_points
-from tagtorch.metrics.functional import ranking_metrics
+from tagtorch.metrics.functional import top_ranking_metrics
 from tagtorch.progress import batch_ranges, progress
 from tagtorch.resources.base import ResourceRanker
 from tagtorch.resources.data import (
@@ -344,8 +344,8 @@ class ResourceRankingTask(SeededTask):
             labels = torch.zeros(scores.shape, dtype=torch.bool)
             labels[torch.arange(len(block)), torch.as_tensor(block.relevant)] = True
             mask = candidates.expand_as(scores)
-            parts.append(ranking_metrics(scores, labels, mask, ks=self.ks,
-                                         metrics=metrics or self.metrics))
+            parts.append(top_ranking_metrics(scores, labels, mask, ks=self.ks,
+                                             metrics=metrics or self.metrics))
             if lines is not None:
                 lines += scored_lines(_query_ids(block), scores, mask, name, self.trec_depth)
         values = {k: torch.cat([p[k] for p in parts]) for k in parts[0]} if parts else {}

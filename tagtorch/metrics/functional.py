@@ -86,6 +86,7 @@ __all__ = [
     "reciprocal_rank",
     "success_at_k",
     "top_rank_order",
+    "top_ranking_metrics",
 ]
 
 EmptyTargetAction = Literal["skip", "neg", "pos", "error"]
@@ -731,12 +732,8 @@ def ranking_metrics(
     """
     parsed = [parse_metric(m) for m in metrics]
     ks = tuple(ks)
-    for k in ks:
-        check_k(k, name="each k in ks", at_most=MAX_CUTOFF)
+    depth = _depth(parsed, ks)
     k_max = max(ks) if ks and "ndcg" in metrics else 0
-    cuts = [cut for name, cut in parsed if name in ("mrr", "map")]
-    cuts += list(ks) if any(name not in ("mrr", "map") for name, _ in parsed) else []
-    depth = None if None in cuts or not cuts else max(c for c in cuts if c is not None)
     r = _rank(scores, labels, mask, n_relevant, empty_target_action, ideal_width=k_max,
               depth=depth)
     ideal = _ideal_prefix(r, k_max) if k_max else None
@@ -758,3 +755,51 @@ def ranking_metrics(
                 value = (_hits(r, k) > 0).to(r.rel.dtype)
             out[f"{_KEY_PREFIX[name]}@{k}"] = _empty(value, r.n_relevant, empty_target_action)
     return out
+
+
+def _depth(parsed: Sequence[tuple[str, int | None]], ks: tuple[int, ...]) -> int | None:
+    """The places that metrics ``parsed`` at cut-offs ``ks`` read (None: whole lists)."""
+    for k in ks:
+        check_k(k, name="each k in ks", at_most=MAX_CUTOFF)
+    cuts = [cut for name, cut in parsed if name in ("mrr", "map")]
+    cuts += list(ks) if any(name not in ("mrr", "map") for name, _ in parsed) else []
+    return None if None in cuts or not cuts else max(c for c in cuts if c is not None)
+
+
+def top_ranking_metrics(
+    scores: Tensor,
+    labels: Tensor,
+    mask: Tensor,
+    ks: Sequence[int] = (5,),
+    metrics: Sequence[str] = METRIC_NAMES,
+    empty_target_action: EmptyTargetAction = "skip",
+) -> dict[str, Tensor]:
+    """:func:`ranking_metrics` of binary labels, reading only each list's top places.
+
+    For long lists (every object or item a candidate) the whole-list work of
+    :func:`ranking_metrics` (float labels, checks, prefix sums over ``[B, L]``) is the cost.
+    Here :func:`top_rank_order` finds the places the metrics read (the largest cut-off), and
+    :func:`ranking_metrics` runs on them with the lists' counts of relevant candidates as
+    ``n_relevant``: with binary labels, a relevant candidate below the cut-off enters a metric
+    only through that count (recall's denominator, the ideal DCG's ones), so the values are the
+    whole lists' (tested against them). Metrics without a cut-off (``mrr``, ``map``) read whole
+    lists: then this is :func:`ranking_metrics`.
+
+    Raises:
+        ValueError: labels that are not bool, or as :func:`ranking_metrics`.
+    """
+    if labels.dtype != torch.bool:
+        raise ValueError(f"top_ranking_metrics takes bool labels, got {labels.dtype}")
+    if labels.shape != scores.shape or mask.shape != scores.shape or scores.ndim != 2:
+        return ranking_metrics(scores, labels, mask, ks=ks, metrics=metrics,
+                               empty_target_action=empty_target_action)  # its error
+    depth = _depth([parse_metric(m) for m in metrics], tuple(ks))
+    if depth is None or depth >= scores.shape[1]:
+        return ranking_metrics(scores, labels, mask, ks=ks, metrics=metrics,
+                               empty_target_action=empty_target_action)
+    rows, cols = labels.nonzero(as_tuple=True)  # few: a scan, not a [B, L] sum
+    n_relevant = torch.bincount(rows[mask[rows, cols]], minlength=scores.shape[0])
+    order = top_rank_order(scores, mask, depth)
+    return ranking_metrics(scores.gather(-1, order), labels.gather(-1, order),
+                           mask.gather(-1, order), n_relevant, ks=ks, metrics=metrics,
+                           empty_target_action=empty_target_action)

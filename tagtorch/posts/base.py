@@ -18,9 +18,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import ClassVar, Self, TypeAlias
 
+import numba
 import numpy as np
 import scipy.sparse as sp
 
+from tagtorch.candidates.rules import kth_largest
 from tagtorch.data.ragged import Ragged
 from tagtorch.errors import UnreadableFileError
 from tagtorch.posts.data import PostData, Posts
@@ -78,6 +80,34 @@ def _contenders(scores: np.ndarray, k: int, block: int = 4096) -> sp.csr_matrix:
     return sp.csr_matrix((scores[r, c], (r, c)), shape=scores.shape)
 
 
+def _sparse_contenders(scores: sp.csr_matrix, k: int) -> sp.csr_matrix:
+    """The stored entries of canonical CSR scores that may be among a row's ``k`` best.
+
+    As :func:`_contenders` for dense scores: entries below a row's ``k``-th best stored score
+    are dropped (ties at it kept), so a source of thousands of entries a row sorts ``O(k)``.
+    """
+    keep = _contender_entries(scores.indptr, scores.data.astype(np.float64), k)
+    if keep.all():
+        return scores
+    rows = np.repeat(np.arange(scores.shape[0]), np.diff(scores.indptr))
+    indptr = np.zeros(scores.shape[0] + 1, dtype=np.int64)
+    indptr[1:] = np.cumsum(np.bincount(rows[keep], minlength=scores.shape[0]))
+    return sp.csr_matrix((scores.data[keep], scores.indices[keep], indptr), shape=scores.shape)
+
+
+@numba.njit(nogil=True, cache=True)
+def _contender_entries(indptr: np.ndarray, data: np.ndarray, k: int) -> np.ndarray:
+    """Per stored entry: whether it is at least its row's ``k``-th best (rows of <= k: all)."""
+    keep = np.ones(len(data), dtype=np.bool_)
+    for row in range(len(indptr) - 1):
+        start, stop = indptr[row], indptr[row + 1]
+        if stop - start > k:
+            kth = kth_largest(data[start:stop], k)
+            for entry in range(start, stop):
+                keep[entry] = data[entry] >= kth
+    return keep
+
+
 def recommend(scores: PostScores, k: int = 10, ties: PostScores | None = None) -> np.ndarray:
     """``[Q, k]`` each row's ``k`` best tags, ``-1`` after fewer.
 
@@ -111,7 +141,8 @@ def recommend(scores: PostScores, k: int = 10, ties: PostScores | None = None) -
 
 
 def _ranked(scores: sp.csr_matrix, k: int, ties: PostScores | None) -> np.ndarray:
-    """:func:`recommend` of canonical CSR scores, all their stored entries sorted at once."""
+    """:func:`recommend` of canonical CSR scores, their contenders sorted at once."""
+    scores = _sparse_contenders(scores, k)
     rows = np.repeat(np.arange(scores.shape[0]), np.diff(scores.indptr))
     keys = (np.zeros(len(scores.data)) if ties is None
             else value_at(ties, rows, scores.indices))

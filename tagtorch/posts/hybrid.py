@@ -138,11 +138,11 @@ class Hybrid(PostRanker):
         """Fits the ranker on the validation posts, then the sources on all training posts."""
         inner = self._carve(data, self.seed)
         self._fit_sources(inner)
+        first = self._candidates(inner.test, with_labels=True)  # before the sources move
         self.choice_ = "ranker"  # so that _choose scores the ranker, on a refit too
         if self.selection > 0:
-            self.choice_ = self._choose(inner.test)
+            self.choice_ = self._choose(inner.test, first)
         if self.choice_ == "ranker":
-            first = self._candidates(inner.test, with_labels=True)  # before the sources move
             self.model_ = self._learn([first, *self._earlier_rounds(inner)])
         self._fit_sources(data)
 
@@ -192,14 +192,18 @@ class Hybrid(PostRanker):
             node["seed"] = self.seed
         return cast(BaseRanker, build_trusted(node, RANKER_MODULES, (BaseRanker,), "ranker"))
 
-    def _choose(self, val: Posts) -> str:
-        """``"ranker"`` or the source with the best ``mrr@10`` on the held selection posts."""
+    def _choose(self, val: Posts, candidates: CandidateSet) -> str:
+        """``"ranker"`` or the source with the best ``mrr@10`` on the held selection posts.
+
+        ``candidates``: the validation posts' (labelled); the ranker learns on the rest's.
+        """
         held = np.random.default_rng(self.seed).random(len(val)) < self.selection
         if held.all() or not held.any():
             return "ranker"
-        learn, select = val.take(np.flatnonzero(~held)), val.take(np.flatnonzero(held))
-        self.model_ = self._learn([self._candidates(learn, with_labels=True)])
-        found = {"ranker": self.top_tags(select, 10),
+        select = val.take(np.flatnonzero(held))
+        self.model_ = self._learn([candidates[torch.as_tensor(~held)]])
+        ranked = recommend(self._scores_of(candidates[torch.as_tensor(held)], len(select)), 10)
+        found = {"ranker": ranked,
                  **{name: source.top_tags(select, 10) for name, source in self.sources_.items()}}
         hits = {name: float(post_metrics(ranked, select.tags, [10])["mrr@10"].mean())
                 for name, ranked in found.items()}
@@ -311,15 +315,21 @@ class Hybrid(PostRanker):
             return self.sources_[self.choice_].tie_order(posts)
         return None
 
-    def _ranker_scores(self, posts: Posts) -> np.ndarray:
-        """``[Q, W]`` the ranker's scores of each post's candidates (``-inf`` elsewhere)."""
-        batch = self._candidates(posts)
+    def _ranker_scores(self, posts: Posts) -> sp.csr_matrix:
+        """``[Q, W]`` the ranker's scores of each post's candidates, stored (sparse).
+
+        Sparse, not dense with ``-inf`` elsewhere: ``Q x W`` doubles are gigabytes at a million
+        posts, the candidates ``Q x`` a few hundred.
+        """
+        return self._scores_of(self._candidates(posts), len(posts))
+
+    def _scores_of(self, batch: CandidateSet, n_posts: int) -> sp.csr_matrix:
+        """:meth:`_ranker_scores` of the posts' candidates ``batch``."""
         scores = self.model_.score(batch).double().numpy()
-        out = np.full((len(posts), self.n_tags_), -np.inf)
         mask = batch.mask.numpy()
         rows = np.nonzero(mask)[0]
-        out[rows, batch.tags.numpy()[mask]] = scores[mask]
-        return out
+        return sp.csr_matrix((scores[mask], (rows, batch.tags.numpy()[mask])),
+                             shape=(n_posts, self.n_tags_))
 
 
 def _places(ranked: np.ndarray, n_tags: int) -> sp.csr_matrix:
