@@ -737,8 +737,17 @@ def test_the_hybrids_rounds_learn_each_users_earlier_posts_described_by_sources_
     # round (the first round's lists come first, padded to the widest part)
     one, three = features[1], features[3]
     assert torch.equal(three[:len(one), :one.shape[1]], one)
+    # max_learned_posts: a round starts only while the lists hold fewer posts
+    expected = [int((per_user >= r + 1).sum()) for r in range(1, 4)]
+    for cap, rounds_run in ((expected[0], 1), (expected[0] + 1, 2), (sum(expected), 3)):
+        learned.clear()
+        Hybrid(HYBRID_RANKER, depth=5, selection=0.0, rounds=3,
+               max_learned_posts=cap).fit(data)
+        assert learned == [sum(expected[:rounds_run])], cap
     with pytest.raises(ValueError, match="rounds"):
         Hybrid(HYBRID_RANKER, rounds=0)
+    with pytest.raises(ValueError, match="max_learned_posts"):
+        Hybrid(HYBRID_RANKER, max_learned_posts=0)
 
 
 def test_three_layers_on_lda_topics_weighs_the_exemplars_of_the_resources_theme():
