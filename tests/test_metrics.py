@@ -39,7 +39,13 @@ from tagtorch.metrics import (
     success_at_k,
     top_ranking_metrics,
 )
-from tagtorch.metrics.functional import MAX_CUTOFF, parse_key, parse_metric
+from tagtorch.metrics.functional import (
+    MAX_CUTOFF,
+    parse_key,
+    parse_metric,
+    rank_order,
+    top_rank_order,
+)
 
 L2_3 = 1 / math.log2(3)  # discount at rank 2
 L2_5 = 1 / math.log2(5)  # discount at rank 4
@@ -145,6 +151,25 @@ def test_top_ranking_metrics_of_long_lists_against_the_plain_reference(seed: int
                   (f"ndcg@{k}", f"p@{k}", f"r@{k}", f"s@{k}", f"mrr@{k}", f"map@{k}")]
         np.testing.assert_allclose(actual, (ndcg, p, r, s, rr_k, ap_k), rtol=1e-5, atol=1e-6,
                                    err_msg=f"list {i}")
+
+
+@pytest.mark.parametrize("k", [1, 3, 10])
+def test_top_rank_order_equals_the_full_stable_sort(k: int) -> None:
+    """Ties at the cut (mostly zeros, as a term-matching model's), NaN, -inf, padding above."""
+    g = torch.Generator().manual_seed(7)
+    b, width = 80, 200
+    scores = torch.randint(0, 3, (b, width), generator=g).double()
+    scores *= torch.rand(b, width, generator=g) < 0.05  # mostly 0: a tie at every cut
+    lengths = torch.randint(0, width + 1, (b,), generator=g)
+    lengths[:4] = torch.tensor([0, 2, k, k + 1])
+    mask = torch.arange(width) < lengths[:, None]
+    scores = torch.where(mask, scores, torch.full_like(scores, 9.0))
+    scores[4, 5] = math.nan
+    scores[5, :150] = -math.inf
+    scores[6] = torch.arange(width, dtype=torch.float64)  # no tie
+    for m in (mask, None):
+        expected = rank_order(scores, torch.ones_like(mask) if m is None else m)[:, :k]
+        assert torch.equal(top_rank_order(scores, m, k), expected)
 
 
 def test_top_ranking_metrics_without_a_cut_off_read_whole_lists_and_take_bool_labels() -> None:

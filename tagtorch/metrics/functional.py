@@ -277,10 +277,12 @@ def top_rank_order(scores: Tensor, mask: Tensor | None, k: int) -> Tensor:
 
     ``torch.topk`` finds the top ``k`` of long lists (e.g. every item) much faster than a sort,
     but leaves the order of equal scores unspecified. Its result is put in candidate order
-    among equal scores; a list where scores equal to the ``k``-th one fall outside the top
-    ``k`` (a tie at the cut), or with a NaN, or with fewer than ``k`` finite real scores, is
-    ranked by :func:`rank_order` instead. ``mask=None``: every candidate is real (a caller
-    that has set excluded candidates to ``-inf`` itself saves the ``[B, L]`` mask).
+    among equal scores. A list where scores equal to the ``k``-th one fall outside the top
+    ``k`` (a tie at the cut: most lists of a term-matching model, whose scores are mostly 0)
+    takes the scores above the cut and the first of the equal ones in candidate order
+    (:func:`_tied_top`); a list with a NaN, or with fewer than ``k`` finite real scores, is
+    ranked by :func:`rank_order`. ``mask=None``: every candidate is real (a caller that has set
+    excluded candidates to ``-inf`` itself saves the ``[B, L]`` mask).
     """
     s = scores.detach()
     low = torch.full((), -math.inf, dtype=s.dtype, device=s.device)
@@ -289,17 +291,38 @@ def top_rank_order(scores: Tensor, mask: Tensor | None, k: int) -> Tensor:
     extra = int(width < s.shape[-1])  # one more score: is there a tie at the cut?
     top = torch.topk(masked, width + extra, dim=-1, sorted=True)
     cut = top.values[:, width - 1]
-    clean = (cut > low) & ~torch.isnan(top.values).any(-1)  # topk ranks NaN first
-    if extra:
-        clean &= top.values[:, width] < cut
+    plain = (cut > low) & ~torch.isnan(top.values).any(-1)  # topk ranks NaN first
+    clean = plain & (top.values[:, width] < cut) if extra else plain
     index = top.indices[:, :width].sort(dim=-1).values
     ranked = masked.gather(-1, index).sort(dim=-1, descending=True, stable=True).indices
     order = index.gather(-1, ranked)
-    if not bool(clean.all()):
-        rows = ~clean
+    tied = plain & ~clean
+    if bool(tied.any()):
+        order[tied] = _tied_top(masked[tied], cut[tied], width)
+    if not bool(plain.all()):
+        rows = ~plain
         real = torch.ones_like(s[rows], dtype=torch.bool) if mask is None else mask[rows]
         order[rows] = rank_order(s[rows], real)[:, :width]
     return order
+
+
+def _tied_top(scores: Tensor, cut: Tensor, width: int) -> Tensor:
+    """:func:`top_rank_order` of lists whose ``width``-th score ``cut`` recurs below it.
+
+    The scores above the cut, then the first equal ones in candidate order up to ``width``
+    (what a stable sort puts first), ranked. They are the ``width`` largest of a key that
+    puts every score above the cut first and equal ones by candidate order (``torch.topk``
+    again, no sort of the lists).
+    """
+    length = scores.shape[-1]
+    dtype = torch.int32 if 2 * length < 2**31 else torch.int64
+    first = torch.arange(length, 0, -1, dtype=dtype, device=scores.device)  # L - position
+    key = torch.where(scores >= cut[:, None], first, torch.zeros((), dtype=dtype,
+                                                                 device=scores.device))
+    key += torch.where(scores > cut[:, None], length, 0).to(dtype)
+    index = torch.topk(key, width, dim=-1).indices.sort(dim=-1).values
+    ranked = scores.gather(-1, index).sort(dim=-1, descending=True, stable=True).indices
+    return index.gather(-1, ranked)
 
 
 def dcg_discount(ranks: Tensor, k: int | None = None) -> Tensor:

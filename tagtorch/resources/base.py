@@ -35,8 +35,7 @@ from tagtorch.devices import resolve_device
 from tagtorch.settings import ModelTask, SignatureSettings
 from tagtorch.storage import load_array_model, save_array_model
 
-__all__ = ["ResourceRanker", "TermMatchRanker", "document_counts", "query_matrix",
-           "seen_constant"]
+__all__ = ["ResourceRanker", "TermMatchRanker", "document_counts", "seen_constant"]
 
 
 def document_counts(documents: Ragged, n_words: int) -> sp.csr_matrix:
@@ -63,18 +62,6 @@ def seen_constant(counts: sp.csr_matrix) -> np.ndarray:
         [0.0, -inf]
     """
     return np.where(np.asarray(counts.sum(0)).ravel() > 0, 0.0, -np.inf)
-
-
-def query_matrix(queries: Ragged, n_words: int, device: torch.device | str = "cpu",
-                 dtype: torch.dtype = torch.float32) -> Tensor:
-    """``[W, B]`` dense: column ``b`` counts the words of query ``b`` (ids >= W are dropped)."""
-    words = torch.as_tensor(queries.values, dtype=torch.long)
-    rows = torch.as_tensor(queries.row_ids, dtype=torch.long)
-    keep = (words >= 0) & (words < n_words)
-    out = torch.zeros(n_words, len(queries), dtype=dtype)
-    out.index_put_((words[keep], rows[keep]), torch.ones(int(keep.sum()), dtype=dtype),
-                   accumulate=True)
-    return out.to(device)
 
 
 class ResourceRanker(SignatureSettings):
@@ -197,13 +184,27 @@ class TermMatchRanker(ResourceRanker):
         return self._cache
 
     def score(self, queries: Ragged) -> Tensor:
-        """``[B, D]`` float64 scores (on the ranker's device)."""
+        """``[B, D]`` float64 scores (on the ranker's device; rows contiguous).
+
+        Words never seen in training (or outside ``[0, W)``) are dropped from the queries.
+        """
         matrix, bias, constant = self._tensors()
-        q = query_matrix(queries, len(constant), matrix.device, torch.float64)  # [W, B]
-        q = q * torch.isfinite(constant)[:, None]  # words never seen in training: dropped
-        matched = torch.sparse.mm(matrix, q).T  # [B, D]
-        known = torch.where(torch.isfinite(constant), constant, torch.zeros_like(constant))
-        return matched + q.sum(0)[:, None] * bias[None, :] + (known @ q)[:, None]
+        device = matrix.device
+        words = torch.as_tensor(queries.values, dtype=torch.long)
+        rows = torch.as_tensor(queries.row_ids, dtype=torch.long)
+        inside = (words >= 0) & (words < len(constant))
+        words, rows = words[inside].to(device), rows[inside].to(device)
+        seen = torch.isfinite(constant[words])
+        words, rows = words[seen], rows[seen]
+        counts = torch.zeros(len(constant), len(queries), dtype=torch.float64, device=device)
+        counts.index_put_((words, rows), torch.ones(len(words), dtype=torch.float64,
+                                                    device=device), accumulate=True)
+        out = torch.sparse.mm(matrix, counts).T.contiguous()  # [B, D]
+        if bool(bias.any()):  # BayesLM's; SMatch and BM25 have none
+            lengths = torch.bincount(rows, minlength=len(queries)).to(torch.float64)
+            out.add_(lengths[:, None] * bias[None, :])
+        per_query = torch.zeros(len(queries), dtype=torch.float64, device=device)
+        return out.add_(per_query.index_add_(0, rows, constant[words])[:, None])
 
     def _arrays(self) -> dict[str, np.ndarray]:
         if self.weights_ is None or self.bias_ is None or self.word_constant_ is None:
