@@ -1,3 +1,4 @@
+import itertools
 from dataclasses import replace
 from pathlib import Path
 
@@ -198,8 +199,11 @@ def test_configs_build_the_rankers_with_table_iii_values(file, cls):
     assert type(ranker) is cls
     assert ranker.seed == 7
     defaults = cls().settings()
-    assert {k: v for k, v in ranker.settings().items() if k != "seed"} == {
-        k: v for k, v in defaults.items() if k != "seed"}
+    own = ("seed", "max_train_lists")  # the config's cap (ours) is above the paper's V
+    assert {k: v for k, v in ranker.settings().items() if k not in own} == {
+        k: v for k, v in defaults.items() if k not in own}
+    assert ranker.max_train_lists in ((None,) if file == "rf" else (60_000,))
+    assert (ranker.max_train_lists or 150_000) >= 150_000 // 5  # the paper's largest V fits
 
 
 def test_errors(train_lists, tmp_path):
@@ -250,3 +254,32 @@ def test_the_forest_grown_in_steps_for_the_progress_bar_is_the_one_step_forest()
     reference = FlatForest.from_sklearn(one_step)
     for name, array in vars(reference).items():
         assert np.array_equal(np.asarray(array), np.asarray(getattr(ours, name))), name
+
+
+@pytest.mark.parametrize("name", ["mart-lightgbm", "lambdamart-xgboost"])
+def test_max_train_lists_learns_from_a_seeded_sample_of_whole_lists(name, train_lists,
+                                                                     monkeypatch):
+    import tagtorch.rankers.trees as trees
+
+    seen: list[trees.FlatLists] = []
+    flatten = trees.flatten_lists
+    monkeypatch.setattr(trees, "flatten_lists", lambda lists: seen.append(flatten(lists))
+                        or seen[-1])
+    blocks = {tuple(train_lists.features[b][train_lists.mask[b]].flatten().tolist()): b
+              for b in range(len(train_lists))}
+    for cap in (None, 500, 37):
+        seen.clear()
+        make(name, n_iterations=3, max_train_lists=cap).fit(train_lists)
+        (data,) = seen
+        starts = np.concatenate([[0], np.cumsum(data.group_sizes)])
+        lists = [blocks[tuple(data.features[a:b].flatten().tolist())]
+                 for a, b in itertools.pairwise(starts)]
+        expected = len(train_lists) if cap is None or cap >= len(train_lists) else cap
+        assert len(lists) == len(set(lists)) == expected  # whole, distinct lists
+        assert lists == sorted(lists)  # in their order
+    seen.clear()
+    make(name, n_iterations=3, max_train_lists=37).fit(train_lists)
+    assert lists == [blocks[tuple(seen[0].features[a:b].flatten().tolist())]
+                     for a, b in itertools.pairwise(starts)]  # seeded
+    with pytest.raises(ValueError, match="max_train_lists"):
+        make(name, max_train_lists=0)

@@ -236,6 +236,8 @@ class _TreeRanker(BaseRanker):
     n_jobs: int
     seed: int
     params: dict[str, Any]
+    max_train_lists: int | None = None
+    """The most lists a fit learns from (a seeded sample; MART and λ-MART, ours): None, all."""
 
     def _init_common(self, backend: str, k: int, early_stopping_rounds: int | None,
                      n_jobs: int, seed: int, params: Mapping[str, Any] | None,
@@ -283,7 +285,7 @@ class _TreeRanker(BaseRanker):
         Raises:
             ValueError: no real candidate in ``train``, or ``val`` with other features.
         """
-        data = flatten_lists(train)
+        data = flatten_lists(self._sampled(train))
         if len(data.labels) == 0:
             raise ValueError("no real candidate to train on (every list is empty)")
         valid = None
@@ -298,6 +300,14 @@ class _TreeRanker(BaseRanker):
                "xgboost": self._fit_xgboost}[self.backend]
         self.model_ = fit(data, valid)
         return self
+
+    def _sampled(self, train: CandidateSet) -> CandidateSet:
+        """``train``, or a sample of ``max_train_lists`` of its lists drawn with the seed."""
+        if self.max_train_lists is None or len(train) <= self.max_train_lists:
+            return train
+        rows = np.random.default_rng(self.seed).choice(len(train), self.max_train_lists,
+                                                      replace=False)
+        return train[torch.as_tensor(np.sort(rows))]
 
     def _fit_sklearn(self, data: FlatLists, valid: FlatLists | None) -> Any:
         raise NotImplementedError(f"{type(self).__name__} has no scikit-learn backend")
@@ -655,6 +665,14 @@ class RandomForestRanker(_TreeRanker):
             min_samples_leaf=self.min_leaf_size, bootstrap=True, n_jobs=self.n_jobs,
             random_state=self.seed, **self.params)
 
+    def _sampled(self, train: CandidateSet) -> CandidateSet:
+        """``train``, or a sample of ``max_train_lists`` of its lists drawn with the seed."""
+        if self.max_train_lists is None or len(train) <= self.max_train_lists:
+            return train
+        rows = np.random.default_rng(self.seed).choice(len(train), self.max_train_lists,
+                                                      replace=False)
+        return train[torch.as_tensor(np.sort(rows))]
+
     def _fit_sklearn(self, data: FlatLists, valid: FlatLists | None) -> Any:
         """Grows the forest in 20 steps (``warm_start``), for the progress bar.
 
@@ -703,6 +721,8 @@ class MARTRanker(_TreeRanker):
         dask: train on a Dask cluster through LightGBM's Dask interface (ours; module
             docstring): ``address`` (None: a local cluster of ``n_workers`` processes for the
             fit) and ``partitions``. None: in this process.
+        max_train_lists: learn from a sample of at most this many lists, drawn with ``seed``
+            (ours, for scale: a fit's time grows with its candidates); None: all, as the paper.
     """
 
     n_leaves: int
@@ -729,10 +749,13 @@ class MARTRanker(_TreeRanker):
         seed: int = 0,
         params: Mapping[str, Any] | None = None,
         dask: Mapping[str, Any] | None = None,
+        max_train_lists: int | None = None,
     ) -> None:
         if n_leaves < 2 or n_iterations < 1 or learning_rate <= 0:
             raise ValueError(f"need n_leaves >= 2, n_iterations >= 1 and learning_rate > 0, "
                              f"got {n_leaves}, {n_iterations}, {learning_rate}")
+        if max_train_lists is not None and max_train_lists < 1:
+            raise ValueError(f"max_train_lists must be >= 1 or None, got {max_train_lists}")
         self._init_common(backend, k, early_stopping_rounds, n_jobs, seed, params, dask)
 
     def _n_rounds(self) -> int:
@@ -773,6 +796,8 @@ class LambdaMARTRanker(MARTRanker):
         dask: train through LightGBM's Dask interface (``DaskLGBMRanker``, ours; module
             docstring): ``address`` (None: a local cluster of ``n_workers`` processes for the
             fit) and ``partitions``. None: in this process.
+        max_train_lists: learn from a sample of at most this many lists, drawn with ``seed``
+            (ours, for scale); None: all, as the paper.
     """
 
     truncation_level: int
@@ -796,13 +821,15 @@ class LambdaMARTRanker(MARTRanker):
         seed: int = 0,
         params: Mapping[str, Any] | None = None,
         dask: Mapping[str, Any] | None = None,
+        max_train_lists: int | None = None,
     ) -> None:
         if truncation_level < 1:
             raise ValueError(f"truncation_level must be >= 1, got {truncation_level}")
         super().__init__(n_leaves=n_leaves, learning_rate=learning_rate,
                          n_iterations=n_iterations, min_leaf_size=min_leaf_size,
                          backend=backend, k=k, early_stopping_rounds=early_stopping_rounds,
-                         n_jobs=n_jobs, seed=seed, params=params, dask=dask)
+                         n_jobs=n_jobs, seed=seed, params=params, dask=dask,
+                         max_train_lists=max_train_lists)
 
     def _lightgbm_params(self, n_features: int) -> dict[str, Any]:
         return {**super()._lightgbm_params(n_features),
