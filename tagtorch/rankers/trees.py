@@ -665,14 +665,6 @@ class RandomForestRanker(_TreeRanker):
             min_samples_leaf=self.min_leaf_size, bootstrap=True, n_jobs=self.n_jobs,
             random_state=self.seed, **self.params)
 
-    def _sampled(self, train: CandidateSet) -> CandidateSet:
-        """``train``, or a sample of ``max_train_lists`` of its lists drawn with the seed."""
-        if self.max_train_lists is None or len(train) <= self.max_train_lists:
-            return train
-        rows = np.random.default_rng(self.seed).choice(len(train), self.max_train_lists,
-                                                      replace=False)
-        return train[torch.as_tensor(np.sort(rows))]
-
     def _fit_sklearn(self, data: FlatLists, valid: FlatLists | None) -> Any:
         """Grows the forest in 20 steps (``warm_start``), for the progress bar.
 
