@@ -317,9 +317,9 @@ def _tied_top(scores: Tensor, cut: Tensor, width: int) -> Tensor:
     length = scores.shape[-1]
     dtype = torch.int32 if 2 * length < 2**31 else torch.int64
     first = torch.arange(length, 0, -1, dtype=dtype, device=scores.device)  # L - position
-    key = torch.where(scores >= cut[:, None], first, torch.zeros((), dtype=dtype,
-                                                                 device=scores.device))
-    key += torch.where(scores > cut[:, None], length, 0).to(dtype)
+    none = torch.zeros((), dtype=dtype, device=scores.device)
+    key = torch.where(scores > cut[:, None], first + length,
+                      torch.where(scores == cut[:, None], first, none))
     index = torch.topk(key, width, dim=-1).indices.sort(dim=-1).values
     ranked = scores.gather(-1, index).sort(dim=-1, descending=True, stable=True).indices
     return index.gather(-1, ranked)

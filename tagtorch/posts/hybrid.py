@@ -216,8 +216,9 @@ class Hybrid(PostRanker):
             return "ranker"
         select = val.take(np.flatnonzero(held))
         self.model_ = self._learn([candidates[torch.as_tensor(~held)]])
-        ranked = recommend(self._scores_of(candidates[torch.as_tensor(held)], len(select)), 10)
-        found = {"ranker": ranked,
+        ranker_top = recommend(self._scores_of(candidates[torch.as_tensor(held)], len(select)),
+                               10)
+        found = {"ranker": ranker_top,
                  **{name: source.top_tags(select, 10) for name, source in self.sources_.items()}}
         hits = {name: float(post_metrics(ranked, select.tags, [10])["mrr@10"].mean())
                 for name, ranked in found.items()}
