@@ -2,12 +2,14 @@
 
 import contextlib
 import dataclasses
+import gc
 import itertools
 import socket
 import subprocess
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -52,6 +54,30 @@ def results(folksonomy, backend: str, n_jobs: int = 1, task_objects: int | None 
 @pytest.fixture(scope="module")
 def serial(folksonomy):
     return results(folksonomy, "processes")
+
+
+def test_one_process_holds_one_candidate_set_at_a_time_and_gives_the_parallel_results(
+        folksonomy, monkeypatch):
+    # in parallel every set is made first and each job fits and tests one method; in one
+    # process the fold's methods are all fitted, V's set dropped, then T's set made
+    parallel = results(folksonomy, "processes", n_jobs=2)
+    made, vals = [], []
+    original = TagRecommendationProtocol._candidates
+
+    def tracking(self, generator, fold, split, cache, parallel):
+        if split == "test":
+            gc.collect()
+            made.append([ref() is None for ref in vals])
+        candidates = original(self, generator, fold, split, cache, parallel)
+        if split == "val":
+            vals.append(weakref.ref(candidates))
+        return candidates
+
+    monkeypatch.setattr(TagRecommendationProtocol, "_candidates", tracking)
+    got = results(folksonomy, "processes")
+    assert made == [[True], [True, True]]  # fold 0's V gone before its T; then fold 1's
+    assert got[["method", "fold", "metric"]].equals(parallel[["method", "fold", "metric"]])
+    np.testing.assert_array_equal(got["value"].to_numpy(), parallel["value"].to_numpy())
 
 
 @pytest.mark.integration

@@ -2,6 +2,7 @@ import pytest
 import torch
 
 from tagtorch.candidates.candidate_set import CandidateSet
+from tagtorch.rankers import latre
 from tagtorch.rankers.base import Ranker
 from tagtorch.rankers.latre import LatreWTS
 from tagtorch.rankers.single_feature import FeatureRanker
@@ -34,7 +35,9 @@ def test_latre_wts_combines_sum_and_wts():
     torch.testing.assert_close(scores, expected)
 
 
-def test_alpha_is_tuned_on_the_training_lists():
+@pytest.mark.parametrize("batch", [16384, 1])
+def test_alpha_is_tuned_on_the_training_lists(batch, monkeypatch):
+    monkeypatch.setattr(latre, "TUNING_BATCH", batch)  # 1: each list's NDCG apart
     lists = toy_lists()
     # By hand: object 0 needs 0.6a + 2(1-a) > a, i.e. a < 5/7 ~ 0.714;
     # object 1 needs 0.8a > 0.3a + (1-a), i.e. a > 2/3 ~ 0.667. Only a = 0.70 of the grid

@@ -159,13 +159,13 @@ def test_an_interrupted_run_resumes_from_its_finished_pieces(tmp_path, monkeypat
     (pieces / "fold1.sum.json.gz").unlink()  # the run stopped before this pair finished
     monkeypatch.undo()
     calls = []
-    original = tag_recommendation.TagRecommendationProtocol._run_method
+    original = tag_recommendation.TagRecommendationProtocol._fit_method
 
     def counting(self, ready, name, *args, **kwargs):
         calls.append((ready.fold.fold, name))
         return original(self, ready, name, *args, **kwargs)
 
-    monkeypatch.setattr(tag_recommendation.TagRecommendationProtocol, "_run_method", counting)
+    monkeypatch.setattr(tag_recommendation.TagRecommendationProtocol, "_fit_method", counting)
     resumed = run_task(compose_cfg(tmp_path, [*settings, "task.resume=true"]))
     assert calls == [(1, "sum")]
     quality = ~first.results["metric"].str.contains("ms_|seconds")  # timings are measured anew

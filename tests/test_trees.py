@@ -139,6 +139,21 @@ def test_flatten_lists_keeps_real_candidates_and_group_sizes(train_lists):
     assert flatten_lists(mixed).group_sizes.tolist() == sizes[:2].tolist()
 
 
+@pytest.mark.parametrize("batch", [8192, 2])
+def test_flatten_lists_of_chosen_rows_equals_flattening_their_copy(train_lists, batch,
+                                                                  monkeypatch):
+    import tagtorch.rankers.trees as trees
+
+    monkeypatch.setattr(trees, "FLATTEN_BATCH", batch)  # 2: the rows read a few at a time
+    padded = with_garbage_padding(train_lists)
+    rows = np.array([0, 3, 4, 9, len(padded) - 1])
+    got = flatten_lists(padded, rows)
+    real = train_lists.mask[rows]
+    np.testing.assert_array_equal(got.features, train_lists.features[rows][real].numpy())
+    np.testing.assert_array_equal(got.labels, train_lists.labels[rows][real].numpy())
+    assert got.group_sizes.tolist() == real.sum(-1).tolist()
+
+
 def test_lambdarank_receives_the_group_sizes(train_lists, monkeypatch):
     import lightgbm as lgb
     import xgboost as xgb
@@ -263,8 +278,8 @@ def test_max_train_lists_learns_from_a_seeded_sample_of_whole_lists(name, train_
 
     seen: list[trees.FlatLists] = []
     flatten = trees.flatten_lists
-    monkeypatch.setattr(trees, "flatten_lists", lambda lists: seen.append(flatten(lists))
-                        or seen[-1])
+    monkeypatch.setattr(trees, "flatten_lists", lambda lists, rows=None:
+                        seen.append(flatten(lists, rows)) or seen[-1])
     blocks = {tuple(train_lists.features[b][train_lists.mask[b]].flatten().tolist()): b
               for b in range(len(train_lists))}
     for cap in (None, 500, 37):

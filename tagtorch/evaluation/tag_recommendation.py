@@ -34,7 +34,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar, NamedTuple, cast
@@ -127,17 +127,36 @@ class FoldCandidates(NamedTuple):
     generator: CandidateGenerator  # the generator fitted on the fold's D that made them
 
 
-@dataclass(frozen=True)
+@dataclass
 class _PreparedFold:
-    """A fold with its fitted candidate generator and the candidate sets of V and T."""
+    """A fold with its fitted candidate generator and the candidate sets of V and T.
+
+    T's set may come later (:meth:`TagRecommendationProtocol._add_test`): in one process every
+    method of the fold is fitted first, then V's set is dropped and T's is made, so that the
+    two are never held together (at a million objects each is ~3 GB).
+    """
 
     fold: TagRecFold
     generator: CandidateGenerator
-    val: CandidateSet
-    test: CandidateSet
-    shared: dict[str, float]  # figures every method of the fold reports (candidate recall, ...)
+    val: CandidateSet | None  # None once every method of the fold is fitted
+    test: CandidateSet | None  # None until made
     name: str = DEFAULT_SET  # the candidate set (``candidate_sets`` of the protocol)
     tuning: pd.DataFrame | None = None  # the set's grid on this fold's V (``tune_candidates``)
+    cache: CandidateCache | None = None  # where T's set is kept (None: made anew)
+    shared: dict[str, float] = field(default_factory=dict)  # figures every method of the fold
+    # reports (candidate recall, ...), known once T's set is made
+    seconds: float = 0.0  # the preparation's seconds so far (V's set, then T's)
+
+
+@dataclass(frozen=True)
+class _FittedMethod:
+    """A method fitted on a fold's V: the ranker, its tuning rows and its seconds."""
+
+    name: str
+    ranker: Ranker
+    tuning: list[pd.DataFrame]
+    fit_seconds: float  # ``fit`` alone
+    seconds: float  # tuning and fit
 
 
 class TagRecommendationProtocol(SignatureSettings):
@@ -342,14 +361,14 @@ class TagRecommendationProtocol(SignatureSettings):
         # every (fold, candidate set) with a method still to run on it
         todo = [(fold, used) for fold in folds for used in preparers
                 if any((fold.fold, name) not in done for name in rankers if uses[name] == used)]
-        run_method, set_timing = self._method_runner(folksonomy, [
+        run_methods, set_timing = self._method_runner(folksonomy, [
             (fold.fold, name) for fold in folds for name in rankers
             if (fold.fold, name) not in done], ranker_configs or {}, method_features,
             [used for _, used in todo], set_configs)
         if set_timing is not None:
             preparers = {used: partial(prepare, timing=set_timing)
                          for used, prepare in preparers.items()}
-        done.update(self._run_all(todo, preparers, rankers, uses, done, run_method, pieces))
+        done.update(self._run_all(todo, preparers, rankers, uses, done, run_methods, pieces))
         for fold in folds:
             outcome = MethodOutcome.merge([done[fold.fold, name] for name in rankers])
             outcome.log(loggers, step=fold.fold)
@@ -363,16 +382,17 @@ class TagRecommendationProtocol(SignatureSettings):
                  preparers: Mapping[str, Callable[..., _PreparedFold]],
                  rankers: Mapping[str, Callable[[], Ranker]], uses: Mapping[str, str],
                  done: Mapping[tuple[int, str], MethodOutcome],
-                 run_method: Callable[..., MethodOutcome],
+                 run_methods: Callable[..., list[MethodOutcome]],
                  pieces: RunPieces | None) -> dict[tuple[int, str], MethodOutcome]:
         """Prepares each (fold, candidate set) of ``todo`` and runs its methods not ``done``.
 
         One path for every backend: groups of (fold, set) pairs, each prepared, then its
-        (fold, method) jobs run, through ``joblib.Parallel``. In this process (``n_jobs=1`` on
-        ``processes``) a group is one pair, so that one fold's candidates are held at a time,
-        with a progress bar; in parallel (``n_jobs`` > 1 or a cluster) one group holds them
-        all: the candidates of each fold (or, with ``task_objects``, each split's candidate
-        tasks, one fold after another), then every (fold, method) pair.
+        methods run, through ``joblib.Parallel``. In this process (``n_jobs=1`` on
+        ``processes``) a group is one pair and one job fits all its methods on V, then drops
+        V's set, makes T's and tests them (:meth:`_run_methods`), so that one candidate set is
+        held at a time, with a progress bar; in parallel (``n_jobs`` > 1 or a cluster) one
+        group holds them all: the candidates of each fold (or, with ``task_objects``, each
+        split's candidate tasks, one fold after another), then a job per (fold, method) pair.
         """
         serial = self.n_jobs == 1 and self.backend == "processes"
         groups = [[pair] for pair in todo] if serial else [list(todo)]
@@ -383,17 +403,26 @@ class TagRecommendationProtocol(SignatureSettings):
             parallel = Parallel(n_jobs=-1 if distributed else self.n_jobs)
             for group in tqdm(groups, desc="folds", unit="fold", disable=not serial):
                 if self.task_objects is None:
-                    prepared = parallel(delayed(preparers[used])(fold) for fold, used in group)
+                    prepared = parallel(delayed(preparers[used])(fold, later_test=serial)
+                                        for fold, used in group)
                 else:
-                    prepared = [preparers[used](fold, parallel=parallel) for fold, used in group]
-                pairs = [(ready, name, make) for ready in prepared
-                         for name, make in rankers.items()
-                         if uses[name] == ready.name and (ready.fold.fold, name) not in done]
-                outcomes = parallel(delayed(run_method)(ready, name, make, pieces=pieces)
-                                    for ready, name, make in pairs)
-                ran.update({(ready.fold.fold, name): outcome for (ready, name, _), outcome
-                            in zip(pairs, outcomes, strict=True)})
-                del prepared, pairs  # this group's candidate sets, before the next group's
+                    prepared = [preparers[used](fold, parallel=parallel, later_test=serial)
+                                for fold, used in group]
+                jobs = [(ready, [(name, make) for name, make in rankers.items()
+                                 if uses[name] == ready.name
+                                 and (ready.fold.fold, name) not in done])
+                        for ready in prepared]
+                if serial:  # T's candidate tasks, if any, run on ``parallel``
+                    outcomes = [run_methods(ready, methods, pieces=pieces, parallel=parallel)
+                                for ready, methods in jobs]
+                else:  # a job per (fold, method)
+                    jobs = [(ready, [method]) for ready, methods in jobs for method in methods]
+                    outcomes = parallel(delayed(run_methods)(ready, methods, pieces=pieces)
+                                        for ready, methods in jobs)
+                ran.update({(ready.fold.fold, name): outcome
+                            for (ready, methods), job in zip(jobs, outcomes, strict=True)
+                            for (name, _), outcome in zip(methods, job, strict=True)})
+                del prepared, jobs  # this group's candidate sets, before the next group's
         return ran
 
     def _report(self, dataset: str, folds: Sequence[TagRecFold], methods: Sequence[str],
@@ -443,6 +472,7 @@ class TagRecommendationProtocol(SignatureSettings):
         name: str = DEFAULT_SET,
         tune_with: Callable[..., _TunedSet] | None = None,
         timing: _Timing | None = None,
+        later_test: bool = False,
     ) -> _PreparedFold:
         """Mines D and builds the candidate sets of V and T (of V's two parts) for one fold.
 
@@ -450,7 +480,8 @@ class TagRecommendationProtocol(SignatureSettings):
         runs the candidate tasks when ``task_objects`` is set (None: one call);
         ``name`` is the candidate set's name in the log and the result; ``tune_with`` chooses
         the set's settings on this fold's V when ``tune_candidates`` names it; with ``timing``,
-        its seconds are recorded.
+        its seconds are recorded; with ``later_test``, T's set is left to :meth:`_add_test`
+        (when T is not a part of V).
         """
         began = time.perf_counter()
         tuning = None
@@ -459,24 +490,38 @@ class TagRecommendationProtocol(SignatureSettings):
         else:
             generator = candidates.unfitted().fit(fold.train_objects, fold.train_tags, terms)
             val = self._candidates(generator, fold, "val", cache, parallel)
-        before = dict(generator.stage_seconds)
+        ready = _PreparedFold(fold, generator, val, None, name, tuning, cache)
         if self.validating:
-            val, test = self._split_val(val, fold.fold)
-        else:
-            test = self._candidates(generator, fold, "test", cache, parallel)
+            ready.val, ready.test = self._split_val(val, fold.fold)
+        ready.seconds = time.perf_counter() - began
+        if ready.test is not None or not later_test:
+            self._add_test(ready, parallel, timing)
+        return ready
+
+    def _add_test(self, ready: _PreparedFold, parallel: Parallel | None = None,
+                  timing: _Timing | None = None) -> None:
+        """Makes T's candidate set of a prepared fold (if not made) and its shared figures.
+
+        The figures: the candidate recall and coverage, and the batched rules and features
+        stages per T object (none when T came from the cache or from V: nothing was timed).
+        """
+        began = time.perf_counter()
+        fold, generator = ready.fold, ready.generator
+        before = dict(generator.stage_seconds)
+        if ready.test is None:
+            ready.test = self._candidates(generator, fold, "test", ready.cache, parallel)
+        test = ready.test
         spent = {stage: generator.stage_seconds.get(stage, 0.0) - before.get(stage, 0.0)
                  for stage in ("rules", "features")}
-        # read from the cache: nothing was timed, so no batched stage time is reported
-        shared = {f"ms_{stage}": 1000 * seconds / max(len(test), 1)
-                  for stage, seconds in spent.items() if seconds > 0}
-        shared.update(candidate_figures(test))
-        log.info("fold %d, %s: D=%d V=%d T=%d objects, %.1f candidates per T object, "
-                 "candidate recall %.3f", fold.fold, name, len(fold.train_objects), len(val),
-                 len(test), shared["candidates_per_object"], shared["candidate_recall"])
+        ready.shared = {f"ms_{stage}": 1000 * seconds / max(len(test), 1)
+                        for stage, seconds in spent.items() if seconds > 0}
+        ready.shared.update(candidate_figures(test))
+        log.info("fold %d, %s: D=%d T=%d objects, %.1f candidates per T object, candidate "
+                 "recall %.3f", fold.fold, ready.name, len(fold.train_objects), len(test),
+                 ready.shared["candidates_per_object"], ready.shared["candidate_recall"])
+        ready.seconds += time.perf_counter() - began
         if timing is not None:
-            timing[0].record(timing[1][f"{SET_KEY}{name}"], timing[2],
-                             time.perf_counter() - began)
-        return _PreparedFold(fold, generator, val, test, shared, name, tuning)
+            timing[0].record(timing[1][f"{SET_KEY}{ready.name}"], timing[2], ready.seconds)
 
     def fold_candidates(self, folksonomy: Folksonomy, candidates: CandidateGenerator,
                         fold: int, name: str | None = None) -> FoldCandidates:
@@ -496,6 +541,7 @@ class TagRecommendationProtocol(SignatureSettings):
         ready = self._prepare_fold(self.splits(folksonomy)[fold],
                                    TermIndex.from_folksonomy(folksonomy), candidates, None,
                                    name=name or DEFAULT_SET, tune_with=tune_with)
+        assert ready.val is not None and ready.test is not None
         return FoldCandidates(ready.val, ready.test, ready.generator)
 
     def _split_val(self, val: CandidateSet, fold: int) -> tuple[CandidateSet, CandidateSet]:
@@ -554,6 +600,7 @@ class TagRecommendationProtocol(SignatureSettings):
 
         Returns a factory of the chosen ranker (it then learns on the whole V) and the rows.
         """
+        assert ready.val is not None
         learn, held_out = self._split_val(ready.val, ready.fold.fold)
         rows = []
         for point in progress(grid_points(self.tune[name]),
@@ -599,8 +646,8 @@ class TagRecommendationProtocol(SignatureSettings):
     def _method_runner(self, folksonomy: Folksonomy, pending: Sequence[tuple[int, str]],
                        configs: Mapping[str, Any], features: Mapping[str, Any],
                        sets: Sequence[str], set_configs: Mapping[str, Any]
-                       ) -> tuple[Callable[..., MethodOutcome], _Timing | None]:
-        """:meth:`_run_method` for this run, once the estimate of its fits is logged.
+                       ) -> tuple[Callable[..., list[MethodOutcome]], _Timing | None]:
+        """:meth:`_run_methods` for this run, once the estimate of its fits is logged.
 
         ``pending``: the (fold, method) fits still to run; ``sets``: the candidate set of each
         (fold, set) still to prepare (its generator fitted on D, its grid tried, V's and T's
@@ -630,28 +677,53 @@ class TagRecommendationProtocol(SignatureSettings):
                              for used in sets)], folksonomy)
         serial = self.n_jobs == 1 and self.backend == "processes"
         timing = (timings, keys, data_size(folksonomy)[0]) if serial else None
-        return partial(self._run_method, checkpoints=self.checkpoint_dir / folksonomy.name
+        return partial(self._run_methods, checkpoints=self.checkpoint_dir / folksonomy.name
                        if self.checkpoint_dir else None, configs=configs, timing=timing), timing
 
-    def _run_method(self, ready: _PreparedFold, name: str, make: Callable[[], Ranker],
-                    checkpoints: Path | None = None, pieces: RunPieces | None = None,
-                    configs: Mapping[str, Any] | None = None,
-                    timing: _Timing | None = None) -> MethodOutcome:
-        """One ranker's fit on a fold's V and its evaluation on T (kept in ``pieces``).
+    def _run_methods(self, ready: _PreparedFold,
+                     methods: Sequence[tuple[str, Callable[[], Ranker]]],
+                     checkpoints: Path | None = None, pieces: RunPieces | None = None,
+                     configs: Mapping[str, Any] | None = None, timing: _Timing | None = None,
+                     parallel: Parallel | None = None) -> list[MethodOutcome]:
+        """Fits each method on a fold's V, then evaluates it on T (each kept in ``pieces``).
 
-        A method with a ``tune`` grid has its settings chosen on this fold's V first; with
-        ``timing`` (the log, each method's key, the data's size), its seconds are recorded.
+        When T's set is still to make, V's set is dropped once every method is fitted and
+        T's is made then (``parallel`` runs its candidate tasks); with ``timing`` (the log,
+        each key, the data's size), each method's seconds (tuning, fit and test) are recorded.
+        """
+        fitted = [self._fit_method(ready, name, make, configs) for name, make in methods]
+        if ready.test is None:
+            ready.val = None  # no method learns any more: V's set goes before T's is made
+            self._add_test(ready, parallel, timing)
+        return [self._test_method(ready, method, checkpoints, pieces, timing)
+                for method in fitted]
+
+    def _fit_method(self, ready: _PreparedFold, name: str, make: Callable[[], Ranker],
+                    configs: Mapping[str, Any] | None) -> _FittedMethod:
+        """One ranker fitted on a fold's V.
+
+        Its settings are first chosen there if ``tune`` has a grid for it (``configs``: each
+        method's settings).
         """
         began = time.perf_counter()
-        fold, test = ready.fold, ready.test
+        assert ready.val is not None, "V's candidate set is dropped once the methods are fitted"
         tuning = [frame for frame in (ready.tuning,) if frame is not None]
         if name in self.tune:
             make, chosen = self._tune_ranker(ready, name, (configs or {})[name])
             tuning.append(chosen)
         ranker = make()
         start = time.perf_counter()
-        fit_ranker(ranker, ready.val, fold.train_tags)
-        fit_seconds = time.perf_counter() - start
+        fit_ranker(ranker, ready.val, ready.fold.train_tags)
+        end = time.perf_counter()
+        return _FittedMethod(name, ranker, tuning, end - start, end - began)
+
+    def _test_method(self, ready: _PreparedFold, method: _FittedMethod,
+                     checkpoints: Path | None, pieces: RunPieces | None,
+                     timing: _Timing | None) -> MethodOutcome:
+        """A fitted method's evaluation on a fold's T: its outcome, saved and recorded."""
+        began = time.perf_counter()
+        fold, test, name, ranker = ready.fold, ready.test, method.name, method.ranker
+        assert test is not None, "T's candidate set is made before the methods are tested"
         if checkpoints is not None:
             (checkpoints / name).mkdir(parents=True, exist_ok=True)
             ranker.save(checkpoints / name / f"fold{fold.fold}")
@@ -660,7 +732,7 @@ class TagRecommendationProtocol(SignatureSettings):
                                  ks=self.ks, metrics=self.metrics)
         if test.has_topics:
             values.update(topic_diversity(scores, test, fold.train_tags, self.ks))
-        means = {**ready.shared, "fit_seconds": fit_seconds, **timings}
+        means = {**ready.shared, "fit_seconds": method.fit_seconds, **timings}
         if not self.validating:
             means.update(self._online_timing(ready.generator, ranker, fold.test))
         outcome = MethodOutcome.from_values(
@@ -668,11 +740,13 @@ class TagRecommendationProtocol(SignatureSettings):
             run_lines=_run_lines(test, scores, name.replace(" ", "_"))
             if self.trec and not self.validating else None,
             curve=_tradeoff(ranker, name, fold.fold))
-        outcome.curves += tuning
+        outcome.curves += method.tuning
         log.info("fold %d, %s: %s (fit %.1f s)", fold.fold, name,
-                 ", ".join(f"{k} {outcome.means[name][k]:.4f}" for k in values), fit_seconds)
+                 ", ".join(f"{k} {outcome.means[name][k]:.4f}" for k in values),
+                 method.fit_seconds)
         if timing is not None:
-            timing[0].record(timing[1][name], timing[2], time.perf_counter() - began)
+            timing[0].record(timing[1][name], timing[2],
+                             method.seconds + time.perf_counter() - began)
         if pieces is not None:
             pieces.write(fold.fold, name, outcome)
         return outcome

@@ -26,6 +26,8 @@ log = logging.getLogger(__name__)
 
 WEIGHTS_FILE = "weights.json"
 """Name of the file holding the (tuned) α in a saved LATRE+wTS folder."""
+TUNING_BATCH = 16384
+"""Lists scored at a time while α is tuned (the NDCGs are those of all lists at once)."""
 
 
 class LatreWTS(BaseRanker):
@@ -75,8 +77,10 @@ class LatreWTS(BaseRanker):
             return self
         best, best_alpha = -1.0, self.alpha_grid[0]
         for alpha in self.alpha_grid:
-            ndcg = ndcg_at_k(self._combine(train, alpha), train.labels, train.mask, self.k,
-                             n_relevant=train.n_relevant)
+            # by batches of lists: the sort's temporaries of a million objects' V are GBs
+            ndcg = torch.cat([ndcg_at_k(self._combine(part, alpha), part.labels, part.mask,
+                                        self.k, n_relevant=part.n_relevant)
+                              for part in train.batches(TUNING_BATCH)])
             value = float(torch.nanmean(ndcg))
             if value > best:
                 best, best_alpha = value, alpha

@@ -112,6 +112,8 @@ MODEL_FILES: dict[str, str] = {
     "xgboost": "model.json",
 }
 """Name of the library's own model file in a saved folder, per backend."""
+FLATTEN_BATCH = 8192
+"""Lists that :func:`flatten_lists` reads at a time (their padded copy is the only extra)."""
 
 _PACKAGES = {"sklearn": "scikit-learn", "lightgbm": "lightgbm", "xgboost": "xgboost"}
 
@@ -132,20 +134,31 @@ class FlatLists:
     group_sizes: np.ndarray
 
 
-def flatten_lists(lists: CandidateSet) -> FlatLists:
+def flatten_lists(lists: CandidateSet, rows: np.ndarray | None = None) -> FlatLists:
     """Flattens the real (masked) candidates of ``lists``; padding never reaches a library.
 
     Args:
         lists: ``B`` padded lists (``features [B, L, F]``, ``labels [B, L]``, ``mask [B, L]``).
+        rows: only these lists, in this order (default: all). The selected lists are read
+            :data:`FLATTEN_BATCH` at a time, never copied whole with their padding.
 
     Returns:
         The ``N = mask.sum()`` real candidates in list order, and one group size per list
         with at least one candidate.
     """
-    mask = lists.mask.detach().cpu()
-    features = lists.features.detach().cpu()[mask].to(torch.float32).numpy()
-    labels = lists.labels.detach().cpu()[mask].to(torch.float32).numpy()
+    picked = np.arange(len(lists)) if rows is None else np.asarray(rows, dtype=np.int64)
+    mask = lists.mask.detach().cpu()[torch.as_tensor(picked)]
     sizes = mask.sum(-1).numpy().astype(np.int64)
+    features = np.empty((int(sizes.sum()), lists.features.shape[-1]), dtype=np.float32)
+    labels = np.empty(len(features), dtype=np.float32)
+    start = 0
+    for first in range(0, len(picked), FLATTEN_BATCH):
+        chunk = torch.as_tensor(picked[first:first + FLATTEN_BATCH])
+        real = mask[first:first + FLATTEN_BATCH]
+        end = start + int(real.sum())
+        features[start:end] = lists.features.detach().cpu()[chunk][real].to(torch.float32)
+        labels[start:end] = lists.labels.detach().cpu()[chunk][real].to(torch.float32)
+        start = end
     return FlatLists(features=features, labels=labels, group_sizes=sizes[sizes > 0])
 
 
@@ -285,7 +298,7 @@ class _TreeRanker(BaseRanker):
         Raises:
             ValueError: no real candidate in ``train``, or ``val`` with other features.
         """
-        data = flatten_lists(self._sampled(train))
+        data = flatten_lists(train, self._sampled(len(train)))
         if len(data.labels) == 0:
             raise ValueError("no real candidate to train on (every list is empty)")
         valid = None
@@ -301,13 +314,15 @@ class _TreeRanker(BaseRanker):
         self.model_ = fit(data, valid)
         return self
 
-    def _sampled(self, train: CandidateSet) -> CandidateSet:
-        """``train``, or a sample of ``max_train_lists`` of its lists drawn with the seed."""
-        if self.max_train_lists is None or len(train) <= self.max_train_lists:
-            return train
-        rows = np.random.default_rng(self.seed).choice(len(train), self.max_train_lists,
-                                                      replace=False)
-        return train[torch.as_tensor(np.sort(rows))]
+    def _sampled(self, n_lists: int) -> np.ndarray | None:
+        """The lists to learn from: all (None), or a seeded sample of ``max_train_lists``.
+
+        The sample is drawn from the ``n_lists`` with the seed and kept in list order.
+        """
+        if self.max_train_lists is None or n_lists <= self.max_train_lists:
+            return None
+        return np.sort(np.random.default_rng(self.seed).choice(n_lists, self.max_train_lists,
+                                                               replace=False))
 
     def _fit_sklearn(self, data: FlatLists, valid: FlatLists | None) -> Any:
         raise NotImplementedError(f"{type(self).__name__} has no scikit-learn backend")
