@@ -151,13 +151,14 @@ def flatten_lists(lists: CandidateSet, rows: np.ndarray | None = None) -> FlatLi
     sizes = mask.sum(-1).numpy().astype(np.int64)
     features = np.empty((int(sizes.sum()), lists.features.shape[-1]), dtype=np.float32)
     labels = np.empty(len(features), dtype=np.float32)
+    all_features, all_labels = lists.features.detach().cpu(), lists.labels.detach().cpu()
     start = 0
     for first in range(0, len(picked), FLATTEN_BATCH):
         chunk = torch.as_tensor(picked[first:first + FLATTEN_BATCH])
         real = mask[first:first + FLATTEN_BATCH]
         end = start + int(real.sum())
-        features[start:end] = lists.features.detach().cpu()[chunk][real].to(torch.float32)
-        labels[start:end] = lists.labels.detach().cpu()[chunk][real].to(torch.float32)
+        features[start:end] = all_features[chunk][real].to(torch.float32)
+        labels[start:end] = all_labels[chunk][real].to(torch.float32)
         start = end
     return FlatLists(features=features, labels=labels, group_sizes=sizes[sizes > 0])
 
